@@ -1,0 +1,133 @@
+/* nnroute.h - the public API of nnroute, an inference compiler for ONNX models.
+ *
+ * This is the only public header: everything under src/ is internal and may change.
+ * Handles are opaque. Every function that can fail returns an nr_status and, when an
+ * nr_error is passed, leaves a message there that names what is wrong and where
+ * (file, offset, node, tensor). Destroying NULL is a no-op. The library never aborts
+ * or exits on bad input.
+ *
+ * Stages follow what changes: load a model (nr_model_load) -> fix the input shapes
+ * (nr_model_set_input_shape, nr_model_prepare) -> run it. Today the run goes through
+ * the reference executor, the semantic oracle every faster kernel is checked against;
+ * the knob compiler and engines build on the same model handle. */
+#ifndef NNROUTE_H
+#define NNROUTE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define NR_VERSION_STRING "0.1.0"
+#define NR_MAX_RANK 8
+
+typedef enum nr_status {
+  NR_OK = 0,
+  NR_ERR_INVALID_ARGUMENT, /* a caller passed something unusable */
+  NR_ERR_INVALID_MODEL,    /* the model file breaks the ONNX rules */
+  NR_ERR_UNSUPPORTED,      /* valid ONNX that nnroute documents as unsupported */
+  NR_ERR_SHAPE,            /* shapes or dtypes do not fit an operator */
+  NR_ERR_IO,               /* a file could not be read or written */
+  NR_ERR_NOMEM,            /* an allocation failed or a size is absurd */
+  NR_ERR_RUNTIME,          /* an operator failed on the data it was given */
+  NR_ERR_INTERNAL,         /* a bug in nnroute */
+} nr_status;
+
+/* Human-readable name of a status ("invalid model", ...); static storage. */
+const char *nr_status_str(nr_status status);
+
+/* Error detail filled by failing calls. Plain storage, owned by the caller. */
+typedef struct nr_error {
+  nr_status status;
+  char message[1024];
+} nr_error;
+
+/* Element types, numbered as ONNX's TensorProto.DataType. */
+typedef enum nr_dtype {
+  NR_DTYPE_UNDEFINED = 0,
+  NR_DTYPE_FLOAT = 1,
+  NR_DTYPE_UINT8 = 2,
+  NR_DTYPE_INT8 = 3,
+  NR_DTYPE_UINT16 = 4,
+  NR_DTYPE_INT16 = 5,
+  NR_DTYPE_INT32 = 6,
+  NR_DTYPE_INT64 = 7,
+  NR_DTYPE_STRING = 8,
+  NR_DTYPE_BOOL = 9,
+  NR_DTYPE_FLOAT16 = 10,
+  NR_DTYPE_DOUBLE = 11,
+  NR_DTYPE_UINT32 = 12,
+  NR_DTYPE_UINT64 = 13,
+  NR_DTYPE_COMPLEX64 = 14,
+  NR_DTYPE_COMPLEX128 = 15,
+  NR_DTYPE_BFLOAT16 = 16,
+} nr_dtype;
+
+/* Name of a dtype ("float32", "int64", ...); static storage. */
+const char *nr_dtype_name(nr_dtype dtype);
+/* Size in bytes of one element; 0 for types nnroute cannot store (string, ...). */
+size_t nr_dtype_size(nr_dtype dtype);
+
+/* A dense tensor in C order. A buffer passed in stays owned by the caller; one
+ * returned by nnroute is owned by the caller too and released with nr_buffer_free(). */
+typedef struct nr_buffer {
+  nr_dtype dtype;
+  int rank;
+  int64_t dims[NR_MAX_RANK];
+  void *data;
+} nr_buffer;
+
+size_t nr_buffer_count(const nr_buffer *buf); /* product of dims (1 for rank 0) */
+void nr_buffer_free(nr_buffer *buf);          /* frees data, keeps the struct */
+
+typedef struct nr_model nr_model;
+
+typedef struct nr_load_options {
+  size_t size;            /* sizeof(nr_load_options): lets the struct grow */
+  const char *base_dir;   /* where external data lives; NULL: the model's folder */
+  size_t max_bytes;       /* refuse models whose tensors exceed this; 0: 16 GiB */
+} nr_load_options;
+
+/* Loads an ONNX model. On success *out owns everything it needs; the file may be
+ * deleted afterwards. opts may be NULL. */
+nr_status nr_model_load(const char *path, const nr_load_options *opts, nr_model **out,
+                        nr_error *err);
+/* The same from memory; external data is looked up under opts->base_dir. */
+nr_status nr_model_load_bytes(const void *data, size_t len, const nr_load_options *opts,
+                              nr_model **out, nr_error *err);
+void nr_model_destroy(nr_model *model);
+
+/* Graph inputs (initializers excluded) and outputs. The description's name pointer
+ * lives as long as the model. Unknown dims are -1 until nr_model_prepare(). */
+typedef struct nr_io_info {
+  const char *name;
+  nr_dtype dtype;
+  int rank;
+  int64_t dims[NR_MAX_RANK];
+} nr_io_info;
+
+int nr_model_input_count(const nr_model *model);
+int nr_model_output_count(const nr_model *model);
+nr_status nr_model_input_info(const nr_model *model, int index, nr_io_info *info);
+nr_status nr_model_output_info(const nr_model *model, int index, nr_io_info *info);
+
+/* Fixes the shape of one graph input (replacing dynamic or default dims). */
+nr_status nr_model_set_input_shape(nr_model *model, const char *name, int rank,
+                                   const int64_t *dims, nr_error *err);
+/* Resolves shapes and dtypes through the graph and folds shape-computing subgraphs
+ * into constants. Called implicitly by nr_model_run() when needed. */
+nr_status nr_model_prepare(nr_model *model, nr_error *err);
+
+/* Runs the model with the reference executor. inputs[i] matches graph input i (in
+ * nr_model_input_info order). outputs must have room for nr_model_output_count()
+ * buffers; each is filled with newly allocated data the caller frees. */
+nr_status nr_model_run(nr_model *model, const nr_buffer *inputs, nr_buffer *outputs,
+                       nr_error *err);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* NNROUTE_H */

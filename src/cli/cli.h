@@ -1,0 +1,27 @@
+/* cli.h - what the command files share: the command table entry points and small
+ * argument helpers. Only the CLI turns statuses into exit codes and messages. */
+#ifndef NR_CLI_CLI_H
+#define NR_CLI_CLI_H
+
+#include "nnroute.h"
+#include "ir/ir.h"
+
+#include <stdbool.h>
+
+int nr_cli_run(int argc, char **argv);
+int nr_cli_conformance(int argc, char **argv);
+
+/* Parses "1x3x224x224" (also "1,3,224,224"; "" or "scalar" = rank 0). */
+bool nr_cli_parse_dims(const char *text, int *rank, int64_t *dims);
+/* Splits "NAME=VALUE" at the last '=' into a newly allocated name; NULL on error. */
+char *nr_cli_split_assign(const char *arg, const char **value);
+/* File-safe form of a tensor name: [A-Za-z0-9._-] kept, others become '_'. */
+void nr_cli_safe_name(const char *name, char *out, size_t cap);
+/* Reads a .npy or .pb tensor file by extension. */
+nr_status nr_cli_read_tensor(const char *path, nr_value *out, nr_error *err);
+/* Prints "nnroute: <status>: <message>" to stderr; returns exit code 1. */
+int nr_cli_fail(const nr_error *err);
+/* Fills v with seeded random data suited to its dtype. */
+void nr_cli_random_fill(nr_value *v, uint64_t *state);
+
+#endif

@@ -1,0 +1,96 @@
+/* cli_util.c - argument parsing, tensor-file reading and seeded random inputs shared
+ * by the commands. */
+#include "cli/cli.h"
+#include "io/tensor_io.h"
+#include "kernels/ref/ref_util.h"
+#include "util/error.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+bool nr_cli_parse_dims(const char *text, int *rank, int64_t *dims) {
+  *rank = 0;
+  if (!*text || !strcmp(text, "scalar"))
+    return true;
+  const char *p = text;
+  while (*p) {
+    if (*rank == NR_MAX_RANK)
+      return false;
+    char *end;
+    errno = 0;
+    long long d = strtoll(p, &end, 10);
+    if (end == p || errno || d < 0)
+      return false;
+    dims[(*rank)++] = d;
+    if (*end == 'x' || *end == ',' || *end == 'X')
+      end++;
+    else if (*end)
+      return false;
+    p = end;
+  }
+  return true;
+}
+
+char *nr_cli_split_assign(const char *arg, const char **value) {
+  const char *eq = strrchr(arg, '=');
+  if (!eq || eq == arg)
+    return NULL;
+  *value = eq + 1;
+  return strndup(arg, (size_t)(eq - arg));
+}
+
+void nr_cli_safe_name(const char *name, char *out, size_t cap) {
+  size_t i = 0;
+  for (; name[i] && i + 1 < cap; i++) {
+    char c = name[i];
+    bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+              c == '.' || c == '_' || c == '-';
+    out[i] = ok ? c : '_';
+  }
+  out[i] = '\0';
+  if (!strcmp(out, ".") || !strcmp(out, ".."))
+    out[0] = '_';
+}
+
+static bool ends_with(const char *s, const char *suffix) {
+  size_t n = strlen(s), m = strlen(suffix);
+  return n >= m && !strcmp(s + n - m, suffix);
+}
+
+nr_status nr_cli_read_tensor(const char *path, nr_value *out, nr_error *err) {
+  if (ends_with(path, ".npy"))
+    return nr_npy_read(path, out, err);
+  if (ends_with(path, ".pb"))
+    return nr_pb_read(path, out, NULL, err);
+  return nr_errorf(err, NR_ERR_INVALID_ARGUMENT,
+                   "'%s': tensor files must end in .npy or .pb", path);
+}
+
+int nr_cli_fail(const nr_error *err) {
+  fprintf(stderr, "nnroute: %s: %s\n", nr_status_str(err->status), err->message);
+  return 1;
+}
+
+static uint64_t next_random(uint64_t *s) {
+  uint64_t z = (*s += 0x9e3779b97f4a7c15ull);
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+  return z ^ (z >> 31);
+}
+
+/* Floats: uniform in [-1, 1). Integers: [0, 16), a range that is a valid index or
+ * token id for most models. Bool: fair coin. */
+void nr_cli_random_fill(nr_value *v, uint64_t *state) {
+  int64_t n = nr_value_count(v);
+  for (int64_t i = 0; i < n; i++) {
+    uint64_t r = next_random(state);
+    if (nr_dtype_is_float(v->dtype))
+      nr_store_f64(v->dtype, v->data, i, (double)(r >> 11) * 0x1p-52 - 1.0);
+    else if (v->dtype == NR_DTYPE_BOOL)
+      nr_store_i64(v->dtype, v->data, i, (int64_t)(r & 1));
+    else
+      nr_store_i64(v->dtype, v->data, i, (int64_t)(r % 16));
+  }
+}

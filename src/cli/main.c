@@ -1,0 +1,39 @@
+/* main.c - the `nnroute` command: a table of subcommands and the dispatch. */
+#include "cli/cli.h"
+
+#include <stdio.h>
+#include <string.h>
+
+static const struct command {
+  const char *name;
+  int (*fn)(int argc, char **argv);
+  const char *help;
+} commands[] = {
+    {"run", nr_cli_run, "run a model with the reference executor, write outputs as .npy"},
+    {"conformance", nr_cli_conformance,
+     "run ONNX backend test directories and compare with their expected outputs"},
+};
+
+static void usage(FILE *f) {
+  fprintf(f, "usage: nnroute COMMAND [ARGS]   (nnroute COMMAND --help for details)\n\n");
+  for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
+    fprintf(f, "  %-12s %s\n", commands[i].name, commands[i].help);
+  fprintf(f, "\nnnroute %s\n", NR_VERSION_STRING);
+}
+
+int main(int argc, char **argv) {
+  if (argc < 2 || !strcmp(argv[1], "--help") || !strcmp(argv[1], "-h")) {
+    usage(argc < 2 ? stderr : stdout);
+    return argc < 2 ? 2 : 0;
+  }
+  if (!strcmp(argv[1], "--version")) {
+    printf("nnroute %s\n", NR_VERSION_STRING);
+    return 0;
+  }
+  for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
+    if (!strcmp(argv[1], commands[i].name))
+      return commands[i].fn(argc - 1, argv + 1);
+  fprintf(stderr, "nnroute: unknown command '%s'\n\n", argv[1]);
+  usage(stderr);
+  return 2;
+}

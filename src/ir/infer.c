@@ -1,0 +1,209 @@
+/* infer.c - static shape and dtype inference over a graph, and constant folding.
+ *
+ * Both walk the nodes in topological order calling each operator's shape rule on the
+ * tensors' static descriptions. Folding additionally evaluates, with the reference
+ * kernel, every node whose inputs are all constant, so that the shape arithmetic
+ * exporters emit (Shape -> Gather -> Unsqueeze -> Concat -> Reshape) turns into
+ * constants and the shapes downstream of it become known in the same pass. */
+#include "ir/op.h"
+#include "util/error.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+/* The static description of an enclosing-scope tensor, as a view. */
+static nr_value outer_value(const nr_graph *g, const char *name) {
+  nr_value v = {.rank = -1};
+  for (const nr_graph *p = g->parent; p; p = p->parent) {
+    int t = nr_graph_find_tensor(p, name);
+    if (t >= 0 && !(p->tensors[t].flags & NR_TENSOR_OUTER)) {
+      v = p->tensors[t].value;
+      v.owned = false;
+      return v;
+    }
+  }
+  return v;
+}
+
+static bool node_has_subgraph(const nr_node *n) {
+  for (int a = 0; a < n->n_attrs; a++)
+    if (n->attrs[a].g)
+      return true;
+  return false;
+}
+
+static bool all_inputs_const(const nr_graph *g, const nr_node *n) {
+  for (int i = 0; i < n->n_inputs; i++) {
+    int t = n->inputs[i];
+    if (t >= 0 && !(g->tensors[t].flags & NR_TENSOR_CONST))
+      return false;
+  }
+  return true;
+}
+
+/* Merges an inferred description into the tensor's: inferred facts win, but a dim
+ * the model declared stays when inference could not tell. */
+static void merge(nr_tensor *t, nr_value *inferred) {
+  nr_value *v = &t->value;
+  if (inferred->dtype != NR_DTYPE_UNDEFINED)
+    v->dtype = inferred->dtype;
+  if (inferred->rank >= 0) {
+    bool keep = v->rank == inferred->rank;
+    for (int d = 0; d < inferred->rank; d++)
+      if (inferred->dims[d] >= 0 || !keep)
+        v->dims[d] = inferred->dims[d];
+    v->rank = inferred->rank;
+  }
+  if (inferred->data) {
+    nr_value_free(v);
+    v->data = inferred->data;
+    v->owned = inferred->owned;
+    inferred->data = NULL;
+    inferred->owned = false;
+    t->flags |= NR_TENSOR_CONST;
+  }
+}
+
+static nr_status infer_node(nr_graph *g, int k, bool fold, bool *folded, nr_error *err) {
+  nr_node *n = &g->nodes[k];
+  nr_value *ins[64], *outs[64], tmp_out[64], outer[64];
+  char node[256];
+  *folded = false;
+  if (n->n_inputs > 64 || n->n_outputs > 64)
+    return nr_errorf(err, NR_ERR_UNSUPPORTED, "%s: more than 64 inputs or outputs",
+                     nr_node_describe(n, node, sizeof node));
+  for (int i = 0; i < n->n_inputs; i++) {
+    int t = n->inputs[i];
+    ins[i] = NULL;
+    if (t < 0)
+      continue;
+    if (g->tensors[t].flags & NR_TENSOR_OUTER) {
+      outer[i] = outer_value(g, g->tensors[t].name);
+      ins[i] = &outer[i];
+    } else {
+      ins[i] = &g->tensors[t].value;
+    }
+  }
+  bool evaluate = fold && all_inputs_const(g, n) && !node_has_subgraph(n) &&
+                  !(n->def->flags & NR_OP_NO_FOLD) && n->def->run;
+  for (int o = 0; o < n->n_outputs; o++) {
+    memset(&tmp_out[o], 0, sizeof tmp_out[o]);
+    tmp_out[o].rank = -1;
+    outs[o] = n->outputs[o] >= 0 ? &tmp_out[o] : NULL;
+  }
+  nr_op_ctx ctx = {n, n->n_inputs, ins, n->n_outputs, outs, evaluate, NULL, g, err};
+  nr_status st = n->def->infer ? n->def->infer(&ctx) : NR_OK;
+  if (!st && evaluate) {
+    for (int o = 0; !st && o < n->n_outputs; o++)
+      if (outs[o] && !outs[o]->data && !(n->def->flags & NR_OP_ALLOCATES_OUTPUTS))
+        st = nr_value_alloc(outs[o], outs[o]->dtype, outs[o]->rank, outs[o]->dims, err);
+    if (!st)
+      st = n->def->run(&ctx);
+    if (!st)
+      *folded = true;
+  }
+  for (int o = 0; o < n->n_outputs; o++) {
+    if (!outs[o])
+      continue;
+    if (!st)
+      merge(&g->tensors[n->outputs[o]], outs[o]);
+    nr_value_free(outs[o]);
+  }
+  if (st && err && !strstr(err->message, "node '"))
+    nr_error_prefix(err, "%s: ", nr_node_describe(n, node, sizeof node));
+  return st;
+}
+
+/* A node is dead once every output it has is a constant. */
+static bool node_dead(const nr_graph *g, const nr_node *n) {
+  for (int o = 0; o < n->n_outputs; o++) {
+    int t = n->outputs[o];
+    if (t >= 0 && !(g->tensors[t].flags & NR_TENSOR_CONST))
+      return false;
+  }
+  return n->n_outputs > 0;
+}
+
+static nr_status walk(nr_graph *g, bool fold, nr_error *err) {
+  for (int t = 0; t < g->n_tensors; t++) {
+    nr_tensor *ten = &g->tensors[t];
+    if (ten->flags & NR_TENSOR_OUTER && !ten->value.data) {
+      nr_value v = outer_value(g, ten->name);
+      ten->value.dtype = v.dtype;
+      ten->value.rank = v.rank;
+      memcpy(ten->value.dims, v.dims, sizeof v.dims);
+    }
+  }
+  for (int k = 0; k < g->n_nodes; k++) {
+    bool folded;
+    if (!g->nodes[k].def)
+      return nr_errorf(err, NR_ERR_INTERNAL, "node %d is not bound to an operator", k);
+    nr_status st = infer_node(g, k, fold, &folded, err);
+    if (st)
+      return st;
+  }
+  return NR_OK;
+}
+
+nr_status nr_graph_infer(nr_graph *g, nr_error *err) {
+  return walk(g, false, err);
+}
+
+static void drop_dead_nodes(nr_graph *g) {
+  int w = 0;
+  for (int k = 0; k < g->n_nodes; k++) {
+    nr_node *n = &g->nodes[k];
+    if (node_dead(g, n)) {
+      for (int o = 0; o < n->n_outputs; o++)
+        if (n->outputs[o] >= 0)
+          g->tensors[n->outputs[o]].producer = -1;
+      nr_node tmp = *n;
+      /* Free through a throwaway one-node graph-less path. */
+      free(tmp.name);
+      free(tmp.op_type);
+      free(tmp.domain);
+      free(tmp.inputs);
+      free(tmp.outputs);
+      for (int a = 0; a < tmp.n_attrs; a++)
+        nr_attr_free(&tmp.attrs[a]);
+      free(tmp.attrs);
+      continue;
+    }
+    g->nodes[w++] = *n;
+  }
+  g->n_nodes = w;
+  for (int k = 0; k < g->n_nodes; k++)
+    for (int o = 0; o < g->nodes[k].n_outputs; o++)
+      if (g->nodes[k].outputs[o] >= 0)
+        g->tensors[g->nodes[k].outputs[o]].producer = k;
+}
+
+nr_status nr_graph_fold_constants(nr_graph *g, nr_error *err) {
+  nr_status st = walk(g, true, err);
+  if (!st)
+    drop_dead_nodes(g);
+  return st;
+}
+
+nr_status nr_op_infer_subgraph(nr_op_ctx *ctx, nr_graph *body, int n_inputs,
+                               const nr_value *inputs, nr_value *outputs) {
+  if (n_inputs != body->n_inputs)
+    return nr_op_fail(ctx, NR_ERR_INVALID_MODEL, "subgraph takes %d inputs, %d given",
+                      body->n_inputs, n_inputs);
+  for (int i = 0; i < n_inputs; i++) {
+    nr_value *v = &body->tensors[body->inputs[i]].value;
+    nr_value_free(v);
+    v->dtype = inputs[i].dtype != NR_DTYPE_UNDEFINED ? inputs[i].dtype : v->dtype;
+    if (inputs[i].rank >= 0) {
+      v->rank = inputs[i].rank;
+      memcpy(v->dims, inputs[i].dims, sizeof v->dims);
+    }
+  }
+  nr_status st = walk(body, false, ctx->err);
+  for (int i = 0; !st && i < body->n_outputs; i++) {
+    outputs[i] = body->tensors[body->outputs[i]].value;
+    outputs[i].data = NULL;
+    outputs[i].owned = false;
+  }
+  return st;
+}

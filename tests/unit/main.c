@@ -1,0 +1,56 @@
+/* main.c - runs every registered unit test; `nr_unit [FILTER]` runs the tests whose
+ * name contains FILTER. Exit status is non-zero when any test failed. */
+#include "unit.h"
+
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define MAX_TESTS 4096
+
+static struct {
+  const char *name;
+  nr_test_fn fn;
+} tests[MAX_TESTS];
+static int n_tests;
+
+void nr_test_register(const char *name, nr_test_fn fn) {
+  if (n_tests < MAX_TESTS) {
+    tests[n_tests].name = name;
+    tests[n_tests].fn = fn;
+    n_tests++;
+  }
+}
+
+void nr_test_failf(nr_test_state *t, const char *file, int line, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  fprintf(stderr, "FAIL %s (%s:%d): ", t->name, file, line);
+  vfprintf(stderr, fmt, ap);
+  fputc('\n', stderr);
+  va_end(ap);
+  t->failures++;
+}
+
+static int by_name(const void *a, const void *b) {
+  const char *x = *(const char *const *)a, *y = *(const char *const *)b;
+  return strcmp(x, y);
+}
+
+int main(int argc, char **argv) {
+  const char *filter = argc > 1 ? argv[1] : NULL;
+  int passed = 0, failed = 0;
+  qsort(tests, n_tests, sizeof tests[0], by_name);
+  for (int i = 0; i < n_tests; i++) {
+    if (filter && !strstr(tests[i].name, filter))
+      continue;
+    nr_test_state t = {tests[i].name, 0};
+    tests[i].fn(&t);
+    if (t.failures)
+      failed++;
+    else
+      passed++;
+  }
+  printf("%d passed, %d failed\n", passed, failed);
+  return failed ? 1 : 0;
+}
