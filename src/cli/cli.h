@@ -10,6 +10,7 @@
 
 int nr_cli_run(int argc, char **argv);
 int nr_cli_conformance(int argc, char **argv);
+int nr_cli_ops(int argc, char **argv);
 
 /* Parses "1x3x224x224" (also "1,3,224,224"; "" or "scalar" = rank 0). */
 bool nr_cli_parse_dims(const char *text, int *rank, int64_t *dims);

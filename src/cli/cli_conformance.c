@@ -87,16 +87,6 @@ static void find_tests(const char *path, path_list *out, int depth) {
   free(sub.items);
 }
 
-/* Counts files PREFIX0.pb, PREFIX1.pb, ... in dir. */
-static int count_numbered(const char *dir, const char *prefix) {
-  char buf[4096];
-  int n = 0;
-  for (;; n++) {
-    snprintf(buf, sizeof buf, "%s/%s%d.pb", dir, prefix, n);
-    if (!is_file(buf))
-      return n;
-  }
-}
 
 /* ---- comparing ------------------------------------------------------------------ */
 
@@ -142,15 +132,13 @@ static result_kind from_status(const nr_error *err, char *why, size_t cap) {
 }
 
 /* Runs one data set: loads the model afresh (shapes are fixed per preparation). */
-static result_kind run_set(const char *test, const char *set, const conf_opts *o,
-                           char *why, size_t cap) {
-  char model_path[4096], buf[4096];
-  snprintf(model_path, sizeof model_path, "%s/model.onnx", test);
+static result_kind run_set(const nr_testdata *td, const nr_testdata_set *set,
+                           const conf_opts *o, char *why, size_t cap) {
   nr_error err = {0};
   nr_model *m = NULL;
-  if (nr_model_load(model_path, NULL, &m, &err))
+  if (nr_model_load(td->model_path, NULL, &m, &err))
     return from_status(&err, why, cap);
-  int ni = count_numbered(set, "input_"), no = count_numbered(set, "output_");
+  int ni = set->n_inputs, no = set->n_outputs;
   result_kind res = RES_PASS;
   nr_value in[64] = {0}, want[64] = {0};
   nr_buffer ins[64] = {0}, outs[64] = {0};
@@ -164,8 +152,7 @@ static result_kind run_set(const char *test, const char *set, const conf_opts *o
   for (int i = 0; i < ni && res == RES_PASS; i++) {
     nr_io_info info;
     nr_model_input_info(m, i, &info);
-    snprintf(buf, sizeof buf, "%s/input_%d.pb", set, i);
-    if (nr_pb_read(buf, &in[i], NULL, &err) ||
+    if (nr_pb_read(set->inputs[i], &in[i], NULL, &err) ||
         nr_model_set_input_shape(m, info.name, in[i].rank, in[i].dims, &err)) {
       res = from_status(&err, why, cap);
       break;
@@ -173,11 +160,9 @@ static result_kind run_set(const char *test, const char *set, const conf_opts *o
     ins[i] = (nr_buffer){in[i].dtype, in[i].rank, {0}, in[i].data};
     memcpy(ins[i].dims, in[i].dims, sizeof ins[i].dims);
   }
-  for (int i = 0; i < no && res == RES_PASS; i++) {
-    snprintf(buf, sizeof buf, "%s/output_%d.pb", set, i);
-    if (nr_pb_read(buf, &want[i], NULL, &err))
+  for (int i = 0; i < no && res == RES_PASS; i++)
+    if (nr_pb_read(set->outputs[i], &want[i], NULL, &err))
       res = from_status(&err, why, cap);
-  }
   if (res == RES_PASS && nr_model_run(m, ins, outs, &err))
     res = from_status(&err, why, cap);
   for (int i = 0; i < no && res == RES_PASS; i++) {
@@ -202,21 +187,19 @@ done:
 }
 
 static result_kind run_test(const char *test, const conf_opts *o, char *why, size_t cap) {
-  char set[4096];
-  int n_sets = 0;
-  for (;; n_sets++) {
-    snprintf(set, sizeof set, "%s/test_data_set_%d", test, n_sets);
-    if (!is_dir(set))
-      break;
-    result_kind r = run_set(test, set, o, why, cap);
-    if (r != RES_PASS)
-      return r;
-  }
-  if (!n_sets) {
+  nr_testdata td;
+  nr_error err = {0};
+  if (nr_testdata_open(test, &td, &err))
+    return from_status(&err, why, cap);
+  result_kind r = RES_PASS;
+  if (!td.n_sets) {
     snprintf(why, cap, "no test_data_set_0 directory");
-    return RES_FAIL;
+    r = RES_FAIL;
   }
-  return RES_PASS;
+  for (int s = 0; s < td.n_sets && r == RES_PASS; s++)
+    r = run_set(&td, &td.sets[s], o, why, cap);
+  nr_testdata_free(&td);
+  return r;
 }
 
 /* ---- isolation and reporting ---------------------------------------------------- */

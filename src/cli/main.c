@@ -12,6 +12,7 @@ static const struct command {
     {"run", nr_cli_run, "run a model with the reference executor, write outputs as .npy"},
     {"conformance", nr_cli_conformance,
      "run ONNX backend test directories and compare with their expected outputs"},
+    {"ops", nr_cli_ops, "list the supported operators (--markdown for docs/operators.md)"},
 };
 
 static void usage(FILE *f) {

@@ -8,10 +8,10 @@
 #include "nnroute.h"
 #include "ir/ir.h"
 #include "kernels/ref/executor.h"
+#include "io/tensor_io.h"
 #include "onnx/onnx_load.h"
 #include "util/error.h"
 
-#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -32,34 +32,6 @@ static char *dir_of(const char *path) {
     d[n ? n : 1] = '\0';
   }
   return d;
-}
-
-static nr_status read_file(const char *path, void **data, size_t *len, nr_error *err) {
-  FILE *f = fopen(path, "rb");
-  if (!f)
-    return nr_errorf(err, NR_ERR_IO, "cannot open '%s': %s", path, strerror(errno));
-  nr_status st = NR_OK;
-  if (fseek(f, 0, SEEK_END) || ftell(f) < 0) {
-    st = nr_errorf(err, NR_ERR_IO, "cannot read '%s': not a regular file", path);
-    goto done;
-  }
-  long size = ftell(f);
-  rewind(f);
-  *data = malloc(size ? (size_t)size : 1);
-  if (!*data) {
-    st = nr_errorf(err, NR_ERR_NOMEM, "cannot hold '%s' (%ld bytes) in memory", path, size);
-    goto done;
-  }
-  if (fread(*data, 1, (size_t)size, f) != (size_t)size) {
-    free(*data);
-    *data = NULL;
-    st = nr_errorf(err, NR_ERR_IO, "cannot read '%s': short read", path);
-    goto done;
-  }
-  *len = (size_t)size;
-done:
-  fclose(f);
-  return st;
 }
 
 static nr_status finish_load(nr_graph *g, nr_model **out, nr_error *err) {
@@ -99,9 +71,9 @@ nr_status nr_model_load(const char *path, const nr_load_options *opts, nr_model 
   if (!path || !out)
     return nr_errorf(err, NR_ERR_INVALID_ARGUMENT, "nr_model_load: NULL argument");
   *out = NULL;
-  void *data = NULL;
+  uint8_t *data = NULL;
   size_t len = 0;
-  nr_status st = read_file(path, &data, &len, err);
+  nr_status st = nr_io_read_file(path, (size_t)1 << 40, &data, &len, err);
   if (st)
     return st;
   nr_load_options o = {sizeof o, NULL, 0};

@@ -1,0 +1,94 @@
+#!/usr/bin/env bash
+# bootstrap.sh - installs what building and testing nnroute needs, and nothing twice.
+#
+#   scripts/bootstrap.sh              Debian packages + the Python venv (.venv)
+#   NR_BOOTSTRAP_MODELS=0 scripts/bootstrap.sh
+#                                     the same without python3-torch/torchvision (about
+#                                     1 GB), which only bench/models/export_models.py uses
+#
+# Targets Debian 12. Debian packages are installed with apt-get (as root, or through
+# sudo) only when some are missing, so a second run does no network access at all.
+# The venv is made with Debian's own /usr/bin/python3 (never whatever python3 is first
+# on PATH) and gets pinned onnx / onnxruntime / numpy from PyPI, only when they are not
+# already there at those versions. Torch stays a Debian package used from /usr/bin/python3:
+# the model exports run there, ONNX Runtime runs in the venv.
+set -euo pipefail
+
+repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+venv=$repo/.venv
+sys_python=/usr/bin/python3
+models=${NR_BOOTSTRAP_MODELS:-1}
+
+# PyPI pins: onnx 1.23 reads and checks models up to opset 23; onnxruntime 1.23.2 is the
+# matching runtime release with CPython 3.11 wheels (Debian 12's python).
+pins=(onnx==1.23.2 onnxruntime==1.23.2 numpy==2.3.5)
+
+packages=(build-essential cmake pkg-config libprotobuf-c-dev protobuf-c-compiler
+          libsqlite3-dev libcjson-dev libopenblas-dev libdnnl-dev xz-utils
+          python3 python3-venv python3-numpy)
+[[ $models != 0 ]] && packages+=(python3-torch python3-torchvision)
+
+say() { echo "bootstrap: $*"; }
+
+install_packages() {
+  if ! command -v dpkg-query >/dev/null || ! command -v apt-get >/dev/null; then
+    say "not a Debian system: install the equivalents of ${packages[*]} by hand"
+    return 0
+  fi
+  local missing=() p
+  for p in "${packages[@]}"; do
+    [[ $(dpkg-query -W -f='${db:Status-Status}' "$p" 2>/dev/null) == installed ]] ||
+      missing+=("$p")
+  done
+  if ((${#missing[@]} == 0)); then
+    say "all ${#packages[@]} Debian packages present"
+    return 0
+  fi
+  local sudo=()
+  if ((EUID != 0)); then
+    command -v sudo >/dev/null || { say "need root (or sudo) to install: ${missing[*]}"; return 1; }
+    sudo=(sudo)
+  fi
+  say "installing ${missing[*]}"
+  "${sudo[@]}" env DEBIAN_FRONTEND=noninteractive apt-get update -q
+  "${sudo[@]}" env DEBIAN_FRONTEND=noninteractive apt-get install -y -q \
+    --no-install-recommends "${missing[@]}"
+}
+
+# True when the venv exists and holds exactly the pinned versions.
+venv_current() {
+  [[ -x $venv/bin/python ]] || return 1
+  "$venv/bin/python" - "${pins[@]}" <<'EOF' 2>/dev/null
+import sys
+from importlib.metadata import version, PackageNotFoundError
+try:
+    ok = all(version(p.split("==")[0]) == p.split("==")[1] for p in sys.argv[1:])
+except PackageNotFoundError:
+    ok = False
+sys.exit(0 if ok else 1)
+EOF
+}
+
+make_venv() {
+  if venv_current; then
+    say "venv $venv up to date (${pins[*]})"
+    return 0
+  fi
+  if [[ ! -x $venv/bin/python ]] || ! "$venv/bin/python" -m pip --version >/dev/null 2>&1; then
+    rm -rf "$venv"
+    say "creating $venv with $sys_python"
+    "$sys_python" -m venv "$venv"
+  fi
+  say "pip installing ${pins[*]}"
+  PIP_DISABLE_PIP_VERSION_CHECK=1 "$venv/bin/python" -m pip install -q "${pins[@]}"
+  venv_current || { say "venv still lacks ${pins[*]} after pip install"; return 1; }
+}
+
+install_packages
+[[ -x $sys_python ]] || { say "$sys_python is missing"; exit 1; }
+make_venv
+if [[ $models != 0 ]]; then
+  "$sys_python" -c "import torch, torchvision" 2>/dev/null ||
+    { say "$sys_python cannot import torch/torchvision"; exit 1; }
+fi
+say "done"

@@ -1,0 +1,107 @@
+#!/usr/bin/env bash
+# test.sh - the whole test suite, from a bare Debian 12 clone to one summary line.
+#
+#   scripts/test.sh
+#
+# Stages, in order; each prints a banner and its time, and a failed stage does not hide
+# the later ones unless they need its output:
+#   bootstrap   scripts/bootstrap.sh (Debian packages, .venv)
+#   build       Release build in build/
+#   ctest       unit tests + ONNX node conformance (ctest --test-dir build)
+#   asan        ASan+UBSan build in build-asan/, nr_unit with NR_FUZZ_DIR=build/node
+#   models      export the real-model suite to build/models/ (cached) + ONNX Runtime refs
+#   check       tests/models/check_models.sh: nnroute run vs ONNX Runtime
+# The last line is `N passed, N failed` over the stages (`, N skipped` when some were
+# skipped); the exit status is non-zero when any stage failed.
+#
+# Environment: NR_BUILD_DIR / NR_ASAN_DIR (build trees, default build / build-asan;
+# the models live in NR_BUILD_DIR/models), NR_JOBS (build parallelism, default 2), NR_SKIP (space-separated stage
+# names to skip, e.g. "asan models check"), NR_BOOTSTRAP_MODELS=0 (no torch: skips the
+# model stages), NR_MODEL_TIMEOUT (seconds per model run, default 600).
+set -uo pipefail
+
+repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+cd "$repo"
+jobs=${NR_JOBS:-2}
+build=${NR_BUILD_DIR:-build}
+asan=${NR_ASAN_DIR:-build-asan}
+skip=" ${NR_SKIP:-} "
+[[ ${NR_BOOTSTRAP_MODELS:-1} == 0 ]] && skip+=" models check "
+tarball=$repo/../shared/onnx-node-tests/node.tar.xz
+
+passed=0 failed=0 skipped=0
+results=()
+t_all=$(date +%s)
+
+# stage NAME NEEDS COMMAND...: runs COMMAND unless NAME is skipped or a stage named in
+# NEEDS (space-separated) did not pass.
+declare -A status
+stage() {
+  local name=$1 needs=$2
+  shift 2
+  local why=""
+  [[ $skip == *" $name "* ]] && why="NR_SKIP"
+  for n in $needs; do
+    [[ ${status[$n]:-} == pass ]] || { why="needs $n"; break; }
+  done
+  echo
+  echo "======== $name"
+  if [[ -n $why ]]; then
+    echo "-------- $name: SKIPPED ($why)"
+    status[$name]=skip skipped=$((skipped + 1)) results+=("$name skipped")
+    return
+  fi
+  local t0=$SECONDS
+  if "$@"; then
+    status[$name]=pass passed=$((passed + 1)) results+=("$name ok $((SECONDS - t0))s")
+    echo "-------- $name: PASS ($((SECONDS - t0)) s)"
+  else
+    status[$name]=fail failed=$((failed + 1)) results+=("$name FAILED $((SECONDS - t0))s")
+    echo "-------- $name: FAIL ($((SECONDS - t0)) s)"
+  fi
+}
+
+do_bootstrap() { bash scripts/bootstrap.sh; }
+
+do_build() {
+  cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=Release &&
+    cmake --build "$build" -j"$jobs"
+}
+
+do_ctest() { ctest --test-dir "$build" --output-on-failure; }
+
+do_asan() {
+  # The loader fuzz test mutates real models; the unpacked node suite is the corpus.
+  if [[ ! -d $build/node && -f $tarball ]]; then
+    mkdir -p "$build" && tar -xJf "$tarball" -C "$build" || return 1
+  fi
+  cmake -S . -B "$asan" -DCMAKE_BUILD_TYPE=Debug -DNR_SANITIZE=ON &&
+    cmake --build "$asan" -j"$jobs" --target nr_unit &&
+    NR_FUZZ_DIR=$(cd "$build" && pwd)/node ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1} \
+      UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1} "$asan/nr_unit"
+}
+
+do_models() {
+  /usr/bin/python3 bench/models/export_models.py "$build/models" &&
+    .venv/bin/python bench/models/ort_reference.py "$build/models"
+}
+
+do_check() {
+  NNROUTE=$build/nnroute NR_MODELS_OUT=$build/models-out \
+    bash tests/models/check_models.sh "$build/models"
+}
+
+stage bootstrap "" do_bootstrap
+stage build "bootstrap" do_build
+stage ctest "build" do_ctest
+stage asan "bootstrap" do_asan
+stage models "bootstrap" do_models
+stage check "build models" do_check
+
+echo
+echo "======== summary ($(( $(date +%s) - t_all )) s)"
+printf '  %s\n' "${results[@]}"
+line="$passed passed, $failed failed"
+((skipped > 0)) && line+=", $skipped skipped"
+echo "$line"
+((failed == 0))
