@@ -29,8 +29,8 @@ static nr_status check_container(const void *data, size_t len, const char *what,
                s->n_map_values + s->n_optional_values;
     if (n || (s->has_elem_type && s->elem_type >= 1 && s->elem_type <= 5))
       found = nr_errorf(err, NR_ERR_UNSUPPORTED,
-                        "%s holds a SequenceProto (%zu elements); sequences are not "
-                        "supported", what, n);
+                        "%s holds a SequenceProto or OptionalProto (%zu elements); "
+                        "sequences and optionals are not supported", what, n);
     nr_onnx_free(msg);
   }
   if (found)
@@ -73,7 +73,7 @@ static nr_status tensor_from_bytes(const void *data, size_t len, const char *wha
 nr_status nr_pb_parse(const void *data, size_t len, const char *what, const char *base_dir,
                       nr_value *out, char **name_out, nr_error *err) {
   nr_status st = tensor_from_bytes(data, len, what, base_dir, out, name_out, err);
-  if (st && st != NR_ERR_NOMEM) {
+  if (st) {
     nr_status other = check_container(data, len, what, err);
     if (other)
       return other;

@@ -80,7 +80,8 @@ nr_status nr_op_check_arity(nr_op_ctx *ctx, int min_in, int max_in);
 bool nr_op_in_known(const nr_op_ctx *ctx, int i);
 /* Normalizes a possibly negative axis against rank; fails naming the attribute. */
 nr_status nr_op_axis(nr_op_ctx *ctx, int64_t axis, int rank, int *out);
-/* Numpy-style multidirectional broadcast of two shapes; unknown dims stay unknown. */
+/* Numpy-style multidirectional broadcast of two shapes; unknown dims stay unknown.
+ * dims may be the same array as a->dims or b->dims. */
 nr_status nr_op_broadcast(nr_op_ctx *ctx, const nr_value *a, const nr_value *b,
                           int *rank, int64_t *dims);
 

@@ -55,7 +55,7 @@ nr_status nr_op_check_arity(nr_op_ctx *ctx, int min_in, int max_in) {
 
 bool nr_op_in_known(const nr_op_ctx *ctx, int i) {
   const nr_value *v = nr_op_in(ctx, i);
-  return v && v->data && nr_value_shape_known(v);
+  return v && nr_value_shape_known(v) && (v->data || nr_value_count(v) == 0);
 }
 
 nr_status nr_op_axis(nr_op_ctx *ctx, int64_t axis, int rank, int *out) {
@@ -73,17 +73,18 @@ nr_status nr_op_broadcast(nr_op_ctx *ctx, const nr_value *a, const nr_value *b,
     return NR_OK;
   }
   int r = a->rank > b->rank ? a->rank : b->rank;
+  int64_t out[NR_MAX_RANK]; /* dims may alias a->dims or b->dims */
   for (int d = 0; d < r; d++) {
     int ea = d - (r - a->rank), eb = d - (r - b->rank);
     int64_t x = ea >= 0 ? a->dims[ea] : 1, y = eb >= 0 ? b->dims[eb] : 1;
     if (x == 1)
-      dims[d] = y;
+      out[d] = y;
     else if (y == 1)
-      dims[d] = x;
+      out[d] = x;
     else if (x < 0 || y < 0)
-      dims[d] = x < 0 ? y : x; /* the known one must be it, or the model is wrong */
+      out[d] = x < 0 ? y : x; /* the known one must be it, or the model is wrong */
     else if (x == y)
-      dims[d] = x;
+      out[d] = x;
     else {
       char sa[128], sb[128];
       return nr_op_fail(ctx, NR_ERR_SHAPE, "cannot broadcast %s with %s",
@@ -91,6 +92,7 @@ nr_status nr_op_broadcast(nr_op_ctx *ctx, const nr_value *a, const nr_value *b,
                         nr_value_describe(b, sb, sizeof sb));
     }
   }
+  memcpy(dims, out, sizeof(int64_t) * (size_t)r);
   *rank = r;
   return NR_OK;
 }

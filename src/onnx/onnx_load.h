@@ -18,7 +18,7 @@
 /* Highest ai.onnx opset and the IR version range the loader accepts. */
 #define NR_ONNX_MAX_OPSET 28
 #define NR_ONNX_MIN_IR_VERSION 3
-#define NR_ONNX_MAX_IR_VERSION 13
+#define NR_ONNX_MAX_IR_VERSION 14
 /* Default for max_bytes == 0: 16 GiB of tensor data. */
 #define NR_ONNX_DEFAULT_MAX_BYTES ((size_t)16 << 30)
 

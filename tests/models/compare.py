@@ -43,7 +43,7 @@ def compare_one(ref_path, out_path, rtol, atol):
     bad = int(np.count_nonzero(diff > atol + rtol * np.abs(np.nan_to_num(r))))
     worst = np.unravel_index(int(np.argmax(diff)), diff.shape)
     msg = (f"  {name}: {ref.dtype} {list(ref.shape)} max_abs={diff.max():.3e} "
-           f"max_rel={rel.max():.3e} worst_at={list(map(int, worst))} "
+           f"max_rel={rel.max():.3e} at_max_abs={list(map(int, worst))} "
            f"(out={o[worst]:.6g} ref={r[worst]:.6g}) mismatches={bad}/{ref.size}")
     return bad == 0, msg
 

@@ -22,10 +22,11 @@ void nr_test_register(const char *name, nr_test_fn fn) {
   }
 }
 
-void nr_test_failf(nr_test_state *t, const char *file, int line, const char *fmt, ...) {
+void nr_test_failf(nr_test_state *t, const char *file, int line, const char *what,
+                   const char *fmt, ...) {
   va_list ap;
   va_start(ap, fmt);
-  fprintf(stderr, "FAIL %s (%s:%d): ", t->name, file, line);
+  fprintf(stderr, "FAIL %s (%s:%d): %s", t->name, file, line, what);
   vfprintf(stderr, fmt, ap);
   fputc('\n', stderr);
   va_end(ap);

@@ -534,6 +534,21 @@ NR_TEST(elementwise_where) {
   REQUIRE(y.rank == 2 && y.dims[0] == 2 && y.dims[1] == 3 && y.dtype == NR_DTYPE_INT64);
   CHECK(!memcmp(y.data, (int64_t[]){1, 2, 3, -9, -9, -9}, 48));
   nr_value_free(&y);
+
+  /* The condition has the lowest rank and a later input the highest: the broadcast
+   * shape grows while it is computed. */
+  uint8_t c2[2] = {0, 1};
+  float one = 1, big[2][3][2];
+  for (int i = 0; i < 12; i++)
+    (&big[0][0][0])[i] = (float)i;
+  nr_value c2v = vec(NR_DTYPE_BOOL, 2, c2), ov = tensor(NR_DTYPE_FLOAT, 0, NULL, &one),
+           bv = tensor(NR_DTYPE_FLOAT, 3, (int64_t[]){2, 3, 2}, big);
+  REQUIRE(run_op("Where", 16, 0, NULL, 3, (const nr_value *[]){&c2v, &ov, &bv}, &y,
+                 &err) == NR_OK, "%s", err.message);
+  REQUIRE(y.rank == 3 && y.dims[0] == 2 && y.dims[1] == 3 && y.dims[2] == 2);
+  for (int i = 0; i < 12; i++)
+    CHECK(((float *)y.data)[i] == ((i & 1) ? 1.0f : (float)i), "element %d", i);
+  nr_value_free(&y);
 }
 
 /* ---- Cast ----------------------------------------------------------------------- */

@@ -255,3 +255,77 @@ NR_TEST(norm_rejects_bad_shapes) {
   CHECK(run1("Softmax", 13, 1, at, 1, (const nr_value *[]){&xv}, &out, &err) ==
         NR_ERR_SHAPE);
 }
+
+/* spatial=0 (opset 7) takes statistics per element of a sample, not per channel. */
+NR_TEST(batchnorm_spatial0_per_element) {
+  float x[] = {1, 2, 3, 4}; /* N=2, C=1, L=2 */
+  float s[] = {1, 2}, b[] = {0, 1}, m[] = {1, 0}, v[] = {1, 4};
+  int64_t dims[] = {2, 1, 2}, pd[] = {1, 2};
+  nr_value xv = make_f32(3, dims, x), sv = make_f32(2, pd, s), bv = make_f32(2, pd, b);
+  nr_value mv = make_f32(2, pd, m), vv = make_f32(2, pd, v), out;
+  nr_error err = {0};
+  nr_attr at[] = {attr_f("epsilon", 0.0f), attr_i("spatial", 0)};
+  REQUIRE(run1("BatchNormalization", 7, 2, at, 5,
+               (const nr_value *[]){&xv, &sv, &bv, &mv, &vv}, &out, &err) == NR_OK,
+          "%s", err.message);
+  const float want[] = {0, 3, 2, 5}; /* elem0: x-1; elem1: (x-0)/2*2+1 */
+  for (int i = 0; i < 4; i++)
+    CHECK(close_to(((float *)out.data)[i], want[i], 1e-6), "[%d] %g", i,
+          ((float *)out.data)[i]);
+  nr_value_free(&out);
+}
+
+/* Naive attention of one (b=0) batch: 4 query heads share 2 KV heads, a past of 2
+ * steps, causal masking aligned to the end, and a boolean mask. */
+NR_TEST(attention_gqa_causal_past_matches_naive) {
+  enum { HQ = 4, HKV = 2, S = 3, P = 2, L = 3, T = P + L, D = 2 };
+  unsigned seed = SEED + 3;
+  float q[HQ * S * D], k[HKV * L * D], v[HKV * L * D], pk[HKV * P * D], pv[HKV * P * D];
+  fill_random(q, HQ * S * D, &seed);
+  fill_random(k, HKV * L * D, &seed);
+  fill_random(v, HKV * L * D, &seed);
+  fill_random(pk, HKV * P * D, &seed);
+  fill_random(pv, HKV * P * D, &seed);
+  uint8_t mask[S * T];
+  for (int i = 0; i < S * T; i++)
+    mask[i] = i % 4 != 1;
+  int64_t qd[] = {1, HQ, S, D}, kd[] = {1, HKV, L, D}, pd[] = {1, HKV, P, D};
+  nr_value qv = make_f32(4, qd, q), kv = make_f32(4, kd, k), vv = make_f32(4, kd, v);
+  nr_value pkv = make_f32(4, pd, pk), pvv = make_f32(4, pd, pv);
+  nr_value mv = {.dtype = NR_DTYPE_BOOL, .rank = 2, .dims = {S, T}, .data = mask};
+  nr_value out[3] = {0};
+  nr_error err = {0};
+  nr_attr at[] = {attr_i("is_causal", 1)};
+  nr_status st = nr_ref_exec_node("Attention", "", 23, 1, at, 6,
+                                  (const nr_value *[]){&qv, &kv, &vv, &mv, &pkv, &pvv}, 3,
+                                  out, &err);
+  REQUIRE(st == NR_OK, "%s", err.message);
+  REQUIRE(out[1].rank == 4 && out[1].dims[2] == T);
+  for (int h = 0; h < HQ; h++) {
+    int g = h / (HQ / HKV);
+    for (int i = 0; i < S; i++) {
+      double w[T], sum = 0;
+      for (int j = 0; j < T; j++) {
+        const float *kr = j < P ? pk + (g * P + j) * D : k + (g * L + j - P) * D;
+        double dot = 0;
+        for (int d = 0; d < D; d++)
+          dot += q[(h * S + i) * D + d] * kr[d];
+        bool ok = mask[i * T + j] && j <= i + P;
+        w[j] = ok ? exp(dot / sqrt(D)) : 0;
+        sum += w[j];
+      }
+      for (int e = 0; e < D; e++) {
+        double y = 0;
+        for (int j = 0; j < T; j++)
+          y += w[j] / sum * (j < P ? pv[(g * P + j) * D + e] : v[(g * L + j - P) * D + e]);
+        float got = ((float *)out[0].data)[(h * S + i) * D + e];
+        CHECK(close_to(got, y, 1e-5), "h %d i %d e %d: %g vs %g (seed %u)", h, i, e, got, y,
+              SEED + 3);
+      }
+    }
+  }
+  CHECK(((float *)out[1].data)[P * D] == k[0], "present_key continues with K");
+  CHECK(((float *)out[2].data)[1] == pv[1], "present_value starts with the past");
+  for (int i = 0; i < 3; i++)
+    nr_value_free(&out[i]);
+}

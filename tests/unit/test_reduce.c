@@ -99,8 +99,8 @@ NR_TEST(reduce_ops_match_naive) {
 
 NR_TEST(reduce_empty_axes_noop_and_all) {
   float x[] = {1, 2, 3, 4, 5, 6};
-  int64_t dims[] = {2, 3}, zero[] = {0};
-  nr_value xv = make_f32(2, dims, x), av = make_i64(1, zero, NULL);
+  int64_t dims[] = {2, 3}, zero[] = {0}, none[1];
+  nr_value xv = make_f32(2, dims, x), av = make_i64(1, zero, none); /* empty, not absent */
   for (int noop = 0; noop < 2; noop++) {
     nr_attr at[] = {attr_i("noop_with_empty_axes", noop)};
     nr_value out = {0};
@@ -121,7 +121,8 @@ NR_TEST(reduce_empty_axes_noop_and_all) {
 
 NR_TEST(reduce_empty_set_identities) {
   int64_t dims[] = {2, 0, 4}, adims[] = {1}, axes[] = {1};
-  nr_value xv = make_f32(3, dims, NULL), av = make_i64(1, adims, axes);
+  float none[1];
+  nr_value xv = make_f32(3, dims, none), av = make_i64(1, adims, axes);
   const char *ops[] = {"ReduceMax", "ReduceMin", "ReduceProd", "ReduceSum", "ReduceLogSumExp"};
   const double want[] = {-INFINITY, INFINITY, 1, 0, -INFINITY};
   for (int k = 0; k < 5; k++) {

@@ -202,6 +202,12 @@ NR_TEST(resize_rejects_bad_scales) {
   CHECK(resize(0, NULL, &vx, NULL, &v2, NULL, &out, &err) == NR_ERR_SHAPE);
   CHECK(resize(0, NULL, &vx, NULL, &v2, &vz, &out, &err) == NR_ERR_SHAPE);
   CHECK(resize(0, NULL, &vx, NULL, NULL, NULL, &out, &err) == NR_ERR_SHAPE);
+  float huge[2] = {1, INFINITY};
+  nr_value vh = rv(NR_DTYPE_FLOAT, 1, (int64_t[]){2}, huge);
+  CHECK(resize(0, NULL, &vx, NULL, &vh, NULL, &out, &err) == NR_ERR_SHAPE);
+  nr_attr bad = rstr("mode", "bicubic");
+  CHECK(resize(1, &bad, &vx, NULL, &v3, NULL, &out, &err) == NR_ERR_INVALID_MODEL);
+  CHECK(strstr(err.message, "bicubic") != NULL, "%s", err.message);
   nr_value_free(&out);
 }
 

@@ -261,4 +261,14 @@ NR_TEST(rnn_rejects_mismatched_weights) {
                          &y, &err) == NR_ERR_SHAPE);
   CHECK(strstr(err.message, "W") != NULL, "%s", err.message);
   nr_value_free(&y);
+  /* A sequence length past the sequence is a runtime error naming sequence_lens. */
+  float w3[12] = {0};
+  int32_t lens[2] = {1, 5};
+  nr_value vw3 = nv(NR_DTYPE_FLOAT, 3, (int64_t[]){1, 4, 3}, w3);
+  nr_value vl = nv(NR_DTYPE_INT32, 1, (int64_t[]){2}, lens);
+  CHECK(nr_ref_exec_node("RNN", "", 14, 0, NULL, 5,
+                         (const nr_value *[]){&vx, &vw3, &vr, NULL, &vl}, 1, &y,
+                         &err) == NR_ERR_RUNTIME, "%s", err.message);
+  CHECK(strstr(err.message, "sequence_lens") != NULL, "%s", err.message);
+  nr_value_free(&y);
 }

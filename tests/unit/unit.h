@@ -14,8 +14,8 @@ typedef struct nr_test_state {
 
 typedef void (*nr_test_fn)(nr_test_state *t);
 void nr_test_register(const char *name, nr_test_fn fn);
-void nr_test_failf(nr_test_state *t, const char *file, int line, const char *fmt, ...)
-    __attribute__((format(printf, 4, 5)));
+void nr_test_failf(nr_test_state *t, const char *file, int line, const char *what,
+                   const char *fmt, ...) __attribute__((format(printf, 5, 6)));
 
 #define NR_TEST(fn)                                                                    \
   static void fn(nr_test_state *t);                                                    \
@@ -28,12 +28,12 @@ void nr_test_failf(nr_test_state *t, const char *file, int line, const char *fmt
 #define CHECK(cond, ...)                                                               \
   do {                                                                                 \
     if (!(cond))                                                                       \
-      nr_test_failf(t, __FILE__, __LINE__, "CHECK(" #cond ") " __VA_ARGS__);           \
+      nr_test_failf(t, __FILE__, __LINE__, "CHECK(" #cond ")", " " __VA_ARGS__);           \
   } while (0)
 #define REQUIRE(cond, ...)                                                             \
   do {                                                                                 \
     if (!(cond)) {                                                                     \
-      nr_test_failf(t, __FILE__, __LINE__, "REQUIRE(" #cond ") " __VA_ARGS__);         \
+      nr_test_failf(t, __FILE__, __LINE__, "REQUIRE(" #cond ")", " " __VA_ARGS__);         \
       return;                                                                          \
     }                                                                                  \
   } while (0)

@@ -103,7 +103,7 @@ static nr_status run_node(nr_exec_scope *s, int k, nr_error *err) {
                      nr_node_describe(n, node, sizeof node));
   for (int i = 0; i < n->n_inputs; i++) {
     ins[i] = n->inputs[i] >= 0 ? resolve(s, n->inputs[i]) : NULL;
-    if (n->inputs[i] >= 0 && (!ins[i] || !ins[i]->data))
+    if (n->inputs[i] >= 0 && (!ins[i] || (!ins[i]->data && nr_value_count(ins[i]) != 0)))
       return nr_errorf(err, NR_ERR_INTERNAL, "%s: input '%s' has no value",
                        nr_node_describe(n, node, sizeof node),
                        s->g->tensors[n->inputs[i]].name);

@@ -296,6 +296,19 @@ nr_status nr_ew_binary_run(nr_op_ctx *ctx) {
 
 /* ---- Sum, Mean, Min, Max -------------------------------------------------------- */
 
+/* The broadcast shape of inputs 0..n-1 (all present), in acc's rank and dims. */
+static nr_status broadcast_inputs(nr_op_ctx *ctx, int n, nr_value *acc) {
+  *acc = *nr_op_in(ctx, 0);
+  acc->data = NULL;
+  for (int i = 1; i < n; i++) {
+    nr_value prev = *acc; /* nr_op_broadcast must not write the dims it reads */
+    nr_status st = nr_op_broadcast(ctx, &prev, nr_op_in(ctx, i), &acc->rank, acc->dims);
+    if (st)
+      return st;
+  }
+  return NR_OK;
+}
+
 nr_status nr_ew_variadic_infer(nr_op_ctx *ctx) {
   const bin_op *op = find_bin(ctx->node->op_type);
   if (!op)
@@ -310,11 +323,10 @@ nr_status nr_ew_variadic_infer(nr_op_ctx *ctx) {
   }
   if (st)
     return st;
-  nr_value acc = *nr_op_in(ctx, 0);
-  acc.data = NULL;
-  for (int i = 1; i < ctx->n_inputs && !st; i++)
-    st = nr_op_broadcast(ctx, &acc, nr_op_in(ctx, i), &acc.rank, acc.dims);
-  return st ? st : nr_op_set_output(ctx, 0, acc.dtype, acc.rank, acc.dims);
+  nr_value acc;
+  if ((st = broadcast_inputs(ctx, ctx->n_inputs, &acc)))
+    return st;
+  return nr_op_set_output(ctx, 0, nr_op_in(ctx, 0)->dtype, acc.rank, acc.dims);
 }
 
 /* y = x broadcast to y's shape, element by element. */
@@ -363,11 +375,10 @@ nr_status nr_ew_where_infer(nr_op_ctx *ctx) {
     st = nr_ew_check_same_dtype(ctx, 1, 2);
   if (st)
     return st;
-  nr_value acc = *nr_op_in(ctx, 0);
-  acc.data = NULL;
-  for (int i = 1; i < 3 && !st; i++)
-    st = nr_op_broadcast(ctx, &acc, nr_op_in(ctx, i), &acc.rank, acc.dims);
-  return st ? st : nr_op_set_output(ctx, 0, nr_op_in(ctx, 1)->dtype, acc.rank, acc.dims);
+  nr_value acc;
+  if ((st = broadcast_inputs(ctx, 3, &acc)))
+    return st;
+  return nr_op_set_output(ctx, 0, nr_op_in(ctx, 1)->dtype, acc.rank, acc.dims);
 }
 
 nr_status nr_ew_where_run(nr_op_ctx *ctx) {

@@ -204,6 +204,9 @@ nr_status nr_ew_unary_infer(nr_op_ctx *ctx) {
   nr_status st = nr_op_check_arity(ctx, 1, 1);
   if (!st)
     st = nr_ew_check_dtype(ctx, 0, op->types);
+  params p;
+  if (!st)
+    st = read_params(ctx, op, &p); /* rejects bad attribute values statically */
   if (st)
     return st;
   const nr_value *x = nr_op_in(ctx, 0);

@@ -153,7 +153,7 @@ static double *expand_param(nr_op_ctx *ctx, const nr_value *p, int rank,
 }
 
 /* A row-norm parameter: expanded over one row when it does not vary across rows
- * (then *per_row is false), else over the whole input. */
+ * (then *whole is false), else over the whole input. */
 static double *row_param(nr_op_ctx *ctx, int i, const nr_value *x, int axis,
                          bool *whole) {
   const nr_value *p = nr_op_in(ctx, i);
@@ -183,8 +183,10 @@ static nr_status row_norm_infer(nr_op_ctx *ctx, bool rms) {
       return nr_op_fail(ctx, NR_ERR_SHAPE, "%s does not broadcast to X",
                         i == 1 ? "Scale" : "B");
   }
-  if (rms) /* Y takes the type of scale (V) */
-    return nr_op_set_output(ctx, 0, nr_op_in(ctx, 1)->dtype, x->rank, x->dims);
+  if (rms) { /* Y takes the type of scale (V) */
+    nr_dtype v = nr_op_in(ctx, 1)->dtype;
+    return nr_op_set_output(ctx, 0, v ? v : x->dtype, x->rank, x->dims);
+  }
   int64_t dims[NR_MAX_RANK];
   for (int d = 0; d < x->rank; d++)
     dims[d] = d < axis ? x->dims[d] : 1;

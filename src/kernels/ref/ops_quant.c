@@ -124,8 +124,8 @@ static nr_status quant_map_init(nr_op_ctx *ctx, const nr_value *x, const nr_valu
   if (x->rank < 0 || s->rank < 0)
     return NR_OK;
   int64_t scount = nr_value_count(s);
-  if (!block && (s->rank == 0 || scount == 1))
-    return NR_OK;
+  if (s->rank == 0 || scount == 1)
+    return NR_OK; /* one scale for everything, whatever block_size says */
   if (!block && s->rank > 1)
     return nr_op_fail(ctx, NR_ERR_SHAPE, "scale must be a scalar or 1-D (rank %d) unless "
                       "block_size is set", s->rank);

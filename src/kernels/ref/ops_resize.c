@@ -63,7 +63,7 @@ static nr_status pick(nr_op_ctx *ctx, const char *attr, const char *dflt,
   const char *s = nr_attr_string(ctx->node, attr, dflt);
   *out = lookup(s, names, count);
   if (*out < 0)
-    return nr_op_fail(ctx, NR_ERR_UNSUPPORTED, "%s '%s' is not a known value", attr, s);
+    return nr_op_fail(ctx, NR_ERR_INVALID_MODEL, "%s '%s' is not a valid value", attr, s);
   return NR_OK;
 }
 
@@ -153,8 +153,10 @@ static nr_status plan_from_scales(nr_op_ctx *ctx, const nr_value *x, const doubl
                                   resize_plan *p) {
   for (int i = 0; i < p->n_axes; i++) {
     int d = p->axes[i];
-    if (!(s[i] > 0))
+    if (!(s[i] > 0) || !isfinite(s[i]))
       return nr_op_fail(ctx, NR_ERR_SHAPE, "scale %g for axis %d is not positive", s[i], d);
+    if (x->dims[d] > 0 && (double)x->dims[d] * s[i] > 0x1p40)
+      return nr_op_fail(ctx, NR_ERR_SHAPE, "scale %g makes axis %d absurdly large", s[i], d);
     p->scale[d] = s[i];
     p->out[d] = x->dims[d] < 0 ? NR_DIM_UNKNOWN
                                : (int64_t)floor((double)x->dims[d] * s[i]);
@@ -245,12 +247,14 @@ static nr_status plan_make(nr_op_ctx *ctx, const resize_attrs *a, resize_plan *p
   if (!strcmp(ctx->node->op_type, "Upsample") && ctx->node->opset < 9)
     return plan_scales_attr(ctx, x, p);
   const nr_value *sc = plan_input(ctx, "scales"), *sz = plan_input(ctx, "sizes");
+  for (int i = 0; i < p->n_axes; i++)
+    p->out[p->axes[i]] = NR_DIM_UNKNOWN; /* until the data says otherwise */
+  if (sc && sz && (nr_value_count(sc) < 0 || nr_value_count(sz) < 0))
+    return NR_OK; /* statically we cannot tell which one is the empty one */
   if (sc && sz)
     return nr_op_fail(ctx, NR_ERR_SHAPE, "both scales and sizes are given");
   if (!sc && !sz)
     return nr_op_fail(ctx, NR_ERR_SHAPE, "needs either scales or sizes");
-  for (int i = 0; i < p->n_axes; i++)
-    p->out[p->axes[i]] = NR_DIM_UNKNOWN; /* until the data says otherwise */
   if ((st = plan_roi(ctx, a, p)))
     return st;
   if (sc)
@@ -369,7 +373,7 @@ static nr_status taps_build(nr_op_ctx *ctx, const resize_attrs *a, const resize_
                             int d, int64_t in, axis_taps *t) {
   int64_t out = p->out[d];
   double s = a->antialias && p->scale[d] < 1 ? p->scale[d] : 1.0;
-  t->n = a->mode == MODE_NEAREST ? 1 : tap_count(a, s);
+  t->n = a->mode == MODE_NEAREST || out == 0 ? 1 : tap_count(a, s);
   size_t cnt = (size_t)(out * t->n) + 1;
   t->idx = malloc(cnt * sizeof *t->idx);
   t->w = malloc(cnt * sizeof *t->w);

@@ -132,7 +132,7 @@ static nr_status cfg_activations(nr_op_ctx *ctx, rnn_cfg *c) {
   for (size_t i = 0; i < n; i++) {
     int k = act_lookup(at->strings[i]);
     if (k < 0)
-      return nr_op_fail(ctx, NR_ERR_UNSUPPORTED, "activation '%s' is not supported",
+      return nr_op_fail(ctx, NR_ERR_INVALID_MODEL, "activation '%s' is not an ONNX one",
                         at->strings[i]);
     const act_info *inf = &act_table[k];
     act_fn f = {(act_kind)k, inf->alpha, inf->beta};

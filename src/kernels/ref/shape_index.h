@@ -48,7 +48,8 @@ nr_status nr_sx_fold_small(nr_op_ctx *ctx, nr_op_fn run);
 nr_status nr_sx_set_output_checked(nr_op_ctx *ctx, int i, nr_dtype dtype, int rank,
                                    const int64_t *dims);
 
-/* The layout operators of ops_layout.c, listed by ops_shape.c's table. */
+/* Operators of ops_layout.c, ops_const.c and ops_dropout.c, listed by ops_shape.c's
+ * table. */
 nr_status nr_sx_transpose_infer(nr_op_ctx *ctx);
 nr_status nr_sx_transpose_run(nr_op_ctx *ctx);
 nr_status nr_sx_tile_infer(nr_op_ctx *ctx);
@@ -65,5 +66,13 @@ nr_status nr_sx_revseq_infer(nr_op_ctx *ctx);
 nr_status nr_sx_revseq_run(nr_op_ctx *ctx);
 nr_status nr_sx_eyelike_infer(nr_op_ctx *ctx);
 nr_status nr_sx_eyelike_run(nr_op_ctx *ctx);
+nr_status nr_sx_constant_infer(nr_op_ctx *ctx);
+nr_status nr_sx_constant_run(nr_op_ctx *ctx);
+nr_status nr_sx_cos_infer(nr_op_ctx *ctx);
+nr_status nr_sx_cos_run(nr_op_ctx *ctx);
+nr_status nr_sx_range_infer(nr_op_ctx *ctx);
+nr_status nr_sx_range_run(nr_op_ctx *ctx);
+nr_status nr_sx_dropout_infer(nr_op_ctx *ctx);
+nr_status nr_sx_dropout_run(nr_op_ctx *ctx);
 
 #endif
