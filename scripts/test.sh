@@ -78,7 +78,7 @@ do_asan() {
   cmake -S . -B "$asan" -DCMAKE_BUILD_TYPE=Debug -DNR_SANITIZE=ON &&
     cmake --build "$asan" -j"$jobs" --target nr_unit &&
     NR_FUZZ_DIR=$(cd "$build" && pwd)/node ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1} \
-      UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1} "$asan/nr_unit"
+      UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1} "$asan/tests/nr_unit"
 }
 
 do_models() {

@@ -100,7 +100,8 @@ static int by_number(const void *a, const void *b) {
 /* Sorts l and moves its paths into a plain array; fails on a gap or duplicate. */
 static nr_status list_take(path_list *l, const char *dir, const char *kind, char ***out,
                            int *n, nr_error *err) {
-  qsort(l->items, (size_t)l->n, sizeof *l->items, by_number);
+  if (l->n > 1)
+    qsort(l->items, (size_t)l->n, sizeof *l->items, by_number);
   for (int i = 0; i < l->n; i++)
     if (l->items[i].k != i)
       return nr_errorf(err, NR_ERR_IO, "%s: %s_%d.pb is missing", dir, kind, i);

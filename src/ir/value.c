@@ -77,11 +77,13 @@ nr_status nr_value_alloc(nr_value *v, nr_dtype dtype, int rank, const int64_t *d
     return st;
   /* Copy dims first: dims may alias v->dims. */
   int64_t tmp[NR_MAX_RANK];
-  memcpy(tmp, dims, sizeof(int64_t) * (size_t)rank);
+  if (rank > 0)
+    memcpy(tmp, dims, sizeof(int64_t) * (size_t)rank);
   nr_value_free(v);
   v->dtype = dtype;
   v->rank = rank;
-  memcpy(v->dims, tmp, sizeof(int64_t) * (size_t)rank);
+  if (rank > 0)
+    memcpy(v->dims, tmp, sizeof(int64_t) * (size_t)rank);
   for (int i = rank; i < NR_MAX_RANK; i++)
     v->dims[i] = 0;
   /* calloc of at least one byte so that empty tensors still get a valid pointer. */

@@ -125,17 +125,20 @@ static nr_status from_typed(const Onnx__TensorProto *t, const char *what, nr_val
   case NR_DTYPE_FLOAT:
     if (t->n_float_data != n)
       return count_mismatch(what, n, "float_data", t->n_float_data, err);
-    memcpy(v->data, t->float_data, n * sizeof(float));
+    if (n)
+      memcpy(v->data, t->float_data, n * sizeof(float));
     return NR_OK;
   case NR_DTYPE_DOUBLE:
     if (t->n_double_data != n)
       return count_mismatch(what, n, "double_data", t->n_double_data, err);
-    memcpy(v->data, t->double_data, n * sizeof(double));
+    if (n)
+      memcpy(v->data, t->double_data, n * sizeof(double));
     return NR_OK;
   case NR_DTYPE_INT64:
     if (t->n_int64_data != n)
       return count_mismatch(what, n, "int64_data", t->n_int64_data, err);
-    memcpy(v->data, t->int64_data, n * sizeof(int64_t));
+    if (n)
+      memcpy(v->data, t->int64_data, n * sizeof(int64_t));
     return NR_OK;
   case NR_DTYPE_UINT32:
   case NR_DTYPE_UINT64:

@@ -154,7 +154,8 @@ nr_status nr_model_set_input_shape(nr_model *m, const char *name, int rank,
                        nr_value_describe(v, buf, sizeof buf), d, (long long)dims[d]);
   }
   v->rank = rank;
-  memcpy(v->dims, dims, sizeof(int64_t) * (size_t)rank);
+  if (rank > 0)
+    memcpy(v->dims, dims, sizeof(int64_t) * (size_t)rank);
   return NR_OK;
 }
 

@@ -30,8 +30,8 @@ static nr_attr attr_i(const char *name, int64_t i) {
 }
 
 static nr_attr attr_s(const char *name, const char *s) {
-  return (nr_attr){.name = (char *)name, .type = NR_ATTR_STRING, .s = (char *)s,
-                   .s_len = strlen(s)};
+  return (nr_attr){
+      .name = (char *)name, .type = NR_ATTR_STRING, .s = (char *)s, .s_len = strlen(s)};
 }
 
 static nr_value make_value(nr_dtype t, int rank, const int64_t *dims, void *data) {
@@ -47,7 +47,9 @@ static float *random_floats(int64_t n, unsigned *seed) {
   return x;
 }
 
-static int64_t prod3(const int64_t *v) { return v[0] * v[1] * v[2]; }
+static int64_t prod3(const int64_t *v) {
+  return v[0] * v[1] * v[2];
+}
 
 /* Pads the case's spatial arrays to 3-D (leading unit dims) for the naive loops. */
 static conv_case as_3d(const conv_case *c) {
@@ -91,7 +93,8 @@ static void naive_conv(const conv_case *c, const float *x, const float *w, const
             int64_t iz = oz * e.s[0] - e.pb[0] + kz * e.d[0];
             int64_t iy = oy * e.s[1] - e.pb[1] + ky * e.d[1];
             int64_t ix = ox * e.s[2] - e.pb[2] + kx * e.d[2];
-            if (iz < 0 || iy < 0 || ix < 0 || iz >= e.in[0] || iy >= e.in[1] || ix >= e.in[2])
+            if (iz < 0 || iy < 0 || ix < 0 || iz >= e.in[0] || iy >= e.in[1] ||
+                ix >= e.in[2])
               continue;
             int64_t c_in = (m / og) * cg + ci;
             acc += (double)x[((n * e.c + c_in) * e.in[0] + iz) * e.in[1] * e.in[2] +
@@ -114,7 +117,8 @@ static nr_status run_conv_op(const char *op, const conv_case *c, int n_in,
     dil[i] = c->d[i];
     ops[i] = c->op[i];
   }
-  nr_attr at[12] = {attr_ints("pads", 2 * c->nsp, pads), attr_ints("strides", c->nsp, strides),
+  nr_attr at[12] = {attr_ints("pads", 2 * c->nsp, pads),
+                    attr_ints("strides", c->nsp, strides),
                     attr_ints("dilations", c->nsp, dil), attr_i("group", c->group)};
   int na = 4;
   if (!strcmp(op, "ConvTranspose"))
@@ -142,7 +146,8 @@ static void check_conv_case(nr_test_state *t, const conv_case *c, unsigned seed)
     xn *= c->in[i], wn *= c->k[i];
   float *x = random_floats(xn, &seed);
   float *w = random_floats(wn, &seed), *b = random_floats(c->m, &seed);
-  nr_value xv = make_value(NR_DTYPE_FLOAT, rank, xd, x), wv = make_value(NR_DTYPE_FLOAT, rank, wd, w);
+  nr_value xv = make_value(NR_DTYPE_FLOAT, rank, xd, x),
+           wv = make_value(NR_DTYPE_FLOAT, rank, wd, w);
   nr_value bv = make_value(NR_DTYPE_FLOAT, 1, bd, b), out;
   nr_error err = {0};
   nr_status st = run_conv_op("Conv", c, c->bias ? 3 : 2,
@@ -154,7 +159,8 @@ static void check_conv_case(nr_test_state *t, const conv_case *c, unsigned seed)
     naive_conv(c, x, w, c->bias ? b : NULL, want);
     int bad = 0;
     for (int64_t i = 0; i < n; i++)
-      if (fabs(((float *)out.data)[i] - want[i]) > 1e-4 * (1 + fabs(want[i])) && bad++ < 3)
+      if (fabs(((float *)out.data)[i] - want[i]) > 1e-4 * (1 + fabs(want[i])) &&
+          bad++ < 3)
         CHECK(false, "seed %u: y[%lld] = %g, want %g", s0, (long long)i,
               ((float *)out.data)[i], want[i]);
     free(want);
@@ -163,8 +169,8 @@ static void check_conv_case(nr_test_state *t, const conv_case *c, unsigned seed)
   free(x), free(w), free(b);
 }
 
-#define CASE2(N, C, M, G, H, W, KH, KW, S, D, P0, P1, P2, P3, B)                        \
-  (conv_case) {                                                                        \
+#define CASE2(N, C, M, G, H, W, KH, KW, S, D, P0, P1, P2, P3, B)                         \
+  (conv_case) {                                                                          \
     .nsp = 2, .n = N, .c = C, .m = M, .group = G, .in = {H, W}, .k = {KH, KW},           \
     .s = {S, S}, .d = {D, D}, .pb = {P0, P1}, .pe = {P2, P3}, .bias = B                  \
   }
@@ -172,25 +178,44 @@ static void check_conv_case(nr_test_state *t, const conv_case *c, unsigned seed)
 NR_TEST(conv_2d_matches_naive) {
   conv_case cases[] = {
       CASE2(2, 5, 7, 1, 13, 11, 3, 3, 1, 1, 1, 1, 1, 1, true),
-      CASE2(1, 4, 6, 1, 17, 19, 3, 2, 2, 2, 1, 0, 2, 1, false), /* asymmetric pads */
-      CASE2(1, 6, 4, 2, 9, 9, 3, 3, 1, 1, 1, 1, 1, 1, true),    /* groups */
-      CASE2(1, 6, 6, 6, 14, 15, 3, 3, 1, 1, 1, 1, 1, 1, true),  /* depthwise */
-      CASE2(2, 4, 8, 4, 15, 16, 3, 3, 2, 1, 1, 1, 0, 0, true),  /* depthwise x2 */
-      CASE2(1, 130, 9, 1, 24, 24, 1, 1, 1, 1, 0, 0, 0, 0, true),/* pointwise, K>128 */
-      CASE2(1, 15, 5, 1, 23, 25, 3, 3, 1, 1, 1, 1, 1, 1, true), /* K=135, N=575 */
-      CASE2(1, 3, 5, 1, 8, 8, 1, 1, 2, 1, 0, 0, 0, 0, false),   /* strided 1x1 */
-      CASE2(1, 1, 3, 1, 7, 6, 7, 6, 1, 1, 0, 0, 0, 0, true),    /* kernel = input */
+      CASE2(1, 4, 6, 1, 17, 19, 3, 2, 2, 2, 1, 0, 2, 1, false),  /* asymmetric pads */
+      CASE2(1, 6, 4, 2, 9, 9, 3, 3, 1, 1, 1, 1, 1, 1, true),     /* groups */
+      CASE2(1, 6, 6, 6, 14, 15, 3, 3, 1, 1, 1, 1, 1, 1, true),   /* depthwise */
+      CASE2(2, 4, 8, 4, 15, 16, 3, 3, 2, 1, 1, 1, 0, 0, true),   /* depthwise x2 */
+      CASE2(1, 130, 9, 1, 24, 24, 1, 1, 1, 1, 0, 0, 0, 0, true), /* pointwise, K>128 */
+      CASE2(1, 15, 5, 1, 23, 25, 3, 3, 1, 1, 1, 1, 1, 1, true),  /* K=135, N=575 */
+      CASE2(1, 3, 5, 1, 8, 8, 1, 1, 2, 1, 0, 0, 0, 0, false),    /* strided 1x1 */
+      CASE2(1, 1, 3, 1, 7, 6, 7, 6, 1, 1, 0, 0, 0, 0, true),     /* kernel = input */
   };
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
     check_conv_case(t, &cases[i], SEED + (unsigned)i);
 }
 
 NR_TEST(conv_1d_and_3d_match_naive) {
-  conv_case c1 = {.nsp = 1, .n = 2, .c = 3, .m = 4, .group = 1, .in = {20}, .k = {5},
-                  .s = {3}, .d = {2}, .pb = {2}, .pe = {1}, .bias = true};
-  conv_case c3 = {.nsp = 3, .n = 1, .c = 4, .m = 6, .group = 2, .in = {5, 6, 7},
-                  .k = {3, 2, 3}, .s = {1, 2, 1}, .d = {1, 1, 2}, .pb = {1, 0, 2},
-                  .pe = {1, 1, 0}, .bias = true};
+  conv_case c1 = {.nsp = 1,
+                  .n = 2,
+                  .c = 3,
+                  .m = 4,
+                  .group = 1,
+                  .in = {20},
+                  .k = {5},
+                  .s = {3},
+                  .d = {2},
+                  .pb = {2},
+                  .pe = {1},
+                  .bias = true};
+  conv_case c3 = {.nsp = 3,
+                  .n = 1,
+                  .c = 4,
+                  .m = 6,
+                  .group = 2,
+                  .in = {5, 6, 7},
+                  .k = {3, 2, 3},
+                  .s = {1, 2, 1},
+                  .d = {1, 1, 2},
+                  .pb = {1, 0, 2},
+                  .pe = {1, 1, 0},
+                  .bias = true};
   check_conv_case(t, &c1, SEED);
   check_conv_case(t, &c3, SEED + 1);
 }
@@ -201,7 +226,8 @@ NR_TEST(conv_auto_pad_same_and_valid) {
   unsigned seed = SEED;
   int64_t xd[4] = {1, 2, 6, 5}, wd[4] = {3, 2, 2, 2};
   float *x = random_floats(60, &seed), *w = random_floats(24, &seed);
-  nr_value xv = make_value(NR_DTYPE_FLOAT, 4, xd, x), wv = make_value(NR_DTYPE_FLOAT, 4, wd, w);
+  nr_value xv = make_value(NR_DTYPE_FLOAT, 4, xd, x),
+           wv = make_value(NR_DTYPE_FLOAT, 4, wd, w);
   const char *modes[] = {"SAME_UPPER", "SAME_LOWER", "VALID"};
   for (int mode = 0; mode < 3; mode++) {
     /* stride 2: out = ceil(6/2)=3, ceil(5/2)=3; total pads 0 and 1. */
@@ -209,8 +235,8 @@ NR_TEST(conv_auto_pad_same_and_valid) {
     nr_attr at[] = {attr_s("auto_pad", modes[mode]), attr_ints("strides", 2, strides)};
     nr_value out = {0};
     nr_error err = {0};
-    nr_status st = nr_ref_exec_node("Conv", "", 11, 2, at, 2, (const nr_value *[]){&xv, &wv},
-                                    1, &out, &err);
+    nr_status st = nr_ref_exec_node("Conv", "", 11, 2, at, 2,
+                                    (const nr_value *[]){&xv, &wv}, 1, &out, &err);
     REQUIRE(st == NR_OK, "%s: %s", modes[mode], err.message);
     conv_case c = CASE2(1, 2, 3, 1, 6, 5, 2, 2, 2, 1, 0, 0, 0, 0, false);
     if (mode == 0)
@@ -219,8 +245,8 @@ NR_TEST(conv_auto_pad_same_and_valid) {
       c.pb[1] = 1;
     double want[3 * 3 * 3];
     naive_conv(&c, x, w, NULL, want);
-    CHECK(out.dims[2] == 3 && out.dims[3] == (mode == 2 ? 2 : 3), "%s: %lldx%lld", modes[mode],
-          (long long)out.dims[2], (long long)out.dims[3]);
+    CHECK(out.dims[2] == 3 && out.dims[3] == (mode == 2 ? 2 : 3), "%s: %lldx%lld",
+          modes[mode], (long long)out.dims[2], (long long)out.dims[3]);
     for (int64_t i = 0; i < nr_value_count(&out) && out.dims[3] == 3; i++)
       CHECK(fabs(((float *)out.data)[i] - want[i]) < 1e-5, "%s: y[%lld]", modes[mode],
             (long long)i);
@@ -234,12 +260,16 @@ NR_TEST(conv_float16_and_double) {
   conv_case c = CASE2(1, 3, 4, 1, 7, 6, 3, 3, 1, 1, 1, 1, 1, 1, true);
   int64_t xd[4], wd[4], bd[1] = {4};
   conv_shapes(&c, xd, wd);
-  float *x = random_floats(126, &seed), *w = random_floats(108, &seed), *b = random_floats(4, &seed);
+  float *x = random_floats(126, &seed), *w = random_floats(108, &seed),
+        *b = random_floats(4, &seed);
   uint16_t xh[126], wh[108], bh[4];
   double xdd[126], wdd[108], bdd[4];
-  for (int i = 0; i < 126; i++) xh[i] = nr_f32_to_f16(x[i]), xdd[i] = x[i] = nr_f16_to_f32(xh[i]);
-  for (int i = 0; i < 108; i++) wh[i] = nr_f32_to_f16(w[i]), wdd[i] = w[i] = nr_f16_to_f32(wh[i]);
-  for (int i = 0; i < 4; i++) bh[i] = nr_f32_to_f16(b[i]), bdd[i] = b[i] = nr_f16_to_f32(bh[i]);
+  for (int i = 0; i < 126; i++)
+    xh[i] = nr_f32_to_f16(x[i]), xdd[i] = x[i] = nr_f16_to_f32(xh[i]);
+  for (int i = 0; i < 108; i++)
+    wh[i] = nr_f32_to_f16(w[i]), wdd[i] = w[i] = nr_f16_to_f32(wh[i]);
+  for (int i = 0; i < 4; i++)
+    bh[i] = nr_f32_to_f16(b[i]), bdd[i] = b[i] = nr_f16_to_f32(bh[i]);
   double want[4 * 42];
   naive_conv(&c, x, w, b, want);
   for (int pass = 0; pass < 2; pass++) {
@@ -248,8 +278,8 @@ NR_TEST(conv_float16_and_double) {
     nr_value wv = make_value(dt, 4, wd, pass ? (void *)wdd : wh);
     nr_value bv = make_value(dt, 1, bd, pass ? (void *)bdd : bh), out;
     nr_error err = {0};
-    nr_status st = run_conv_op("Conv", &c, 3, (const nr_value *[]){&xv, &wv, &bv}, 0, NULL,
-                               &out, &err);
+    nr_status st = run_conv_op("Conv", &c, 3, (const nr_value *[]){&xv, &wv, &bv}, 0,
+                               NULL, &out, &err);
     REQUIRE(st == NR_OK, "%s", err.message);
     CHECK(out.dtype == dt);
     double tol = pass ? 1e-12 : 1e-2;
@@ -266,18 +296,19 @@ NR_TEST(conv_float16_and_double) {
 NR_TEST(conv_rejects_bad_shapes) {
   float x[2 * 5 * 5] = {0}, w[3 * 3 * 3 * 3] = {0};
   int64_t xd[4] = {1, 2, 5, 5}, wd[4] = {3, 3, 3, 3};
-  nr_value xv = make_value(NR_DTYPE_FLOAT, 4, xd, x), wv = make_value(NR_DTYPE_FLOAT, 4, wd, w);
+  nr_value xv = make_value(NR_DTYPE_FLOAT, 4, xd, x),
+           wv = make_value(NR_DTYPE_FLOAT, 4, wd, w);
   nr_value out = {0};
   nr_error err = {0};
-  nr_status st = nr_ref_exec_node("Conv", "", 13, 0, NULL, 2, (const nr_value *[]){&xv, &wv},
-                                  1, &out, &err);
+  nr_status st = nr_ref_exec_node("Conv", "", 13, 0, NULL, 2,
+                                  (const nr_value *[]){&xv, &wv}, 1, &out, &err);
   CHECK(st == NR_ERR_SHAPE, "channel mismatch accepted: %d", st);
   CHECK(strstr(err.message, "channels") != NULL, "message: %s", err.message);
   nr_value_free(&out);
   int64_t big[4] = {3, 2, 7, 7}; /* kernel larger than the input */
   wv = make_value(NR_DTYPE_FLOAT, 4, big, w);
-  st = nr_ref_exec_node("Conv", "", 13, 0, NULL, 2, (const nr_value *[]){&xv, &wv}, 1, &out,
-                        &err);
+  st = nr_ref_exec_node("Conv", "", 13, 0, NULL, 2, (const nr_value *[]){&xv, &wv}, 1,
+                        &out, &err);
   CHECK(st == NR_ERR_SHAPE, "oversized kernel accepted: %d", st);
   nr_value_free(&out);
 }
@@ -290,7 +321,8 @@ static void naive_conv_transpose(const conv_case *c, const float *x, const float
   conv_case e = as_3d(c);
   int64_t cg = e.c / e.group, og = e.m / e.group, ksz = prod3(e.k), isz = prod3(e.in);
   for (int i = 0; i < 3; i++)
-    out[i] = e.s[i] * (e.in[i] - 1) + e.op[i] + e.d[i] * (e.k[i] - 1) + 1 - e.pb[i] - e.pe[i];
+    out[i] =
+        e.s[i] * (e.in[i] - 1) + e.op[i] + e.d[i] * (e.k[i] - 1) + 1 - e.pb[i] - e.pe[i];
   int64_t osz = prod3(out);
   for (int64_t n = 0; n < e.n; n++)
     for (int64_t m = 0; m < e.m; m++)
@@ -301,7 +333,8 @@ static void naive_conv_transpose(const conv_case *c, const float *x, const float
       for (int64_t i = 0; i < isz; i++)
         for (int64_t oc = 0; oc < og; oc++)
           for (int64_t k = 0; k < ksz; k++) {
-            int64_t pos[3], ii[3] = {i / (e.in[1] * e.in[2]), i / e.in[2] % e.in[1], i % e.in[2]};
+            int64_t pos[3],
+                ii[3] = {i / (e.in[1] * e.in[2]), i / e.in[2] % e.in[1], i % e.in[2]};
             int64_t kk[3] = {k / (e.k[1] * e.k[2]), k / e.k[2] % e.k[1], k % e.k[2]};
             bool in = true;
             for (int d = 0; d < 3; d++) {
@@ -339,7 +372,8 @@ static void check_transpose_case(nr_test_state *t, const conv_case *c, unsigned 
     CHECK(nr_value_count(&out) == c->n * c->m * prod3(od), "seed %u: output size", s0);
     int bad = 0;
     for (int64_t i = 0; i < nr_value_count(&out); i++)
-      if (fabs(((float *)out.data)[i] - want[i]) > 1e-4 * (1 + fabs(want[i])) && bad++ < 3)
+      if (fabs(((float *)out.data)[i] - want[i]) > 1e-4 * (1 + fabs(want[i])) &&
+          bad++ < 3)
         CHECK(false, "seed %u: y[%lld] = %g, want %g", s0, (long long)i,
               ((float *)out.data)[i], want[i]);
     free(want);
@@ -350,14 +384,55 @@ static void check_transpose_case(nr_test_state *t, const conv_case *c, unsigned 
 
 NR_TEST(conv_transpose_matches_naive) {
   conv_case cases[] = {
-      {.nsp = 2, .n = 1, .c = 3, .m = 4, .group = 1, .in = {5, 4}, .k = {3, 3}, .s = {2, 2},
-       .d = {1, 1}, .pb = {1, 0}, .pe = {0, 1}, .op = {1, 0}, .bias = true},
-      {.nsp = 2, .n = 2, .c = 4, .m = 6, .group = 2, .in = {4, 5}, .k = {2, 3}, .s = {1, 3},
-       .d = {2, 1}, .pb = {0, 1}, .pe = {1, 1}, .op = {0, 2}, .bias = false},
-      {.nsp = 1, .n = 1, .c = 2, .m = 3, .group = 1, .in = {7}, .k = {4}, .s = {3},
-       .d = {1}, .op = {2}, .bias = true},
-      {.nsp = 3, .n = 1, .c = 2, .m = 2, .group = 2, .in = {3, 4, 2}, .k = {2, 2, 3},
-       .s = {2, 1, 2}, .d = {1, 2, 1}, .pb = {1, 0, 0}, .pe = {0, 0, 1}, .bias = true},
+      {.nsp = 2,
+       .n = 1,
+       .c = 3,
+       .m = 4,
+       .group = 1,
+       .in = {5, 4},
+       .k = {3, 3},
+       .s = {2, 2},
+       .d = {1, 1},
+       .pb = {1, 0},
+       .pe = {0, 1},
+       .op = {1, 0},
+       .bias = true},
+      {.nsp = 2,
+       .n = 2,
+       .c = 4,
+       .m = 6,
+       .group = 2,
+       .in = {4, 5},
+       .k = {2, 3},
+       .s = {1, 3},
+       .d = {2, 1},
+       .pb = {0, 1},
+       .pe = {1, 1},
+       .op = {0, 2},
+       .bias = false},
+      {.nsp = 1,
+       .n = 1,
+       .c = 2,
+       .m = 3,
+       .group = 1,
+       .in = {7},
+       .k = {4},
+       .s = {3},
+       .d = {1},
+       .op = {2},
+       .bias = true},
+      {.nsp = 3,
+       .n = 1,
+       .c = 2,
+       .m = 2,
+       .group = 2,
+       .in = {3, 4, 2},
+       .k = {2, 2, 3},
+       .s = {2, 1, 2},
+       .d = {1, 2, 1},
+       .pb = {1, 0, 0},
+       .pe = {0, 0, 1},
+       .bias = true},
   };
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
     check_transpose_case(t, &cases[i], SEED + 7 * (unsigned)i);
@@ -368,7 +443,8 @@ NR_TEST(conv_transpose_matches_naive) {
 NR_TEST(conv_transpose_output_shape) {
   float x[2] = {1, 2}, w[3] = {1, 1, 1};
   int64_t xd[3] = {1, 1, 2}, wd[3] = {1, 1, 3}, os[1] = {4}, st2[1] = {2};
-  nr_value xv = make_value(NR_DTYPE_FLOAT, 3, xd, x), wv = make_value(NR_DTYPE_FLOAT, 3, wd, w);
+  nr_value xv = make_value(NR_DTYPE_FLOAT, 3, xd, x),
+           wv = make_value(NR_DTYPE_FLOAT, 3, wd, w);
   const char *modes[] = {"NOTSET", "SAME_UPPER"};
   const float want[2][4] = {{1, 3, 2, 2}, {1, 1, 3, 2}};
   for (int mode = 0; mode < 2; mode++) {
@@ -381,8 +457,8 @@ NR_TEST(conv_transpose_output_shape) {
     REQUIRE(st == NR_OK, "%s", err.message);
     REQUIRE(out.rank == 3 && out.dims[2] == 4, "rank %d", out.rank);
     for (int i = 0; i < 4; i++)
-      CHECK(((float *)out.data)[i] == want[mode][i], "%s y[%d] = %g, want %g", modes[mode], i,
-            ((float *)out.data)[i], want[mode][i]);
+      CHECK(((float *)out.data)[i] == want[mode][i], "%s y[%d] = %g, want %g",
+            modes[mode], i, ((float *)out.data)[i], want[mode][i]);
     nr_value_free(&out);
   }
 }
@@ -407,17 +483,18 @@ NR_TEST(qlinear_conv_per_channel_matches_naive) {
   float xs = 0.02f, ws[M] = {0.005f, 0.011f, 0.0031f}, ys = 0.07f;
   int64_t xd[4] = {N, C, H, W}, wd[4] = {M, C, K, K}, md[1] = {M}, sd[1] = {0};
   nr_value in[9] = {
-      make_value(NR_DTYPE_UINT8, 4, xd, x),  make_value(NR_DTYPE_FLOAT, 0, sd, &xs),
+      make_value(NR_DTYPE_UINT8, 4, xd, x),    make_value(NR_DTYPE_FLOAT, 0, sd, &xs),
       make_value(NR_DTYPE_UINT8, 0, sd, &xzp), make_value(NR_DTYPE_INT8, 4, wd, w),
-      make_value(NR_DTYPE_FLOAT, 1, md, ws), make_value(NR_DTYPE_INT8, 1, md, wzp),
-      make_value(NR_DTYPE_FLOAT, 0, sd, &ys), make_value(NR_DTYPE_UINT8, 0, sd, &yzp),
+      make_value(NR_DTYPE_FLOAT, 1, md, ws),   make_value(NR_DTYPE_INT8, 1, md, wzp),
+      make_value(NR_DTYPE_FLOAT, 0, sd, &ys),  make_value(NR_DTYPE_UINT8, 0, sd, &yzp),
       make_value(NR_DTYPE_INT32, 1, md, bias)};
   const nr_value *ins[9];
   for (int i = 0; i < 9; i++)
     ins[i] = &in[i];
   nr_value out = {0};
   nr_error err = {0};
-  REQUIRE(nr_ref_exec_node("QLinearConv", "", 10, 0, NULL, 9, ins, 1, &out, &err) == NR_OK,
+  REQUIRE(nr_ref_exec_node("QLinearConv", "", 10, 0, NULL, 9, ins, 1, &out, &err) ==
+              NR_OK,
           "%s", err.message);
   REQUIRE(out.dtype == NR_DTYPE_UINT8 && out.dims[2] == OH && out.dims[3] == OW);
   for (int m = 0; m < M; m++)
@@ -444,14 +521,18 @@ NR_TEST(conv_integer_with_zero_points) {
   random_u8((uint8_t *)x, sizeof x, &seed);
   random_u8((uint8_t *)w, sizeof w, &seed);
   int8_t wzp[M] = {5, -1};
-  int64_t xd[4] = {1, C, H, W}, wd[4] = {M, C, K, K}, md[1] = {M}, sd[1] = {0}, pads[4] = {1, 1, 0, 0};
-  nr_value xv = make_value(NR_DTYPE_INT8, 4, xd, x), wv = make_value(NR_DTYPE_INT8, 4, wd, w);
-  nr_value xz = make_value(NR_DTYPE_INT8, 0, sd, &xzp), wz = make_value(NR_DTYPE_INT8, 1, md, wzp);
+  int64_t xd[4] = {1, C, H, W}, wd[4] = {M, C, K, K}, md[1] = {M}, sd[1] = {0},
+          pads[4] = {1, 1, 0, 0};
+  nr_value xv = make_value(NR_DTYPE_INT8, 4, xd, x),
+           wv = make_value(NR_DTYPE_INT8, 4, wd, w);
+  nr_value xz = make_value(NR_DTYPE_INT8, 0, sd, &xzp),
+           wz = make_value(NR_DTYPE_INT8, 1, md, wzp);
   nr_attr at[] = {attr_ints("pads", 4, pads)};
   nr_value out = {0};
   nr_error err = {0};
   REQUIRE(nr_ref_exec_node("ConvInteger", "", 10, 1, at, 4,
-                           (const nr_value *[]){&xv, &wv, &xz, &wz}, 1, &out, &err) == NR_OK,
+                           (const nr_value *[]){&xv, &wv, &xz, &wz}, 1, &out,
+                           &err) == NR_OK,
           "%s", err.message);
   REQUIRE(out.dtype == NR_DTYPE_INT32 && out.dims[2] == 4 && out.dims[3] == 4);
   for (int m = 0; m < M; m++)

@@ -31,8 +31,8 @@ static nr_attr attr_ints(const char *name, size_t n, int64_t *v) {
   return (nr_attr){.name = (char *)name, .type = NR_ATTR_INTS, .n = n, .ints = v};
 }
 static nr_attr attr_s(const char *name, const char *s) {
-  return (nr_attr){.name = (char *)name, .type = NR_ATTR_STRING, .s = (char *)s,
-                   .s_len = strlen(s)};
+  return (nr_attr){
+      .name = (char *)name, .type = NR_ATTR_STRING, .s = (char *)s, .s_len = strlen(s)};
 }
 
 static nr_status run(const char *op, int opset, int n_attrs, const nr_attr *attrs,
@@ -67,17 +67,17 @@ static const float seq12[12] = {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11};
 static nr_status slice(const nr_value *x, int n, int64_t *st, int64_t *en, int64_t *ax,
                        int64_t *sp, nr_value *y, nr_error *err) {
   nr_value s = i64v(n, st), e = i64v(n, en), a = i64v(n, ax), p = i64v(n, sp);
-  return run("Slice", 13, 0, NULL, 5, (const nr_value *[]){x, &s, &e, ax ? &a : NULL,
-                                                            sp ? &p : NULL}, y, err);
+  return run("Slice", 13, 0, NULL, 5,
+             (const nr_value *[]){x, &s, &e, ax ? &a : NULL, sp ? &p : NULL}, y, err);
 }
 
 NR_TEST(index_slice_steps_and_clamping) {
   nr_value x = tensor(NR_DTYPE_FLOAT, 2, (int64_t[]){3, 4}, seq12), y;
   nr_error err = {0};
   /* rows 1.., columns reversed from the end with step -2 */
-  REQUIRE(slice(&x, 2, (int64_t[]){1, -1}, (int64_t[]){100, INT64_MIN},
-                (int64_t[]){0, 1}, (int64_t[]){1, -2}, &y, &err) == NR_OK, "%s",
-          err.message);
+  REQUIRE(slice(&x, 2, (int64_t[]){1, -1}, (int64_t[]){100, INT64_MIN}, (int64_t[]){0, 1},
+                (int64_t[]){1, -2}, &y, &err) == NR_OK,
+          "%s", err.message);
   float w1[] = {7, 5, 11, 9};
   CHECK(dims_are(&y, 2, (int64_t[]){2, 2}) && f32_are(&y, 4, w1));
   nr_value_free(&y);
@@ -94,7 +94,8 @@ NR_TEST(index_slice_steps_and_clamping) {
   CHECK(slice(&x, 1, (int64_t[]){0}, (int64_t[]){1}, (int64_t[]){0}, (int64_t[]){0}, &y,
               &err) == NR_ERR_SHAPE);
   /* opset 1 attribute form */
-  nr_attr a[] = {attr_ints("starts", 1, (int64_t[]){1}), attr_ints("ends", 1, (int64_t[]){-1}),
+  nr_attr a[] = {attr_ints("starts", 1, (int64_t[]){1}),
+                 attr_ints("ends", 1, (int64_t[]){-1}),
                  attr_ints("axes", 1, (int64_t[]){1})};
   REQUIRE(run("Slice", 9, 3, a, 1, (const nr_value *[]){&x}, &y, &err) == NR_OK, "%s",
           err.message);
@@ -109,8 +110,12 @@ NR_TEST(index_slice_static_fold) {
   nr_value out = {0};
   nr_error err = {0};
   nr_node node = {.name = "n", .op_type = "Slice", .domain = "", .opset = 13};
-  nr_op_ctx ctx = {.node = &node, .n_inputs = 3, .inputs = (nr_value *[]){&s, &st, &en},
-                   .n_outputs = 1, .outputs = (nr_value *[]){&out}, .err = &err};
+  nr_op_ctx ctx = {.node = &node,
+                   .n_inputs = 3,
+                   .inputs = (nr_value *[]){&s, &st, &en},
+                   .n_outputs = 1,
+                   .outputs = (nr_value *[]){&out},
+                   .err = &err};
   const nr_op_def *def = nr_op_find("", "Slice", 13);
   REQUIRE(def && def->infer(&ctx) == NR_OK, "%s", err.message);
   CHECK(out.data && i64_are(&out, 2, (int64_t[]){224, 224}));
@@ -138,7 +143,8 @@ NR_TEST(index_gather_axis_and_negative) {
   nr_value_free(&y);
   int64_t scalar = 1;
   nr_value vs = tensor(NR_DTYPE_INT64, 0, NULL, &scalar);
-  REQUIRE(run("Gather", 13, 0, NULL, 2, (const nr_value *[]){&x, &vs}, &y, &err) == NR_OK);
+  REQUIRE(run("Gather", 13, 0, NULL, 2, (const nr_value *[]){&x, &vs}, &y, &err) ==
+          NR_OK);
   CHECK(dims_are(&y, 1, (int64_t[]){4}) && f32_are(&y, 4, seq12 + 4));
   nr_value_free(&y);
   ind[1] = 4;
@@ -155,7 +161,8 @@ NR_TEST(index_gather_elements_and_nd) {
   nr_attr ax = attr_i("axis", 1);
   nr_error err = {0};
   REQUIRE(run("GatherElements", 13, 1, &ax, 2, (const nr_value *[]){&x, &vi}, &y, &err) ==
-          NR_OK, "%s", err.message);
+              NR_OK,
+          "%s", err.message);
   float w[] = {1, 1, 4, 3};
   CHECK(f32_are(&y, 4, w));
   nr_value_free(&y);
@@ -166,7 +173,8 @@ NR_TEST(index_gather_elements_and_nd) {
   nr_value vnd = tensor(NR_DTYPE_INT64, 2, (int64_t[]){2, 1}, nd);
   nr_attr b1 = attr_i("batch_dims", 1);
   REQUIRE(run("GatherND", 13, 1, &b1, 2, (const nr_value *[]){&x3, &vnd}, &y, &err) ==
-          NR_OK, "%s", err.message);
+              NR_OK,
+          "%s", err.message);
   float w3[] = {2, 3, 4, 5};
   CHECK(dims_are(&y, 2, (int64_t[]){2, 2}) && f32_are(&y, 4, w3));
   nr_value_free(&y);
@@ -174,7 +182,8 @@ NR_TEST(index_gather_elements_and_nd) {
   int64_t full[] = {0, 1, 1, 1, 0, -1};
   nr_value vf = tensor(NR_DTYPE_INT64, 2, (int64_t[]){2, 3}, full);
   REQUIRE(run("GatherND", 13, 0, NULL, 2, (const nr_value *[]){&x3, &vf}, &y, &err) ==
-          NR_OK, "%s", err.message);
+              NR_OK,
+          "%s", err.message);
   float wf[] = {3, 5};
   CHECK(dims_are(&y, 1, (int64_t[]){2}) && f32_are(&y, 2, wf));
   nr_value_free(&y);
@@ -190,12 +199,15 @@ NR_TEST(index_scatter_elements_reductions) {
   nr_value vi = tensor(NR_DTYPE_INT64, 2, (int64_t[]){1, 2}, ind);
   nr_value vu = tensor(NR_DTYPE_FLOAT, 2, (int64_t[]){1, 2}, upd);
   nr_error err = {0};
-  struct { const char *red; float at1; } cases[] = {
-      {"none", 3}, {"add", 6.5f}, {"mul", 9}, {"max", 3}, {"min", 1.5f}};
+  struct {
+    const char *red;
+    float at1;
+  } cases[] = {{"none", 3}, {"add", 6.5f}, {"mul", 9}, {"max", 3}, {"min", 1.5f}};
   for (int c = 0; c < 5; c++) {
     nr_attr a[] = {attr_i("axis", 1), attr_s("reduction", cases[c].red)};
     REQUIRE(run("ScatterElements", 18, 2, a, 3, (const nr_value *[]){&x, &vi, &vu}, &y,
-                &err) == NR_OK, "%s: %s", cases[c].red, err.message);
+                &err) == NR_OK,
+            "%s: %s", cases[c].red, err.message);
     float want[] = {1, cases[c].at1, 3, 4, 5};
     CHECK(f32_are(&y, 5, want), "%s", cases[c].red);
     nr_value_free(&y);
@@ -205,7 +217,8 @@ NR_TEST(index_scatter_elements_reductions) {
   nr_value vn = tensor(NR_DTYPE_INT64, 2, (int64_t[]){1, 2}, neg);
   nr_attr ax = attr_i("axis", 1);
   REQUIRE(run("Scatter", 9, 1, &ax, 3, (const nr_value *[]){&x, &vn, &vu}, &y, &err) ==
-          NR_OK, "%s", err.message);
+              NR_OK,
+          "%s", err.message);
   float ws[] = {3, 2, 3, 4, 1.5f};
   CHECK(f32_are(&y, 5, ws));
   nr_value_free(&y);
@@ -223,8 +236,9 @@ NR_TEST(index_scatter_nd) {
   nr_value vu = tensor(NR_DTYPE_INT32, 2, (int64_t[]){3, 2}, upd);
   nr_error err = {0};
   nr_attr add = attr_s("reduction", "add");
-  REQUIRE(run("ScatterND", 18, 1, &add, 3, (const nr_value *[]){&x, &vi, &vu}, &y, &err) ==
-          NR_OK, "%s", err.message);
+  REQUIRE(run("ScatterND", 18, 1, &add, 3, (const nr_value *[]){&x, &vi, &vu}, &y,
+              &err) == NR_OK,
+          "%s", err.message);
   int32_t want[] = {1, 2, 33, 44, 5, 6, 18, 29};
   CHECK(y.dtype == NR_DTYPE_INT32 && !memcmp(y.data, want, sizeof want));
   nr_value_free(&y);
@@ -234,8 +248,9 @@ NR_TEST(index_scatter_nd) {
   nr_value ve = tensor(NR_DTYPE_INT64, 2, (int64_t[]){2, 2}, el);
   nr_value veu = tensor(NR_DTYPE_INT32, 1, (int64_t[]){2}, eu);
   nr_attr mx = attr_s("reduction", "max");
-  REQUIRE(run("ScatterND", 18, 1, &mx, 3, (const nr_value *[]){&x, &ve, &veu}, &y, &err) ==
-          NR_OK, "%s", err.message);
+  REQUIRE(run("ScatterND", 18, 1, &mx, 3, (const nr_value *[]){&x, &ve, &veu}, &y,
+              &err) == NR_OK,
+          "%s", err.message);
   int32_t wm[] = {1, 2, 3, 4, 9, 6, 7, 8};
   CHECK(!memcmp(y.data, wm, sizeof wm));
   nr_value_free(&y);
@@ -251,7 +266,8 @@ NR_TEST(index_onehot_axis_and_range) {
   nr_error err = {0};
   nr_attr ax = attr_i("axis", 0);
   REQUIRE(run("OneHot", 11, 1, &ax, 3, (const nr_value *[]){&vi, &vd, &vv}, &y, &err) ==
-          NR_OK, "%s", err.message);
+              NR_OK,
+          "%s", err.message);
   /* y[k][i] = on where ind[i] (wrapped) == k; index 7 is out of range: all off */
   float want[] = {5, -1, -1, -1, -1, -1, -1, 5, -1};
   CHECK(dims_are(&y, 2, (int64_t[]){3, 3}) && f32_are(&y, 9, want));
@@ -275,13 +291,15 @@ NR_TEST(index_nonzero_and_compress) {
   uint8_t cond[] = {0, 1, 1};
   nr_value vc = tensor(NR_DTYPE_BOOL, 1, (int64_t[]){3}, cond);
   nr_attr ax = attr_i("axis", 1);
-  REQUIRE(run("Compress", 11, 1, &ax, 2, (const nr_value *[]){&x, &vc}, &y, &err) == NR_OK,
+  REQUIRE(run("Compress", 11, 1, &ax, 2, (const nr_value *[]){&x, &vc}, &y, &err) ==
+              NR_OK,
           "%s", err.message);
   float wc[] = {1.5f, -0.0f, 0, 3};
   CHECK(dims_are(&y, 2, (int64_t[]){2, 2}) && f32_are(&y, 4, wc));
   nr_value_free(&y);
   /* no axis: flattened, condition shorter than the input */
-  REQUIRE(run("Compress", 11, 0, NULL, 2, (const nr_value *[]){&x, &vc}, &y, &err) == NR_OK);
+  REQUIRE(run("Compress", 11, 0, NULL, 2, (const nr_value *[]){&x, &vc}, &y, &err) ==
+          NR_OK);
   float wf[] = {1.5f, -0.0f};
   CHECK(dims_are(&y, 1, (int64_t[]){2}) && f32_are(&y, 2, wf));
   nr_value_free(&y);
@@ -343,4 +361,95 @@ NR_TEST(index_unique_spec_examples) {
   REQUIRE(unique(&v0, 0, NULL, y, &err) == NR_OK, "%s", err.message);
   CHECK(dims_are(&y[0], 1, (int64_t[]){0}) && dims_are(&y[2], 1, (int64_t[]){0}));
   free4(y);
+}
+
+/* ---- 0-sized tensors and static inference ------------------------------------------ */
+
+NR_TEST(index_zero_sized_tensors) {
+  nr_value x = tensor(NR_DTYPE_FLOAT, 2, (int64_t[]){3, 4}, seq12), y;
+  nr_error err = {0};
+  nr_value none = tensor(NR_DTYPE_INT64, 1, (int64_t[]){0}, seq12);
+  REQUIRE(run("Gather", 13, 0, NULL, 2, (const nr_value *[]){&x, &none}, &y, &err) ==
+              NR_OK,
+          "%s", err.message);
+  CHECK(dims_are(&y, 2, (int64_t[]){0, 4}));
+  nr_value_free(&y);
+  float zeros[4] = {0};
+  nr_value z = tensor(NR_DTYPE_FLOAT, 1, (int64_t[]){4}, zeros);
+  REQUIRE(run("NonZero", 13, 0, NULL, 1, (const nr_value *[]){&z}, &y, &err) == NR_OK);
+  CHECK(dims_are(&y, 2, (int64_t[]){1, 0}));
+  nr_value_free(&y);
+  nr_value e = tensor(NR_DTYPE_FLOAT, 2, (int64_t[]){0, 4}, seq12);
+  REQUIRE(slice(&e, 1, (int64_t[]){1}, (int64_t[]){3}, (int64_t[]){1}, (int64_t[]){1}, &y,
+                &err) == NR_OK,
+          "%s", err.message);
+  CHECK(dims_are(&y, 2, (int64_t[]){0, 2}));
+  nr_value_free(&y);
+  nr_value ei = tensor(NR_DTYPE_INT64, 2, (int64_t[]){0, 4}, seq12);
+  nr_value eu = tensor(NR_DTYPE_FLOAT, 2, (int64_t[]){0, 4}, seq12);
+  REQUIRE(run("ScatterElements", 13, 0, NULL, 3, (const nr_value *[]){&x, &ei, &eu}, &y,
+              &err) == NR_OK,
+          "%s", err.message);
+  CHECK(f32_are(&y, 12, seq12));
+  nr_value_free(&y);
+}
+
+/* Static inference through the op row; inputs keep their data. */
+static nr_status infer(const char *op, int opset, int n_attrs, nr_attr *attrs, int n_in,
+                       nr_value **ins, int n_out, nr_value *outs, nr_error *err) {
+  nr_node node = {.name = "n",
+                  .op_type = (char *)op,
+                  .domain = "",
+                  .opset = opset,
+                  .n_attrs = n_attrs,
+                  .attrs = attrs};
+  nr_value *out_ptrs[4];
+  for (int i = 0; i < n_out; i++) {
+    memset(&outs[i], 0, sizeof outs[i]);
+    out_ptrs[i] = &outs[i];
+  }
+  nr_op_ctx ctx = {.node = &node,
+                   .n_inputs = n_in,
+                   .inputs = ins,
+                   .n_outputs = n_out,
+                   .outputs = out_ptrs,
+                   .err = err};
+  const nr_op_def *def = nr_op_find("", op, opset);
+  return def ? def->infer(&ctx) : NR_ERR_UNSUPPORTED;
+}
+
+NR_TEST(index_static_infer) {
+  nr_error err = {0};
+  nr_value out[4];
+  /* Shape -> Gather: a constant shape vector and a scalar index fold to a scalar */
+  int64_t shape[] = {8, 3, 224, 224}, two = 2;
+  nr_value s = i64v(4, shape), k = tensor(NR_DTYPE_INT64, 0, NULL, &two);
+  REQUIRE(infer("Gather", 13, 0, NULL, 2, (nr_value *[]){&s, &k}, 1, out, &err) == NR_OK,
+          "%s", err.message);
+  CHECK(out[0].rank == 0 && out[0].data && *(int64_t *)out[0].data == 224);
+  nr_value_free(&out[0]);
+  /* unknown data: exact shapes where they do not depend on values */
+  nr_value x = {.dtype = NR_DTYPE_FLOAT, .rank = 3, .dims = {2, NR_DIM_UNKNOWN, 5}};
+  nr_value ind = {.dtype = NR_DTYPE_INT32, .rank = 2, .dims = {4, 6}};
+  nr_attr ax = attr_i("axis", 1);
+  REQUIRE(infer("Gather", 13, 1, &ax, 2, (nr_value *[]){&x, &ind}, 1, out, &err) ==
+          NR_OK);
+  CHECK(dims_are(&out[0], 4, (int64_t[]){2, 4, 6, 5}) && !out[0].data);
+  REQUIRE(infer("Unique", 11, 1, &ax, 1, (nr_value *[]){&x}, 4, out, &err) == NR_OK);
+  CHECK(dims_are(&out[0], 3, (int64_t[]){2, NR_DIM_UNKNOWN, 5}));
+  CHECK(dims_are(&out[2], 1, (int64_t[]){NR_DIM_UNKNOWN}) &&
+        out[3].dtype == NR_DTYPE_INT64);
+  REQUIRE(infer("NonZero", 13, 0, NULL, 1, (nr_value *[]){&x}, 1, out, &err) == NR_OK);
+  CHECK(dims_are(&out[0], 2, (int64_t[]){3, NR_DIM_UNKNOWN}));
+  nr_value bad = {.dtype = NR_DTYPE_FLOAT, .rank = 2, .dims = {4, 6}};
+  CHECK(infer("Gather", 13, 1, &ax, 2, (nr_value *[]){&x, &bad}, 1, out, &err) ==
+        NR_ERR_SHAPE);
+  int64_t depth = 10;
+  nr_value vd = tensor(NR_DTYPE_INT64, 0, NULL, &depth);
+  nr_value vals = {.dtype = NR_DTYPE_FLOAT, .rank = 1, .dims = {2}};
+  nr_attr oh = attr_i("axis", 1);
+  REQUIRE(infer("OneHot", 11, 1, &oh, 3, (nr_value *[]){&ind, &vd, &vals}, 1, out,
+                &err) == NR_OK,
+          "%s", err.message);
+  CHECK(dims_are(&out[0], 3, (int64_t[]){4, 10, 6}));
 }

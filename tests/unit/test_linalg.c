@@ -23,8 +23,8 @@ static nr_attr attr_f(const char *name, float f) {
 }
 
 static nr_attr attr_s(const char *name, const char *s) {
-  return (nr_attr){.name = (char *)name, .type = NR_ATTR_STRING, .s = (char *)s,
-                   .s_len = strlen(s)};
+  return (nr_attr){
+      .name = (char *)name, .type = NR_ATTR_STRING, .s = (char *)s, .s_len = strlen(s)};
 }
 
 static nr_value make_value(nr_dtype t, int rank, const int64_t *dims, void *data) {
@@ -46,12 +46,14 @@ static bool close_to(double got, double want, double tol) {
 
 /* ---- ref_gemm ------------------------------------------------------------------- */
 
-static void check_sgemm(nr_test_state *t, bool ta, bool tb, int64_t m, int64_t n, int64_t k,
-                        float alpha, float beta, unsigned seed) {
+static void check_sgemm(nr_test_state *t, bool ta, bool tb, int64_t m, int64_t n,
+                        int64_t k, float alpha, float beta, unsigned seed) {
   unsigned s0 = seed;
   int64_t lda = (ta ? m : k) + 3, ldb = (tb ? k : n) + 1, ldc = n + 2;
-  float *a = random_floats((ta ? k : m) * lda, &seed), *b = random_floats((tb ? n : k) * ldb, &seed);
-  float *c = random_floats(m * ldc, &seed), *c0 = malloc(sizeof(float) * (size_t)(m * ldc));
+  float *a = random_floats((ta ? k : m) * lda, &seed),
+        *b = random_floats((tb ? n : k) * ldb, &seed);
+  float *c = random_floats(m * ldc, &seed),
+        *c0 = malloc(sizeof(float) * (size_t)(m * ldc));
   memcpy(c0, c, sizeof(float) * (size_t)(m * ldc));
   REQUIRE(nr_ref_sgemm(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc) == NR_OK);
   int bad = 0;
@@ -66,16 +68,16 @@ static void check_sgemm(nr_test_state *t, bool ta, bool tb, int64_t m, int64_t n
         want = alpha * acc + beta * want;
       }
       if (!close_to(c[i * ldc + j], want, 1e-4) && bad++ < 3)
-        CHECK(false, "seed %u ta=%d tb=%d %lldx%lldx%lld: c[%lld,%lld] = %g, want %g", s0, ta,
-              tb, (long long)m, (long long)n, (long long)k, (long long)i, (long long)j,
-              c[i * ldc + j], want);
+        CHECK(false, "seed %u ta=%d tb=%d %lldx%lldx%lld: c[%lld,%lld] = %g, want %g", s0,
+              ta, tb, (long long)m, (long long)n, (long long)k, (long long)i,
+              (long long)j, c[i * ldc + j], want);
     }
   free(a), free(b), free(c), free(c0);
 }
 
 NR_TEST(gemm_kernel_block_edges) {
-  const int64_t sizes[][3] = {{1, 1, 1},   {3, 511, 127}, {4, 512, 128}, {5, 513, 129},
-                              {9, 17, 257}, {8, 1030, 3}, {2, 3, 300}};
+  const int64_t sizes[][3] = {{1, 1, 1},    {3, 511, 127}, {4, 512, 128}, {5, 513, 129},
+                              {9, 17, 257}, {8, 1030, 3},  {2, 3, 300}};
   unsigned seed = SEED;
   for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++)
     for (int tr = 0; tr < 4; tr++)
@@ -84,7 +86,8 @@ NR_TEST(gemm_kernel_block_edges) {
 }
 
 NR_TEST(dgemm_and_beta_zero_ignores_garbage) {
-  double a[6] = {1, 2, 3, 4, 5, 6}, b[6] = {1, 0, 0, 1, 1, 1}, c[4] = {NAN, NAN, NAN, NAN};
+  double a[6] = {1, 2, 3, 4, 5, 6}, b[6] = {1, 0, 0, 1, 1, 1},
+         c[4] = {NAN, NAN, NAN, NAN};
   /* [2x3] x [3x2] */
   REQUIRE(nr_ref_dgemm(false, false, 2, 2, 3, 1, a, 3, b, 2, 0, c, 2) == NR_OK);
   const double want[4] = {4, 5, 10, 11};
@@ -96,8 +99,9 @@ NR_TEST(dgemm_and_beta_zero_ignores_garbage) {
 
 /* numpy matmul on explicit shapes: a [.., m, k], b [.., k, n] with batch broadcast
  * (1-D operands given here already promoted; batch ranks padded to 2). */
-static void naive_matmul(const int64_t *ab, const int64_t *bb, const int64_t *yb, int64_t m,
-                         int64_t k, int64_t n, const float *a, const float *b, double *y) {
+static void naive_matmul(const int64_t *ab, const int64_t *bb, const int64_t *yb,
+                         int64_t m, int64_t k, int64_t n, const float *a, const float *b,
+                         double *y) {
   for (int64_t i0 = 0; i0 < yb[0]; i0++)
     for (int64_t i1 = 0; i1 < yb[1]; i1++) {
       int64_t ao = ((ab[0] > 1 ? i0 : 0) * ab[1] + (ab[1] > 1 ? i1 : 0)) * m * k;
@@ -131,7 +135,8 @@ NR_TEST(matmul_broadcasting_matches_naive) {
   unsigned seed = SEED;
   for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
     mm_case *mc = &cases[c];
-    int64_t na = mc->ab[0] * mc->ab[1] * mc->m * mc->k, nb = mc->bb[0] * mc->bb[1] * mc->k * mc->n;
+    int64_t na = mc->ab[0] * mc->ab[1] * mc->m * mc->k,
+            nb = mc->bb[0] * mc->bb[1] * mc->k * mc->n;
     int64_t ny = mc->yb[0] * mc->yb[1] * mc->m * mc->n;
     float *a = random_floats(na, &seed), *b = random_floats(nb, &seed);
     double *want = malloc(sizeof(double) * (size_t)ny);
@@ -139,13 +144,14 @@ NR_TEST(matmul_broadcasting_matches_naive) {
     nr_value av = make_value(NR_DTYPE_FLOAT, mc->ra, mc->da, a);
     nr_value bv = make_value(NR_DTYPE_FLOAT, mc->rb, mc->db, b), out = {0};
     nr_error err = {0};
-    nr_status st = nr_ref_exec_node("MatMul", "", 13, 0, NULL, 2, (const nr_value *[]){&av, &bv},
-                                    1, &out, &err);
+    nr_status st = nr_ref_exec_node("MatMul", "", 13, 0, NULL, 2,
+                                    (const nr_value *[]){&av, &bv}, 1, &out, &err);
     CHECK(st == NR_OK, "case %zu: %s", c, err.message);
     CHECK(st || nr_value_count(&out) == ny, "case %zu: %lld elements", c,
           (long long)nr_value_count(&out));
     for (int64_t i = 0; !st && i < ny; i++)
-      CHECK(close_to(((float *)out.data)[i], want[i], 1e-5), "case %zu: y[%lld]", c, (long long)i);
+      CHECK(close_to(((float *)out.data)[i], want[i], 1e-5), "case %zu: y[%lld]", c,
+            (long long)i);
     nr_value_free(&out);
     free(a), free(b), free(want);
   }
@@ -154,18 +160,22 @@ NR_TEST(matmul_broadcasting_matches_naive) {
 NR_TEST(matmul_int32_and_output_ranks) {
   int32_t a[6] = {1, -2, 3, 4, 5, -6}, b[3] = {7, 8, -9};
   int64_t ad[2] = {2, 3}, bd[1] = {3};
-  nr_value av = make_value(NR_DTYPE_INT32, 2, ad, a), bv = make_value(NR_DTYPE_INT32, 1, bd, b);
+  nr_value av = make_value(NR_DTYPE_INT32, 2, ad, a),
+           bv = make_value(NR_DTYPE_INT32, 1, bd, b);
   nr_value out = {0};
   nr_error err = {0};
-  REQUIRE(nr_ref_exec_node("MatMul", "", 13, 0, NULL, 2, (const nr_value *[]){&av, &bv}, 1,
-                           &out, &err) == NR_OK, "%s", err.message);
+  REQUIRE(nr_ref_exec_node("MatMul", "", 13, 0, NULL, 2, (const nr_value *[]){&av, &bv},
+                           1, &out, &err) == NR_OK,
+          "%s", err.message);
   CHECK(out.dtype == NR_DTYPE_INT32 && out.rank == 1 && out.dims[0] == 2);
-  CHECK(((int32_t *)out.data)[0] == 7 - 16 - 27 && ((int32_t *)out.data)[1] == 28 + 40 + 54);
+  CHECK(((int32_t *)out.data)[0] == 7 - 16 - 27 &&
+        ((int32_t *)out.data)[1] == 28 + 40 + 54);
   nr_value_free(&out);
   int64_t bad[2] = {2, 3};
   bv = make_value(NR_DTYPE_INT32, 2, bad, a);
-  CHECK(nr_ref_exec_node("MatMul", "", 13, 0, NULL, 2, (const nr_value *[]){&av, &bv}, 1, &out,
-                         &err) == NR_ERR_SHAPE, "inner dim mismatch accepted");
+  CHECK(nr_ref_exec_node("MatMul", "", 13, 0, NULL, 2, (const nr_value *[]){&av, &bv}, 1,
+                         &out, &err) == NR_ERR_SHAPE,
+        "inner dim mismatch accepted");
   nr_value_free(&out);
 }
 
@@ -182,8 +192,10 @@ NR_TEST(gemm_attributes_and_bias_broadcast) {
     for (int ci = 0; ci < 5; ci++) {
       bool ta = tr & 1, tb = tr & 2;
       int64_t ad[2] = {ta ? K : M, ta ? M : K}, bd[2] = {tb ? N : K, tb ? K : N};
-      nr_value av = make_value(NR_DTYPE_FLOAT, 2, ad, a), bv = make_value(NR_DTYPE_FLOAT, 2, bd, b);
-      nr_value cv = make_value(NR_DTYPE_FLOAT, c_rank[ci] < 0 ? 0 : c_rank[ci], c_dims[ci], c);
+      nr_value av = make_value(NR_DTYPE_FLOAT, 2, ad, a),
+               bv = make_value(NR_DTYPE_FLOAT, 2, bd, b);
+      nr_value cv =
+          make_value(NR_DTYPE_FLOAT, c_rank[ci] < 0 ? 0 : c_rank[ci], c_dims[ci], c);
       nr_attr at[] = {attr_i("transA", ta), attr_i("transB", tb), attr_f("alpha", 0.5f),
                       attr_f("beta", -2.0f)};
       nr_value out = {0};
@@ -195,14 +207,19 @@ NR_TEST(gemm_attributes_and_bias_broadcast) {
         for (int j = 0; j < N; j++) {
           double acc = 0, cval = 0;
           for (int p = 0; p < K; p++)
-            acc += (double)(ta ? a[p * M + i] : a[i * K + p]) * (tb ? b[j * K + p] : b[p * N + j]);
-          if (ci == 1) cval = c[0];
-          if (ci == 2) cval = c[j];
-          if (ci == 3) cval = c[i];
-          if (ci == 4) cval = c[i * N + j];
+            acc += (double)(ta ? a[p * M + i] : a[i * K + p]) *
+                   (tb ? b[j * K + p] : b[p * N + j]);
+          if (ci == 1)
+            cval = c[0];
+          if (ci == 2)
+            cval = c[j];
+          if (ci == 3)
+            cval = c[i];
+          if (ci == 4)
+            cval = c[i * N + j];
           double want = 0.5 * acc - 2.0 * cval;
-          CHECK(close_to(((float *)out.data)[i * N + j], want, 1e-5), "tr %d C %d: y[%d,%d]", tr,
-                ci, i, j);
+          CHECK(close_to(((float *)out.data)[i * N + j], want, 1e-5),
+                "tr %d C %d: y[%d,%d]", tr, ci, i, j);
         }
       nr_value_free(&out);
     }
@@ -210,21 +227,26 @@ NR_TEST(gemm_attributes_and_bias_broadcast) {
 }
 
 NR_TEST(gemm_int64_and_bad_bias) {
-  int64_t a[4] = {1, 2, 3, 4}, b[4] = {5, 6, 7, 8}, c[2] = {100, 200}, d2[2] = {2, 2}, d1[1] = {2};
-  nr_value av = make_value(NR_DTYPE_INT64, 2, d2, a), bv = make_value(NR_DTYPE_INT64, 2, d2, b);
+  int64_t a[4] = {1, 2, 3, 4}, b[4] = {5, 6, 7, 8}, c[2] = {100, 200}, d2[2] = {2, 2},
+          d1[1] = {2};
+  nr_value av = make_value(NR_DTYPE_INT64, 2, d2, a),
+           bv = make_value(NR_DTYPE_INT64, 2, d2, b);
   nr_value cv = make_value(NR_DTYPE_INT64, 1, d1, c), out = {0};
   nr_error err = {0};
-  REQUIRE(nr_ref_exec_node("Gemm", "", 13, 0, NULL, 3, (const nr_value *[]){&av, &bv, &cv}, 1,
-                           &out, &err) == NR_OK, "%s", err.message);
+  REQUIRE(nr_ref_exec_node("Gemm", "", 13, 0, NULL, 3,
+                           (const nr_value *[]){&av, &bv, &cv}, 1, &out, &err) == NR_OK,
+          "%s", err.message);
   const int64_t want[4] = {19 + 100, 22 + 200, 43 + 100, 50 + 200};
   for (int i = 0; i < 4; i++)
-    CHECK(((int64_t *)out.data)[i] == want[i], "y[%d] = %lld", i, (long long)((int64_t *)out.data)[i]);
+    CHECK(((int64_t *)out.data)[i] == want[i], "y[%d] = %lld", i,
+          (long long)((int64_t *)out.data)[i]);
   nr_value_free(&out);
   int64_t d3[1] = {3};
   int64_t c3[3] = {0};
   cv = make_value(NR_DTYPE_INT64, 1, d3, c3);
-  CHECK(nr_ref_exec_node("Gemm", "", 13, 0, NULL, 3, (const nr_value *[]){&av, &bv, &cv}, 1,
-                         &out, &err) == NR_ERR_SHAPE, "C [3] accepted for [2, 2]");
+  CHECK(nr_ref_exec_node("Gemm", "", 13, 0, NULL, 3, (const nr_value *[]){&av, &bv, &cv},
+                         1, &out, &err) == NR_ERR_SHAPE,
+        "C [3] accepted for [2, 2]");
   nr_value_free(&out);
 }
 
@@ -235,16 +257,20 @@ NR_TEST(matmul_integer_per_row_and_column_zero_points) {
   unsigned seed = SEED + 2;
   uint8_t a[M * K], azp[M] = {1, 128, 255};
   int8_t b[K * N], bzp[N] = {-3, 4};
-  for (int i = 0; i < M * K; i++) a[i] = (uint8_t)rand_r(&seed);
-  for (int i = 0; i < K * N; i++) b[i] = (int8_t)rand_r(&seed);
+  for (int i = 0; i < M * K; i++)
+    a[i] = (uint8_t)rand_r(&seed);
+  for (int i = 0; i < K * N; i++)
+    b[i] = (int8_t)rand_r(&seed);
   int64_t ad[2] = {M, K}, bd[2] = {K, N}, md[1] = {M}, nd[1] = {N};
-  nr_value in[4] = {make_value(NR_DTYPE_UINT8, 2, ad, a), make_value(NR_DTYPE_INT8, 2, bd, b),
-                    make_value(NR_DTYPE_UINT8, 1, md, azp), make_value(NR_DTYPE_INT8, 1, nd, bzp)};
+  nr_value in[4] = {
+      make_value(NR_DTYPE_UINT8, 2, ad, a), make_value(NR_DTYPE_INT8, 2, bd, b),
+      make_value(NR_DTYPE_UINT8, 1, md, azp), make_value(NR_DTYPE_INT8, 1, nd, bzp)};
   nr_value out = {0};
   nr_error err = {0};
   REQUIRE(nr_ref_exec_node("MatMulInteger", "", 10, 0, NULL, 4,
                            (const nr_value *[]){&in[0], &in[1], &in[2], &in[3]}, 1, &out,
-                           &err) == NR_OK, "%s", err.message);
+                           &err) == NR_OK,
+          "%s", err.message);
   CHECK(out.dtype == NR_DTYPE_INT32);
   for (int i = 0; i < M; i++)
     for (int j = 0; j < N; j++) {
@@ -262,21 +288,23 @@ NR_TEST(qlinear_matmul_rounds_half_to_even) {
   uint8_t a[3] = {5, 7, 200}, b[1] = {1}, zero = 0, yzp = 200;
   float as = 0.5f, bs = 1.0f, ys = 1.0f;
   int64_t ad[2] = {3, 1}, bd[2] = {1, 1}, sd[1] = {0};
-  nr_value in[8] = {make_value(NR_DTYPE_UINT8, 2, ad, a), make_value(NR_DTYPE_FLOAT, 0, sd, &as),
-                    make_value(NR_DTYPE_UINT8, 0, sd, &zero), make_value(NR_DTYPE_UINT8, 2, bd, b),
-                    make_value(NR_DTYPE_FLOAT, 0, sd, &bs), make_value(NR_DTYPE_UINT8, 0, sd, &zero),
-                    make_value(NR_DTYPE_FLOAT, 0, sd, &ys), make_value(NR_DTYPE_UINT8, 0, sd, &yzp)};
+  nr_value in[8] = {
+      make_value(NR_DTYPE_UINT8, 2, ad, a),     make_value(NR_DTYPE_FLOAT, 0, sd, &as),
+      make_value(NR_DTYPE_UINT8, 0, sd, &zero), make_value(NR_DTYPE_UINT8, 2, bd, b),
+      make_value(NR_DTYPE_FLOAT, 0, sd, &bs),   make_value(NR_DTYPE_UINT8, 0, sd, &zero),
+      make_value(NR_DTYPE_FLOAT, 0, sd, &ys),   make_value(NR_DTYPE_UINT8, 0, sd, &yzp)};
   const nr_value *ins[8];
   for (int i = 0; i < 8; i++)
     ins[i] = &in[i];
   nr_value out = {0};
   nr_error err = {0};
-  REQUIRE(nr_ref_exec_node("QLinearMatMul", "", 10, 0, NULL, 8, ins, 1, &out, &err) == NR_OK,
+  REQUIRE(nr_ref_exec_node("QLinearMatMul", "", 10, 0, NULL, 8, ins, 1, &out, &err) ==
+              NR_OK,
           "%s", err.message);
   const uint8_t want[3] = {202, 204, 255};
   for (int i = 0; i < 3; i++)
-    CHECK(((uint8_t *)out.data)[i] == want[i], "y[%d] = %d, want %d", i, ((uint8_t *)out.data)[i],
-          want[i]);
+    CHECK(((uint8_t *)out.data)[i] == want[i], "y[%d] = %d, want %d", i,
+          ((uint8_t *)out.data)[i], want[i]);
   nr_value_free(&out);
 }
 
@@ -284,20 +312,24 @@ NR_TEST(qlinear_matmul_int8_matches_naive) {
   enum { B = 2, M = 3, K = 5, N = 4 };
   unsigned seed = SEED + 3;
   int8_t a[B * M * K], b[B * K * N], azp = -5, bzp = 3, yzp = -10;
-  for (int i = 0; i < B * M * K; i++) a[i] = (int8_t)rand_r(&seed);
-  for (int i = 0; i < B * K * N; i++) b[i] = (int8_t)rand_r(&seed);
+  for (int i = 0; i < B * M * K; i++)
+    a[i] = (int8_t)rand_r(&seed);
+  for (int i = 0; i < B * K * N; i++)
+    b[i] = (int8_t)rand_r(&seed);
   float as = 0.03f, bs = 0.02f, ys = 0.05f;
   int64_t ad[3] = {B, M, K}, bd[3] = {B, K, N}, sd[1] = {0};
-  nr_value in[8] = {make_value(NR_DTYPE_INT8, 3, ad, a), make_value(NR_DTYPE_FLOAT, 0, sd, &as),
-                    make_value(NR_DTYPE_INT8, 0, sd, &azp), make_value(NR_DTYPE_INT8, 3, bd, b),
-                    make_value(NR_DTYPE_FLOAT, 0, sd, &bs), make_value(NR_DTYPE_INT8, 0, sd, &bzp),
-                    make_value(NR_DTYPE_FLOAT, 0, sd, &ys), make_value(NR_DTYPE_INT8, 0, sd, &yzp)};
+  nr_value in[8] = {
+      make_value(NR_DTYPE_INT8, 3, ad, a),    make_value(NR_DTYPE_FLOAT, 0, sd, &as),
+      make_value(NR_DTYPE_INT8, 0, sd, &azp), make_value(NR_DTYPE_INT8, 3, bd, b),
+      make_value(NR_DTYPE_FLOAT, 0, sd, &bs), make_value(NR_DTYPE_INT8, 0, sd, &bzp),
+      make_value(NR_DTYPE_FLOAT, 0, sd, &ys), make_value(NR_DTYPE_INT8, 0, sd, &yzp)};
   const nr_value *ins[8];
   for (int i = 0; i < 8; i++)
     ins[i] = &in[i];
   nr_value out = {0};
   nr_error err = {0};
-  REQUIRE(nr_ref_exec_node("QLinearMatMul", "", 10, 0, NULL, 8, ins, 1, &out, &err) == NR_OK,
+  REQUIRE(nr_ref_exec_node("QLinearMatMul", "", 10, 0, NULL, 8, ins, 1, &out, &err) ==
+              NR_OK,
           "%s", err.message);
   for (int bb = 0; bb < B; bb++)
     for (int i = 0; i < M; i++)
@@ -316,8 +348,9 @@ NR_TEST(qlinear_matmul_int8_matches_naive) {
 /* ---- Einsum --------------------------------------------------------------------- */
 
 /* Runs Einsum on float inputs and compares with want (n values, dims checked). */
-static void check_einsum(nr_test_state *t, const char *eq, int n_in, const nr_value *const *ins,
-                         int rank, const int64_t *dims, const double *want) {
+static void check_einsum(nr_test_state *t, const char *eq, int n_in,
+                         const nr_value *const *ins, int rank, const int64_t *dims,
+                         const double *want) {
   nr_attr at[] = {attr_s("equation", eq)};
   nr_value out = {0};
   nr_error err = {0};
@@ -328,8 +361,9 @@ static void check_einsum(nr_test_state *t, const char *eq, int n_in, const nr_va
     for (int d = 0; d < rank && out.rank == rank; d++)
       CHECK(out.dims[d] == dims[d], "'%s': dim %d = %lld", eq, d, (long long)out.dims[d]);
     for (int64_t i = 0; out.rank == rank && i < nr_value_count(&out); i++)
-      CHECK(close_to(nr_load_f64(out.dtype, out.data, i), want[i], 1e-5), "'%s': y[%lld] = %g, want %g",
-            eq, (long long)i, nr_load_f64(out.dtype, out.data, i), want[i]);
+      CHECK(close_to(nr_load_f64(out.dtype, out.data, i), want[i], 1e-5),
+            "'%s': y[%lld] = %g, want %g", eq, (long long)i,
+            nr_load_f64(out.dtype, out.data, i), want[i]);
   }
   nr_value_free(&out);
 }
@@ -338,7 +372,8 @@ NR_TEST(einsum_common_forms) {
   unsigned seed = SEED + 4;
   float *a = random_floats(2 * 3 * 4, &seed), *b = random_floats(2 * 4 * 5, &seed);
   int64_t ad[3] = {2, 3, 4}, bd[3] = {2, 4, 5};
-  nr_value av = make_value(NR_DTYPE_FLOAT, 3, ad, a), bv = make_value(NR_DTYPE_FLOAT, 3, bd, b);
+  nr_value av = make_value(NR_DTYPE_FLOAT, 3, ad, a),
+           bv = make_value(NR_DTYPE_FLOAT, 3, bd, b);
   double want[2 * 3 * 5];
   /* batched matmul, explicit and through the ellipsis */
   for (int bb = 0; bb < 2; bb++)
@@ -372,14 +407,16 @@ NR_TEST(einsum_common_forms) {
 NR_TEST(einsum_trace_diagonal_outer_int) {
   float m[9] = {1, 2, 3, 4, 5, 6, 7, 8, 9}, u[2] = {2, 3}, v[3] = {1, 10, 100};
   int64_t md[2] = {3, 3}, ud[1] = {2}, vd[1] = {3};
-  nr_value mv = make_value(NR_DTYPE_FLOAT, 2, md, m), uv = make_value(NR_DTYPE_FLOAT, 1, ud, u);
+  nr_value mv = make_value(NR_DTYPE_FLOAT, 2, md, m),
+           uv = make_value(NR_DTYPE_FLOAT, 1, ud, u);
   nr_value vv = make_value(NR_DTYPE_FLOAT, 1, vd, v);
   check_einsum(t, "ii", 1, (const nr_value *[]){&mv}, 0, NULL, (const double[]){15});
   check_einsum(t, "ii->i", 1, (const nr_value *[]){&mv}, 1, (int64_t[]){3},
                (const double[]){1, 5, 9});
   check_einsum(t, "i,j", 2, (const nr_value *[]){&uv, &vv}, 2, (int64_t[]){2, 3},
                (const double[]){2, 20, 200, 3, 30, 300});
-  check_einsum(t, "i,i->", 2, (const nr_value *[]){&vv, &vv}, 0, NULL, (const double[]){10101});
+  check_einsum(t, "i,i->", 2, (const nr_value *[]){&vv, &vv}, 0, NULL,
+               (const double[]){10101});
   int32_t mi[9] = {1, 2, 3, 4, 5, 6, 7, 8, 9};
   nr_value miv = make_value(NR_DTYPE_INT32, 2, md, mi);
   check_einsum(t, "ij->j", 1, (const nr_value *[]){&miv}, 1, (int64_t[]){3},
@@ -387,7 +424,8 @@ NR_TEST(einsum_trace_diagonal_outer_int) {
   nr_attr at[] = {attr_s("equation", "ij,jk->ik")};
   nr_value out = {0};
   nr_error err = {0};
-  CHECK(nr_ref_exec_node("Einsum", "", 12, 1, at, 2, (const nr_value *[]){&mv, &uv}, 1, &out,
-                         &err) == NR_ERR_SHAPE, "rank mismatch accepted");
+  CHECK(nr_ref_exec_node("Einsum", "", 12, 1, at, 2, (const nr_value *[]){&mv, &uv}, 1,
+                         &out, &err) == NR_ERR_SHAPE,
+        "rank mismatch accepted");
   nr_value_free(&out);
 }

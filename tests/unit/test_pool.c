@@ -31,8 +31,8 @@ typedef struct pool_case {
   bool ceil, count_pad;
 } pool_case;
 
-static int64_t naive_out(int64_t in, int64_t k, int64_t s, int64_t d, int64_t pb, int64_t pe,
-                         bool ceil_mode) {
+static int64_t naive_out(int64_t in, int64_t k, int64_t s, int64_t d, int64_t pb,
+                         int64_t pe, bool ceil_mode) {
   int64_t span = in + pb + pe - (d * (k - 1) + 1);
   int64_t out = (ceil_mode ? (span + s - 1) / s : span / s) + 1;
   if (ceil_mode && (out - 1) * s >= in + pb)
@@ -41,8 +41,8 @@ static int64_t naive_out(int64_t in, int64_t k, int64_t s, int64_t d, int64_t pb
 }
 
 /* kind 0: max (idx gets the row-major argmax), 1: average, 2: L2 norm. */
-static void naive_pool(const pool_case *p, int kind, const float *x, double *y, int64_t *idx,
-                       int64_t *oh, int64_t *ow) {
+static void naive_pool(const pool_case *p, int kind, const float *x, double *y,
+                       int64_t *idx, int64_t *oh, int64_t *ow) {
   *oh = naive_out(p->h, p->kh, p->s, p->d, p->pb[0], p->pe[0], p->ceil);
   *ow = naive_out(p->w, p->kw, p->s, p->d, p->pb[1], p->pe[1], p->ceil);
   for (int64_t pl = 0; pl < p->n * p->c; pl++)
@@ -52,7 +52,8 @@ static void naive_pool(const pool_case *p, int kind, const float *x, double *y, 
         int64_t best = -1, valid = 0, padded = 0;
         for (int64_t ky = 0; ky < p->kh; ky++)
           for (int64_t kx = 0; kx < p->kw; kx++) {
-            int64_t iy = oy * p->s - p->pb[0] + ky * p->d, ix = ox * p->s - p->pb[1] + kx * p->d;
+            int64_t iy = oy * p->s - p->pb[0] + ky * p->d,
+                    ix = ox * p->s - p->pb[1] + kx * p->d;
             if (iy < p->h + p->pe[0] && ix < p->w + p->pe[1])
               padded++;
             if (iy < 0 || ix < 0 || iy >= p->h || ix >= p->w)
@@ -67,14 +68,16 @@ static void naive_pool(const pool_case *p, int kind, const float *x, double *y, 
               acc += v * v;
           }
         int64_t j = (pl * *oh + oy) * *ow + ox;
-        y[j] = kind == 0 ? acc : kind == 1 ? acc / (double)(p->count_pad ? padded : valid)
-                                           : sqrt(acc);
+        y[j] = kind == 0   ? acc
+               : kind == 1 ? acc / (double)(p->count_pad ? padded : valid)
+                           : sqrt(acc);
         if (idx)
           idx[j] = best;
       }
 }
 
-static void check_pool_case(nr_test_state *t, const pool_case *p, int kind, unsigned seed) {
+static void check_pool_case(nr_test_state *t, const pool_case *p, int kind,
+                            unsigned seed) {
   static const char *ops[] = {"MaxPool", "AveragePool", "LpPool"};
   unsigned s0 = seed;
   int64_t count = p->n * p->c * p->h * p->w, xd[4] = {p->n, p->c, p->h, p->w};
@@ -83,9 +86,10 @@ static void check_pool_case(nr_test_state *t, const pool_case *p, int kind, unsi
     x[i] = (float)(rand_r(&seed) % 20001) / 1000.0f - 10.0f;
   int64_t kern[2] = {p->kh, p->kw}, strides[2] = {p->s, p->s}, dil[2] = {p->d, p->d};
   int64_t pads[4] = {p->pb[0], p->pb[1], p->pe[0], p->pe[1]};
-  nr_attr at[] = {attr_ints("kernel_shape", 2, kern), attr_ints("strides", 2, strides),
-                  attr_ints("dilations", 2, dil), attr_ints("pads", 4, pads),
-                  attr_i("ceil_mode", p->ceil), attr_i("count_include_pad", p->count_pad)};
+  nr_attr at[] = {
+      attr_ints("kernel_shape", 2, kern), attr_ints("strides", 2, strides),
+      attr_ints("dilations", 2, dil),     attr_ints("pads", 4, pads),
+      attr_i("ceil_mode", p->ceil),       attr_i("count_include_pad", p->count_pad)};
   nr_value xv = make_value(NR_DTYPE_FLOAT, 4, xd, x), out[2] = {0};
   nr_error err = {0};
   int n_out = kind == 0 ? 2 : 1, n_at = kind == 1 ? 6 : 5;
@@ -97,15 +101,18 @@ static void check_pool_case(nr_test_state *t, const pool_case *p, int kind, unsi
     double *want = malloc(sizeof(double) * (size_t)n);
     int64_t *idx = malloc(sizeof(int64_t) * (size_t)n);
     naive_pool(p, kind, x, want, idx, &oh, &ow);
-    CHECK(out[0].dims[2] == oh && out[0].dims[3] == ow, "%s seed %u: %lldx%lld, want %lldx%lld",
-          ops[kind], s0, (long long)out[0].dims[2], (long long)out[0].dims[3], (long long)oh,
+    CHECK(out[0].dims[2] == oh && out[0].dims[3] == ow,
+          "%s seed %u: %lldx%lld, want %lldx%lld", ops[kind], s0,
+          (long long)out[0].dims[2], (long long)out[0].dims[3], (long long)oh,
           (long long)ow);
     for (int64_t i = 0; i < n && out[0].dims[3] == ow; i++) {
       float got = ((float *)out[0].data)[i];
-      CHECK(fabs(got - want[i]) <= 1e-5 * (1 + fabs(want[i])), "%s seed %u: y[%lld] = %g, want %g",
-            ops[kind], s0, (long long)i, got, want[i]);
+      CHECK(fabs(got - want[i]) <= 1e-5 * (1 + fabs(want[i])),
+            "%s seed %u: y[%lld] = %g, want %g", ops[kind], s0, (long long)i, got,
+            want[i]);
       if (kind == 0)
-        CHECK(((int64_t *)out[1].data)[i] == idx[i], "seed %u: index %lld", s0, (long long)i);
+        CHECK(((int64_t *)out[1].data)[i] == idx[i], "seed %u: index %lld", s0,
+              (long long)i);
     }
     free(want), free(idx);
   }
@@ -139,7 +146,8 @@ static void check_1d(nr_test_state *t, const char *op, int n, int64_t pb, int64_
   nr_status st = nr_ref_exec_node(op, "", 19, strcmp(op, "MaxPool") ? 5 : 4, at, 1,
                                   (const nr_value *[]){&xv}, 1, &out, &err);
   REQUIRE(st == NR_OK, "%s", err.message);
-  REQUIRE(out.dims[2] == want_n, "%s: %lld outputs, want %d", op, (long long)out.dims[2], want_n);
+  REQUIRE(out.dims[2] == want_n, "%s: %lld outputs, want %d", op, (long long)out.dims[2],
+          want_n);
   for (int i = 0; i < want_n; i++)
     CHECK(((float *)out.data)[i] == want[i], "%s y[%d] = %g, want %g", op, i,
           ((float *)out.data)[i], want[i]);
@@ -165,11 +173,13 @@ NR_TEST(maxpool_indices_storage_order) {
     nr_attr at[] = {attr_ints("kernel_shape", 2, k), attr_i("storage_order", order)};
     nr_value xv = make_value(NR_DTYPE_FLOAT, 4, xd, x), out[2] = {0};
     nr_error err = {0};
-    REQUIRE(nr_ref_exec_node("MaxPool", "", 12, 2, at, 1, (const nr_value *[]){&xv}, 2, out,
-                             &err) == NR_OK, "%s", err.message);
+    REQUIRE(nr_ref_exec_node("MaxPool", "", 12, 2, at, 1, (const nr_value *[]){&xv}, 2,
+                             out, &err) == NR_OK,
+            "%s", err.message);
     for (int i = 0; i < 4; i++)
-      CHECK(((int64_t *)out[1].data)[i] == want[order][i], "order %d: I[%d] = %lld, want %lld",
-            order, i, (long long)((int64_t *)out[1].data)[i], (long long)want[order][i]);
+      CHECK(((int64_t *)out[1].data)[i] == want[order][i],
+            "order %d: I[%d] = %lld, want %lld", order, i,
+            (long long)((int64_t *)out[1].data)[i], (long long)want[order][i]);
     nr_value_free(&out[0]), nr_value_free(&out[1]);
   }
 }
@@ -182,14 +192,17 @@ NR_TEST(maxpool_uint8_and_int8) {
     nr_dtype dt = signed_ ? NR_DTYPE_INT8 : NR_DTYPE_UINT8;
     nr_value xv = make_value(dt, 3, xd, x), out = {0};
     nr_error err = {0};
-    REQUIRE(nr_ref_exec_node("MaxPool", "", 12, 2, at, 1, (const nr_value *[]){&xv}, 1, &out,
-                             &err) == NR_OK, "%s", err.message);
+    REQUIRE(nr_ref_exec_node("MaxPool", "", 12, 2, at, 1, (const nr_value *[]){&xv}, 1,
+                             &out, &err) == NR_OK,
+            "%s", err.message);
     CHECK(out.dtype == dt);
     for (int pl = 0; pl < 2; pl++)
       for (int i = 0; i < 3; i++) {
-        int64_t a = nr_load_i64(dt, x, pl * 4 + i), b = nr_load_i64(dt, x, pl * 4 + i + 1);
+        int64_t a = nr_load_i64(dt, x, pl * 4 + i),
+                b = nr_load_i64(dt, x, pl * 4 + i + 1);
         int64_t got = nr_load_i64(dt, out.data, pl * 3 + i);
-        CHECK(got == (a > b ? a : b), "%s y[%d,%d] = %lld", nr_dtype_name(dt), pl, i, (long long)got);
+        CHECK(got == (a > b ? a : b), "%s y[%d,%d] = %lld", nr_dtype_name(dt), pl, i,
+              (long long)got);
       }
     nr_value_free(&out);
   }
@@ -207,19 +220,22 @@ NR_TEST(global_pools_match_naive) {
     nr_value xv = make_value(NR_DTYPE_FLOAT, 4, xd, x), out = {0};
     nr_error err = {0};
     nr_attr at[] = {attr_i("p", 3)};
-    REQUIRE(nr_ref_exec_node(ops[kind], "", 13, kind == 2, at, 1, (const nr_value *[]){&xv}, 1,
-                             &out, &err) == NR_OK, "%s", err.message);
+    REQUIRE(nr_ref_exec_node(ops[kind], "", 13, kind == 2, at, 1,
+                             (const nr_value *[]){&xv}, 1, &out, &err) == NR_OK,
+            "%s", err.message);
     CHECK(out.rank == 4 && out.dims[2] == 1 && out.dims[3] == 1, "%s shape", ops[kind]);
     for (int pl = 0; pl < N * C; pl++) {
       double acc = kind == 0 ? -INFINITY : 0;
       for (int i = 0; i < S; i++) {
         double v = x[pl * S + i];
-        acc = kind == 0 ? (v > acc ? v : acc) : kind == 1 ? acc + v : acc + pow(fabs(v), 3);
+        acc = kind == 0   ? (v > acc ? v : acc)
+              : kind == 1 ? acc + v
+                          : acc + pow(fabs(v), 3);
       }
       double want = kind == 0 ? acc : kind == 1 ? acc / S : cbrt(acc);
       double got = ((float *)out.data)[pl];
-      CHECK(fabs(got - want) <= 1e-5 * (1 + fabs(want)), "%s plane %d: %g, want %g", ops[kind],
-            pl, got, want);
+      CHECK(fabs(got - want) <= 1e-5 * (1 + fabs(want)), "%s plane %d: %g, want %g",
+            ops[kind], pl, got, want);
     }
     nr_value_free(&out);
   }
@@ -236,10 +252,12 @@ NR_TEST(maxunpool_inverts_maxpool) {
   nr_attr at[] = {attr_ints("kernel_shape", 2, k), attr_ints("strides", 2, s)};
   nr_value xv = make_value(NR_DTYPE_FLOAT, 4, xd, x), pooled[2] = {0}, out = {0};
   nr_error err = {0};
-  REQUIRE(nr_ref_exec_node("MaxPool", "", 12, 2, at, 1, (const nr_value *[]){&xv}, 2, pooled,
-                           &err) == NR_OK, "%s", err.message);
+  REQUIRE(nr_ref_exec_node("MaxPool", "", 12, 2, at, 1, (const nr_value *[]){&xv}, 2,
+                           pooled, &err) == NR_OK,
+          "%s", err.message);
   REQUIRE(nr_ref_exec_node("MaxUnpool", "", 11, 2, at, 2,
-                           (const nr_value *[]){&pooled[0], &pooled[1]}, 1, &out, &err) == NR_OK,
+                           (const nr_value *[]){&pooled[0], &pooled[1]}, 1, &out,
+                           &err) == NR_OK,
           "%s", err.message);
   REQUIRE(nr_value_count(&out) == 2 * H * W);
   int nonzero = 0;
@@ -256,18 +274,22 @@ NR_TEST(maxunpool_inverts_maxpool) {
  * the start of each dim (the ONNX reference's reading). */
 NR_TEST(maxunpool_output_shape) {
   float x[4] = {5, 6, 7, 8};
-  int64_t ind[4] = {5, 7, 13, 15}, xd[4] = {1, 1, 2, 2}, os[4] = {1, 1, 5, 5}, od[1] = {4};
+  int64_t ind[4] = {5, 7, 13, 15}, xd[4] = {1, 1, 2, 2}, os[4] = {1, 1, 5, 5},
+          od[1] = {4};
   int64_t k[2] = {2, 2}, s[2] = {2, 2};
   nr_attr at[] = {attr_ints("kernel_shape", 2, k), attr_ints("strides", 2, s)};
-  nr_value xv = make_value(NR_DTYPE_FLOAT, 4, xd, x), iv = make_value(NR_DTYPE_INT64, 4, xd, ind);
+  nr_value xv = make_value(NR_DTYPE_FLOAT, 4, xd, x),
+           iv = make_value(NR_DTYPE_INT64, 4, xd, ind);
   nr_value sv = make_value(NR_DTYPE_INT64, 1, od, os), out = {0};
   nr_error err = {0};
-  REQUIRE(nr_ref_exec_node("MaxUnpool", "", 11, 2, at, 3, (const nr_value *[]){&xv, &iv, &sv},
-                           1, &out, &err) == NR_OK, "%s", err.message);
+  REQUIRE(nr_ref_exec_node("MaxUnpool", "", 11, 2, at, 3,
+                           (const nr_value *[]){&xv, &iv, &sv}, 1, &out, &err) == NR_OK,
+          "%s", err.message);
   REQUIRE(out.dims[2] == 5 && out.dims[3] == 5);
   for (int i = 0; i < 25; i++) {
     float want = i == 6 ? 5 : i == 8 ? 6 : i == 16 ? 7 : i == 18 ? 8 : 0;
-    CHECK(((float *)out.data)[i] == want, "y[%d] = %g, want %g", i, ((float *)out.data)[i], want);
+    CHECK(((float *)out.data)[i] == want, "y[%d] = %g, want %g", i,
+          ((float *)out.data)[i], want);
   }
   nr_value_free(&out);
 }

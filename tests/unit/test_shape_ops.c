@@ -33,8 +33,8 @@ static nr_attr attr_ints(const char *name, size_t n, int64_t *v) {
   return (nr_attr){.name = (char *)name, .type = NR_ATTR_INTS, .n = n, .ints = v};
 }
 static nr_attr attr_s(const char *name, const char *s) {
-  return (nr_attr){.name = (char *)name, .type = NR_ATTR_STRING, .s = (char *)s,
-                   .s_len = strlen(s)};
+  return (nr_attr){
+      .name = (char *)name, .type = NR_ATTR_STRING, .s = (char *)s, .s_len = strlen(s)};
 }
 
 /* Runs op with one output. */
@@ -66,15 +66,23 @@ static bool i64_are(const nr_value *v, int64_t n, const int64_t *want) {
 /* Static shape inference straight through the op row; inputs keep their data. */
 static nr_status infer(const char *op, int opset, int n_attrs, nr_attr *attrs, int n_in,
                        nr_value **ins, int n_out, nr_value *outs, nr_error *err) {
-  nr_node node = {.name = "n", .op_type = (char *)op, .domain = "", .opset = opset,
-                  .n_attrs = n_attrs, .attrs = attrs};
+  nr_node node = {.name = "n",
+                  .op_type = (char *)op,
+                  .domain = "",
+                  .opset = opset,
+                  .n_attrs = n_attrs,
+                  .attrs = attrs};
   nr_value *out_ptrs[8];
   for (int i = 0; i < n_out; i++) {
     memset(&outs[i], 0, sizeof outs[i]);
     out_ptrs[i] = &outs[i];
   }
-  nr_op_ctx ctx = {.node = &node, .n_inputs = n_in, .inputs = ins, .n_outputs = n_out,
-                   .outputs = out_ptrs, .err = err};
+  nr_op_ctx ctx = {.node = &node,
+                   .n_inputs = n_in,
+                   .inputs = ins,
+                   .n_outputs = n_out,
+                   .outputs = out_ptrs,
+                   .err = err};
   const nr_op_def *def = nr_op_find("", op, opset);
   return def ? def->infer(&ctx) : NR_ERR_UNSUPPORTED;
 }
@@ -89,7 +97,8 @@ NR_TEST(shape_reshape_zero_and_minus_one) {
   int64_t s1[] = {0, -1};
   nr_value shape = i64v(2, s1);
   REQUIRE(run("Reshape", 14, 0, NULL, 2, (const nr_value *[]){&x, &shape}, &y, &err) ==
-          NR_OK, "%s", err.message);
+              NR_OK,
+          "%s", err.message);
   CHECK(dims_are(&y, 2, (int64_t[]){2, 6}) && f32_are(&y, 12, seq12));
   nr_value_free(&y);
   /* allowzero=1 keeps a literal 0: 12 elements cannot become [0, 12]. */
@@ -104,8 +113,8 @@ NR_TEST(shape_reshape_zero_and_minus_one) {
         NR_ERR_SHAPE);
   /* opset 1 attribute form */
   nr_attr sa = attr_ints("shape", 1, (int64_t[]){12});
-  REQUIRE(run("Reshape", 1, 1, &sa, 1, (const nr_value *[]){&x}, &y, &err) == NR_OK,
-          "%s", err.message);
+  REQUIRE(run("Reshape", 1, 1, &sa, 1, (const nr_value *[]){&x}, &y, &err) == NR_OK, "%s",
+          err.message);
   CHECK(dims_are(&y, 1, (int64_t[]){12}));
   nr_value_free(&y);
   /* 0-sized: [0, 3] -> [-1, 3, 1] */
@@ -113,7 +122,8 @@ NR_TEST(shape_reshape_zero_and_minus_one) {
   int64_t s4[] = {-1, 3, 1};
   shape = i64v(3, s4);
   REQUIRE(run("Reshape", 14, 0, NULL, 2, (const nr_value *[]){&e, &shape}, &y, &err) ==
-          NR_OK, "%s", err.message);
+              NR_OK,
+          "%s", err.message);
   CHECK(dims_are(&y, 3, (int64_t[]){0, 3, 1}));
   nr_value_free(&y);
 }
@@ -124,7 +134,8 @@ NR_TEST(shape_reshape_static_infer) {
   nr_value shape = i64v(2, s), out;
   nr_error err = {0};
   REQUIRE(infer("Reshape", 14, 0, NULL, 2, (nr_value *[]){&x, &shape}, 1, &out, &err) ==
-          NR_OK, "%s", err.message);
+              NR_OK,
+          "%s", err.message);
   /* 0 copies the unknown batch dim; -1 cannot be known without it */
   CHECK(dims_are(&out, 2, (int64_t[]){NR_DIM_UNKNOWN, NR_DIM_UNKNOWN}));
   int64_t s2[] = {-1, 12};
@@ -162,7 +173,8 @@ NR_TEST(shape_flatten_axes) {
     nr_value_free(&y);
   }
   nr_attr bad = attr_i("axis", 4);
-  CHECK(run("Flatten", 13, 1, &bad, 1, (const nr_value *[]){&x}, &y, &err) == NR_ERR_SHAPE);
+  CHECK(run("Flatten", 13, 1, &bad, 1, (const nr_value *[]){&x}, &y, &err) ==
+        NR_ERR_SHAPE);
 }
 
 NR_TEST(shape_squeeze_unsqueeze_forms) {
@@ -171,7 +183,8 @@ NR_TEST(shape_squeeze_unsqueeze_forms) {
   int64_t ax[] = {-2};
   nr_value axes = i64v(1, ax);
   REQUIRE(run("Squeeze", 13, 0, NULL, 2, (const nr_value *[]){&x, &axes}, &y, &err) ==
-          NR_OK, "%s", err.message);
+              NR_OK,
+          "%s", err.message);
   CHECK(dims_are(&y, 3, (int64_t[]){1, 3, 4}) && f32_are(&y, 12, seq12));
   nr_value_free(&y);
   REQUIRE(run("Squeeze", 13, 0, NULL, 1, (const nr_value *[]){&x}, &y, &err) == NR_OK);
@@ -189,7 +202,8 @@ NR_TEST(shape_squeeze_unsqueeze_forms) {
   int64_t ua[] = {-1, 0};
   axes = i64v(2, ua);
   REQUIRE(run("Unsqueeze", 13, 0, NULL, 2, (const nr_value *[]){&v, &axes}, &y, &err) ==
-          NR_OK, "%s", err.message);
+              NR_OK,
+          "%s", err.message);
   CHECK(dims_are(&y, 4, (int64_t[]){1, 3, 4, 1}) && f32_are(&y, 12, seq12));
   nr_value_free(&y);
   nr_attr u11 = attr_ints("axes", 2, (int64_t[]){1, 1});
@@ -207,7 +221,8 @@ NR_TEST(shape_concat_axis_and_empty) {
   nr_error err = {0};
   nr_attr ax = attr_i("axis", -1);
   REQUIRE(run("Concat", 13, 1, &ax, 3, (const nr_value *[]){&va, &ve, &vb}, &y, &err) ==
-          NR_OK, "%s", err.message);
+              NR_OK,
+          "%s", err.message);
   int32_t want[] = {1, 2, 5, 3, 4, 6};
   CHECK(dims_are(&y, 2, (int64_t[]){2, 3}) && !memcmp(y.data, want, sizeof want));
   nr_value_free(&y);
@@ -226,7 +241,8 @@ NR_TEST(shape_split_forms) {
   nr_attr ax = attr_i("axis", 1);
   memset(y, 0, sizeof y);
   REQUIRE(nr_ref_exec_node("Split", "", 13, 1, &ax, 2, (const nr_value *[]){&x, &sp}, 2,
-                           y, &err) == NR_OK, "%s", err.message);
+                           y, &err) == NR_OK,
+          "%s", err.message);
   float w0[] = {0, 1, 6, 7}, w1[] = {2, 3, 4, 5, 8, 9, 10, 11};
   CHECK(dims_are(&y[0], 2, (int64_t[]){2, 2}) && f32_are(&y[0], 4, w0));
   CHECK(dims_are(&y[1], 2, (int64_t[]){2, 4}) && f32_are(&y[1], 8, w1));
@@ -235,7 +251,8 @@ NR_TEST(shape_split_forms) {
   /* opset 18 num_outputs: 6 into 4 parts of ceil(6/4) = 2 -> 2, 2, 2, 0 */
   nr_attr a18[] = {attr_i("axis", 1), attr_i("num_outputs", 4)};
   REQUIRE(nr_ref_exec_node("Split", "", 18, 2, a18, 1, (const nr_value *[]){&x}, 4, y,
-                           &err) == NR_OK, "%s", err.message);
+                           &err) == NR_OK,
+          "%s", err.message);
   CHECK(y[2].dims[1] == 2 && y[3].dims[1] == 0);
   float w2[] = {4, 5, 10, 11};
   CHECK(f32_are(&y[2], 4, w2));
@@ -244,7 +261,8 @@ NR_TEST(shape_split_forms) {
   /* opset 11 attribute and even default */
   nr_attr a11[] = {attr_i("axis", 0), attr_ints("split", 2, (int64_t[]){1, 1})};
   REQUIRE(nr_ref_exec_node("Split", "", 11, 2, a11, 1, (const nr_value *[]){&x}, 2, y,
-                           &err) == NR_OK, "%s", err.message);
+                           &err) == NR_OK,
+          "%s", err.message);
   CHECK(f32_are(&y[1], 6, seq12 + 6));
   nr_value_free(&y[0]);
   nr_value_free(&y[1]);
@@ -260,7 +278,8 @@ NR_TEST(shape_expand_broadcasts) {
   nr_value shape = i64v(3, s);
   nr_error err = {0};
   REQUIRE(run("Expand", 13, 0, NULL, 2, (const nr_value *[]){&vx, &shape}, &y, &err) ==
-          NR_OK, "%s", err.message);
+              NR_OK,
+          "%s", err.message);
   float want[] = {1, 1, 2, 2, 3, 3, 1, 1, 2, 2, 3, 3};
   CHECK(dims_are(&y, 3, (int64_t[]){2, 3, 2}) && f32_are(&y, 12, want));
   nr_value_free(&y);
@@ -277,8 +296,8 @@ NR_TEST(shape_shape_slices_and_static_data) {
   nr_value out;
   nr_error err = {0};
   nr_attr se[] = {attr_i("start", 1), attr_i("end", -1)};
-  REQUIRE(infer("Shape", 15, 2, se, 1, (nr_value *[]){&x}, 1, &out, &err) == NR_OK,
-          "%s", err.message);
+  REQUIRE(infer("Shape", 15, 2, se, 1, (nr_value *[]){&x}, 1, &out, &err) == NR_OK, "%s",
+          err.message);
   CHECK(i64_are(&out, 2, (int64_t[]){3, 5}) && out.data);
   nr_value_free(&out);
   REQUIRE(infer("Shape", 15, 0, NULL, 1, (nr_value *[]){&x}, 1, &out, &err) == NR_OK);
@@ -315,7 +334,8 @@ NR_TEST(shape_constant_forms) {
   CHECK(y.rank == 0 && *(float *)y.data == 2.5f);
   nr_value_free(&y);
   float tv[] = {1, 2};
-  nr_attr ta = {.name = "value", .type = NR_ATTR_TENSOR,
+  nr_attr ta = {.name = "value",
+                .type = NR_ATTR_TENSOR,
                 .t = tensor(NR_DTYPE_FLOAT, 2, (int64_t[]){1, 2}, tv)};
   REQUIRE(run("Constant", 13, 1, &ta, 0, NULL, &y, &err) == NR_OK, "%s", err.message);
   CHECK(dims_are(&y, 2, (int64_t[]){1, 2}) && f32_are(&y, 2, tv));
@@ -329,10 +349,12 @@ NR_TEST(shape_constant_of_shape) {
   int32_t seven = 7;
   nr_value shape = i64v(2, s), y;
   nr_error err = {0};
-  nr_attr v = {.name = "value", .type = NR_ATTR_TENSOR,
+  nr_attr v = {.name = "value",
+               .type = NR_ATTR_TENSOR,
                .t = tensor(NR_DTYPE_INT32, 1, (int64_t[]){1}, &seven)};
   REQUIRE(run("ConstantOfShape", 9, 1, &v, 1, (const nr_value *[]){&shape}, &y, &err) ==
-          NR_OK, "%s", err.message);
+              NR_OK,
+          "%s", err.message);
   CHECK(y.dtype == NR_DTYPE_INT32 && dims_are(&y, 2, s));
   for (int i = 0; i < 6; i++)
     CHECK(((int32_t *)y.data)[i] == 7);
@@ -347,16 +369,19 @@ NR_TEST(shape_constant_of_shape) {
 
 NR_TEST(shape_range_types) {
   int32_t s = 10, l = 4, d = -3;
-  nr_value vs = tensor(NR_DTYPE_INT32, 0, NULL, &s), vl = tensor(NR_DTYPE_INT32, 0, NULL, &l);
+  nr_value vs = tensor(NR_DTYPE_INT32, 0, NULL, &s),
+           vl = tensor(NR_DTYPE_INT32, 0, NULL, &l);
   nr_value vd = tensor(NR_DTYPE_INT32, 0, NULL, &d), y;
   nr_error err = {0};
   REQUIRE(run("Range", 11, 0, NULL, 3, (const nr_value *[]){&vs, &vl, &vd}, &y, &err) ==
-          NR_OK, "%s", err.message);
+              NR_OK,
+          "%s", err.message);
   CHECK(y.dtype == NR_DTYPE_INT32 && dims_are(&y, 1, (int64_t[]){2}) &&
         ((int32_t *)y.data)[0] == 10 && ((int32_t *)y.data)[1] == 7);
   nr_value_free(&y);
   float fs = 1, fl = 2, fd = 0.25f;
-  nr_value a = tensor(NR_DTYPE_FLOAT, 0, NULL, &fs), b = tensor(NR_DTYPE_FLOAT, 0, NULL, &fl);
+  nr_value a = tensor(NR_DTYPE_FLOAT, 0, NULL, &fs),
+           b = tensor(NR_DTYPE_FLOAT, 0, NULL, &fl);
   nr_value c = tensor(NR_DTYPE_FLOAT, 0, NULL, &fd);
   REQUIRE(run("Range", 11, 0, NULL, 3, (const nr_value *[]){&a, &b, &c}, &y, &err) ==
           NR_OK);
@@ -364,7 +389,8 @@ NR_TEST(shape_range_types) {
   CHECK(f32_are(&y, 4, want));
   nr_value_free(&y);
   fd = 0;
-  CHECK(run("Range", 11, 0, NULL, 3, (const nr_value *[]){&a, &b, &c}, &y, &err) != NR_OK);
+  CHECK(run("Range", 11, 0, NULL, 3, (const nr_value *[]){&a, &b, &c}, &y, &err) !=
+        NR_OK);
 }
 
 NR_TEST(shape_dropout_inference_and_mask) {
@@ -374,7 +400,8 @@ NR_TEST(shape_dropout_inference_and_mask) {
   nr_error err = {0};
   memset(y, 0, sizeof y);
   REQUIRE(nr_ref_exec_node("Dropout", "", 13, 0, NULL, 2, (const nr_value *[]){&x, &r}, 2,
-                           y, &err) == NR_OK, "%s", err.message);
+                           y, &err) == NR_OK,
+          "%s", err.message);
   CHECK(f32_are(&y[0], 4, seq12) && y[1].dtype == NR_DTYPE_BOOL);
   for (int i = 0; i < 4; i++)
     CHECK(((uint8_t *)y[1].data)[i] == 1);
@@ -430,20 +457,22 @@ NR_TEST(shape_tile_repeats) {
   int64_t r[] = {2, 2};
   nr_value reps = i64v(2, r);
   nr_error err = {0};
-  REQUIRE(run("Tile", 13, 0, NULL, 2, (const nr_value *[]){&vx, &reps}, &y, &err) == NR_OK,
+  REQUIRE(run("Tile", 13, 0, NULL, 2, (const nr_value *[]){&vx, &reps}, &y, &err) ==
+              NR_OK,
           "%s", err.message);
   int16_t want[] = {1, 2, 1, 2, 3, 4, 3, 4, 1, 2, 1, 2, 3, 4, 3, 4};
   CHECK(dims_are(&y, 2, (int64_t[]){4, 4}) && !memcmp(y.data, want, sizeof want));
   nr_value_free(&y);
   int64_t z[] = {1, 0};
   reps = i64v(2, z);
-  REQUIRE(run("Tile", 13, 0, NULL, 2, (const nr_value *[]){&vx, &reps}, &y, &err) == NR_OK);
+  REQUIRE(run("Tile", 13, 0, NULL, 2, (const nr_value *[]){&vx, &reps}, &y, &err) ==
+          NR_OK);
   CHECK(dims_are(&y, 2, (int64_t[]){2, 0}));
   nr_value_free(&y);
 }
 
-static nr_status pad1(int opset, const char *mode, const float *x, int64_t n,
-                      int64_t b, int64_t e, nr_value *y, nr_error *err) {
+static nr_status pad1(int opset, const char *mode, const float *x, int64_t n, int64_t b,
+                      int64_t e, nr_value *y, nr_error *err) {
   nr_value vx = tensor(NR_DTYPE_FLOAT, 1, &n, x);
   int64_t p[] = {b, e};
   nr_value pads = i64v(2, p);
@@ -453,7 +482,12 @@ static nr_status pad1(int opset, const char *mode, const float *x, int64_t n,
 
 NR_TEST(shape_pad_modes_1d) {
   const float x[] = {1, 2, 3, 4};
-  struct { const char *mode; int64_t b, e; int64_t n; float want[10]; } cases[] = {
+  struct {
+    const char *mode;
+    int64_t b, e;
+    int64_t n;
+    float want[10];
+  } cases[] = {
       {"constant", 2, 1, 7, {0, 0, 1, 2, 3, 4, 0}},
       {"constant", -1, 2, 5, {2, 3, 4, 0, 0}},
       {"reflect", 2, 2, 8, {3, 2, 1, 2, 3, 4, 3, 2}},
@@ -493,7 +527,8 @@ NR_TEST(shape_pad_2d_value_and_axes) {
   nr_value pads = i64v(2, p), axes = i64v(1, ax);
   nr_value vcv = tensor(NR_DTYPE_FLOAT, 0, NULL, &cv);
   REQUIRE(run("Pad", 18, 0, NULL, 4, (const nr_value *[]){&vx, &pads, &vcv, &axes}, &y,
-              &err) == NR_OK, "%s", err.message);
+              &err) == NR_OK,
+          "%s", err.message);
   float w18[] = {-1, 1, 2, 3, -1, -1, 4, 5, 6, -1};
   CHECK(dims_are(&y, 2, (int64_t[]){2, 5}) && f32_are(&y, 10, w18));
   nr_value_free(&y);
@@ -506,11 +541,13 @@ NR_TEST(shape_depth_space_modes) {
   nr_attr dcr[] = {attr_i("blocksize", 2), attr_s("mode", "DCR")};
   nr_attr crd[] = {attr_i("blocksize", 2), attr_s("mode", "CRD")};
   REQUIRE(run("DepthToSpace", 13, 2, dcr, 1, (const nr_value *[]){&vx}, &y, &err) ==
-          NR_OK, "%s", err.message);
+              NR_OK,
+          "%s", err.message);
   float wd[] = {0, 2, 4, 6, 1, 3, 5, 7};
   CHECK(dims_are(&y, 4, (int64_t[]){1, 2, 2, 2}) && f32_are(&y, 8, wd));
   REQUIRE(run("SpaceToDepth", 13, 1, dcr, 1, (const nr_value *[]){&y}, &back, &err) ==
-          NR_OK, "%s", err.message);
+              NR_OK,
+          "%s", err.message);
   CHECK(dims_are(&back, 4, (int64_t[]){1, 8, 1, 1}) && f32_are(&back, 8, x));
   nr_value_free(&y);
   nr_value_free(&back);
@@ -518,13 +555,15 @@ NR_TEST(shape_depth_space_modes) {
           NR_OK);
   CHECK(f32_are(&y, 8, x)); /* CRD keeps c outermost: c=0 -> 0..3, c=1 -> 4..7 */
   REQUIRE(run("SpaceToDepth", 28, 2, crd, 1, (const nr_value *[]){&y}, &back, &err) ==
-          NR_OK, "%s", err.message);
+              NR_OK,
+          "%s", err.message);
   CHECK(f32_are(&back, 8, x));
   nr_value_free(&y);
   nr_value_free(&back);
   /* a real spatial case: 1x4x1x2 DCR -> 1x1x2x4 */
   nr_value v2 = tensor(NR_DTYPE_FLOAT, 4, (int64_t[]){1, 4, 1, 2}, x);
-  REQUIRE(run("DepthToSpace", 13, 2, dcr, 1, (const nr_value *[]){&v2}, &y, &err) == NR_OK);
+  REQUIRE(run("DepthToSpace", 13, 2, dcr, 1, (const nr_value *[]){&v2}, &y, &err) ==
+          NR_OK);
   float w2[] = {0, 2, 1, 3, 4, 6, 5, 7}; /* y[b1][w*2+b2] = x[b1*2+b2][w] */
   CHECK(f32_are(&y, 8, w2));
   nr_value_free(&y);
@@ -545,7 +584,8 @@ NR_TEST(shape_trilu_eyelike) {
   nr_value_free(&y);
   nr_attr lower = attr_i("upper", 0);
   vk = tensor(NR_DTYPE_INT64, 0, NULL, &km1);
-  REQUIRE(run("Trilu", 14, 1, &lower, 2, (const nr_value *[]){&x, &vk}, &y, &err) == NR_OK);
+  REQUIRE(run("Trilu", 14, 1, &lower, 2, (const nr_value *[]){&x, &vk}, &y, &err) ==
+          NR_OK);
   float lo[] = {0, 0, 0, 0, 4, 0, 0, 0, 8, 9, 0, 0};
   CHECK(f32_are(&y, 12, lo));
   nr_value_free(&y);
@@ -567,7 +607,8 @@ NR_TEST(shape_reverse_sequence) {
   nr_attr a[] = {attr_i("time_axis", 1), attr_i("batch_axis", 0)};
   nr_error err = {0};
   REQUIRE(run("ReverseSequence", 10, 2, a, 2, (const nr_value *[]){&vx, &vl}, &y, &err) ==
-          NR_OK, "%s", err.message);
+              NR_OK,
+          "%s", err.message);
   float want[] = {0, 1, 2, 3, 5, 4, 6, 7, 10, 9, 8, 11, 15, 14, 13, 12};
   CHECK(f32_are(&y, 16, want));
   nr_value_free(&y);
@@ -582,7 +623,8 @@ NR_TEST(shape_static_unknowns_stay_unknown) {
   nr_value x = {.dtype = NR_DTYPE_FLOAT, .rank = -1}, out[2];
   nr_value s = {.dtype = NR_DTYPE_INT64, .rank = 1, .dims = {NR_DIM_UNKNOWN}};
   nr_error err = {0};
-  REQUIRE(infer("Reshape", 14, 0, NULL, 2, (nr_value *[]){&x, &s}, 1, out, &err) == NR_OK);
+  REQUIRE(infer("Reshape", 14, 0, NULL, 2, (nr_value *[]){&x, &s}, 1, out, &err) ==
+          NR_OK);
   CHECK(out[0].rank == -1);
   REQUIRE(infer("Shape", 15, 0, NULL, 1, (nr_value *[]){&x}, 1, out, &err) == NR_OK);
   CHECK(dims_are(&out[0], 1, (int64_t[]){NR_DIM_UNKNOWN}) && !out[0].data);
@@ -594,7 +636,8 @@ NR_TEST(shape_static_unknowns_stay_unknown) {
   REQUIRE(infer("Split", 13, 1, &ax, 2, (nr_value *[]){&x2, &sp}, 2, out, &err) == NR_OK);
   CHECK(dims_are(&out[1], 2, (int64_t[]){NR_DIM_UNKNOWN, NR_DIM_UNKNOWN}));
   nr_attr cax = attr_i("axis", 0);
-  REQUIRE(infer("Concat", 13, 1, &cax, 2, (nr_value *[]){&x2, &x2}, 1, out, &err) == NR_OK);
+  REQUIRE(infer("Concat", 13, 1, &cax, 2, (nr_value *[]){&x2, &x2}, 1, out, &err) ==
+          NR_OK);
   CHECK(dims_are(&out[0], 2, (int64_t[]){NR_DIM_UNKNOWN, 4}));
   nr_value x3 = {.dtype = NR_DTYPE_FLOAT, .rank = 2, .dims = {3, 5}};
   REQUIRE(infer("Concat", 13, 1, &cax, 2, (nr_value *[]){&x2, &x3}, 1, out, &err) ==

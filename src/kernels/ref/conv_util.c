@@ -50,8 +50,8 @@ static nr_status read_ints(nr_op_ctx *ctx, const char *name, size_t n, int64_t m
                       name, count, n);
   for (size_t i = 0; i < n; i++) {
     if (v[i] < min)
-      return nr_op_fail(ctx, NR_ERR_SHAPE, "attribute %s[%zu] = %lld is below %lld",
-                        name, i, (long long)v[i], (long long)min);
+      return nr_op_fail(ctx, NR_ERR_SHAPE, "attribute %s[%zu] = %lld is below %lld", name,
+                        i, (long long)v[i], (long long)min);
     dst[i] = v[i];
   }
   return NR_OK;
@@ -82,10 +82,14 @@ nr_status nr_window_read(nr_op_ctx *ctx, int nsp, const int64_t *kernel_from,
   w->nsp = nsp;
   int64_t pads[2 * NR_MAX_RANK];
   nr_status st = read_auto_pad(ctx, w);
-  if (!st) st = read_kernel(ctx, nsp, kernel_from, w);
-  if (!st) st = read_ints(ctx, "strides", nsp, 1, 1, w->stride);
-  if (!st) st = read_ints(ctx, "dilations", nsp, 1, 1, w->dil);
-  if (!st) st = read_ints(ctx, "pads", 2 * nsp, 0, 0, pads);
+  if (!st)
+    st = read_kernel(ctx, nsp, kernel_from, w);
+  if (!st)
+    st = read_ints(ctx, "strides", nsp, 1, 1, w->stride);
+  if (!st)
+    st = read_ints(ctx, "dilations", nsp, 1, 1, w->dil);
+  if (!st)
+    st = read_ints(ctx, "pads", 2 * nsp, 0, 0, pads);
   if (st)
     return st;
   for (int i = 0; i < nsp; i++) {
@@ -156,8 +160,10 @@ nr_status nr_window_check_input(nr_op_ctx *ctx, const nr_value *x, const char *n
   if (x->rank < 0)
     return NR_OK;
   if (x->rank < 3)
-    return nr_op_fail(ctx, NR_ERR_SHAPE, "input %s has rank %d, expected [N, C, ...] "
-                      "with at least one spatial dim", name, x->rank);
+    return nr_op_fail(ctx, NR_ERR_SHAPE,
+                      "input %s has rank %d, expected [N, C, ...] "
+                      "with at least one spatial dim",
+                      name, x->rank);
   *nsp = x->rank - 2;
   return NR_OK;
 }
@@ -233,153 +239,162 @@ static bool conv_is_pointwise(const nr_conv_shape *s) {
 
 /* The engine body, once per element type: row callbacks, im2col, col2im, and the
  * conv / transposed-conv drivers over batch and groups. */
-#define NR_DEFINE_CONV_ENGINE(SFX, T, GEMM)                                            \
-  typedef struct rowctx_##SFX {                                                        \
-    const T *src;                                                                      \
-    T *dst;                                                                            \
-    T weight;                                                                          \
-  } rowctx_##SFX;                                                                      \
-                                                                                       \
-  /* im2col row: dst[p] = src[tgt_off + p*step], zero outside [lo, hi). */             \
-  static void im2col_row_##SFX(void *user, const conv_row *r) {                        \
-    rowctx_##SFX *c = user;                                                            \
-    T *d = c->dst + r->iter_off;                                                       \
-    const T *s = c->src + r->tgt_off;                                                  \
-    for (int64_t p = 0; p < r->lo; p++) d[p] = 0;                                      \
-    for (int64_t p = r->lo; p < r->hi; p++) d[p] = s[p * r->step];                     \
-    for (int64_t p = r->hi; p < r->n; p++) d[p] = 0;                                   \
-  }                                                                                    \
-                                                                                       \
-  /* col2im row: dst[tgt_off + p*step] += src[p] inside [lo, hi). */                   \
-  static void col2im_row_##SFX(void *user, const conv_row *r) {                        \
-    rowctx_##SFX *c = user;                                                            \
-    const T *s = c->src + r->iter_off;                                                 \
-    T *d = c->dst + r->tgt_off;                                                        \
-    for (int64_t p = r->lo; p < r->hi; p++) d[p * r->step] += s[p];                    \
-  }                                                                                    \
-                                                                                       \
-  /* depthwise row: dst[p] += weight * src[tgt_off + p*step] inside [lo, hi). */       \
-  static void direct_row_##SFX(void *user, const conv_row *r) {                        \
-    rowctx_##SFX *c = user;                                                            \
-    T *d = c->dst + r->iter_off;                                                       \
-    const T *s = c->src + r->tgt_off;                                                  \
-    T wv = c->weight;                                                                  \
-    for (int64_t p = r->lo; p < r->hi; p++) d[p] += wv * s[p * r->step];              \
-  }                                                                                    \
-                                                                                       \
-  /* col[(c, k), out] from the group's channels x[c, in]. */                           \
-  static void im2col_##SFX(const nr_conv_shape *s, int64_t channels, const T *x,       \
-                           T *col) {                                                   \
-    conv_walk cw = {s->win.nsp, s->win.out, s->win.in, &s->win};                       \
-    int64_t kidx[NR_MAX_RANK] = {0};                                                   \
-    for (int64_t c = 0; c < channels; c++) {                                           \
-      int64_t r = 0;                                                                   \
-      do {                                                                             \
-        rowctx_##SFX rc = {x + c * s->in_size, col + (c * s->ksize + r) * s->out_size, 0}; \
-        conv_walk_rows(&cw, kidx, im2col_row_##SFX, &rc);                              \
-        r++;                                                                           \
-      } while (nr_index_next(s->win.nsp, s->win.kernel, kidx));                        \
-    }                                                                                  \
-  }                                                                                    \
-                                                                                       \
-  /* y[(oc), out] += col[(oc, k), in] scattered through the window. */                 \
-  static void col2im_##SFX(const nr_conv_shape *s, int64_t channels, const T *col,     \
-                           T *y) {                                                     \
-    conv_walk cw = {s->win.nsp, s->win.in, s->win.out, &s->win};                       \
-    int64_t kidx[NR_MAX_RANK] = {0};                                                   \
-    for (int64_t c = 0; c < channels; c++) {                                           \
-      int64_t r = 0;                                                                   \
-      do {                                                                             \
-        rowctx_##SFX rc = {col + (c * s->ksize + r) * s->in_size, y + c * s->out_size, 0}; \
-        conv_walk_rows(&cw, kidx, col2im_row_##SFX, &rc);                              \
-        r++;                                                                           \
-      } while (nr_index_next(s->win.nsp, s->win.kernel, kidx));                        \
-    }                                                                                  \
-  }                                                                                    \
-                                                                                       \
-  static void add_bias_##SFX(int64_t channels, int64_t size, const T *bias, T *y) {    \
-    for (int64_t c = 0; c < channels; c++)                                             \
-      for (int64_t i = 0; i < size; i++)                                               \
-        y[c * size + i] += bias[c];                                                    \
-  }                                                                                    \
-                                                                                       \
-  /* Direct depthwise conv (one input channel per group): no im2col matrix. */        \
-  static void depthwise_##SFX(const nr_conv_shape *s, const T *x, const T *w, T *y) {  \
-    conv_walk cw = {s->win.nsp, s->win.out, s->win.in, &s->win};                       \
-    int64_t og = s->out_c / s->group;                                                  \
-    memset(y, 0, sizeof(T) * (size_t)(s->batch * s->out_c * s->out_size));             \
-    for (int64_t n = 0; n < s->batch; n++)                                             \
-      for (int64_t m = 0; m < s->out_c; m++) {                                         \
-        int64_t kidx[NR_MAX_RANK] = {0}, r = 0;                                        \
-        do {                                                                           \
-          rowctx_##SFX rc = {x + (n * s->in_c + m / og) * s->in_size,                  \
+#define NR_DEFINE_CONV_ENGINE(SFX, T, GEMM)                                              \
+  typedef struct rowctx_##SFX {                                                          \
+    const T *src;                                                                        \
+    T *dst;                                                                              \
+    T weight;                                                                            \
+  } rowctx_##SFX;                                                                        \
+                                                                                         \
+  /* im2col row: dst[p] = src[tgt_off + p*step], zero outside [lo, hi). */               \
+  static void im2col_row_##SFX(void *user, const conv_row *r) {                          \
+    rowctx_##SFX *c = user;                                                              \
+    T *d = c->dst + r->iter_off;                                                         \
+    const T *s = c->src;                                                                 \
+    int64_t o = r->tgt_off, st = r->step;                                                \
+    for (int64_t p = 0; p < r->lo; p++)                                                  \
+      d[p] = 0;                                                                          \
+    for (int64_t p = r->lo; p < r->hi; p++)                                              \
+      d[p] = s[o + p * st];                                                              \
+    for (int64_t p = r->hi; p < r->n; p++)                                               \
+      d[p] = 0;                                                                          \
+  }                                                                                      \
+                                                                                         \
+  /* col2im row: dst[tgt_off + p*step] += src[p] inside [lo, hi). */                     \
+  static void col2im_row_##SFX(void *user, const conv_row *r) {                          \
+    rowctx_##SFX *c = user;                                                              \
+    const T *s = c->src + r->iter_off;                                                   \
+    T *d = c->dst;                                                                       \
+    for (int64_t p = r->lo; p < r->hi; p++)                                              \
+      d[r->tgt_off + p * r->step] += s[p];                                                            \
+  }                                                                                      \
+                                                                                         \
+  /* depthwise row: dst[p] += weight * src[tgt_off + p*step] inside [lo, hi). */         \
+  static void direct_row_##SFX(void *user, const conv_row *r) {                          \
+    rowctx_##SFX *c = user;                                                              \
+    T *d = c->dst + r->iter_off;                                                         \
+    const T *s = c->src;                                                                 \
+    int64_t o = r->tgt_off, st = r->step;                                                \
+    T wv = c->weight;                                                                    \
+    for (int64_t p = r->lo; p < r->hi; p++)                                              \
+      d[p] += wv * s[o + p * st];                                                       \
+  }                                                                                      \
+                                                                                         \
+  /* col[(c, k), out] from the group's channels x[c, in]. */                             \
+  static void im2col_##SFX(const nr_conv_shape *s, int64_t channels, const T *x,         \
+                           T *col) {                                                     \
+    conv_walk cw = {s->win.nsp, s->win.out, s->win.in, &s->win};                         \
+    int64_t kidx[NR_MAX_RANK] = {0};                                                     \
+    for (int64_t c = 0; c < channels; c++) {                                             \
+      int64_t r = 0;                                                                     \
+      do {                                                                               \
+        rowctx_##SFX rc = {x + c * s->in_size, col + (c * s->ksize + r) * s->out_size,   \
+                           0};                                                           \
+        conv_walk_rows(&cw, kidx, im2col_row_##SFX, &rc);                                \
+        r++;                                                                             \
+      } while (nr_index_next(s->win.nsp, s->win.kernel, kidx));                          \
+    }                                                                                    \
+  }                                                                                      \
+                                                                                         \
+  /* y[(oc), out] += col[(oc, k), in] scattered through the window. */                   \
+  static void col2im_##SFX(const nr_conv_shape *s, int64_t channels, const T *col,       \
+                           T *y) {                                                       \
+    conv_walk cw = {s->win.nsp, s->win.in, s->win.out, &s->win};                         \
+    int64_t kidx[NR_MAX_RANK] = {0};                                                     \
+    for (int64_t c = 0; c < channels; c++) {                                             \
+      int64_t r = 0;                                                                     \
+      do {                                                                               \
+        rowctx_##SFX rc = {col + (c * s->ksize + r) * s->in_size, y + c * s->out_size,   \
+                           0};                                                           \
+        conv_walk_rows(&cw, kidx, col2im_row_##SFX, &rc);                                \
+        r++;                                                                             \
+      } while (nr_index_next(s->win.nsp, s->win.kernel, kidx));                          \
+    }                                                                                    \
+  }                                                                                      \
+                                                                                         \
+  static void add_bias_##SFX(int64_t channels, int64_t size, const T *bias, T *y) {      \
+    for (int64_t c = 0; c < channels; c++)                                               \
+      for (int64_t i = 0; i < size; i++)                                                 \
+        y[c * size + i] += bias[c];                                                      \
+  }                                                                                      \
+                                                                                         \
+  /* Direct depthwise conv (one input channel per group): no im2col matrix. */           \
+  static void depthwise_##SFX(const nr_conv_shape *s, const T *x, const T *w, T *y) {    \
+    conv_walk cw = {s->win.nsp, s->win.out, s->win.in, &s->win};                         \
+    int64_t og = s->out_c / s->group;                                                    \
+    memset(y, 0, sizeof(T) * (size_t)(s->batch * s->out_c * s->out_size));               \
+    for (int64_t n = 0; n < s->batch; n++)                                               \
+      for (int64_t m = 0; m < s->out_c; m++) {                                           \
+        int64_t kidx[NR_MAX_RANK] = {0}, r = 0;                                          \
+        do {                                                                             \
+          rowctx_##SFX rc = {x + (n * s->in_c + m / og) * s->in_size,                    \
                              y + (n * s->out_c + m) * s->out_size, w[m * s->ksize + r]}; \
-          conv_walk_rows(&cw, kidx, direct_row_##SFX, &rc);                            \
-          r++;                                                                         \
-        } while (nr_index_next(s->win.nsp, s->win.kernel, kidx));                      \
-      }                                                                                \
-  }                                                                                    \
-                                                                                       \
-  static nr_status conv_group_##SFX(const nr_conv_shape *s, const T *x, const T *w,    \
-                                    T *y, T *col) {                                    \
-    int64_t cg = s->in_c / s->group, og = s->out_c / s->group;                         \
-    const T *b = x;                                                                    \
-    if (col) {                                                                         \
-      im2col_##SFX(s, cg, x, col);                                                     \
-      b = col;                                                                         \
-    }                                                                                  \
-    return GEMM(false, false, og, s->out_size, cg * s->ksize, 1, w, cg * s->ksize, b,  \
-                s->out_size, 0, y, s->out_size);                                       \
-  }                                                                                    \
-                                                                                       \
-  nr_status nr_conv_##SFX(const nr_conv_shape *s, const T *x, const T *w,              \
-                          const T *bias, T *y) {                                       \
-    int64_t cg = s->in_c / s->group, og = s->out_c / s->group;                         \
-    T *col = NULL;                                                                     \
-    if (cg == 1 && !conv_is_pointwise(s)) {                                            \
-      depthwise_##SFX(s, x, w, y);                                                     \
-      for (int64_t n = 0; bias && n < s->batch; n++)                                   \
-        add_bias_##SFX(s->out_c, s->out_size, bias, y + n * s->out_c * s->out_size);   \
-      return NR_OK;                                                                    \
-    }                                                                                  \
-    if (!conv_is_pointwise(s)) {                                                       \
-      col = malloc(sizeof(T) * (size_t)(cg * s->ksize * s->out_size + 1));             \
-      if (!col)                                                                        \
-        return NR_ERR_NOMEM;                                                           \
-    }                                                                                  \
-    nr_status st = NR_OK;                                                              \
-    for (int64_t n = 0; n < s->batch && !st; n++)                                      \
-      for (int64_t g = 0; g < s->group && !st; g++)                                    \
-        st = conv_group_##SFX(s, x + (n * s->in_c + g * cg) * s->in_size,              \
-                              w + g * og * cg * s->ksize,                              \
-                              y + (n * s->out_c + g * og) * s->out_size, col);         \
-    free(col);                                                                         \
-    for (int64_t n = 0; bias && !st && n < s->batch; n++)                              \
-      add_bias_##SFX(s->out_c, s->out_size, bias, y + n * s->out_c * s->out_size);     \
-    return st;                                                                         \
-  }                                                                                    \
-                                                                                       \
-  nr_status nr_conv_transpose_##SFX(const nr_conv_shape *s, const T *x, const T *w,    \
-                                    const T *bias, T *y) {                             \
-    int64_t cg = s->in_c / s->group, og = s->out_c / s->group;                         \
-    T *col = malloc(sizeof(T) * (size_t)(og * s->ksize * s->in_size + 1));             \
-    if (!col)                                                                          \
-      return NR_ERR_NOMEM;                                                             \
-    memset(y, 0, sizeof(T) * (size_t)(s->batch * s->out_c * s->out_size));             \
-    nr_status st = NR_OK;                                                              \
-    for (int64_t n = 0; n < s->batch && !st; n++)                                      \
-      for (int64_t g = 0; g < s->group && !st; g++) {                                  \
-        st = GEMM(true, false, og * s->ksize, s->in_size, cg, 1,                       \
-                  w + g * cg * og * s->ksize, og * s->ksize,                           \
-                  x + (n * s->in_c + g * cg) * s->in_size, s->in_size, 0, col,         \
-                  s->in_size);                                                         \
-        if (!st)                                                                       \
-          col2im_##SFX(s, og, col, y + (n * s->out_c + g * og) * s->out_size);         \
-      }                                                                                \
-    free(col);                                                                         \
-    for (int64_t n = 0; bias && !st && n < s->batch; n++)                              \
-      add_bias_##SFX(s->out_c, s->out_size, bias, y + n * s->out_c * s->out_size);     \
-    return st;                                                                         \
+          conv_walk_rows(&cw, kidx, direct_row_##SFX, &rc);                              \
+          r++;                                                                           \
+        } while (nr_index_next(s->win.nsp, s->win.kernel, kidx));                        \
+      }                                                                                  \
+  }                                                                                      \
+                                                                                         \
+  static nr_status conv_group_##SFX(const nr_conv_shape *s, const T *x, const T *w,      \
+                                    T *y, T *col) {                                      \
+    int64_t cg = s->in_c / s->group, og = s->out_c / s->group;                           \
+    const T *b = x;                                                                      \
+    if (col) {                                                                           \
+      im2col_##SFX(s, cg, x, col);                                                       \
+      b = col;                                                                           \
+    }                                                                                    \
+    return GEMM(false, false, og, s->out_size, cg * s->ksize, 1, w, cg * s->ksize, b,    \
+                s->out_size, 0, y, s->out_size);                                         \
+  }                                                                                      \
+                                                                                         \
+  nr_status nr_conv_##SFX(const nr_conv_shape *s, const T *x, const T *w, const T *bias, \
+                          T *y) {                                                        \
+    int64_t cg = s->in_c / s->group, og = s->out_c / s->group;                           \
+    T *col = NULL;                                                                       \
+    if (cg == 1 && !conv_is_pointwise(s)) {                                              \
+      depthwise_##SFX(s, x, w, y);                                                       \
+      for (int64_t n = 0; bias && n < s->batch; n++)                                     \
+        add_bias_##SFX(s->out_c, s->out_size, bias, y + n * s->out_c * s->out_size);     \
+      return NR_OK;                                                                      \
+    }                                                                                    \
+    if (!conv_is_pointwise(s)) {                                                         \
+      col = malloc(sizeof(T) * (size_t)(cg * s->ksize * s->out_size + 1));               \
+      if (!col)                                                                          \
+        return NR_ERR_NOMEM;                                                             \
+    }                                                                                    \
+    nr_status st = NR_OK;                                                                \
+    for (int64_t n = 0; n < s->batch && !st; n++)                                        \
+      for (int64_t g = 0; g < s->group && !st; g++)                                      \
+        st = conv_group_##SFX(s, x + (n * s->in_c + g * cg) * s->in_size,                \
+                              w + g * og * cg * s->ksize,                                \
+                              y + (n * s->out_c + g * og) * s->out_size, col);           \
+    free(col);                                                                           \
+    for (int64_t n = 0; bias && !st && n < s->batch; n++)                                \
+      add_bias_##SFX(s->out_c, s->out_size, bias, y + n * s->out_c * s->out_size);       \
+    return st;                                                                           \
+  }                                                                                      \
+                                                                                         \
+  nr_status nr_conv_transpose_##SFX(const nr_conv_shape *s, const T *x, const T *w,      \
+                                    const T *bias, T *y) {                               \
+    int64_t cg = s->in_c / s->group, og = s->out_c / s->group;                           \
+    T *col = malloc(sizeof(T) * (size_t)(og * s->ksize * s->in_size + 1));               \
+    if (!col)                                                                            \
+      return NR_ERR_NOMEM;                                                               \
+    memset(y, 0, sizeof(T) * (size_t)(s->batch * s->out_c * s->out_size));               \
+    nr_status st = NR_OK;                                                                \
+    for (int64_t n = 0; n < s->batch && !st; n++)                                        \
+      for (int64_t g = 0; g < s->group && !st; g++) {                                    \
+        st = GEMM(true, false, og * s->ksize, s->in_size, cg, 1,                         \
+                  w + g * cg * og * s->ksize, og * s->ksize,                             \
+                  x + (n * s->in_c + g * cg) * s->in_size, s->in_size, 0, col,           \
+                  s->in_size);                                                           \
+        if (!st)                                                                         \
+          col2im_##SFX(s, og, col, y + (n * s->out_c + g * og) * s->out_size);           \
+      }                                                                                  \
+    free(col);                                                                           \
+    for (int64_t n = 0; bias && !st && n < s->batch; n++)                                \
+      add_bias_##SFX(s->out_c, s->out_size, bias, y + n * s->out_c * s->out_size);       \
+    return st;                                                                           \
   }
 
 NR_DEFINE_CONV_ENGINE(f32, float, nr_ref_sgemm)

@@ -19,16 +19,16 @@ typedef enum nr_auto_pad {
 } nr_auto_pad;
 
 typedef struct nr_window {
-  int nsp;                      /* number of spatial dims */
+  int nsp; /* number of spatial dims */
   nr_auto_pad auto_pad;
   bool ceil_mode;
-  int64_t kernel[NR_MAX_RANK];  /* NR_DIM_UNKNOWN when not known yet */
+  int64_t kernel[NR_MAX_RANK]; /* NR_DIM_UNKNOWN when not known yet */
   int64_t stride[NR_MAX_RANK];
   int64_t dil[NR_MAX_RANK];
-  int64_t pad_b[NR_MAX_RANK];   /* explicit pads, replaced by resolved ones */
+  int64_t pad_b[NR_MAX_RANK]; /* explicit pads, replaced by resolved ones */
   int64_t pad_e[NR_MAX_RANK];
-  int64_t in[NR_MAX_RANK];      /* spatial input sizes */
-  int64_t out[NR_MAX_RANK];     /* spatial output sizes once resolved */
+  int64_t in[NR_MAX_RANK];  /* spatial input sizes */
+  int64_t out[NR_MAX_RANK]; /* spatial output sizes once resolved */
 } nr_window;
 
 /* Reads the window attributes of ctx->node for nsp spatial dims. kernel_from gives
@@ -81,7 +81,7 @@ nr_status nr_conv_f64(const nr_conv_shape *s, const double *x, const double *w,
                       const double *bias, double *y);
 nr_status nr_conv_transpose_f32(const nr_conv_shape *s, const float *x, const float *w,
                                 const float *bias, float *y);
-nr_status nr_conv_transpose_f64(const nr_conv_shape *s, const double *x,
-                                const double *w, const double *bias, double *y);
+nr_status nr_conv_transpose_f64(const nr_conv_shape *s, const double *x, const double *w,
+                                const double *bias, double *y);
 
 #endif

@@ -16,7 +16,7 @@
 #include <string.h>
 
 enum {
-  EIN_LETTERS = 52,                      /* A-Z then a-z, numbered by ein_label_id */
+  EIN_LETTERS = 52,                       /* A-Z then a-z, numbered by ein_label_id */
   EIN_LABELS = EIN_LETTERS + NR_MAX_RANK, /* then the ellipsis pseudo-labels */
   EIN_MAX_INPUTS = 16,
 };
@@ -30,9 +30,9 @@ typedef struct ein_plan {
   int n_in;
   ein_term in[EIN_MAX_INPUTS];
   ein_term out;
-  int n_ell;                       /* broadcast rank of the ellipsis */
-  int64_t size[EIN_LABELS];        /* NR_DIM_UNKNOWN until seen */
-  int uses[EIN_LABELS];            /* how many input dims carry the label */
+  int n_ell;                /* broadcast rank of the ellipsis */
+  int64_t size[EIN_LABELS]; /* NR_DIM_UNKNOWN until seen */
+  int uses[EIN_LABELS];     /* how many input dims carry the label */
 } ein_plan;
 
 /* Label ids keep ASCII order ('A'..'Z' before 'a'..'z'), the implicit output order. */
@@ -69,8 +69,10 @@ static nr_status ein_parse_term(nr_op_ctx *ctx, const char *s, size_t len, ein_t
 static nr_status ein_expand(nr_op_ctx *ctx, ein_term *t, int ell, int rank, int n_ell) {
   int letters = t->rank, e = ell < 0 ? 0 : rank - letters;
   if (e < 0 || (ell < 0 && rank != letters) || rank > NR_MAX_RANK)
-    return nr_op_fail(ctx, NR_ERR_SHAPE, "einsum term with %d labels%s does not fit an "
-                      "operand of rank %d", letters, ell < 0 ? "" : " and '...'", rank);
+    return nr_op_fail(ctx, NR_ERR_SHAPE,
+                      "einsum term with %d labels%s does not fit an "
+                      "operand of rank %d",
+                      letters, ell < 0 ? "" : " and '...'", rank);
   ein_term x = {0};
   for (int i = 0; i < letters + 1; i++) {
     if (i == ell)
@@ -107,7 +109,8 @@ static nr_status ein_sizes(nr_op_ctx *ctx, ein_plan *p) {
 static nr_status ein_output(nr_op_ctx *ctx, ein_plan *p, const char *s, size_t len) {
   int ell;
   nr_status st = ein_parse_term(ctx, s, len, &p->out, &ell);
-  if (!st) st = ein_expand(ctx, &p->out, ell, p->out.rank + (ell < 0 ? 0 : p->n_ell), p->n_ell);
+  if (!st)
+    st = ein_expand(ctx, &p->out, ell, p->out.rank + (ell < 0 ? 0 : p->n_ell), p->n_ell);
   bool seen[EIN_LABELS] = {0};
   for (int d = 0; !st && d < p->out.rank; d++) {
     int l = p->out.labels[d];
@@ -137,9 +140,14 @@ static nr_status ein_parse_inputs(nr_op_ctx *ctx, ein_plan *p, const char *eq,
   for (size_t start = 0, i = 0; i <= lhs_len; i++) {
     if (i < lhs_len && eq[i] != ',')
       continue;
-    if (p->n_in == EIN_MAX_INPUTS || p->n_in == ctx->n_inputs)
-      return nr_op_fail(ctx, NR_ERR_INVALID_MODEL, "equation '%s' has more terms than the "
-                        "%d inputs", eq, ctx->n_inputs);
+    if (p->n_in == EIN_MAX_INPUTS)
+      return nr_op_fail(ctx, NR_ERR_UNSUPPORTED, "Einsum with more than %d operands",
+                        EIN_MAX_INPUTS);
+    if (p->n_in == ctx->n_inputs)
+      return nr_op_fail(ctx, NR_ERR_INVALID_MODEL,
+                        "equation '%s' has more terms than the "
+                        "%d inputs",
+                        eq, ctx->n_inputs);
     int k = p->n_in++;
     nr_status st = ein_parse_term(ctx, s + start, i - start, &p->in[k], &ells[k]);
     if (st)
@@ -150,8 +158,9 @@ static nr_status ein_parse_inputs(nr_op_ctx *ctx, ein_plan *p, const char *eq,
     start = i + 1;
   }
   if (p->n_in != ctx->n_inputs)
-    return nr_op_fail(ctx, NR_ERR_INVALID_MODEL, "equation '%s' has %d terms for %d inputs",
-                      eq, p->n_in, ctx->n_inputs);
+    return nr_op_fail(ctx, NR_ERR_INVALID_MODEL,
+                      "equation '%s' has %d terms for %d inputs", eq, p->n_in,
+                      ctx->n_inputs);
   return NR_OK;
 }
 
@@ -169,10 +178,12 @@ static nr_status ein_plan_build(nr_op_ctx *ctx, ein_plan *p, bool *known) {
     return NR_OK;
   const char *arrow = strstr(eq, "->");
   int ells[EIN_MAX_INPUTS];
-  nr_status st = ein_parse_inputs(ctx, p, eq, arrow ? (size_t)(arrow - eq) : strlen(eq), ells);
+  nr_status st =
+      ein_parse_inputs(ctx, p, eq, arrow ? (size_t)(arrow - eq) : strlen(eq), ells);
   for (int i = 0; !st && i < p->n_in; i++)
     st = ein_expand(ctx, &p->in[i], ells[i], nr_op_in(ctx, i)->rank, p->n_ell);
-  if (!st) st = ein_sizes(ctx, p);
+  if (!st)
+    st = ein_sizes(ctx, p);
   if (st)
     return st;
   if (arrow)
@@ -192,7 +203,8 @@ nr_status nr_ref_einsum_infer(nr_op_ctx *ctx) {
                         nr_dtype_name(t));
   }
   if (t && !nr_dtype_is_float(t) && !nr_dtype_is_int(t))
-    return nr_op_fail(ctx, NR_ERR_SHAPE, "Einsum does not take dtype %s", nr_dtype_name(t));
+    return nr_op_fail(ctx, nr_dtype_size(t) ? NR_ERR_SHAPE : NR_ERR_UNSUPPORTED,
+                      "Einsum does not take dtype %s", nr_dtype_name(t));
   ein_plan p;
   bool known;
   nr_status st = ein_plan_build(ctx, &p, &known);
@@ -207,7 +219,7 @@ nr_status nr_ref_einsum_infer(nr_op_ctx *ctx) {
 /* ---- evaluation ----------------------------------------------------------------- */
 
 typedef struct ein_loop {
-  int n;                        /* labels walked */
+  int n; /* labels walked */
   int labels[EIN_LABELS];
   int64_t sizes[EIN_LABELS];
   int64_t strides[EIN_MAX_INPUTS][EIN_LABELS]; /* per input, per walked label */

@@ -25,7 +25,7 @@ nr_status nr_misc_affinegrid_run(nr_op_ctx *ctx);
 nr_status nr_misc_rotary_infer(nr_op_ctx *ctx);
 nr_status nr_misc_rotary_run(nr_op_ctx *ctx);
 
-/* ops_misc_simple.c: windows, CenterCropPad, BitCast, Det */
+/* ops_misc_simple.c: windows, CenterCropPad, BitCast, Det, TensorScatter */
 nr_status nr_misc_window_infer(nr_op_ctx *ctx);
 nr_status nr_misc_hann_run(nr_op_ctx *ctx);
 nr_status nr_misc_hamming_run(nr_op_ctx *ctx);
@@ -40,5 +40,14 @@ nr_status nr_misc_det_run(nr_op_ctx *ctx);
 /* ops_misc_nms.c: NonMaxSuppression */
 nr_status nr_misc_nms_infer(nr_op_ctx *ctx);
 nr_status nr_misc_nms_run(nr_op_ctx *ctx);
+
+nr_status nr_misc_tensorscatter_infer(nr_op_ctx *ctx);
+nr_status nr_misc_tensorscatter_run(nr_op_ctx *ctx);
+
+/* ops_misc_col2im.c: SwiGLU, Col2Im */
+nr_status nr_misc_swiglu_infer(nr_op_ctx *ctx);
+nr_status nr_misc_swiglu_run(nr_op_ctx *ctx);
+nr_status nr_misc_col2im_infer(nr_op_ctx *ctx);
+nr_status nr_misc_col2im_run(nr_op_ctx *ctx);
 
 #endif

@@ -22,8 +22,8 @@ static nr_status set_unknown(nr_op_ctx *ctx, int i, nr_dtype dtype, int rank) {
 
 /* The one value attribute of a Constant node, checked. */
 static nr_status constant_attr(nr_op_ctx *ctx, const nr_attr **out) {
-  static const char *const names[] = {"value", "value_float", "value_floats",
-                                      "value_int", "value_ints", "value_string",
+  static const char *const names[] = {"value",         "value_float", "value_floats",
+                                      "value_int",     "value_ints",  "value_string",
                                       "value_strings", "sparse_value"};
   *out = NULL;
   for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
@@ -31,11 +31,13 @@ static nr_status constant_attr(nr_op_ctx *ctx, const nr_attr **out) {
     if (!a)
       continue;
     if (*out)
-      return nr_op_fail(ctx, NR_ERR_INVALID_MODEL, "has both '%s' and '%s'",
-                        (*out)->name, a->name);
+      return nr_op_fail(ctx, NR_ERR_INVALID_MODEL, "has both '%s' and '%s'", (*out)->name,
+                        a->name);
     if (i >= 5)
-      return nr_op_fail(ctx, NR_ERR_UNSUPPORTED, "attribute '%s' is not supported "
-                        "(string and sparse constants)", a->name);
+      return nr_op_fail(ctx, NR_ERR_UNSUPPORTED,
+                        "attribute '%s' is not supported "
+                        "(string and sparse constants)",
+                        a->name);
     *out = a;
   }
   if (!*out)
@@ -59,13 +61,14 @@ nr_status nr_sx_constant_infer(nr_op_ctx *ctx) {
   if (a->type == NR_ATTR_TENSOR)
     st = nr_op_set_output(ctx, 0, a->t.dtype, a->t.rank, a->t.dims);
   else if (a->type == NR_ATTR_FLOAT || a->type == NR_ATTR_INT)
-    st = nr_op_set_output(ctx, 0, a->type == NR_ATTR_INT ? NR_DTYPE_INT64 : NR_DTYPE_FLOAT,
-                          0, NULL);
+    st = nr_op_set_output(
+        ctx, 0, a->type == NR_ATTR_INT ? NR_DTYPE_INT64 : NR_DTYPE_FLOAT, 0, NULL);
   else if (a->type == NR_ATTR_FLOATS || a->type == NR_ATTR_INTS)
-    st = nr_op_set_output(ctx, 0, a->type == NR_ATTR_INTS ? NR_DTYPE_INT64 : NR_DTYPE_FLOAT,
-                          1, &n);
+    st = nr_op_set_output(
+        ctx, 0, a->type == NR_ATTR_INTS ? NR_DTYPE_INT64 : NR_DTYPE_FLOAT, 1, &n);
   else
-    st = nr_op_fail(ctx, NR_ERR_INVALID_MODEL, "attribute '%s' has the wrong type", a->name);
+    st = nr_op_fail(ctx, NR_ERR_INVALID_MODEL, "attribute '%s' has the wrong type",
+                    a->name);
   return st ? st : nr_sx_fold_small(ctx, nr_sx_constant_run);
 }
 
@@ -116,7 +119,8 @@ nr_status nr_sx_cos_infer(nr_op_ctx *ctx) {
   nr_dtype dtype = value ? value->dtype : NR_DTYPE_FLOAT;
   if (!nr_op_in_known(ctx, 0)) {
     const nr_value *s = nr_op_in(ctx, 0);
-    return set_unknown(ctx, 0, dtype, s->rank == 1 && s->dims[0] >= 0 ? (int)s->dims[0] : -1);
+    return set_unknown(ctx, 0, dtype,
+                       s->rank == 1 && s->dims[0] >= 0 ? (int)s->dims[0] : -1);
   }
   if ((st = nr_sx_read_ints(ctx, 0, "input", dims, NR_MAX_RANK, &n)))
     return st;
@@ -181,7 +185,7 @@ static nr_status range_count(nr_op_ctx *ctx, int64_t *count) {
   double fs = nr_value_get_f64(s, 0), fl = nr_value_get_f64(l, 0);
   double fd = nr_value_get_f64(d, 0);
   double n = range_in_float(ctx, t) ? ceil((double)(((float)fl - (float)fs) / (float)fd))
-                               : ceil((fl - fs) / fd);
+                                    : ceil((fl - fs) / fd);
   if (fd == 0 || isnan(n) || n > 1e15)
     return nr_op_fail(ctx, NR_ERR_RUNTIME, "range(%g, %g, %g) has no finite length", fs,
                       fl, fd);
@@ -220,7 +224,8 @@ nr_status nr_sx_range_run(nr_op_ctx *ctx) {
   nr_dtype t = y->dtype;
   int64_t n = y->dims[0];
   if (!nr_dtype_is_float(t)) {
-    uint64_t start = (uint64_t)nr_value_get_i64(s, 0), delta = (uint64_t)nr_value_get_i64(d, 0);
+    uint64_t start = (uint64_t)nr_value_get_i64(s, 0),
+             delta = (uint64_t)nr_value_get_i64(d, 0);
     for (int64_t i = 0; i < n; i++)
       nr_store_i64(t, y->data, i, (int64_t)(start + (uint64_t)i * delta));
   } else if (range_in_float(ctx, t)) {

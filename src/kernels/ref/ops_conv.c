@@ -17,8 +17,12 @@
 
 /* ---- shared shape rules --------------------------------------------------------- */
 
-static bool is_conv_float(nr_dtype t) { return nr_dtype_is_float(t); }
-static bool is_q8(nr_dtype t) { return t == NR_DTYPE_UINT8 || t == NR_DTYPE_INT8; }
+static bool is_conv_float(nr_dtype t) {
+  return nr_dtype_is_float(t);
+}
+static bool is_q8(nr_dtype t) {
+  return t == NR_DTYPE_UINT8 || t == NR_DTYPE_INT8;
+}
 
 /* Fills *s (except batch / channel checks that need data) and the output dims for a
  * forward convolution of x [N, C, ...] by w [M, C/group, k...]. *rank = -1 when the
@@ -43,7 +47,8 @@ static nr_status conv_resolve(nr_op_ctx *ctx, const nr_value *x, const nr_value 
     in[i] = x->rank < 0 ? NR_DIM_UNKNOWN : x->dims[2 + i];
   }
   st = nr_window_read(ctx, nsp, w->rank < 0 ? unknown : w->dims + 2, &s->win);
-  if (!st) st = nr_window_forward(ctx, &s->win, in);
+  if (!st)
+    st = nr_window_forward(ctx, &s->win, in);
   if (st)
     return st;
   s->group = nr_attr_int(ctx->node, "group", 1);
@@ -57,7 +62,8 @@ static nr_status conv_resolve(nr_op_ctx *ctx, const nr_value *x, const nr_value 
                       "X has %lld channels but W expects %lld per group x %lld groups",
                       (long long)s->in_c, (long long)w->dims[1], (long long)s->group);
   if (s->out_c >= 0 && s->out_c % s->group)
-    return nr_op_fail(ctx, NR_ERR_SHAPE, "%lld output channels do not split into %lld groups",
+    return nr_op_fail(ctx, NR_ERR_SHAPE,
+                      "%lld output channels do not split into %lld groups",
                       (long long)s->out_c, (long long)s->group);
   dims[0] = s->batch;
   dims[1] = s->out_c;
@@ -83,8 +89,9 @@ static nr_status check_per_channel(nr_op_ctx *ctx, const nr_value *v, const char
 static nr_status check_dtype(nr_op_ctx *ctx, const nr_value *v, const char *name,
                              bool (*ok)(nr_dtype), const char *what) {
   if (v && v->dtype != NR_DTYPE_UNDEFINED && !ok(v->dtype))
-    return nr_op_fail(ctx, NR_ERR_SHAPE, "%s has dtype %s, expected %s", name,
-                      nr_dtype_name(v->dtype), what);
+    return nr_op_fail(ctx, nr_dtype_size(v->dtype) ? NR_ERR_SHAPE : NR_ERR_UNSUPPORTED,
+                      "%s has dtype %s, expected %s", name, nr_dtype_name(v->dtype),
+                      what);
   return NR_OK;
 }
 
@@ -105,8 +112,10 @@ static nr_status conv_infer(nr_op_ctx *ctx) {
   nr_conv_shape s;
   int rank;
   int64_t dims[NR_MAX_RANK];
-  if (!st) st = conv_resolve(ctx, x, w, &s, &rank, dims);
-  if (!st && rank >= 0) st = check_per_channel(ctx, b, "B", s.out_c, false);
+  if (!st)
+    st = conv_resolve(ctx, x, w, &s, &rank, dims);
+  if (!st && rank >= 0)
+    st = check_per_channel(ctx, b, "B", s.out_c, false);
   if (st)
     return st;
   return nr_op_set_output(ctx, 0, x->dtype, rank, dims);
@@ -133,10 +142,14 @@ static nr_status run_float_conv(nr_op_ctx *ctx, const nr_conv_shape *s, conv_f32
     st = work == NR_DTYPE_FLOAT ? f32(s, xd, wd, bd, yd) : f64(s, xd, wd, bd, yd);
   if (!st)
     nr_ref_unstage(y, yd, work, nr_value_count(y));
-  if (ox) free(xd);
-  if (ow) free(wd);
-  if (ob) free(bd);
-  if (oy) free(yd);
+  if (ox)
+    free(xd);
+  if (ow)
+    free(wd);
+  if (ob)
+    free(bd);
+  if (oy)
+    free(yd);
   return st ? nr_op_fail(ctx, st, "out of memory for the convolution buffers") : NR_OK;
 }
 
@@ -154,7 +167,8 @@ static nr_status conv_run(nr_op_ctx *ctx) {
 
 /* Output size and pads of spatial dim i; target < 0 when output_shape is absent. */
 static void transpose_dim(nr_window *win, int i, int64_t out_pad, int64_t target) {
-  int64_t natural = win->stride[i] * (win->in[i] - 1) + out_pad + nr_window_extent(win, i);
+  int64_t natural =
+      win->stride[i] * (win->in[i] - 1) + out_pad + nr_window_extent(win, i);
   if (target < 0 && win->auto_pad != NR_AUTO_PAD_SAME_UPPER &&
       win->auto_pad != NR_AUTO_PAD_SAME_LOWER) {
     if (win->auto_pad == NR_AUTO_PAD_VALID)
@@ -183,11 +197,11 @@ static nr_status transpose_attrs(nr_op_ctx *ctx, int nsp, int64_t *out_pad,
   const int64_t *op = nr_attr_ints(ctx->node, "output_padding", &n_pad);
   const int64_t *os = nr_attr_ints(ctx->node, "output_shape", &n_shape);
   if (op && n_pad != (size_t)nsp)
-    return nr_op_fail(ctx, NR_ERR_SHAPE, "output_padding has %zu values for %d spatial dims",
-                      n_pad, nsp);
+    return nr_op_fail(ctx, NR_ERR_SHAPE,
+                      "output_padding has %zu values for %d spatial dims", n_pad, nsp);
   if (os && n_shape != (size_t)nsp && n_shape != (size_t)nsp + 2)
-    return nr_op_fail(ctx, NR_ERR_SHAPE, "output_shape has %zu values for %d spatial dims",
-                      n_shape, nsp);
+    return nr_op_fail(ctx, NR_ERR_SHAPE,
+                      "output_shape has %zu values for %d spatial dims", n_shape, nsp);
   for (int i = 0; i < nsp; i++) {
     out_pad[i] = op ? op[i] : 0;
     target[i] = os ? os[n_shape - nsp + i] : NR_DIM_UNKNOWN;
@@ -225,8 +239,10 @@ static nr_status transpose_resolve(nr_op_ctx *ctx, const nr_value *x, const nr_v
   for (int i = 0; i < nsp; i++)
     unknown[i] = NR_DIM_UNKNOWN;
   st = nr_window_read(ctx, nsp, w->rank < 0 ? unknown : w->dims + 2, &s->win);
-  if (!st) st = transpose_attrs(ctx, nsp, out_pad, target);
-  if (!st) st = transpose_channels(ctx, x, w, s);
+  if (!st)
+    st = transpose_attrs(ctx, nsp, out_pad, target);
+  if (!st)
+    st = transpose_channels(ctx, x, w, s);
   for (int i = 0; !st && i < nsp; i++) {
     s->win.in[i] = x->dims[2 + i];
     s->win.out[i] = NR_DIM_UNKNOWN;
@@ -255,8 +271,10 @@ static nr_status transpose_infer(nr_op_ctx *ctx) {
   nr_conv_shape s;
   int rank;
   int64_t dims[NR_MAX_RANK];
-  if (!st) st = transpose_resolve(ctx, x, w, &s, &rank, dims);
-  if (!st && rank >= 0) st = check_per_channel(ctx, b, "B", s.out_c, false);
+  if (!st)
+    st = transpose_resolve(ctx, x, w, &s, &rank, dims);
+  if (!st && rank >= 0)
+    st = check_per_channel(ctx, b, "B", s.out_c, false);
   if (st)
     return st;
   return nr_op_set_output(ctx, 0, x->dtype, rank, dims);
@@ -306,7 +324,8 @@ static nr_status qconv_infer_common(nr_op_ctx *ctx, const qconv_io *io, nr_dtype
   const nr_value *x = nr_op_in(ctx, io->x), *w = nr_op_in(ctx, io->w);
   const nr_value *xzp = nr_op_in(ctx, io->x_zp), *wzp = nr_op_in(ctx, io->w_zp);
   nr_status st = check_dtype(ctx, x, "x", is_q8, "uint8 or int8");
-  if (!st) st = check_dtype(ctx, w, "w", is_q8, "uint8 or int8");
+  if (!st)
+    st = check_dtype(ctx, w, "w", is_q8, "uint8 or int8");
   if (!st && xzp && xzp->dtype && x->dtype && xzp->dtype != x->dtype)
     st = nr_op_fail(ctx, NR_ERR_SHAPE, "x_zero_point's dtype differs from x's");
   if (!st && wzp && wzp->dtype && w->dtype && wzp->dtype != w->dtype)
@@ -314,9 +333,12 @@ static nr_status qconv_infer_common(nr_op_ctx *ctx, const qconv_io *io, nr_dtype
   nr_conv_shape s;
   int rank;
   int64_t dims[NR_MAX_RANK];
-  if (!st) st = conv_resolve(ctx, x, w, &s, &rank, dims);
-  if (!st) st = check_per_channel(ctx, xzp, "x_zero_point", 1, true);
-  if (!st && rank >= 0) st = check_per_channel(ctx, wzp, "w_zero_point", s.out_c, true);
+  if (!st)
+    st = conv_resolve(ctx, x, w, &s, &rank, dims);
+  if (!st)
+    st = check_per_channel(ctx, xzp, "x_zero_point", 1, true);
+  if (!st && rank >= 0)
+    st = check_per_channel(ctx, wzp, "w_zero_point", s.out_c, true);
   if (!st && io->bias >= 0 && rank >= 0)
     st = check_per_channel(ctx, nr_op_in(ctx, io->bias), "B", s.out_c, false);
   if (st)
@@ -374,21 +396,25 @@ static nr_status qlinear_conv_infer(nr_op_ctx *ctx) {
   const nr_value *yzp = nr_op_in(ctx, QC_Y_ZP), *b = nr_op_in(ctx, 8);
   nr_dtype out = yzp && yzp->dtype ? yzp->dtype : nr_op_in(ctx, 0)->dtype;
   if (out && !is_q8(out))
-    return nr_op_fail(ctx, NR_ERR_SHAPE, "y_zero_point has dtype %s, expected uint8 or int8",
+    return nr_op_fail(ctx, NR_ERR_SHAPE,
+                      "y_zero_point has dtype %s, expected uint8 or int8",
                       nr_dtype_name(out));
   if (b && b->dtype && b->dtype != NR_DTYPE_INT32)
     return nr_op_fail(ctx, NR_ERR_SHAPE, "B has dtype %s, expected int32",
                       nr_dtype_name(b->dtype));
   const nr_value *ws = nr_op_in(ctx, QC_W_SCALE), *w = nr_op_in(ctx, 3);
   st = check_per_channel(ctx, ws, "w_scale", w->rank > 0 ? w->dims[0] : -1, true);
-  if (!st) st = check_per_channel(ctx, nr_op_in(ctx, QC_X_SCALE), "x_scale", 1, true);
-  if (!st) st = check_per_channel(ctx, nr_op_in(ctx, QC_Y_SCALE), "y_scale", 1, true);
+  if (!st)
+    st = check_per_channel(ctx, nr_op_in(ctx, QC_X_SCALE), "x_scale", 1, true);
+  if (!st)
+    st = check_per_channel(ctx, nr_op_in(ctx, QC_Y_SCALE), "y_scale", 1, true);
   return st ? st : qconv_infer_common(ctx, &qlinear_conv_io, out);
 }
 
 /* Rounds half to even and saturates to y's 8-bit range. */
 static void store_q8(nr_value *y, int64_t i, double v) {
-  double lo = y->dtype == NR_DTYPE_INT8 ? -128 : 0, hi = y->dtype == NR_DTYPE_INT8 ? 127 : 255;
+  double lo = y->dtype == NR_DTYPE_INT8 ? -128 : 0,
+         hi = y->dtype == NR_DTYPE_INT8 ? 127 : 255;
   v = nearbyint(v);
   v = v < lo ? lo : v > hi ? hi : v;
   nr_store_i64(y->dtype, y->data, i, (int64_t)v);
@@ -408,7 +434,8 @@ static nr_status qlinear_conv_run(nr_op_ctx *ctx) {
   double y_zp = (double)zero_point(nr_op_in(ctx, QC_Y_ZP), 0);
   for (int64_t i = 0, n = nr_value_count(y); i < n; i++) {
     int64_t m = (i / size) % m_count;
-    float w_scale = (float)nr_load_f64(ws->dtype, ws->data, nr_value_count(ws) == 1 ? 0 : m);
+    float w_scale =
+        (float)nr_load_f64(ws->dtype, ws->data, nr_value_count(ws) == 1 ? 0 : m);
     double multiplier = (double)(x_scale * w_scale / y_scale);
     double v = acc[i] + (b ? (double)((const int32_t *)b->data)[m] : 0);
     store_q8(y, i, v * multiplier + y_zp);

@@ -28,14 +28,6 @@ static nr_status scatter_nd_run(nr_op_ctx *ctx);
 static nr_status onehot_infer(nr_op_ctx *ctx);
 static nr_status onehot_run(nr_op_ctx *ctx);
 
-/* From ops_select.c. */
-nr_status nr_sx_nonzero_infer(nr_op_ctx *ctx);
-nr_status nr_sx_nonzero_run(nr_op_ctx *ctx);
-nr_status nr_sx_compress_infer(nr_op_ctx *ctx);
-nr_status nr_sx_compress_run(nr_op_ctx *ctx);
-nr_status nr_sx_unique_infer(nr_op_ctx *ctx);
-nr_status nr_sx_unique_run(nr_op_ctx *ctx);
-
 const nr_op_def nr_ref_ops_index[] = {
     {"", "Slice", 1, slice_infer, slice_run, 0},
     {"", "Gather", 1, gather_infer, gather_run, 0},
@@ -46,7 +38,8 @@ const nr_op_def nr_ref_ops_index[] = {
     {"", "ScatterND", 11, scatter_nd_infer, scatter_nd_run, 0},
     {"", "OneHot", 9, onehot_infer, onehot_run, 0},
     {"", "NonZero", 9, nr_sx_nonzero_infer, nr_sx_nonzero_run, NR_OP_ALLOCATES_OUTPUTS},
-    {"", "Compress", 9, nr_sx_compress_infer, nr_sx_compress_run, NR_OP_ALLOCATES_OUTPUTS},
+    {"", "Compress", 9, nr_sx_compress_infer, nr_sx_compress_run,
+     NR_OP_ALLOCATES_OUTPUTS},
     {"", "Unique", 11, nr_sx_unique_infer, nr_sx_unique_run, NR_OP_ALLOCATES_OUTPUTS},
     {0},
 };
@@ -76,9 +69,10 @@ static nr_status index_at(nr_op_ctx *ctx, const nr_value *ind, int64_t k, int64_
   int64_t i = nr_value_get_i64(ind, k);
   int64_t w = i < 0 ? i + dim : i;
   if (w < 0 || w >= dim)
-    return nr_op_fail(ctx, NR_ERR_RUNTIME, "index %lld at position %lld is out of range "
-                      "for a dimension of %lld", (long long)i, (long long)k,
-                      (long long)dim);
+    return nr_op_fail(ctx, NR_ERR_RUNTIME,
+                      "index %lld at position %lld is out of range "
+                      "for a dimension of %lld",
+                      (long long)i, (long long)k, (long long)dim);
   *out = w;
   return NR_OK;
 }
@@ -141,7 +135,8 @@ static nr_status slice_read(nr_op_ctx *ctx, int rank, slice_args *a) {
                         (long long)a->axes[i], rank);
     a->axes[i] += a->axes[i] < 0 ? rank : 0;
     if (a->steps[i] == 0)
-      return nr_op_fail(ctx, NR_ERR_SHAPE, "step is 0 for axis %lld", (long long)a->axes[i]);
+      return nr_op_fail(ctx, NR_ERR_SHAPE, "step is 0 for axis %lld",
+                        (long long)a->axes[i]);
     for (int j = 0; j < i; j++)
       if (a->axes[j] == a->axes[i])
         return nr_op_fail(ctx, NR_ERR_SHAPE, "axis %lld is sliced twice",
@@ -459,15 +454,17 @@ static double reduce_float(reduce_kind r, double a, double b) {
 }
 
 /* out[oi] = reduce(out[oi], upd[ui]) for elements of dtype t. */
-static void reduce_into(nr_dtype t, reduce_kind r, void *out, int64_t oi,
-                        const void *upd, int64_t ui) {
+static void reduce_into(nr_dtype t, reduce_kind r, void *out, int64_t oi, const void *upd,
+                        int64_t ui) {
   size_t es = nr_dtype_size(t);
   if (r == RED_NONE)
     memcpy((char *)out + (size_t)oi * es, (const char *)upd + (size_t)ui * es, es);
   else if (nr_dtype_is_float(t))
-    nr_store_f64(t, out, oi, reduce_float(r, nr_load_f64(t, out, oi), nr_load_f64(t, upd, ui)));
+    nr_store_f64(t, out, oi,
+                 reduce_float(r, nr_load_f64(t, out, oi), nr_load_f64(t, upd, ui)));
   else
-    nr_store_i64(t, out, oi, reduce_int(t, r, nr_load_i64(t, out, oi), nr_load_i64(t, upd, ui)));
+    nr_store_i64(t, out, oi,
+                 reduce_int(t, r, nr_load_i64(t, out, oi), nr_load_i64(t, upd, ui)));
 }
 
 /* ---- Scatter, ScatterElements ------------------------------------------------------ */
@@ -538,8 +535,10 @@ static nr_status scatter_nd_check(nr_op_ctx *ctx, const nr_value *x, const nr_va
     ok = e < 0 || upd->dims[d] < 0 || e == upd->dims[d];
   }
   if (!ok)
-    return nr_op_fail(ctx, NR_ERR_SHAPE, "updates' shape must be indices.shape[:-1] + "
-                      "data.shape[%lld:]", (long long)k);
+    return nr_op_fail(ctx, NR_ERR_SHAPE,
+                      "updates' shape must be indices.shape[:-1] + "
+                      "data.shape[%lld:]",
+                      (long long)k);
   return NR_OK;
 }
 
@@ -573,7 +572,8 @@ static nr_status scatter_nd_run(nr_op_ctx *ctx) {
     return st;
   memcpy(y->data, x->data, nr_value_nbytes(x));
   int64_t k = ind->dims[ind->rank - 1], xs[NR_MAX_RANK];
-  int64_t n = product(ind->dims, 0, ind->rank - 1), inner = product(x->dims, (int)k, x->rank);
+  int64_t n = product(ind->dims, 0, ind->rank - 1),
+          inner = product(x->dims, (int)k, x->rank);
   nr_strides(x->rank, x->dims, xs);
   for (int64_t t = 0; t < n; t++) {
     int64_t off = 0;
@@ -615,7 +615,8 @@ static nr_status onehot_infer(nr_op_ctx *ctx) {
     return set_unknown(ctx, 0, val->dtype, -1);
   int r = ind->rank + 1, axis;
   if (r > NR_MAX_RANK)
-    return nr_op_fail(ctx, NR_ERR_UNSUPPORTED, "output rank %d exceeds %d", r, NR_MAX_RANK);
+    return nr_op_fail(ctx, NR_ERR_UNSUPPORTED, "output rank %d exceeds %d", r,
+                      NR_MAX_RANK);
   if ((st = nr_op_axis(ctx, nr_attr_int(ctx->node, "axis", -1), r, &axis)))
     return st;
   if (nr_op_in_known(ctx, 1) && (st = onehot_depth(ctx, &depth)))

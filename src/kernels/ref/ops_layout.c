@@ -183,7 +183,8 @@ static nr_status pad_amounts(nr_op_ctx *ctx, int rank, int64_t *begin, int64_t *
     size_t n;
     const int64_t *p = nr_attr_ints(ctx->node, "pads", &n);
     if (!p || n > 2 * NR_MAX_RANK)
-      return nr_op_fail(ctx, NR_ERR_INVALID_MODEL, "attribute 'pads' is missing or too long");
+      return nr_op_fail(ctx, NR_ERR_INVALID_MODEL,
+                        "attribute 'pads' is missing or too long");
     memcpy(pads, p, n * sizeof *p);
     np = (int)n;
   } else if (!nr_op_in_known(ctx, 1) || (nr_op_in(ctx, 3) && !nr_op_in_known(ctx, 3))) {
@@ -283,8 +284,10 @@ static nr_status pad_maps(nr_op_ctx *ctx, pad_mode mode, const int64_t *begin,
     int64_t dim = x->dims[d], b = begin[d], e = end[d];
     int64_t kept = dim - (b < 0 ? -b : 0) - (e < 0 ? -e : 0);
     if (mode != PAD_CONSTANT && kept <= 0 && (b > 0 || e > 0))
-      return nr_op_fail(ctx, NR_ERR_SHAPE, "cannot pad axis %d in this mode: no "
-                        "elements left to copy", d);
+      return nr_op_fail(ctx, NR_ERR_SHAPE,
+                        "cannot pad axis %d in this mode: no "
+                        "elements left to copy",
+                        d);
     map[d] = malloc(sizeof(int64_t) * (size_t)(y->dims[d] ? y->dims[d] : 1));
     if (!map[d])
       return nr_op_fail(ctx, NR_ERR_NOMEM, "out of memory");
@@ -309,7 +312,8 @@ static void pad_walk(const nr_value *x, nr_value *y, int64_t *const *map,
       filled = s < 0;
       off += s * xs[d];
     }
-    memcpy(dst, filled ? (const void *)fill : (const char *)x->data + (size_t)off * es, es);
+    memcpy(dst, filled ? (const void *)fill : (const char *)x->data + (size_t)off * es,
+           es);
     for (int d = x->rank - 1; d >= 0 && ++idx[d] == y->dims[d]; d--)
       idx[d] = 0;
   }
@@ -367,7 +371,8 @@ nr_status nr_sx_d2s_infer(nr_op_ctx *ctx) {
   if (st || x->rank < 0)
     return st ? st : unknown_like(ctx, x->dtype, 4);
   if (x->dims[1] >= 0 && x->dims[1] % (bs * bs))
-    return nr_op_fail(ctx, NR_ERR_SHAPE, "channels %lld not divisible by blocksize^2 %lld",
+    return nr_op_fail(ctx, NR_ERR_SHAPE,
+                      "channels %lld not divisible by blocksize^2 %lld",
                       (long long)x->dims[1], (long long)(bs * bs));
   dims[0] = x->dims[0];
   dims[1] = x->dims[1] < 0 ? NR_DIM_UNKNOWN : x->dims[1] / (bs * bs);
@@ -388,8 +393,9 @@ nr_status nr_sx_d2s_run(nr_op_ctx *ctx) {
   int64_t n = x->dims[0], c = x->dims[1] / (bs * bs), h = x->dims[2], w = x->dims[3];
   int64_t hw = h * w;
   nr_sx_view v = {.rank = 6, .dims = {n, c, h, bs, w, bs}, .offset = 0};
-  int64_t strides[6] = {x->dims[1] * hw, crd ? bs * bs * hw : hw, w,
-                        crd ? bs * hw : bs * c * hw, 1, crd ? hw : c * hw};
+  int64_t strides[6] = {
+      x->dims[1] * hw,  crd ? bs * bs * hw : hw, w, crd ? bs * hw : bs * c * hw, 1,
+      crd ? hw : c * hw};
   memcpy(v.strides, strides, sizeof strides);
   nr_sx_view_copy(nr_op_out(ctx, 0)->data, x->data, nr_dtype_size(x->dtype), &v);
   return NR_OK;
@@ -406,8 +412,9 @@ nr_status nr_sx_s2d_infer(nr_op_ctx *ctx) {
     return st ? st : unknown_like(ctx, x->dtype, 4);
   for (int d = 2; d < 4; d++)
     if (x->dims[d] >= 0 && x->dims[d] % bs)
-      return nr_op_fail(ctx, NR_ERR_SHAPE, "dim %d (%lld) not divisible by blocksize %lld",
-                        d, (long long)x->dims[d], (long long)bs);
+      return nr_op_fail(ctx, NR_ERR_SHAPE,
+                        "dim %d (%lld) not divisible by blocksize %lld", d,
+                        (long long)x->dims[d], (long long)bs);
   dims[0] = x->dims[0];
   dims[1] = x->dims[1] < 0 ? NR_DIM_UNKNOWN : x->dims[1] * bs * bs;
   dims[2] = x->dims[2] < 0 ? NR_DIM_UNKNOWN : x->dims[2] / bs;
@@ -474,8 +481,10 @@ static nr_status revseq_axes(nr_op_ctx *ctx, int *batch, int *time) {
   int64_t b = nr_attr_int(ctx->node, "batch_axis", 1);
   int64_t t = nr_attr_int(ctx->node, "time_axis", 0);
   if ((b != 0 && b != 1) || (t != 0 && t != 1) || b == t)
-    return nr_op_fail(ctx, NR_ERR_INVALID_MODEL, "batch_axis %lld and time_axis %lld must "
-                      "be 0 and 1 in some order", (long long)b, (long long)t);
+    return nr_op_fail(ctx, NR_ERR_INVALID_MODEL,
+                      "batch_axis %lld and time_axis %lld must "
+                      "be 0 and 1 in some order",
+                      (long long)b, (long long)t);
   *batch = (int)b;
   *time = (int)t;
   return NR_OK;
@@ -493,9 +502,8 @@ nr_status nr_sx_revseq_infer(nr_op_ctx *ctx) {
     return nr_op_fail(ctx, NR_ERR_SHAPE, "input must have rank >= 2, has %d", x->rank);
   if (l->dtype && !nr_sx_is_index(l->dtype))
     return nr_op_fail(ctx, NR_ERR_SHAPE, "sequence_lens must be int64");
-  if (l->rank > 1 ||
-      (l->rank == 1 && x->rank >= 0 && l->dims[0] >= 0 && x->dims[batch] >= 0 &&
-       l->dims[0] != x->dims[batch]))
+  if (l->rank > 1 || (l->rank == 1 && x->rank >= 0 && l->dims[0] >= 0 &&
+                      x->dims[batch] >= 0 && l->dims[0] != x->dims[batch]))
     return nr_op_fail(ctx, NR_ERR_SHAPE, "sequence_lens must be 1-D of the batch size");
   return nr_op_same_as_input(ctx, 0, 0);
 }
@@ -517,8 +525,10 @@ nr_status nr_sx_revseq_run(nr_op_ctx *ctx) {
   for (int64_t b = 0; b < x->dims[batch]; b++) {
     int64_t len = nr_value_get_i64(l, b);
     if (len < 0 || len > steps)
-      return nr_op_fail(ctx, NR_ERR_RUNTIME, "sequence_lens[%lld] = %lld is outside "
-                        "[0, %lld]", (long long)b, (long long)len, (long long)steps);
+      return nr_op_fail(ctx, NR_ERR_RUNTIME,
+                        "sequence_lens[%lld] = %lld is outside "
+                        "[0, %lld]",
+                        (long long)b, (long long)len, (long long)steps);
     for (int64_t t = 0; t < len; t++) {
       size_t to = (size_t)(b * xs[batch] + t * xs[time]) * es;
       size_t from = (size_t)(b * xs[batch] + (len - 1 - t) * xs[time]) * es;

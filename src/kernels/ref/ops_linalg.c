@@ -15,7 +15,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-
 static bool is_gemm_type(nr_dtype t) {
   return nr_dtype_is_float(t) || t == NR_DTYPE_INT32 || t == NR_DTYPE_INT64 ||
          t == NR_DTYPE_UINT32 || t == NR_DTYPE_UINT64;
@@ -24,8 +23,8 @@ static bool is_gemm_type(nr_dtype t) {
 static nr_status check_type(nr_op_ctx *ctx, const nr_value *v, const char *name,
                             bool (*ok)(nr_dtype)) {
   if (v && v->dtype && !ok(v->dtype))
-    return nr_op_fail(ctx, NR_ERR_SHAPE, "%s has unsupported dtype %s", name,
-                      nr_dtype_name(v->dtype));
+    return nr_op_fail(ctx, nr_dtype_size(v->dtype) ? NR_ERR_SHAPE : NR_ERR_UNSUPPORTED,
+                      "%s has unsupported dtype %s", name, nr_dtype_name(v->dtype));
   return NR_OK;
 }
 
@@ -37,19 +36,33 @@ static nr_status same_type(nr_op_ctx *ctx, const nr_value *a, const nr_value *b,
   return NR_OK;
 }
 
-/* Copies v's elements into a new int64 array, minus zero point zp (NULL: 0) read at
- * index (i / zp_div) % zp_count (a scalar, or per row / per column). */
-static int64_t *widen_i64(const nr_value *v, const nr_value *zp, int64_t zp_div) {
+/* Where an element's zero point lives: `group` consecutive elements share one,
+ * per_matrix of them serve one matrix of `matrix` elements. A's per-row zero points
+ * are {k, m, m*k}, B's per-column ones {1, n, k*n}; a 1-D or scalar zero point simply
+ * wraps around (index modulo its count). */
+typedef struct zp_layout {
+  int64_t group, per_matrix, matrix;
+} zp_layout;
+
+/* Copies v's elements into a new int64 array, minus zero point zp (NULL: 0). For
+ * element i the zero point index is (i / matrix) * per_matrix + (i / group) %
+ * per_matrix, taken modulo the zero point count. */
+static int64_t *widen_i64(const nr_value *v, const nr_value *zp, zp_layout l) {
   int64_t n = nr_value_count(v), zn = zp ? nr_value_count(zp) : 1;
   int64_t *d = malloc(sizeof(int64_t) * (size_t)(n > 0 ? n : 1));
   for (int64_t i = 0; d && i < n; i++) {
-    int64_t z = zp ? nr_load_i64(zp->dtype, zp->data, zn == 1 ? 0 : (i / zp_div) % zn) : 0;
+    int64_t zi = (i / l.matrix) * l.per_matrix + (i / l.group) % l.per_matrix;
+    int64_t z = zp ? nr_load_i64(zp->dtype, zp->data, zn == 1 ? 0 : zi % zn) : 0;
     d[i] = nr_load_i64(v->dtype, v->data, i) - z;
   }
   return d;
 }
 
-static bool known_dim(int64_t d) { return d >= 0; }
+static const zp_layout no_zp = {1, 1, 1};
+
+static bool known_dim(int64_t d) {
+  return d >= 0;
+}
 
 /* ---- Gemm ----------------------------------------------------------------------- */
 
@@ -57,16 +70,17 @@ static nr_status gemm_dims(nr_op_ctx *ctx, int64_t *m, int64_t *k, int64_t *n) {
   const nr_value *a = nr_op_in(ctx, 0), *b = nr_op_in(ctx, 1);
   bool ta = nr_attr_int(ctx->node, "transA", 0), tb = nr_attr_int(ctx->node, "transB", 0);
   if ((a->rank >= 0 && a->rank != 2) || (b->rank >= 0 && b->rank != 2))
-    return nr_op_fail(ctx, NR_ERR_SHAPE, "A and B must be 2-D (ranks %d and %d)",
-                      a->rank, b->rank);
+    return nr_op_fail(ctx, NR_ERR_SHAPE, "A and B must be 2-D (ranks %d and %d)", a->rank,
+                      b->rank);
   *m = a->rank < 0 ? NR_DIM_UNKNOWN : a->dims[ta ? 1 : 0];
   *k = a->rank < 0 ? NR_DIM_UNKNOWN : a->dims[ta ? 0 : 1];
   int64_t kb = b->rank < 0 ? NR_DIM_UNKNOWN : b->dims[tb ? 1 : 0];
   *n = b->rank < 0 ? NR_DIM_UNKNOWN : b->dims[tb ? 0 : 1];
   if (known_dim(*k) && known_dim(kb) && *k != kb)
-    return nr_op_fail(ctx, NR_ERR_SHAPE, "inner dims differ: op(A) is %lldx%lld, op(B) is "
-                      "%lldx%lld", (long long)*m, (long long)*k, (long long)kb,
-                      (long long)*n);
+    return nr_op_fail(ctx, NR_ERR_SHAPE,
+                      "inner dims differ: op(A) is %lldx%lld, op(B) is "
+                      "%lldx%lld",
+                      (long long)*m, (long long)*k, (long long)kb, (long long)*n);
   if (!known_dim(*k))
     *k = kb;
   return NR_OK;
@@ -94,11 +108,16 @@ static nr_status gemm_infer(nr_op_ctx *ctx) {
   nr_status st = nr_op_check_arity(ctx, 2, 3);
   const nr_value *a = nr_op_in(ctx, 0);
   int64_t m, k, n;
-  if (!st) st = check_type(ctx, a, "A", is_gemm_type);
-  if (!st) st = same_type(ctx, a, nr_op_in(ctx, 1), "A", "B");
-  if (!st) st = same_type(ctx, a, nr_op_in(ctx, 2), "A", "C");
-  if (!st) st = gemm_dims(ctx, &m, &k, &n);
-  if (!st) st = gemm_check_c(ctx, nr_op_in(ctx, 2), m, n);
+  if (!st)
+    st = check_type(ctx, a, "A", is_gemm_type);
+  if (!st)
+    st = same_type(ctx, a, nr_op_in(ctx, 1), "A", "B");
+  if (!st)
+    st = same_type(ctx, a, nr_op_in(ctx, 2), "A", "C");
+  if (!st)
+    st = gemm_dims(ctx, &m, &k, &n);
+  if (!st)
+    st = gemm_check_c(ctx, nr_op_in(ctx, 2), m, n);
   return st ? st : nr_op_set_output(ctx, 0, a->dtype, 2, (int64_t[]){m, n});
 }
 
@@ -113,8 +132,9 @@ static nr_status gemm_run_int(nr_op_ctx *ctx, int64_t m, int64_t k, int64_t n) {
   const nr_value *a = nr_op_in(ctx, 0), *b = nr_op_in(ctx, 1), *c = nr_op_in(ctx, 2);
   nr_value *y = nr_op_out(ctx, 0);
   bool ta = nr_attr_int(ctx->node, "transA", 0), tb = nr_attr_int(ctx->node, "transB", 0);
-  double alpha = nr_attr_float(ctx->node, "alpha", 1), beta = nr_attr_float(ctx->node, "beta", 1);
-  int64_t *ad = widen_i64(a, NULL, 1), *bd = widen_i64(b, NULL, 1);
+  double alpha = nr_attr_float(ctx->node, "alpha", 1),
+         beta = nr_attr_float(ctx->node, "beta", 1);
+  int64_t *ad = widen_i64(a, NULL, no_zp), *bd = widen_i64(b, NULL, no_zp);
   int64_t *acc = calloc((size_t)(m * n + 1), sizeof(int64_t));
   if (!ad || !bd || !acc) {
     free(ad), free(bd), free(acc);
@@ -140,7 +160,8 @@ static nr_status gemm_run_float(nr_op_ctx *ctx, int64_t m, int64_t k, int64_t n)
   const nr_value *a = nr_op_in(ctx, 0), *b = nr_op_in(ctx, 1), *c = nr_op_in(ctx, 2);
   nr_value *y = nr_op_out(ctx, 0);
   bool ta = nr_attr_int(ctx->node, "transA", 0), tb = nr_attr_int(ctx->node, "transB", 0);
-  float alpha = nr_attr_float(ctx->node, "alpha", 1), beta = nr_attr_float(ctx->node, "beta", 1);
+  float alpha = nr_attr_float(ctx->node, "alpha", 1),
+        beta = nr_attr_float(ctx->node, "beta", 1);
   nr_dtype work = y->dtype == NR_DTYPE_DOUBLE ? NR_DTYPE_DOUBLE : NR_DTYPE_FLOAT;
   bool oa, ob, oy;
   void *ad = nr_ref_stage(a, work, &oa), *bd = nr_ref_stage(b, work, &ob);
@@ -151,17 +172,19 @@ static nr_status gemm_run_float(nr_op_ctx *ctx, int64_t m, int64_t k, int64_t n)
       for (int64_t j = 0; j < n; j++)
         nr_store_f64(work, yd, i * n + j,
                      beta * nr_load_f64(c->dtype, c->data, c_index(c, i, j)));
-    st = work == NR_DTYPE_FLOAT
-             ? nr_ref_sgemm(ta, tb, m, n, k, alpha, ad, ta ? m : k, bd, tb ? k : n,
-                            c ? 1 : 0, yd, n)
-             : nr_ref_dgemm(ta, tb, m, n, k, alpha, ad, ta ? m : k, bd, tb ? k : n,
-                            c ? 1 : 0, yd, n);
+    st = work == NR_DTYPE_FLOAT ? nr_ref_sgemm(ta, tb, m, n, k, alpha, ad, ta ? m : k, bd,
+                                               tb ? k : n, c ? 1 : 0, yd, n)
+                                : nr_ref_dgemm(ta, tb, m, n, k, alpha, ad, ta ? m : k, bd,
+                                               tb ? k : n, c ? 1 : 0, yd, n);
   }
   if (!st)
     nr_ref_unstage(y, yd, work, m * n);
-  if (oa) free(ad);
-  if (ob) free(bd);
-  if (oy) free(yd);
+  if (oa)
+    free(ad);
+  if (ob)
+    free(bd);
+  if (oy)
+    free(yd);
   return st ? nr_op_fail(ctx, st, "out of memory for the product") : NR_OK;
 }
 
@@ -276,16 +299,20 @@ static nr_status matmul_infer(nr_op_ctx *ctx) {
   nr_status st = nr_op_check_arity(ctx, 2, 2);
   const nr_value *a = nr_op_in(ctx, 0), *b = nr_op_in(ctx, 1);
   mm_shape s;
-  if (!st) st = check_type(ctx, a, "A", is_gemm_type);
-  if (!st) st = same_type(ctx, a, b, "A", "B");
-  if (!st) st = mm_resolve(ctx, a, b, &s);
+  if (!st)
+    st = check_type(ctx, a, "A", is_gemm_type);
+  if (!st)
+    st = same_type(ctx, a, b, "A", "B");
+  if (!st)
+    st = mm_resolve(ctx, a, b, &s);
   return st ? st : nr_op_set_output(ctx, 0, a->dtype, s.y_rank, s.y_dims);
 }
 
 static nr_status matmul_run_int(nr_op_ctx *ctx, const mm_shape *s) {
   nr_value *y = nr_op_out(ctx, 0);
   int64_t count = nr_value_count(y);
-  mm_data d = {widen_i64(nr_op_in(ctx, 0), NULL, 1), widen_i64(nr_op_in(ctx, 1), NULL, 1),
+  mm_data d = {widen_i64(nr_op_in(ctx, 0), NULL, no_zp),
+               widen_i64(nr_op_in(ctx, 1), NULL, no_zp),
                calloc((size_t)(count + 1), sizeof(int64_t)), NR_DTYPE_INT64};
   nr_status st = d.a && d.b && d.y ? mm_for_each(s, mm_pair, &d) : NR_ERR_NOMEM;
   for (int64_t i = 0; !st && i < count; i++)
@@ -310,24 +337,30 @@ static nr_status matmul_run(nr_op_ctx *ctx) {
   st = d.a && d.b && d.y ? mm_for_each(&s, mm_pair, &d) : NR_ERR_NOMEM;
   if (!st)
     nr_ref_unstage(y, d.y, work, nr_value_count(y));
-  if (oa) free((void *)d.a);
-  if (ob) free((void *)d.b);
-  if (oy) free(d.y);
+  if (oa)
+    free((void *)d.a);
+  if (ob)
+    free((void *)d.b);
+  if (oy)
+    free(d.y);
   return st ? nr_op_fail(ctx, st, "out of memory for the product") : NR_OK;
 }
 
 /* ---- MatMulInteger and QLinearMatMul -------------------------------------------- */
 
-static bool is_q8(nr_dtype t) { return t == NR_DTYPE_UINT8 || t == NR_DTYPE_INT8; }
+static bool is_q8(nr_dtype t) {
+  return t == NR_DTYPE_UINT8 || t == NR_DTYPE_INT8;
+}
 
-/* A zero point or scale is a scalar, or 1-D with one value per row of A (per_row) or
- * per column of B. */
+/* A zero point or scale is a scalar, or holds one value per row of A / column of B
+ * (len), or (N-D zero points) len values for each matrix of the batch. */
 static nr_status check_quant_param(nr_op_ctx *ctx, const nr_value *v, const char *name,
-                                   int64_t len) {
+                                   int64_t len, bool nd_ok) {
   if (!v || v->rank < 0)
     return NR_OK;
   int64_t n = nr_value_count(v);
-  if (n == 1 || (v->rank == 1 && (!known_dim(len) || !known_dim(n) || n == len)))
+  if (n == 1 || !known_dim(len) || !known_dim(n) || (v->rank == 1 && n == len) ||
+      (nd_ok && v->rank > 1 && n % len == 0))
     return NR_OK;
   return nr_op_fail(ctx, NR_ERR_SHAPE, "%s must be a scalar or hold %lld values", name,
                     (long long)len);
@@ -338,8 +371,10 @@ static nr_status quant_product(nr_op_ctx *ctx, int ia, int iazp, int ib, int ibz
                                const mm_shape *s, int64_t **out) {
   nr_value *y = nr_op_out(ctx, 0);
   const nr_value *a = nr_op_in(ctx, ia), *b = nr_op_in(ctx, ib);
-  /* a's zero point runs along rows (index / k), b's along columns (index % n). */
-  mm_data d = {widen_i64(a, nr_op_in(ctx, iazp), s->k), widen_i64(b, nr_op_in(ctx, ibzp), 1),
+  /* a's zero points run along rows, b's along columns; N-D ones per matrix too. */
+  zp_layout la = {s->k, s->m, s->m * s->k}, lb = {1, s->n, s->k * s->n};
+  mm_data d = {widen_i64(a, nr_op_in(ctx, iazp), la),
+               widen_i64(b, nr_op_in(ctx, ibzp), lb),
                calloc((size_t)(nr_value_count(y) + 1), sizeof(int64_t)), NR_DTYPE_INT64};
   nr_status st = d.a && d.b && d.y ? mm_for_each(s, mm_pair, &d) : NR_ERR_NOMEM;
   free((void *)d.a), free((void *)d.b);
@@ -355,19 +390,26 @@ static nr_status quant_infer(nr_op_ctx *ctx, int ia, int iazp, int ib, int ibzp,
                              mm_shape *s) {
   const nr_value *a = nr_op_in(ctx, ia), *b = nr_op_in(ctx, ib);
   nr_status st = check_type(ctx, a, "A", is_q8);
-  if (!st) st = check_type(ctx, b, "B", is_q8);
-  if (!st) st = same_type(ctx, a, nr_op_in(ctx, iazp), "A", "its zero point");
-  if (!st) st = same_type(ctx, b, nr_op_in(ctx, ibzp), "B", "its zero point");
-  if (!st) st = mm_resolve(ctx, a, b, s);
-  if (!st && s->y_rank >= 0) st = check_quant_param(ctx, nr_op_in(ctx, iazp), "a_zero_point", s->m);
-  if (!st && s->y_rank >= 0) st = check_quant_param(ctx, nr_op_in(ctx, ibzp), "b_zero_point", s->n);
+  if (!st)
+    st = check_type(ctx, b, "B", is_q8);
+  if (!st)
+    st = same_type(ctx, a, nr_op_in(ctx, iazp), "A", "its zero point");
+  if (!st)
+    st = same_type(ctx, b, nr_op_in(ctx, ibzp), "B", "its zero point");
+  if (!st)
+    st = mm_resolve(ctx, a, b, s);
+  if (!st && s->y_rank >= 0)
+    st = check_quant_param(ctx, nr_op_in(ctx, iazp), "a_zero_point", s->m, true);
+  if (!st && s->y_rank >= 0)
+    st = check_quant_param(ctx, nr_op_in(ctx, ibzp), "b_zero_point", s->n, true);
   return st;
 }
 
 static nr_status matmul_integer_infer(nr_op_ctx *ctx) {
   nr_status st = nr_op_check_arity(ctx, 2, 4);
   mm_shape s;
-  if (!st) st = quant_infer(ctx, 0, 2, 1, 3, &s);
+  if (!st)
+    st = quant_infer(ctx, 0, 2, 1, 3, &s);
   return st ? st : nr_op_set_output(ctx, 0, NR_DTYPE_INT32, s.y_rank, s.y_dims);
 }
 
@@ -375,7 +417,8 @@ static nr_status matmul_integer_run(nr_op_ctx *ctx) {
   mm_shape s;
   int64_t *acc;
   nr_status st = mm_resolve(ctx, nr_op_in(ctx, 0), nr_op_in(ctx, 1), &s);
-  if (!st) st = quant_product(ctx, 0, 2, 1, 3, &s, &acc);
+  if (!st)
+    st = quant_product(ctx, 0, 2, 1, 3, &s, &acc);
   if (st)
     return st;
   nr_value *y = nr_op_out(ctx, 0);
@@ -390,15 +433,20 @@ enum { QM_A = 0, QM_A_SCALE, QM_A_ZP, QM_B, QM_B_SCALE, QM_B_ZP, QM_Y_SCALE, QM_
 static nr_status qlinear_matmul_infer(nr_op_ctx *ctx) {
   nr_status st = nr_op_check_arity(ctx, 8, 8);
   mm_shape s;
-  if (!st) st = quant_infer(ctx, QM_A, QM_A_ZP, QM_B, QM_B_ZP, &s);
+  if (!st)
+    st = quant_infer(ctx, QM_A, QM_A_ZP, QM_B, QM_B_ZP, &s);
   if (!st && s.y_rank >= 0)
-    st = check_quant_param(ctx, nr_op_in(ctx, QM_A_SCALE), "a_scale", s.m);
+    st = check_quant_param(ctx, nr_op_in(ctx, QM_A_SCALE), "a_scale", s.m, false);
   if (!st && s.y_rank >= 0)
-    st = check_quant_param(ctx, nr_op_in(ctx, QM_B_SCALE), "b_scale", s.n);
-  if (!st) st = check_quant_param(ctx, nr_op_in(ctx, QM_Y_SCALE), "y_scale", 1);
-  if (!st) st = check_type(ctx, nr_op_in(ctx, QM_Y_ZP), "y_zero_point", is_q8);
-  if (!st) st = check_type(ctx, nr_op_in(ctx, QM_A_SCALE), "a_scale", nr_dtype_is_float);
-  return st ? st : nr_op_set_output(ctx, 0, nr_op_in(ctx, QM_Y_ZP)->dtype, s.y_rank, s.y_dims);
+    st = check_quant_param(ctx, nr_op_in(ctx, QM_B_SCALE), "b_scale", s.n, false);
+  if (!st)
+    st = check_quant_param(ctx, nr_op_in(ctx, QM_Y_SCALE), "y_scale", 1, false);
+  if (!st)
+    st = check_type(ctx, nr_op_in(ctx, QM_Y_ZP), "y_zero_point", is_q8);
+  if (!st)
+    st = check_type(ctx, nr_op_in(ctx, QM_A_SCALE), "a_scale", nr_dtype_is_float);
+  return st ? st
+            : nr_op_set_output(ctx, 0, nr_op_in(ctx, QM_Y_ZP)->dtype, s.y_rank, s.y_dims);
 }
 
 /* Rounds x to the scale's dtype, so a float16 scale product is computed as ONNX's
@@ -419,14 +467,16 @@ static nr_status qlinear_matmul_run(nr_op_ctx *ctx) {
   mm_shape s;
   int64_t *acc;
   nr_status st = mm_resolve(ctx, nr_op_in(ctx, QM_A), nr_op_in(ctx, QM_B), &s);
-  if (!st) st = quant_product(ctx, QM_A, QM_A_ZP, QM_B, QM_B_ZP, &s, &acc);
+  if (!st)
+    st = quant_product(ctx, QM_A, QM_A_ZP, QM_B, QM_B_ZP, &s, &acc);
   if (st)
     return st;
   const nr_value *as = nr_op_in(ctx, QM_A_SCALE), *bs = nr_op_in(ctx, QM_B_SCALE);
   const nr_value *ys = nr_op_in(ctx, QM_Y_SCALE), *yzp = nr_op_in(ctx, QM_Y_ZP);
   nr_value *y = nr_op_out(ctx, 0);
   nr_dtype st_type = as->dtype;
-  double lo = y->dtype == NR_DTYPE_INT8 ? -128 : 0, hi = y->dtype == NR_DTYPE_INT8 ? 127 : 255;
+  double lo = y->dtype == NR_DTYPE_INT8 ? -128 : 0,
+         hi = y->dtype == NR_DTYPE_INT8 ? 127 : 255;
   double zp = (double)nr_load_i64(yzp->dtype, yzp->data, 0);
   for (int64_t i = 0, n = nr_value_count(y); i < n; i++) {
     int64_t row = (i / s.n) % s.m, col = i % s.n;

@@ -182,5 +182,8 @@ const nr_op_def nr_ref_ops_misc[] = {
     {"", "Det", 11, nr_misc_det_infer, nr_misc_det_run, 0},
     {"", "NonMaxSuppression", 10, nr_misc_nms_infer, nr_misc_nms_run,
      NR_OP_ALLOCATES_OUTPUTS},
+    {"", "SwiGLU", 28, nr_misc_swiglu_infer, nr_misc_swiglu_run, 0},
+    {"", "Col2Im", 18, nr_misc_col2im_infer, nr_misc_col2im_run, 0},
+    {"", "TensorScatter", 24, nr_misc_tensorscatter_infer, nr_misc_tensorscatter_run, 0},
     {0},
 };

@@ -212,3 +212,67 @@ nr_status nr_misc_det_run(nr_op_ctx *ctx) {
   free(a);
   return NR_OK;
 }
+
+/* ---- TensorScatter ------------------------------------------------------------------ */
+
+static nr_status ts_axis(nr_op_ctx *ctx, int rank, int *axis, bool *circular) {
+  const char *m = nr_attr_string(ctx->node, "mode", "linear");
+  if (strcmp(m, "linear") && strcmp(m, "circular"))
+    return nr_op_fail(ctx, NR_ERR_INVALID_MODEL, "unknown mode '%s'", m);
+  *circular = !strcmp(m, "circular");
+  nr_status st = nr_op_axis(ctx, nr_attr_int(ctx->node, "axis", -2), rank, axis);
+  if (!st && *axis == 0)
+    return nr_op_fail(ctx, NR_ERR_SHAPE, "axis must not be the batch axis");
+  return st;
+}
+
+nr_status nr_misc_tensorscatter_infer(nr_op_ctx *ctx) {
+  nr_status st = nr_op_check_arity(ctx, 2, 3);
+  if (st)
+    return st;
+  const nr_value *p = nr_op_in(ctx, 0), *u = nr_op_in(ctx, 1), *w = nr_op_in(ctx, 2);
+  int axis;
+  bool circ;
+  if (p->dtype == NR_DTYPE_STRING || (u->dtype && p->dtype && u->dtype != p->dtype))
+    return nr_op_fail(ctx, NR_ERR_SHAPE, "update must have past_cache's (non-string) dtype");
+  if (w && w->dtype && w->dtype != NR_DTYPE_INT64)
+    return nr_op_fail(ctx, NR_ERR_SHAPE, "write_indices must be int64");
+  if (p->rank >= 0) {
+    if (p->rank < 2 || (st = ts_axis(ctx, p->rank, &axis, &circ)))
+      return st ? st : nr_op_fail(ctx, NR_ERR_SHAPE, "past_cache must have rank >= 2");
+    for (int d = 0; u->rank >= 0 && d < p->rank; d++) {
+      int64_t a = p->dims[d], b = u->rank == p->rank ? u->dims[d] : -2;
+      if (b == -2 || (a >= 0 && b >= 0 && (d == axis ? b > a : a != b)))
+        return nr_op_fail(ctx, NR_ERR_SHAPE, "update does not fit past_cache at dim %d", d);
+    }
+  }
+  return nr_op_same_as_input(ctx, 0, 0);
+}
+
+nr_status nr_misc_tensorscatter_run(nr_op_ctx *ctx) {
+  const nr_value *p = nr_op_in(ctx, 0), *u = nr_op_in(ctx, 1), *w = nr_op_in(ctx, 2);
+  nr_value *y = nr_op_out(ctx, 0);
+  int axis;
+  bool circ;
+  nr_status st = ts_axis(ctx, p->rank, &axis, &circ);
+  if (st)
+    return st;
+  size_t es = nr_dtype_size(p->dtype);
+  int64_t outer = nr_misc_prod(p->dims, 0, axis), per_b = nr_misc_prod(p->dims, 1, axis);
+  int64_t inner = nr_misc_prod(p->dims, axis + 1, p->rank);
+  int64_t max = p->dims[axis], seq = u->dims[axis];
+  if (nr_value_nbytes(p))
+    memcpy(y->data, p->data, nr_value_nbytes(p));
+  for (int64_t o = 0; o < outer; o++) {
+    int64_t start = w ? nr_load_i64(w->dtype, w->data, o / per_b) : 0;
+    for (int64_t s = 0; s < seq; s++) {
+      int64_t pos = circ ? ((start + s) % max + max) % max : start + s;
+      if (pos < 0 || pos >= max)
+        return nr_op_fail(ctx, NR_ERR_RUNTIME, "write position %lld outside [0, %lld)",
+                          (long long)pos, (long long)max);
+      memcpy((char *)y->data + (size_t)((o * max + pos) * inner) * es,
+             (const char *)u->data + (size_t)((o * seq + s) * inner) * es, (size_t)inner * es);
+    }
+  }
+  return NR_OK;
+}

@@ -19,17 +19,17 @@ typedef enum pool_kind { POOL_MAX, POOL_AVG, POOL_LP } pool_kind;
 typedef struct pool_job {
   pool_kind kind;
   nr_window win;
-  bool count_pad;    /* AveragePool: padded positions count in the divisor */
-  bool col_major;    /* MaxPool storage_order 1: Indices in column-major order */
-  double p;          /* LpPool exponent */
-  int64_t planes;    /* N * C */
+  bool count_pad; /* AveragePool: padded positions count in the divisor */
+  bool col_major; /* MaxPool storage_order 1: Indices in column-major order */
+  double p;       /* LpPool exponent */
+  int64_t planes; /* N * C */
   int64_t in_size, out_size;
 } pool_job;
 
 /* The reduction of one window. */
 typedef struct pool_acc {
   double v;
-  int64_t best;      /* spatial C-order index of the max so far, -1 before any */
+  int64_t best; /* spatial C-order index of the max so far, -1 before any */
   int64_t n_valid, n_padded;
 } pool_acc;
 
@@ -140,7 +140,8 @@ static nr_status pool_prepare(nr_op_ctx *ctx, pool_kind kind, pool_job *job, int
                               int64_t *dims) {
   const nr_value *x = nr_op_in(ctx, 0);
   if (x->dtype && !pool_allows(kind, x->dtype))
-    return nr_op_fail(ctx, NR_ERR_SHAPE, "%s does not take dtype %s", pool_name(kind),
+    return nr_op_fail(ctx, nr_dtype_size(x->dtype) ? NR_ERR_SHAPE : NR_ERR_UNSUPPORTED,
+                      "%s does not take dtype %s", pool_name(kind),
                       nr_dtype_name(x->dtype));
   int nsp;
   nr_status st = nr_window_check_input(ctx, x, "X", &nsp);
@@ -150,7 +151,8 @@ static nr_status pool_prepare(nr_op_ctx *ctx, pool_kind kind, pool_job *job, int
   memset(job, 0, sizeof *job);
   job->kind = kind;
   st = nr_window_read(ctx, nsp, NULL, &job->win);
-  if (!st) st = nr_window_forward(ctx, &job->win, x->dims + 2);
+  if (!st)
+    st = nr_window_forward(ctx, &job->win, x->dims + 2);
   if (st)
     return st;
   job->count_pad = nr_attr_int(ctx->node, "count_include_pad", 0) != 0;
@@ -173,9 +175,12 @@ static nr_status pool_infer(nr_op_ctx *ctx, pool_kind kind) {
   pool_job job;
   int rank;
   int64_t dims[NR_MAX_RANK];
-  if (!st) st = pool_prepare(ctx, kind, &job, &rank, dims);
-  if (!st) st = nr_op_set_output(ctx, 0, nr_op_in(ctx, 0)->dtype, rank, dims);
-  if (!st && kind == POOL_MAX) st = nr_op_set_output(ctx, 1, NR_DTYPE_INT64, rank, dims);
+  if (!st)
+    st = pool_prepare(ctx, kind, &job, &rank, dims);
+  if (!st)
+    st = nr_op_set_output(ctx, 0, nr_op_in(ctx, 0)->dtype, rank, dims);
+  if (!st && kind == POOL_MAX)
+    st = nr_op_set_output(ctx, 1, NR_DTYPE_INT64, rank, dims);
   return st;
 }
 
@@ -190,12 +195,24 @@ static nr_status pool_run(nr_op_ctx *ctx, pool_kind kind) {
   return NR_OK;
 }
 
-static nr_status max_pool_infer(nr_op_ctx *ctx) { return pool_infer(ctx, POOL_MAX); }
-static nr_status max_pool_run(nr_op_ctx *ctx) { return pool_run(ctx, POOL_MAX); }
-static nr_status avg_pool_infer(nr_op_ctx *ctx) { return pool_infer(ctx, POOL_AVG); }
-static nr_status avg_pool_run(nr_op_ctx *ctx) { return pool_run(ctx, POOL_AVG); }
-static nr_status lp_pool_infer(nr_op_ctx *ctx) { return pool_infer(ctx, POOL_LP); }
-static nr_status lp_pool_run(nr_op_ctx *ctx) { return pool_run(ctx, POOL_LP); }
+static nr_status max_pool_infer(nr_op_ctx *ctx) {
+  return pool_infer(ctx, POOL_MAX);
+}
+static nr_status max_pool_run(nr_op_ctx *ctx) {
+  return pool_run(ctx, POOL_MAX);
+}
+static nr_status avg_pool_infer(nr_op_ctx *ctx) {
+  return pool_infer(ctx, POOL_AVG);
+}
+static nr_status avg_pool_run(nr_op_ctx *ctx) {
+  return pool_run(ctx, POOL_AVG);
+}
+static nr_status lp_pool_infer(nr_op_ctx *ctx) {
+  return pool_infer(ctx, POOL_LP);
+}
+static nr_status lp_pool_run(nr_op_ctx *ctx) {
+  return pool_run(ctx, POOL_LP);
+}
 
 /* ---- Global pools --------------------------------------------------------------- */
 
@@ -204,9 +221,10 @@ static nr_status global_infer(nr_op_ctx *ctx) {
   const nr_value *x = nr_op_in(ctx, 0);
   int nsp;
   if (!st && x->dtype && !nr_dtype_is_float(x->dtype))
-    st = nr_op_fail(ctx, NR_ERR_SHAPE, "dtype %s is not a float type",
-                    nr_dtype_name(x->dtype));
-  if (!st) st = nr_window_check_input(ctx, x, "X", &nsp);
+    st = nr_op_fail(ctx, nr_dtype_size(x->dtype) ? NR_ERR_SHAPE : NR_ERR_UNSUPPORTED,
+                    "dtype %s is not a float type", nr_dtype_name(x->dtype));
+  if (!st)
+    st = nr_window_check_input(ctx, x, "X", &nsp);
   if (st || nsp < 0)
     return st ? st : nr_op_set_output(ctx, 0, x->dtype, -1, NULL);
   int64_t dims[NR_MAX_RANK];
@@ -221,7 +239,8 @@ static nr_status global_run(nr_op_ctx *ctx, pool_kind kind) {
   nr_value *y = nr_op_out(ctx, 0);
   int64_t planes = x->dims[0] * x->dims[1];
   int64_t size = nr_dims_prod(x->rank - 2, x->dims + 2);
-  double p = (double)nr_attr_int(ctx->node, "p", 2);
+  const nr_attr *pa = nr_node_attr(ctx->node, "p");
+  double p = !pa ? 2.0 : pa->type == NR_ATTR_FLOAT ? pa->f : (double)pa->i;
   for (int64_t c = 0; c < planes; c++) {
     double acc = kind == POOL_MAX ? -INFINITY : 0;
     for (int64_t i = 0; i < size; i++) {
@@ -231,16 +250,23 @@ static nr_status global_run(nr_op_ctx *ctx, pool_kind kind) {
       else
         acc += kind == POOL_AVG ? v : pow(fabs(v), p);
     }
-    double r = kind == POOL_MAX ? acc : kind == POOL_AVG ? acc / (double)size
-                                                         : pow(acc, 1.0 / p);
+    double r = kind == POOL_MAX   ? acc
+               : kind == POOL_AVG ? acc / (double)size
+                                  : pow(acc, 1.0 / p);
     nr_store_f64(y->dtype, y->data, c, r);
   }
   return NR_OK;
 }
 
-static nr_status global_max_run(nr_op_ctx *ctx) { return global_run(ctx, POOL_MAX); }
-static nr_status global_avg_run(nr_op_ctx *ctx) { return global_run(ctx, POOL_AVG); }
-static nr_status global_lp_run(nr_op_ctx *ctx) { return global_run(ctx, POOL_LP); }
+static nr_status global_max_run(nr_op_ctx *ctx) {
+  return global_run(ctx, POOL_MAX);
+}
+static nr_status global_avg_run(nr_op_ctx *ctx) {
+  return global_run(ctx, POOL_AVG);
+}
+static nr_status global_lp_run(nr_op_ctx *ctx) {
+  return global_run(ctx, POOL_LP);
+}
 
 /* ---- MaxUnpool ------------------------------------------------------------------ */
 
@@ -258,8 +284,8 @@ static nr_status unpool_default_shape(nr_op_ctx *ctx, const nr_value *x, int64_t
     dims[2 + i] = in < 0 ? NR_DIM_UNKNOWN
                          : (in - 1) * w.stride[i] - w.pad_b[i] - w.pad_e[i] + w.kernel[i];
     if (in >= 0 && dims[2 + i] < 1)
-      return nr_op_fail(ctx, NR_ERR_SHAPE, "spatial dim %d of the output would be %lld", i,
-                        (long long)dims[2 + i]);
+      return nr_op_fail(ctx, NR_ERR_SHAPE, "spatial dim %d of the output would be %lld",
+                        i, (long long)dims[2 + i]);
   }
   return NR_OK;
 }
@@ -277,7 +303,8 @@ static nr_status unpool_shape(nr_op_ctx *ctx, int64_t *deflt, int *rank, int64_t
   if (st || !os)
     return st;
   if (os->rank >= 0 && (os->rank != 1 || (os->dims[0] >= 0 && os->dims[0] != *rank)))
-    return nr_op_fail(ctx, NR_ERR_SHAPE, "output_shape must be 1-D with %d values", *rank);
+    return nr_op_fail(ctx, NR_ERR_SHAPE, "output_shape must be 1-D with %d values",
+                      *rank);
   for (int d = 0; d < *rank; d++)
     dims[d] = os->data ? nr_load_i64(os->dtype, os->data, d) : NR_DIM_UNKNOWN;
   return NR_OK;
@@ -291,7 +318,8 @@ static nr_status unpool_infer(nr_op_ctx *ctx) {
                     nr_dtype_name(ind->dtype));
   int rank;
   int64_t deflt[NR_MAX_RANK], dims[NR_MAX_RANK];
-  if (!st) st = unpool_shape(ctx, deflt, &rank, dims);
+  if (!st)
+    st = unpool_shape(ctx, deflt, &rank, dims);
   return st ? st : nr_op_set_output(ctx, 0, nr_op_in(ctx, 0)->dtype, rank, dims);
 }
 

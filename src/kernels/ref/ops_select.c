@@ -13,13 +13,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-nr_status nr_sx_nonzero_infer(nr_op_ctx *ctx);
-nr_status nr_sx_nonzero_run(nr_op_ctx *ctx);
-nr_status nr_sx_compress_infer(nr_op_ctx *ctx);
-nr_status nr_sx_compress_run(nr_op_ctx *ctx);
-nr_status nr_sx_unique_infer(nr_op_ctx *ctx);
-nr_status nr_sx_unique_run(nr_op_ctx *ctx);
-
 static bool truthy(const nr_value *v, int64_t i) {
   if (nr_dtype_is_float(v->dtype))
     return nr_load_f64(v->dtype, v->data, i) != 0; /* -0.0 is zero, NaN is not */
@@ -77,7 +70,8 @@ nr_status nr_sx_nonzero_run(nr_op_ctx *ctx) {
 /* ---- Compress ---------------------------------------------------------------------- */
 
 /* The axis (-1 for "flatten first") and the length the condition selects along it. */
-static nr_status compress_axis(nr_op_ctx *ctx, const nr_value *x, int *axis, int64_t *len) {
+static nr_status compress_axis(nr_op_ctx *ctx, const nr_value *x, int *axis,
+                               int64_t *len) {
   const nr_attr *a = nr_node_attr(ctx->node, "axis");
   *axis = -1;
   *len = nr_value_count(x);
@@ -99,8 +93,10 @@ static nr_status compress_count(nr_op_ctx *ctx, int64_t len, int64_t *count) {
     if (!truthy(c, i))
       continue;
     if (i >= len)
-      return nr_op_fail(ctx, NR_ERR_RUNTIME, "condition selects index %lld of an axis of "
-                        "%lld", (long long)i, (long long)len);
+      return nr_op_fail(ctx, NR_ERR_RUNTIME,
+                        "condition selects index %lld of an axis of "
+                        "%lld",
+                        (long long)i, (long long)len);
     (*count)++;
   }
   return NR_OK;
@@ -281,8 +277,8 @@ nr_status nr_sx_unique_infer(nr_op_ctx *ctx) {
   bool flat = !nr_node_attr(ctx->node, "axis");
   int64_t dims[NR_MAX_RANK], unknown = NR_DIM_UNKNOWN;
   int axis = -1;
-  if (!flat && x->rank >= 0 && (st = nr_op_axis(ctx, nr_node_attr(ctx->node, "axis")->i,
-                                                 x->rank, &axis)))
+  if (!flat && x->rank >= 0 &&
+      (st = nr_op_axis(ctx, nr_node_attr(ctx->node, "axis")->i, x->rank, &axis)))
     return st;
   int64_t n = flat ? nr_value_count(x) : x->rank >= 0 ? x->dims[axis] : NR_DIM_UNKNOWN;
   memcpy(dims, x->dims, sizeof dims);

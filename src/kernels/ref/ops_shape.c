@@ -36,7 +36,8 @@ static nr_status size_infer(nr_op_ctx *ctx);
 static nr_status size_run(nr_op_ctx *ctx);
 static nr_status identity_infer(nr_op_ctx *ctx);
 
-#define ROW(name, since, fam) {"", name, since, fam##_infer, fam##_run, 0}
+#define ROW(name, since, fam)                                                            \
+  { "", name, since, fam##_infer, fam##_run, 0 }
 
 const nr_op_def nr_ref_ops_shape[] = {
     {"", "Reshape", 1, reshape_infer, reshape_run, 0},
@@ -152,8 +153,10 @@ static nr_status reshape_resolve(nr_op_ctx *ctx, const nr_value *x, int64_t *dim
   for (int i = 0; i < n; i++) {
     if (dims[i] == 0 && !allowzero) {
       if (x->rank >= 0 && i >= x->rank)
-        return nr_op_fail(ctx, NR_ERR_SHAPE, "shape[%d] = 0 copies a dim the rank-%d input "
-                          "does not have", i, x->rank);
+        return nr_op_fail(ctx, NR_ERR_SHAPE,
+                          "shape[%d] = 0 copies a dim the rank-%d input "
+                          "does not have",
+                          i, x->rank);
       dims[i] = x->rank >= 0 ? x->dims[i] : NR_DIM_UNKNOWN;
     } else if (dims[i] == -1) {
       if (neg >= 0)
@@ -177,8 +180,10 @@ static nr_status reshape_resolve(nr_op_ctx *ctx, const nr_value *x, int64_t *dim
       return NR_OK;
     }
     if (rest == 0 || total % rest)
-      return nr_op_fail(ctx, NR_ERR_SHAPE, "cannot reshape %lld elements with -1 and "
-                        "the other dims' product %lld", (long long)total, (long long)rest);
+      return nr_op_fail(ctx, NR_ERR_SHAPE,
+                        "cannot reshape %lld elements with -1 and "
+                        "the other dims' product %lld",
+                        (long long)total, (long long)rest);
     dims[neg] = total / rest;
   } else if (total >= 0 && rest >= 0 && total != rest) {
     return nr_op_fail(ctx, NR_ERR_SHAPE, "cannot reshape %lld elements into %lld",
@@ -220,7 +225,8 @@ static nr_status reshape_infer(nr_op_ctx *ctx) {
 
 static nr_status reshape_run(nr_op_ctx *ctx) { return copy_run(ctx); }
 
-/* ---- Flatten, Squeeze, Unsqueeze, Identity ------------------------------------------ */
+/* ---- Flatten, Squeeze, Unsqueeze, Identity ------------------------------------------
+ */
 
 static nr_status flatten_infer(nr_op_ctx *ctx) {
   nr_status st = nr_op_check_arity(ctx, 1, 1);
@@ -322,8 +328,9 @@ static nr_status concat_merge(nr_op_ctx *ctx, int k, int axis, int64_t *dims) {
       dims[d] = v->dims[d];
     } else if (v->dims[d] >= 0 && v->dims[d] != dims[d]) {
       char s[128];
-      return nr_op_fail(ctx, NR_ERR_SHAPE, "input %d %s differs from the others in dim %d",
-                        k, nr_value_describe(v, s, sizeof s), d);
+      return nr_op_fail(ctx, NR_ERR_SHAPE,
+                        "input %d %s differs from the others in dim %d", k,
+                        nr_value_describe(v, s, sizeof s), d);
     }
   }
   return NR_OK;
@@ -556,8 +563,8 @@ static nr_status expand_dims(nr_op_ctx *ctx, const nr_value *x, const int64_t *s
     else if (a < 0)
       dims[d] = b; /* the input dim must be 1 or b for a valid model */
     else
-      return nr_op_fail(ctx, NR_ERR_SHAPE, "cannot expand dim %lld to %lld",
-                        (long long)a, (long long)b);
+      return nr_op_fail(ctx, NR_ERR_SHAPE, "cannot expand dim %lld to %lld", (long long)a,
+                        (long long)b);
   }
   *rank = r;
   return NR_OK;
@@ -653,7 +660,7 @@ static nr_status size_infer(nr_op_ctx *ctx) {
   nr_value *y = nr_op_out(ctx, 0);
   if (st || ctx->runtime || !y || nr_value_count(nr_op_in(ctx, 0)) < 0)
     return st;
-  st = nr_value_alloc(y, NR_DTYPE_INT64, 0, NULL, ctx->err);
+  st = nr_value_alloc(y, NR_DTYPE_INT64, 0, y->dims, ctx->err);
   return st ? st : size_run(ctx);
 }
 
@@ -661,4 +668,3 @@ static nr_status size_run(nr_op_ctx *ctx) {
   *(int64_t *)nr_op_out(ctx, 0)->data = nr_value_count(nr_op_in(ctx, 0));
   return NR_OK;
 }
-

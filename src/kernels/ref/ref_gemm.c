@@ -16,102 +16,101 @@
 
 enum { GEMM_NC = 512, GEMM_KC = 128 };
 
-#define NR_DEFINE_GEMM(NAME, T)                                                        \
-  /* C rows r0..r3 += A block (packed [kc][4]) * panel (kc x nc, row stride ldp). */    \
-  static void NAME##_rows4(int64_t kc, int64_t nc, const T *ap, const T *bp,           \
-                           int64_t ldp, T *restrict c0, T *restrict c1,                \
-                           T *restrict c2, T *restrict c3) {                           \
-    for (int64_t p = 0; p < kc; p++) {                                                 \
-      const T *restrict b = bp + p * ldp;                                              \
-      T x0 = ap[4 * p], x1 = ap[4 * p + 1], x2 = ap[4 * p + 2], x3 = ap[4 * p + 3];    \
-      for (int64_t j = 0; j < nc; j++) {                                               \
-        T bj = b[j];                                                                   \
-        c0[j] += x0 * bj;                                                              \
-        c1[j] += x1 * bj;                                                              \
-        c2[j] += x2 * bj;                                                              \
-        c3[j] += x3 * bj;                                                              \
-      }                                                                                \
-    }                                                                                  \
-  }                                                                                    \
-                                                                                       \
-  static void NAME##_row1(int64_t kc, int64_t nc, const T *ap, const T *bp,            \
-                          int64_t ldp, T *restrict c0) {                               \
-    for (int64_t p = 0; p < kc; p++) {                                                 \
-      const T *restrict b = bp + p * ldp;                                              \
-      T x0 = ap[p];                                                                    \
-      for (int64_t j = 0; j < nc; j++)                                                 \
-        c0[j] += x0 * b[j];                                                            \
-    }                                                                                  \
-  }                                                                                    \
-                                                                                       \
-  /* Packs alpha * op(B)[p0 .. p0+kc, j0 .. j0+nc] into dst (row stride nc). */         \
-  static void NAME##_pack_b(bool tb, const T *b, int64_t ldb, int64_t p0, int64_t j0,  \
-                            int64_t kc, int64_t nc, T alpha, T *dst) {                 \
-    for (int64_t p = 0; p < kc; p++)                                                   \
-      for (int64_t j = 0; j < nc; j++) {                                               \
-        T v = tb ? b[(j0 + j) * ldb + p0 + p] : b[(p0 + p) * ldb + j0 + j];            \
-        dst[p * nc + j] = alpha * v;                                                   \
-      }                                                                                \
-  }                                                                                    \
-                                                                                       \
-  /* Multiplies rows i0.. of op(A)'s depth block [p0, p0+kc) by the panel. */          \
-  static void NAME##_block(bool ta, int64_t m, int64_t kc, int64_t nc, const T *a,     \
-                           int64_t lda, int64_t p0, const T *bp, int64_t ldp, T *c,    \
-                           int64_t ldc, T *apack) {                                    \
-    int64_t i = 0;                                                                     \
-    for (; i + 4 <= m; i += 4) {                                                       \
-      for (int64_t p = 0; p < kc; p++)                                                 \
-        for (int r = 0; r < 4; r++)                                                    \
+#define NR_DEFINE_GEMM(NAME, T)                                                          \
+  /* C rows r0..r3 += A block (packed [kc][4]) * panel (kc x nc, row stride ldp). */     \
+  static void NAME##_rows4(int64_t kc, int64_t nc, const T *ap, const T *bp,             \
+                           int64_t ldp, T *restrict c0, T *restrict c1, T *restrict c2,  \
+                           T *restrict c3) {                                             \
+    for (int64_t p = 0; p < kc; p++) {                                                   \
+      const T *restrict b = bp + p * ldp;                                                \
+      T x0 = ap[4 * p], x1 = ap[4 * p + 1], x2 = ap[4 * p + 2], x3 = ap[4 * p + 3];      \
+      for (int64_t j = 0; j < nc; j++) {                                                 \
+        T bj = b[j];                                                                     \
+        c0[j] += x0 * bj;                                                                \
+        c1[j] += x1 * bj;                                                                \
+        c2[j] += x2 * bj;                                                                \
+        c3[j] += x3 * bj;                                                                \
+      }                                                                                  \
+    }                                                                                    \
+  }                                                                                      \
+                                                                                         \
+  static void NAME##_row1(int64_t kc, int64_t nc, const T *ap, const T *bp, int64_t ldp, \
+                          T *restrict c0) {                                              \
+    for (int64_t p = 0; p < kc; p++) {                                                   \
+      const T *restrict b = bp + p * ldp;                                                \
+      T x0 = ap[p];                                                                      \
+      for (int64_t j = 0; j < nc; j++)                                                   \
+        c0[j] += x0 * b[j];                                                              \
+    }                                                                                    \
+  }                                                                                      \
+                                                                                         \
+  /* Packs alpha * op(B)[p0 .. p0+kc, j0 .. j0+nc] into dst (row stride nc). */          \
+  static void NAME##_pack_b(bool tb, const T *b, int64_t ldb, int64_t p0, int64_t j0,    \
+                            int64_t kc, int64_t nc, T alpha, T *dst) {                   \
+    for (int64_t p = 0; p < kc; p++)                                                     \
+      for (int64_t j = 0; j < nc; j++) {                                                 \
+        T v = tb ? b[(j0 + j) * ldb + p0 + p] : b[(p0 + p) * ldb + j0 + j];              \
+        dst[p * nc + j] = alpha * v;                                                     \
+      }                                                                                  \
+  }                                                                                      \
+                                                                                         \
+  /* Multiplies rows i0.. of op(A)'s depth block [p0, p0+kc) by the panel. */            \
+  static void NAME##_block(bool ta, int64_t m, int64_t kc, int64_t nc, const T *a,       \
+                           int64_t lda, int64_t p0, const T *bp, int64_t ldp, T *c,      \
+                           int64_t ldc, T *apack) {                                      \
+    int64_t i = 0;                                                                       \
+    for (; i + 4 <= m; i += 4) {                                                         \
+      for (int64_t p = 0; p < kc; p++)                                                   \
+        for (int r = 0; r < 4; r++)                                                      \
           apack[4 * p + r] = ta ? a[(p0 + p) * lda + i + r] : a[(i + r) * lda + p0 + p]; \
-      NAME##_rows4(kc, nc, apack, bp, ldp, c + i * ldc, c + (i + 1) * ldc,             \
-                   c + (i + 2) * ldc, c + (i + 3) * ldc);                              \
-    }                                                                                  \
-    for (; i < m; i++) {                                                               \
-      for (int64_t p = 0; p < kc; p++)                                                 \
-        apack[p] = ta ? a[(p0 + p) * lda + i] : a[i * lda + p0 + p];                   \
-      NAME##_row1(kc, nc, apack, bp, ldp, c + i * ldc);                                \
-    }                                                                                  \
-  }                                                                                    \
-                                                                                       \
-  static void NAME##_scale_c(int64_t m, int64_t n, T beta, T *c, int64_t ldc) {        \
-    for (int64_t i = 0; i < m; i++)                                                    \
-      for (int64_t j = 0; j < n; j++)                                                  \
-        c[i * ldc + j] = beta == 0 ? 0 : beta * c[i * ldc + j];                        \
-  }                                                                                    \
-                                                                                       \
-  nr_status NAME(bool ta, bool tb, int64_t m, int64_t n, int64_t k, T alpha,           \
-                 const T *a, int64_t lda, const T *b, int64_t ldb, T beta, T *c,       \
-                 int64_t ldc) {                                                        \
-    if (beta != 1)                                                                     \
-      NAME##_scale_c(m, n, beta, c, ldc);                                              \
-    if (m <= 0 || n <= 0 || k <= 0)                                                    \
-      return NR_OK;                                                                    \
-    bool direct = !tb && alpha == 1;                                                   \
-    T *bpack = direct ? NULL : malloc(sizeof(T) * GEMM_KC * GEMM_NC);                  \
-    T *apack = malloc(sizeof(T) * GEMM_KC * 4);                                        \
-    if ((!direct && !bpack) || !apack) {                                               \
-      free(bpack);                                                                     \
-      free(apack);                                                                     \
-      return NR_ERR_NOMEM;                                                             \
-    }                                                                                  \
-    for (int64_t j0 = 0; j0 < n; j0 += GEMM_NC) {                                      \
-      int64_t nc = n - j0 < GEMM_NC ? n - j0 : GEMM_NC;                                \
-      for (int64_t p0 = 0; p0 < k; p0 += GEMM_KC) {                                    \
-        int64_t kc = k - p0 < GEMM_KC ? k - p0 : GEMM_KC;                              \
-        const T *bp = bpack;                                                           \
-        int64_t ldp = nc;                                                              \
-        if (direct) {                                                                  \
-          bp = b + p0 * ldb + j0;                                                      \
-          ldp = ldb;                                                                   \
-        } else {                                                                       \
-          NAME##_pack_b(tb, b, ldb, p0, j0, kc, nc, alpha, bpack);                     \
-        }                                                                              \
-        NAME##_block(ta, m, kc, nc, a, lda, p0, bp, ldp, c + j0, ldc, apack);          \
-      }                                                                                \
-    }                                                                                  \
-    free(bpack);                                                                       \
-    free(apack);                                                                       \
-    return NR_OK;                                                                      \
+      NAME##_rows4(kc, nc, apack, bp, ldp, c + i * ldc, c + (i + 1) * ldc,               \
+                   c + (i + 2) * ldc, c + (i + 3) * ldc);                                \
+    }                                                                                    \
+    for (; i < m; i++) {                                                                 \
+      for (int64_t p = 0; p < kc; p++)                                                   \
+        apack[p] = ta ? a[(p0 + p) * lda + i] : a[i * lda + p0 + p];                     \
+      NAME##_row1(kc, nc, apack, bp, ldp, c + i * ldc);                                  \
+    }                                                                                    \
+  }                                                                                      \
+                                                                                         \
+  static void NAME##_scale_c(int64_t m, int64_t n, T beta, T *c, int64_t ldc) {          \
+    for (int64_t i = 0; i < m; i++)                                                      \
+      for (int64_t j = 0; j < n; j++)                                                    \
+        c[i * ldc + j] = beta == 0 ? 0 : beta * c[i * ldc + j];                          \
+  }                                                                                      \
+                                                                                         \
+  nr_status NAME(bool ta, bool tb, int64_t m, int64_t n, int64_t k, T alpha, const T *a, \
+                 int64_t lda, const T *b, int64_t ldb, T beta, T *c, int64_t ldc) {      \
+    if (beta != 1)                                                                       \
+      NAME##_scale_c(m, n, beta, c, ldc);                                                \
+    if (m <= 0 || n <= 0 || k <= 0)                                                      \
+      return NR_OK;                                                                      \
+    bool direct = !tb && alpha == 1;                                                     \
+    T *bpack = direct ? NULL : malloc(sizeof(T) * GEMM_KC * GEMM_NC);                    \
+    T *apack = malloc(sizeof(T) * GEMM_KC * 4);                                          \
+    if ((!direct && !bpack) || !apack) {                                                 \
+      free(bpack);                                                                       \
+      free(apack);                                                                       \
+      return NR_ERR_NOMEM;                                                               \
+    }                                                                                    \
+    for (int64_t j0 = 0; j0 < n; j0 += GEMM_NC) {                                        \
+      int64_t nc = n - j0 < GEMM_NC ? n - j0 : GEMM_NC;                                  \
+      for (int64_t p0 = 0; p0 < k; p0 += GEMM_KC) {                                      \
+        int64_t kc = k - p0 < GEMM_KC ? k - p0 : GEMM_KC;                                \
+        const T *bp = bpack;                                                             \
+        int64_t ldp = nc;                                                                \
+        if (direct) {                                                                    \
+          bp = b + p0 * ldb + j0;                                                        \
+          ldp = ldb;                                                                     \
+        } else {                                                                         \
+          NAME##_pack_b(tb, b, ldb, p0, j0, kc, nc, alpha, bpack);                       \
+        }                                                                                \
+        NAME##_block(ta, m, kc, nc, a, lda, p0, bp, ldp, c + j0, ldc, apack);            \
+      }                                                                                  \
+    }                                                                                    \
+    free(bpack);                                                                         \
+    free(apack);                                                                         \
+    return NR_OK;                                                                        \
   }
 
 NR_DEFINE_GEMM(nr_ref_sgemm, float)

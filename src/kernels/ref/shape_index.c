@@ -47,9 +47,7 @@ void nr_sx_view_copy(void *dst, const void *src, size_t es, const nr_sx_view *v)
   }
 }
 
-bool nr_sx_is_index(nr_dtype t) {
-  return t == NR_DTYPE_INT32 || t == NR_DTYPE_INT64;
-}
+bool nr_sx_is_index(nr_dtype t) { return t == NR_DTYPE_INT32 || t == NR_DTYPE_INT64; }
 
 nr_status nr_sx_need_index(nr_op_ctx *ctx, int i, const char *what) {
   const nr_value *v = nr_op_in(ctx, i);
@@ -63,12 +61,16 @@ nr_status nr_sx_need_index(nr_op_ctx *ctx, int i, const char *what) {
 
 static bool int_like(nr_dtype t) {
   switch (t) {
-  case NR_DTYPE_INT8: case NR_DTYPE_UINT8: case NR_DTYPE_INT16: case NR_DTYPE_UINT16:
-  case NR_DTYPE_INT32: case NR_DTYPE_UINT32: case NR_DTYPE_INT64: case NR_DTYPE_UINT64:
-  case NR_DTYPE_BOOL:
-    return true;
-  default:
-    return false;
+  case NR_DTYPE_INT8:
+  case NR_DTYPE_UINT8:
+  case NR_DTYPE_INT16:
+  case NR_DTYPE_UINT16:
+  case NR_DTYPE_INT32:
+  case NR_DTYPE_UINT32:
+  case NR_DTYPE_INT64:
+  case NR_DTYPE_UINT64:
+  case NR_DTYPE_BOOL: return true;
+  default: return false;
   }
 }
 
@@ -129,13 +131,4 @@ nr_status nr_sx_fold_small(nr_op_ctx *ctx, nr_op_fn run) {
       if (ctx->outputs[i])
         nr_value_free(ctx->outputs[i]);
   return st;
-}
-
-nr_status nr_sx_set_output_checked(nr_op_ctx *ctx, int i, nr_dtype dtype, int rank,
-                                   const int64_t *dims) {
-  for (int d = 0; d < rank; d++)
-    if (dims[d] < NR_DIM_UNKNOWN)
-      return nr_op_fail(ctx, NR_ERR_SHAPE, "output %d would have dimension %d = %lld", i,
-                        d, (long long)dims[d]);
-  return nr_op_set_output(ctx, i, dtype, rank, dims);
 }

@@ -1,9 +1,10 @@
 /* shape_index.h - private tools of the shape and index operator families
- * (ops_shape.c, ops_layout.c, ops_index.c).
+ * (ops_shape.c, ops_layout.c, ops_const.c, ops_dropout.c; ops_index.c,
+ * ops_select.c).
  *
- * These operators never look at element values: they move elements of any dtype as
- * bytes, nr_dtype_size() at a time. Most of them are a strided view of their input
- * (Transpose, Slice, Expand, DepthToSpace, ...), so one walker, nr_sx_view_copy(),
+ * Most of these operators never look at element values: they move elements of any
+ * dtype as bytes, nr_dtype_size() at a time. Most of them are a strided view of their
+ * input (Transpose, Slice, Expand, DepthToSpace, ...), so one walker, nr_sx_view_copy(),
  * does the moving and each operator only describes its view. They also compute the
  * shapes of exporters' Shape -> Gather -> Concat -> Reshape chains, so their infer()
  * functions evaluate small all-constant cases right away (nr_sx_fold_small). */
@@ -43,11 +44,6 @@ nr_status nr_sx_need_index(nr_op_ctx *ctx, int i, const char *what);
  * shape-computing chains resolve during inference. Otherwise does nothing. */
 nr_status nr_sx_fold_small(nr_op_ctx *ctx, nr_op_fn run);
 
-/* Checks that a shape read from data is usable (no dim below 0 except where the
- * caller allows -1) and sets output i; used by ops that take a shape input. */
-nr_status nr_sx_set_output_checked(nr_op_ctx *ctx, int i, nr_dtype dtype, int rank,
-                                   const int64_t *dims);
-
 /* Operators of ops_layout.c, ops_const.c and ops_dropout.c, listed by ops_shape.c's
  * table. */
 nr_status nr_sx_transpose_infer(nr_op_ctx *ctx);
@@ -74,5 +70,13 @@ nr_status nr_sx_range_infer(nr_op_ctx *ctx);
 nr_status nr_sx_range_run(nr_op_ctx *ctx);
 nr_status nr_sx_dropout_infer(nr_op_ctx *ctx);
 nr_status nr_sx_dropout_run(nr_op_ctx *ctx);
+
+/* Operators of ops_select.c, listed by ops_index.c's table. */
+nr_status nr_sx_nonzero_infer(nr_op_ctx *ctx);
+nr_status nr_sx_nonzero_run(nr_op_ctx *ctx);
+nr_status nr_sx_compress_infer(nr_op_ctx *ctx);
+nr_status nr_sx_compress_run(nr_op_ctx *ctx);
+nr_status nr_sx_unique_infer(nr_op_ctx *ctx);
+nr_status nr_sx_unique_run(nr_op_ctx *ctx);
 
 #endif
