@@ -21,7 +21,7 @@
 set -uo pipefail
 
 repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
-cd "$repo"
+cd "$repo" || exit 1
 jobs=${NR_JOBS:-2}
 build=${NR_BUILD_DIR:-build}
 asan=${NR_ASAN_DIR:-build-asan}

@@ -64,6 +64,7 @@ def reference(path, force):
     name = os.path.basename(path)[: -len(".onnx")]
     outdir = os.path.join(os.path.dirname(path), name)
     refdir = os.path.join(outdir, "ref")
+    t0 = time.time()
     opts = ort.SessionOptions()
     opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
     session = ort.InferenceSession(path, opts, providers=["CPUExecutionProvider"])
@@ -71,7 +72,6 @@ def reference(path, force):
     done = all(os.path.exists(os.path.join(refdir, sanitize(o) + ".npy")) for o in outputs)
     if done and not force:
         return name, None
-    t0 = time.time()
     model = onnx.load(path, load_external_data=False)
     rng = np.random.default_rng(zlib.crc32(name.encode()))
     feeds = make_inputs(model, session, rng)

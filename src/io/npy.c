@@ -231,11 +231,14 @@ static nr_status header_to_value(const npy_header *h, const char *what, size_t a
   if (st)
     return st;
   uint64_t n = nr_dtype_size(v->dtype);
+  bool empty = false; /* a zero dim makes any other dim legal, however large */
+  for (int i = 0; i < h->rank; i++)
+    empty |= h->dims[i] == 0;
   for (int i = 0; i < h->rank; i++) {
-    if (h->dims[i] && n > avail / (uint64_t)h->dims[i])
+    if (!empty && n > avail / (uint64_t)h->dims[i])
       return nr_errorf(err, NR_ERR_IO, "%s: .npy data truncated (shape needs more than the "
                        "%zu bytes present)", what, avail);
-    n *= (uint64_t)h->dims[i];
+    n = empty ? 0 : n * (uint64_t)h->dims[i];
     v->dims[i] = h->dims[i];
   }
   v->rank = h->rank;

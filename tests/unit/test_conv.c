@@ -551,3 +551,144 @@ NR_TEST(conv_integer_with_zero_points) {
       }
   nr_value_free(&out);
 }
+
+/* ---- DeformConv and CausalConvWithState ----------------------------------------- */
+
+/* With zero offsets and no mask DeformConv is Conv. */
+NR_TEST(deform_conv_zero_offsets_is_conv) {
+  unsigned seed = SEED + 11;
+  conv_case c = CASE2(1, 4, 4, 2, 6, 7, 3, 2, 2, 1, 1, 0, 1, 1, true);
+  int64_t xd[4], wd[4], bd[1] = {4}, od[4] = {1, 2 * 6 * 2, 3, 4}; /* offset_group 2 */
+  conv_shapes(&c, xd, wd);
+  float *x = random_floats(4 * 42, &seed), *w = random_floats(4 * 2 * 6, &seed);
+  float *b = random_floats(4, &seed), off[24 * 12] = {0};
+  int64_t pads[4] = {1, 0, 1, 1}, strides[2] = {2, 2};
+  nr_attr at[] = {attr_ints("pads", 4, pads), attr_ints("strides", 2, strides),
+                  attr_i("group", 2), attr_i("offset_group", 2)};
+  nr_value xv = make_value(NR_DTYPE_FLOAT, 4, xd, x),
+           wv = make_value(NR_DTYPE_FLOAT, 4, wd, w);
+  nr_value ov = make_value(NR_DTYPE_FLOAT, 4, od, off),
+           bv = make_value(NR_DTYPE_FLOAT, 1, bd, b);
+  nr_value out = {0};
+  nr_error err = {0};
+  REQUIRE(nr_ref_exec_node("DeformConv", "", 19, 4, at, 4,
+                           (const nr_value *[]){&xv, &wv, &ov, &bv}, 1, &out,
+                           &err) == NR_OK,
+          "%s", err.message);
+  double want[4 * 12];
+  naive_conv(&c, x, w, b, want);
+  REQUIRE(nr_value_count(&out) == 48, "%lld outputs", (long long)nr_value_count(&out));
+  for (int i = 0; i < 48; i++)
+    CHECK(fabs(((float *)out.data)[i] - want[i]) < 1e-5, "y[%d] = %g, want %g", i,
+          ((float *)out.data)[i], want[i]);
+  nr_value_free(&out);
+  free(x), free(w), free(b);
+}
+
+/* A 1x1 kernel moved by (0.5, 0.5) averages a 2x2 neighbourhood (zeros outside X);
+ * the mask scales each tap. */
+NR_TEST(deform_conv_bilinear_offsets_and_mask) {
+  float x[4] = {1, 2, 3, 4}, w[1] = {1}, off[8], mask[4] = {0.5f, 1, 1, 1};
+  for (int i = 0; i < 8; i++)
+    off[i] = 0.5f;
+  int64_t xd[4] = {1, 1, 2, 2}, wd[4] = {1, 1, 1, 1}, od[4] = {1, 2, 2, 2},
+          md[4] = {1, 1, 2, 2};
+  nr_value xv = make_value(NR_DTYPE_FLOAT, 4, xd, x),
+           wv = make_value(NR_DTYPE_FLOAT, 4, wd, w);
+  nr_value ov = make_value(NR_DTYPE_FLOAT, 4, od, off),
+           mv = make_value(NR_DTYPE_FLOAT, 4, md, mask);
+  nr_value out = {0};
+  nr_error err = {0};
+  REQUIRE(nr_ref_exec_node("DeformConv", "", 19, 0, NULL, 5,
+                           (const nr_value *[]){&xv, &wv, &ov, NULL, &mv}, 1, &out,
+                           &err) == NR_OK,
+          "%s", err.message);
+  /* (0.5,0.5): 2.5 * mask 0.5; (0.5,1.5): (2+4)/4; (1.5,0.5): (3+4)/4; (1.5,1.5): 4/4 */
+  const float want[4] = {1.25f, 1.5f, 1.75f, 1.0f};
+  for (int i = 0; i < 4; i++)
+    CHECK(fabs(((float *)out.data)[i] - want[i]) < 1e-6, "y[%d] = %g, want %g", i,
+          ((float *)out.data)[i], want[i]);
+  nr_value_free(&out);
+}
+
+NR_TEST(causal_conv_with_state_by_hand) {
+  float x[3] = {1, 2, 3}, w[3] = {1, 10, 100}, past[2] = {5, 6}, bias[1] = {-216};
+  int64_t xd[3] = {1, 1, 3}, wd[3] = {1, 1, 3}, pd[3] = {1, 1, 2}, bd[1] = {1};
+  nr_value xv = make_value(NR_DTYPE_FLOAT, 3, xd, x),
+           wv = make_value(NR_DTYPE_FLOAT, 3, wd, w);
+  nr_value pv = make_value(NR_DTYPE_FLOAT, 3, pd, past),
+           bv = make_value(NR_DTYPE_FLOAT, 1, bd, bias);
+  for (int silu = 0; silu < 2; silu++) {
+    nr_attr at[] = {attr_s("activation", silu ? "silu" : "none")};
+    nr_value out[2] = {0};
+    nr_error err = {0};
+    REQUIRE(nr_ref_exec_node("CausalConvWithState", "", 27, 1, at, 4,
+                             (const nr_value *[]){&xv, &wv, silu ? &bv : NULL, &pv}, 2,
+                             out, &err) == NR_OK,
+            "%s", err.message);
+    /* padded [5 6 1 2 3]: 5+60+100, 6+10+200, 1+20+300; with bias -216: -51, 0, 105 */
+    const double plain[3] = {165, 216, 321}, act[3] = {-51 / (1 + exp(51.0)), 0, 105};
+    for (int i = 0; i < 3; i++) {
+      double want = silu ? act[i] : plain[i];
+      CHECK(fabs(((float *)out[0].data)[i] - want) < 1e-4, "silu %d y[%d] = %g, want %g",
+            silu, i, ((float *)out[0].data)[i], want);
+    }
+    CHECK(out[1].dims[2] == 2 && ((float *)out[1].data)[0] == 2 &&
+              ((float *)out[1].data)[1] == 3,
+          "present_state");
+    nr_value_free(&out[0]), nr_value_free(&out[1]);
+  }
+}
+
+/* ---- static shape inference ----------------------------------------------------- */
+
+/* Calls the registered infer() of op with data-less inputs, as nr_graph_infer does. */
+static nr_status infer_only(const char *op, int n_attrs, nr_attr *attrs, int n_in,
+                            nr_value *ins, nr_value *out, nr_error *err) {
+  nr_node node = {.name = "n",
+                  .op_type = (char *)op,
+                  .domain = "",
+                  .opset = 13,
+                  .n_attrs = n_attrs,
+                  .attrs = attrs};
+  nr_value *in_ptrs[4] = {&ins[0], &ins[1], n_in > 2 ? &ins[2] : NULL, NULL};
+  nr_value *out_ptrs[1] = {out};
+  nr_op_ctx ctx = {.node = &node,
+                   .n_inputs = n_in,
+                   .inputs = in_ptrs,
+                   .n_outputs = 1,
+                   .outputs = out_ptrs,
+                   .err = err};
+  const nr_op_def *def = nr_op_find("", op, 13);
+  return def ? def->infer(&ctx) : NR_ERR_UNSUPPORTED;
+}
+
+NR_TEST(conv_static_infer_keeps_unknowns) {
+  int64_t pads[4] = {1, 1, 1, 1};
+  nr_attr at[] = {attr_ints("pads", 4, pads)};
+  nr_value ins[2] = {{.dtype = NR_DTYPE_FLOAT, .rank = 4, .dims = {-1, 3, -1, 10}},
+                     {.dtype = NR_DTYPE_FLOAT, .rank = 4, .dims = {8, 3, 3, 3}}};
+  nr_value out = {0};
+  nr_error err = {0};
+  REQUIRE(infer_only("Conv", 1, at, 2, ins, &out, &err) == NR_OK, "%s", err.message);
+  CHECK(out.rank == 4 && out.dims[0] == -1 && out.dims[1] == 8 && out.dims[2] == -1 &&
+            out.dims[3] == 10,
+        "got rank %d [%lld %lld %lld %lld]", out.rank, (long long)out.dims[0],
+        (long long)out.dims[1], (long long)out.dims[2], (long long)out.dims[3]);
+  ins[0].rank = -1;
+  REQUIRE(infer_only("Conv", 1, at, 2, ins, &out, &err) == NR_OK, "%s", err.message);
+  CHECK(out.rank == 4 && out.dims[1] == 8 && out.dims[3] == -1, "rank from W: %d",
+        out.rank);
+  ins[1].rank = -1;
+  REQUIRE(infer_only("Conv", 1, at, 2, ins, &out, &err) == NR_OK, "%s", err.message);
+  CHECK(out.rank == -1, "unknown ranks give rank %d", out.rank);
+  nr_value tins[2] = {{.dtype = NR_DTYPE_FLOAT, .rank = 4, .dims = {1, 4, -1, 5}},
+                      {.dtype = NR_DTYPE_FLOAT, .rank = 4, .dims = {4, 2, 3, 3}}};
+  REQUIRE(infer_only("ConvTranspose", 0, NULL, 2, tins, &out, &err) == NR_OK, "%s",
+          err.message);
+  CHECK(out.rank == 4 && out.dims[1] == 2 && out.dims[2] == -1 && out.dims[3] == 7,
+        "ConvTranspose [%lld %lld %lld]", (long long)out.dims[1], (long long)out.dims[2],
+        (long long)out.dims[3]);
+  tins[1].dims[0] = 3; /* W's input channels must match X's */
+  CHECK(infer_only("ConvTranspose", 0, NULL, 2, tins, &out, &err) == NR_ERR_SHAPE);
+}

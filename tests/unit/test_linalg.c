@@ -429,3 +429,57 @@ NR_TEST(einsum_trace_diagonal_outer_int) {
         "rank mismatch accepted");
   nr_value_free(&out);
 }
+
+/* infer() without data keeps unknown dims (as nr_graph_infer calls it). */
+NR_TEST(matmul_gemm_static_infer) {
+  nr_value a = {.dtype = NR_DTYPE_FLOAT, .rank = 3, .dims = {-1, 4, 5}};
+  nr_value b = {.dtype = NR_DTYPE_FLOAT, .rank = 2, .dims = {5, -1}}, out = {0};
+  nr_value *ins[2] = {&a, &b}, *outs[1] = {&out};
+  nr_node node = {.name = "n", .op_type = "MatMul", .domain = "", .opset = 13};
+  nr_error err = {0};
+  nr_op_ctx ctx = {.node = &node,
+                   .n_inputs = 2,
+                   .inputs = ins,
+                   .n_outputs = 1,
+                   .outputs = outs,
+                   .err = &err};
+  REQUIRE(nr_op_find("", "MatMul", 13)->infer(&ctx) == NR_OK, "%s", err.message);
+  CHECK(out.rank == 3 && out.dims[0] == -1 && out.dims[1] == 4 && out.dims[2] == -1);
+  a.rank = 2, a.dims[0] = -1, a.dims[1] = 7; /* Gemm: [?, 7] x [5, ?] cannot fit */
+  node.op_type = "Gemm";
+  CHECK(nr_op_find("", "Gemm", 13)->infer(&ctx) == NR_ERR_SHAPE, "K mismatch accepted");
+  a.dims[1] = 5;
+  REQUIRE(nr_op_find("", "Gemm", 13)->infer(&ctx) == NR_OK, "%s", err.message);
+  CHECK(out.rank == 2 && out.dims[0] == -1 && out.dims[1] == -1);
+}
+
+/* Empty operands may come without data; a zero depth gives zeros (plus beta * C). */
+NR_TEST(matmul_gemm_empty_depth) {
+  int64_t ad[2] = {2, 0}, bd[2] = {0, 3}, cd[1] = {3};
+  float c[3] = {1, 2, 3};
+  nr_value a = make_value(NR_DTYPE_FLOAT, 2, ad, NULL),
+           b = make_value(NR_DTYPE_FLOAT, 2, bd, NULL);
+  nr_value cv = make_value(NR_DTYPE_FLOAT, 1, cd, c), out = {0};
+  nr_error err = {0};
+  REQUIRE(nr_ref_exec_node("MatMul", "", 13, 0, NULL, 2, (const nr_value *[]){&a, &b}, 1,
+                           &out, &err) == NR_OK,
+          "%s", err.message);
+  REQUIRE(nr_value_count(&out) == 6);
+  for (int i = 0; i < 6; i++)
+    CHECK(((float *)out.data)[i] == 0, "y[%d] = %g", i, ((float *)out.data)[i]);
+  nr_value_free(&out);
+  nr_attr at[] = {attr_f("beta", 2.0f)};
+  REQUIRE(nr_ref_exec_node("Gemm", "", 13, 1, at, 3, (const nr_value *[]){&a, &b, &cv}, 1,
+                           &out, &err) == NR_OK,
+          "%s", err.message);
+  for (int i = 0; i < 6; i++)
+    CHECK(((float *)out.data)[i] == 2 * c[i % 3], "y[%d] = %g", i,
+          ((float *)out.data)[i]);
+  nr_value_free(&out);
+  nr_attr eq[] = {attr_s("equation", "ij,jk->ik")};
+  REQUIRE(nr_ref_exec_node("Einsum", "", 12, 1, eq, 2, (const nr_value *[]){&a, &b}, 1,
+                           &out, &err) == NR_OK,
+          "%s", err.message);
+  CHECK(nr_value_count(&out) == 6 && ((float *)out.data)[5] == 0);
+  nr_value_free(&out);
+}

@@ -293,3 +293,32 @@ NR_TEST(maxunpool_output_shape) {
   }
   nr_value_free(&out);
 }
+
+/* infer() without data: unknown spatial dims stay unknown, known ones resolve. */
+NR_TEST(pool_static_infer) {
+  int64_t k[2] = {3, 3}, s[2] = {2, 2};
+  nr_attr at[] = {attr_ints("kernel_shape", 2, k), attr_ints("strides", 2, s)};
+  nr_value x = {.dtype = NR_DTYPE_FLOAT, .rank = 4, .dims = {-1, 8, 11, -1}};
+  nr_value y = {0}, ind = {0};
+  nr_value *ins[1] = {&x}, *outs[2] = {&y, &ind};
+  nr_node node = {.name = "n",
+                  .op_type = "MaxPool",
+                  .domain = "",
+                  .opset = 12,
+                  .n_attrs = 2,
+                  .attrs = at};
+  nr_error err = {0};
+  nr_op_ctx ctx = {.node = &node,
+                   .n_inputs = 1,
+                   .inputs = ins,
+                   .n_outputs = 2,
+                   .outputs = outs,
+                   .err = &err};
+  REQUIRE(nr_op_find("", "MaxPool", 12)->infer(&ctx) == NR_OK, "%s", err.message);
+  CHECK(y.rank == 4 && y.dims[0] == -1 && y.dims[1] == 8 && y.dims[2] == 5 &&
+        y.dims[3] == -1);
+  CHECK(ind.dtype == NR_DTYPE_INT64 && ind.rank == 4);
+  x.dims[2] = 2; /* smaller than the kernel */
+  CHECK(nr_op_find("", "MaxPool", 12)->infer(&ctx) == NR_ERR_SHAPE,
+        "tiny input accepted");
+}

@@ -84,4 +84,10 @@ nr_status nr_conv_transpose_f32(const nr_conv_shape *s, const float *x, const fl
 nr_status nr_conv_transpose_f64(const nr_conv_shape *s, const double *x, const double *w,
                                 const double *bias, double *y);
 
+/* ---- the rarer conv-family operators (ops_conv_extra.c, listed in ops_conv.c) ---- */
+nr_status nr_ref_deform_conv_infer(nr_op_ctx *ctx);
+nr_status nr_ref_deform_conv_run(nr_op_ctx *ctx);
+nr_status nr_ref_causal_conv_infer(nr_op_ctx *ctx);
+nr_status nr_ref_causal_conv_run(nr_op_ctx *ctx);
+
 #endif

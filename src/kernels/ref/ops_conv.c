@@ -449,5 +449,7 @@ const nr_op_def nr_ref_ops_conv[] = {
     {"", "ConvTranspose", 1, transpose_infer, transpose_run, 0},
     {"", "ConvInteger", 10, conv_integer_infer, conv_integer_run, 0},
     {"", "QLinearConv", 10, qlinear_conv_infer, qlinear_conv_run, 0},
+    {"", "DeformConv", 19, nr_ref_deform_conv_infer, nr_ref_deform_conv_run, 0},
+    {"", "CausalConvWithState", 27, nr_ref_causal_conv_infer, nr_ref_causal_conv_run, 0},
     {0},
 };

@@ -130,9 +130,10 @@ void nr_ref_igemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const int64
 
 void *nr_ref_stage(const nr_value *v, nr_dtype want, bool *owned) {
   *owned = false;
-  if (v->dtype == want)
-    return v->data;
   int64_t n = nr_value_count(v);
+  if (v->dtype == want && n > 0)
+    return v->data;
+  /* empty tensors may have no data: hand out a (never read) one-element buffer */
   size_t esize = want == NR_DTYPE_FLOAT ? sizeof(float) : sizeof(double);
   void *buf = malloc(esize * (size_t)(n > 0 ? n : 1));
   if (!buf)
