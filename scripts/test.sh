@@ -8,16 +8,18 @@
 #   bootstrap   scripts/bootstrap.sh (Debian packages, .venv)
 #   build       Release build in build/
 #   ctest       unit tests + ONNX node conformance (ctest --test-dir build)
-#   asan        ASan+UBSan build in build-asan/, nr_unit with NR_FUZZ_DIR=build/node
+#   asan        ASan+UBSan build in build-asan/, nr_unit with NR_FUZZ_DIR naming the node
+#               suite and the exported real models (truncated and bit-flipped copies)
 #   models      export the real-model suite to build/models/ (cached) + ONNX Runtime refs
 #   check       tests/models/check_models.sh: nnroute run vs ONNX Runtime
 # The last line is `N passed, N failed` over the stages (`, N skipped` when some were
 # skipped); the exit status is non-zero when any stage failed.
 #
-# Environment: NR_BUILD_DIR / NR_ASAN_DIR (build trees, default build / build-asan;
-# the models live in NR_BUILD_DIR/models), NR_JOBS (build parallelism, default 2), NR_SKIP (space-separated stage
-# names to skip, e.g. "asan models check"), NR_BOOTSTRAP_MODELS=0 (no torch: skips the
-# model stages), NR_MODEL_TIMEOUT (seconds per model run, default 600).
+# Environment: NR_BUILD_DIR / NR_ASAN_DIR (build trees, default build / build-asan; the
+# models live in NR_BUILD_DIR/models), NR_JOBS (build parallelism, default 2), NR_SKIP
+# (space-separated stage names to skip, e.g. "asan models check"), NR_BOOTSTRAP_MODELS=0
+# (no torch: skips the model stages), NR_MODEL_TIMEOUT (seconds per model run, default
+# 600).
 set -uo pipefail
 
 repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -71,13 +73,17 @@ do_build() {
 do_ctest() { ctest --test-dir "$build" --output-on-failure; }
 
 do_asan() {
-  # The loader fuzz test mutates real models; the unpacked node suite is the corpus.
+  # The loader fuzz test mutates model files: the unpacked node suite and, when the
+  # models stage has run, the exported real models (files over 64 MiB are left out).
   if [[ ! -d $build/node && -f $tarball ]]; then
     mkdir -p "$build" && tar -xJf "$tarball" -C "$build" || return 1
   fi
+  local fuzz_dirs
+  fuzz_dirs=$(cd "$build" && pwd)/node
+  [[ -d $build/models ]] && fuzz_dirs+=:$(cd "$build" && pwd)/models
   cmake -S . -B "$asan" -DCMAKE_BUILD_TYPE=Debug -DNR_SANITIZE=ON &&
     cmake --build "$asan" -j"$jobs" --target nr_unit &&
-    NR_FUZZ_DIR=$(cd "$build" && pwd)/node ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1} \
+    NR_FUZZ_DIR=$fuzz_dirs ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1} \
       UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1} "$asan/tests/nr_unit"
 }
 
@@ -94,9 +100,9 @@ do_check() {
 stage bootstrap "" do_bootstrap
 stage build "bootstrap" do_build
 stage ctest "build" do_ctest
-stage asan "bootstrap" do_asan
 stage models "bootstrap" do_models
 stage check "build models" do_check
+stage asan "bootstrap" do_asan
 
 echo
 echo "======== summary ($(( $(date +%s) - t_all )) s)"

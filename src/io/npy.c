@@ -252,7 +252,7 @@ static nr_status header_to_value(const npy_header *h, const char *what, size_t a
 nr_status nr_npy_parse(const void *data, size_t len, const char *what, nr_value *out,
                        nr_error *err) {
   const uint8_t *d = data;
-  size_t hdr_off, hdr_len, nbytes = 0;
+  size_t hdr_off = 0, hdr_len = 0, nbytes = 0;
   nr_status st = split_preamble(d, len, what, &hdr_off, &hdr_len, err);
   if (st)
     return st;

@@ -160,13 +160,10 @@ static void fuzz_file(nr_test_state *t, const char *path, uint64_t seed) {
   free(data);
 }
 
-NR_TEST(fuzz_loader_model_files) {
-  const char *root = getenv("NR_FUZZ_DIR");
-  if (!root || !*root)
-    return;
+/* Fuzzes up to FUZZ_MAX_FILES models spread evenly over the tree at root. */
+static void fuzz_tree(nr_test_state *t, const char *root, uint64_t seed) {
   nftw(root, collect, 32, FTW_PHYS);
   qsort(found, (size_t)n_found, sizeof *found, by_path);
-  uint64_t seed = fuzz_seed();
   int picks = n_found < FUZZ_MAX_FILES ? n_found : FUZZ_MAX_FILES;
   fprintf(stderr, "fuzz_loader: %d of %d models under %s, seed 0x%llx\n", picks, n_found,
           root, (unsigned long long)seed);
@@ -179,4 +176,17 @@ NR_TEST(fuzz_loader_model_files) {
   free(found);
   found = NULL;
   n_found = cap_found = 0;
+}
+
+/* NR_FUZZ_DIR holds one or more trees separated by ':' (the node suite, the exported
+ * real models). */
+NR_TEST(fuzz_loader_model_files) {
+  const char *env = getenv("NR_FUZZ_DIR");
+  if (!env || !*env)
+    return;
+  char *dirs = strdup(env), *save = NULL;
+  uint64_t seed = fuzz_seed();
+  for (char *d = dirs ? strtok_r(dirs, ":", &save) : NULL; d; d = strtok_r(NULL, ":", &save))
+    fuzz_tree(t, d, seed);
+  free(dirs);
 }
