@@ -1,6 +1,7 @@
-/* dtype.c - names and sizes of element types. A size of 0 marks a type nnroute
- * cannot hold in memory (strings, complex, float8, 4-bit), which the loader turns
- * into an "unsupported dtype" error. */
+/* dtype.c - names and sizes of element types. Names cover every ONNX type number,
+ * also those nnroute cannot hold, so messages can say what was refused. A size of 0
+ * marks a type nnroute cannot hold in memory (strings, complex, float8, 4-bit), which
+ * the loader turns into an "unsupported dtype" error. */
 #include "nnroute.h"
 
 const char *nr_dtype_name(nr_dtype t) {
@@ -31,6 +32,11 @@ const char *nr_dtype_name(nr_dtype t) {
   case 21: return "uint4";
   case 22: return "int4";
   case 23: return "float4e2m1";
+  case 24: return "float8e8m0";
+  case 25: return "uint2";
+  case 26: return "int2";
+  case 27: return "float6e2m3";
+  case 28: return "float6e3m2";
   default: return "unknown dtype";
   }
 }

@@ -18,16 +18,9 @@
 
 /* ---- element types ---------------------------------------------------------------- */
 
+/* The ONNX type numbers known to this schema (0 to float6e3m2); NULL beyond. */
 static const char *onnx_type_name(int32_t t) {
-  static const char *const names[] = {
-      "undefined", "float32", "uint8", "int8", "uint16", "int16", "int32", "int64",
-      "string", "bool", "float16", "float64", "uint32", "uint64", "complex64",
-      "complex128", "bfloat16", "float8e4m3fn", "float8e4m3fnuz", "float8e5m2",
-      "float8e5m2fnuz", "uint4", "int4", "float4e2m1", "float8e8m0", "uint2", "int2",
-      "float6e2m3", "float6e3m2"};
-  if (t < 0 || t >= (int32_t)(sizeof names / sizeof names[0]))
-    return NULL;
-  return names[t];
+  return t >= 0 && t <= 28 ? nr_dtype_name((nr_dtype)t) : NULL;
 }
 
 nr_status nr_onnx_dtype(int32_t onnx_type, const char *what, nr_dtype *out, nr_error *err) {

@@ -13,16 +13,9 @@
 #include <math.h>
 #include <string.h>
 
-/* Names of TensorProto types beyond nr_dtype, for messages. */
+/* Names of TensorProto types, also those nnroute cannot hold, for messages. */
 static const char *onnx_type_name(int64_t t) {
-  static const char *const names[] = {
-      [8] = "string", [14] = "complex64", [15] = "complex128",
-      [17] = "float8e4m3fn", [18] = "float8e4m3fnuz", [19] = "float8e5m2",
-      [20] = "float8e5m2fnuz", [21] = "uint4", [22] = "int4", [23] = "float4e2m1",
-      [24] = "float8e8m0", [25] = "uint2", [26] = "int2"};
-  if (t >= 0 && t < (int64_t)(sizeof names / sizeof names[0]) && names[t])
-    return names[t];
-  return "unknown";
+  return t >= 0 && t <= 28 ? nr_dtype_name((nr_dtype)t) : "unknown";
 }
 
 static bool storable(int64_t t) {
@@ -79,7 +72,7 @@ nr_status nr_ew_cast_infer(nr_op_ctx *ctx) {
   if (x->dtype != NR_DTYPE_UNDEFINED && !storable(x->dtype))
     return nr_op_fail(ctx, NR_ERR_UNSUPPORTED, "casting from %s (type %d) is not "
                       "supported", onnx_type_name(x->dtype), (int)x->dtype);
-  nr_dtype to;
+  nr_dtype to = NR_DTYPE_UNDEFINED;
   if ((st = target_dtype(ctx, &to)))
     return st;
   return nr_op_set_output(ctx, 0, to, x->rank, x->dims);

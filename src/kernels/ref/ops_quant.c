@@ -15,26 +15,8 @@
 
 /* ---- dtypes --------------------------------------------------------------------- */
 
-/* Names of the ONNX element types beyond nr_dtype (float8, 4-bit, 2-bit, ...). */
-static const char *exotic_dtype_name(int t) {
-  switch (t) {
-  case 17: return "float8e4m3fn";
-  case 18: return "float8e4m3fnuz";
-  case 19: return "float8e5m2";
-  case 20: return "float8e5m2fnuz";
-  case 21: return "uint4";
-  case 22: return "int4";
-  case 23: return "float4e2m1";
-  case 24: return "float8e8m0";
-  case 25: return "uint2";
-  case 26: return "int2";
-  default: return "unknown";
-  }
-}
-
-static const char *any_dtype_name(int t) {
-  return t > NR_DTYPE_BFLOAT16 ? exotic_dtype_name(t) : nr_dtype_name((nr_dtype)t);
-}
+/* nr_dtype_name also names the ONNX types nnroute cannot hold (float8, 4-bit, ...). */
+static const char *any_dtype_name(int t) { return nr_dtype_name((nr_dtype)t); }
 
 /* Saturation range of a quantized integer type; false if t is not one. */
 static bool quant_range(int t, bool allow_int32, int64_t *lo, int64_t *hi) {
@@ -52,7 +34,7 @@ static bool quant_range(int t, bool allow_int32, int64_t *lo, int64_t *hi) {
 
 static nr_status check_quant_type(nr_op_ctx *ctx, int t, bool allow_int32,
                                   const char *what) {
-  int64_t lo, hi;
+  int64_t lo = 0, hi = 0;
   if (quant_range(t, allow_int32, &lo, &hi))
     return NR_OK;
   bool exotic = t > NR_DTYPE_BFLOAT16;
@@ -209,7 +191,7 @@ static nr_status quantize_run(nr_op_ctx *ctx) {
   nr_status st = quant_map_init(ctx, x, s, zp, &m);
   if (st)
     return st;
-  int64_t lo, hi;
+  int64_t lo = 0, hi = 0;
   quant_range(y->dtype, false, &lo, &hi);
   int64_t prec = nr_attr_int(ctx->node, "precision", 0);
   nr_dtype p = prec ? (nr_dtype)prec : s->dtype;
