@@ -71,7 +71,7 @@ nr_status nr_value_alloc(nr_value *v, nr_dtype dtype, int rank, const int64_t *d
   if (esize == 0)
     return nr_errorf(err, NR_ERR_UNSUPPORTED, "dtype %s is not supported",
                      nr_dtype_name(dtype));
-  int64_t n;
+  int64_t n = 0;
   nr_status st = checked_count(rank, dims, &n, err);
   if (st)
     return st;
