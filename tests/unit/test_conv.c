@@ -7,6 +7,7 @@
 #include "kernels/ref/executor.h"
 #include "kernels/ref/ref_util.h"
 #include "unit.h"
+#include "op_test.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -20,32 +21,6 @@ typedef struct conv_case {
   int64_t in[3], k[3], s[3], d[3], pb[3], pe[3], op[3]; /* op: output_padding */
   bool bias;
 } conv_case;
-
-static nr_attr attr_ints(const char *name, size_t n, int64_t *v) {
-  return (nr_attr){.name = (char *)name, .type = NR_ATTR_INTS, .n = n, .ints = v};
-}
-
-static nr_attr attr_i(const char *name, int64_t i) {
-  return (nr_attr){.name = (char *)name, .type = NR_ATTR_INT, .i = i};
-}
-
-static nr_attr attr_s(const char *name, const char *s) {
-  return (nr_attr){
-      .name = (char *)name, .type = NR_ATTR_STRING, .s = (char *)s, .s_len = strlen(s)};
-}
-
-static nr_value make_value(nr_dtype t, int rank, const int64_t *dims, void *data) {
-  nr_value v = {.dtype = t, .rank = rank, .data = data};
-  memcpy(v.dims, dims, sizeof(int64_t) * (size_t)rank);
-  return v;
-}
-
-static float *random_floats(int64_t n, unsigned *seed) {
-  float *x = malloc(sizeof(float) * (size_t)(n + 1));
-  for (int64_t i = 0; i < n; i++)
-    x[i] = (float)(rand_r(seed) % 2001) / 1000.0f - 1.0f;
-  return x;
-}
 
 static int64_t prod3(const int64_t *v) {
   return v[0] * v[1] * v[2];

@@ -5,6 +5,7 @@
  * inference with unknown dims, and the failure paths (wrong dtypes and shapes,
  * unsupported types). */
 #include "unit.h"
+#include "op_test.h"
 
 #include "ir/op.h"
 #include "kernels/ref/executor.h"
@@ -25,17 +26,6 @@ static nr_value tensor(nr_dtype t, int rank, const int64_t *dims, void *data) {
 }
 
 static nr_value vec(nr_dtype t, int64_t n, void *data) { return tensor(t, 1, &n, data); }
-
-static nr_attr attr_f(const char *name, float f) {
-  return (nr_attr){.name = (char *)name, .type = NR_ATTR_FLOAT, .f = f};
-}
-static nr_attr attr_i(const char *name, int64_t i) {
-  return (nr_attr){.name = (char *)name, .type = NR_ATTR_INT, .i = i};
-}
-static nr_attr attr_s(const char *name, const char *s) {
-  return (nr_attr){.name = (char *)name, .type = NR_ATTR_STRING, .s = (char *)s,
-                   .s_len = strlen(s)};
-}
 
 static nr_status run_op(const char *op, int opset, int n_attrs, const nr_attr *attrs,
                         int n_in, const nr_value *const *ins, nr_value *out,

@@ -5,6 +5,7 @@
  * spec), out-of-range indices failing cleanly, and static folding of small constant
  * Gather/Slice inputs. */
 #include "unit.h"
+#include "op_test.h"
 
 #include "ir/op.h"
 #include "kernels/ref/executor.h"
@@ -13,53 +14,6 @@
 
 /* ---- helpers -------------------------------------------------------------------- */
 
-static nr_value tensor(nr_dtype t, int rank, const int64_t *dims, const void *data) {
-  nr_value v = {.dtype = t, .rank = rank, .data = (void *)data};
-  for (int d = 0; d < rank; d++)
-    v.dims[d] = dims[d];
-  return v;
-}
-
-static nr_value i64v(int64_t n, const int64_t *data) {
-  return tensor(NR_DTYPE_INT64, 1, &n, data);
-}
-
-static nr_attr attr_i(const char *name, int64_t i) {
-  return (nr_attr){.name = (char *)name, .type = NR_ATTR_INT, .i = i};
-}
-static nr_attr attr_ints(const char *name, size_t n, int64_t *v) {
-  return (nr_attr){.name = (char *)name, .type = NR_ATTR_INTS, .n = n, .ints = v};
-}
-static nr_attr attr_s(const char *name, const char *s) {
-  return (nr_attr){
-      .name = (char *)name, .type = NR_ATTR_STRING, .s = (char *)s, .s_len = strlen(s)};
-}
-
-static nr_status run(const char *op, int opset, int n_attrs, const nr_attr *attrs,
-                     int n_in, const nr_value *const *ins, nr_value *out, nr_error *err) {
-  memset(out, 0, sizeof *out);
-  return nr_ref_exec_node(op, "", opset, n_attrs, attrs, n_in, ins, 1, out, err);
-}
-
-static bool dims_are(const nr_value *v, int rank, const int64_t *dims) {
-  if (v->rank != rank)
-    return false;
-  for (int d = 0; d < rank; d++)
-    if (v->dims[d] != dims[d])
-      return false;
-  return true;
-}
-
-static bool f32_are(const nr_value *v, int64_t n, const float *want) {
-  return v->dtype == NR_DTYPE_FLOAT && nr_value_count(v) == n &&
-         (n == 0 || memcmp(v->data, want, sizeof(float) * (size_t)n) == 0);
-}
-
-static bool i64_are(const nr_value *v, int64_t n, const int64_t *want) {
-  return v->dtype == NR_DTYPE_INT64 && nr_value_count(v) == n &&
-         (n == 0 || memcmp(v->data, want, sizeof(int64_t) * (size_t)n) == 0);
-}
-
 static const float seq12[12] = {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11};
 
 /* ---- Slice ------------------------------------------------------------------------- */
@@ -67,12 +21,12 @@ static const float seq12[12] = {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11};
 static nr_status slice(const nr_value *x, int n, int64_t *st, int64_t *en, int64_t *ax,
                        int64_t *sp, nr_value *y, nr_error *err) {
   nr_value s = i64v(n, st), e = i64v(n, en), a = i64v(n, ax), p = i64v(n, sp);
-  return run("Slice", 13, 0, NULL, 5,
+  return run_one("Slice", 13, 0, NULL, 5,
              (const nr_value *[]){x, &s, &e, ax ? &a : NULL, sp ? &p : NULL}, y, err);
 }
 
 NR_TEST(index_slice_steps_and_clamping) {
-  nr_value x = tensor(NR_DTYPE_FLOAT, 2, (int64_t[]){3, 4}, seq12), y;
+  nr_value x = make_value(NR_DTYPE_FLOAT, 2, (int64_t[]){3, 4}, seq12), y;
   nr_error err = {0};
   /* rows 1.., columns reversed from the end with step -2 */
   REQUIRE(slice(&x, 2, (int64_t[]){1, -1}, (int64_t[]){100, INT64_MIN}, (int64_t[]){0, 1},
@@ -97,7 +51,7 @@ NR_TEST(index_slice_steps_and_clamping) {
   nr_attr a[] = {attr_ints("starts", 1, (int64_t[]){1}),
                  attr_ints("ends", 1, (int64_t[]){-1}),
                  attr_ints("axes", 1, (int64_t[]){1})};
-  REQUIRE(run("Slice", 9, 3, a, 1, (const nr_value *[]){&x}, &y, &err) == NR_OK, "%s",
+  REQUIRE(run_one("Slice", 9, 3, a, 1, (const nr_value *[]){&x}, &y, &err) == NR_OK, "%s",
           err.message);
   float w4[] = {1, 2, 5, 6, 9, 10};
   CHECK(dims_are(&y, 2, (int64_t[]){3, 2}) && f32_are(&y, 6, w4));
@@ -130,37 +84,37 @@ NR_TEST(index_slice_static_fold) {
 /* ---- gathers ----------------------------------------------------------------------- */
 
 NR_TEST(index_gather_axis_and_negative) {
-  nr_value x = tensor(NR_DTYPE_FLOAT, 2, (int64_t[]){3, 4}, seq12), y;
+  nr_value x = make_value(NR_DTYPE_FLOAT, 2, (int64_t[]){3, 4}, seq12), y;
   int32_t ind[] = {-1, 0, 2, 2};
-  nr_value vi = tensor(NR_DTYPE_INT32, 2, (int64_t[]){2, 2}, ind);
+  nr_value vi = make_value(NR_DTYPE_INT32, 2, (int64_t[]){2, 2}, ind);
   nr_attr ax = attr_i("axis", 1);
   nr_error err = {0};
-  REQUIRE(run("Gather", 13, 1, &ax, 2, (const nr_value *[]){&x, &vi}, &y, &err) == NR_OK,
+  REQUIRE(run_one("Gather", 13, 1, &ax, 2, (const nr_value *[]){&x, &vi}, &y, &err) == NR_OK,
           "%s", err.message);
   CHECK(dims_are(&y, 3, (int64_t[]){3, 2, 2}));
   float want[] = {3, 0, 2, 2, 7, 4, 6, 6, 11, 8, 10, 10};
   CHECK(f32_are(&y, 12, want));
   nr_value_free(&y);
   int64_t scalar = 1;
-  nr_value vs = tensor(NR_DTYPE_INT64, 0, NULL, &scalar);
-  REQUIRE(run("Gather", 13, 0, NULL, 2, (const nr_value *[]){&x, &vs}, &y, &err) ==
+  nr_value vs = make_value(NR_DTYPE_INT64, 0, NULL, &scalar);
+  REQUIRE(run_one("Gather", 13, 0, NULL, 2, (const nr_value *[]){&x, &vs}, &y, &err) ==
           NR_OK);
   CHECK(dims_are(&y, 1, (int64_t[]){4}) && f32_are(&y, 4, seq12 + 4));
   nr_value_free(&y);
   ind[1] = 4;
-  CHECK(run("Gather", 13, 1, &ax, 2, (const nr_value *[]){&x, &vi}, &y, &err) ==
+  CHECK(run_one("Gather", 13, 1, &ax, 2, (const nr_value *[]){&x, &vi}, &y, &err) ==
         NR_ERR_RUNTIME);
   CHECK(strstr(err.message, "out of range") != NULL, "%s", err.message);
 }
 
 NR_TEST(index_gather_elements_and_nd) {
   float d[] = {1, 2, 3, 4};
-  nr_value x = tensor(NR_DTYPE_FLOAT, 2, (int64_t[]){2, 2}, d), y;
+  nr_value x = make_value(NR_DTYPE_FLOAT, 2, (int64_t[]){2, 2}, d), y;
   int64_t ind[] = {0, 0, 1, 0};
-  nr_value vi = tensor(NR_DTYPE_INT64, 2, (int64_t[]){2, 2}, ind);
+  nr_value vi = make_value(NR_DTYPE_INT64, 2, (int64_t[]){2, 2}, ind);
   nr_attr ax = attr_i("axis", 1);
   nr_error err = {0};
-  REQUIRE(run("GatherElements", 13, 1, &ax, 2, (const nr_value *[]){&x, &vi}, &y, &err) ==
+  REQUIRE(run_one("GatherElements", 13, 1, &ax, 2, (const nr_value *[]){&x, &vi}, &y, &err) ==
               NR_OK,
           "%s", err.message);
   float w[] = {1, 1, 4, 3};
@@ -168,11 +122,11 @@ NR_TEST(index_gather_elements_and_nd) {
   nr_value_free(&y);
   /* GatherND batch_dims=1: data [2,2,2], indices [2,1] -> out [2,2] */
   float d3[] = {0, 1, 2, 3, 4, 5, 6, 7};
-  nr_value x3 = tensor(NR_DTYPE_FLOAT, 3, (int64_t[]){2, 2, 2}, d3);
+  nr_value x3 = make_value(NR_DTYPE_FLOAT, 3, (int64_t[]){2, 2, 2}, d3);
   int64_t nd[] = {1, 0};
-  nr_value vnd = tensor(NR_DTYPE_INT64, 2, (int64_t[]){2, 1}, nd);
+  nr_value vnd = make_value(NR_DTYPE_INT64, 2, (int64_t[]){2, 1}, nd);
   nr_attr b1 = attr_i("batch_dims", 1);
-  REQUIRE(run("GatherND", 13, 1, &b1, 2, (const nr_value *[]){&x3, &vnd}, &y, &err) ==
+  REQUIRE(run_one("GatherND", 13, 1, &b1, 2, (const nr_value *[]){&x3, &vnd}, &y, &err) ==
               NR_OK,
           "%s", err.message);
   float w3[] = {2, 3, 4, 5};
@@ -180,8 +134,8 @@ NR_TEST(index_gather_elements_and_nd) {
   nr_value_free(&y);
   /* batch_dims=0, full index tuples: [[0,1,1],[1,0,-1]] -> [3, 5] */
   int64_t full[] = {0, 1, 1, 1, 0, -1};
-  nr_value vf = tensor(NR_DTYPE_INT64, 2, (int64_t[]){2, 3}, full);
-  REQUIRE(run("GatherND", 13, 0, NULL, 2, (const nr_value *[]){&x3, &vf}, &y, &err) ==
+  nr_value vf = make_value(NR_DTYPE_INT64, 2, (int64_t[]){2, 3}, full);
+  REQUIRE(run_one("GatherND", 13, 0, NULL, 2, (const nr_value *[]){&x3, &vf}, &y, &err) ==
               NR_OK,
           "%s", err.message);
   float wf[] = {3, 5};
@@ -193,11 +147,11 @@ NR_TEST(index_gather_elements_and_nd) {
 
 NR_TEST(index_scatter_elements_reductions) {
   float d[] = {1, 2, 3, 4, 5};
-  nr_value x = tensor(NR_DTYPE_FLOAT, 2, (int64_t[]){1, 5}, d), y;
+  nr_value x = make_value(NR_DTYPE_FLOAT, 2, (int64_t[]){1, 5}, d), y;
   int64_t ind[] = {1, 1};
   float upd[] = {1.5f, 3};
-  nr_value vi = tensor(NR_DTYPE_INT64, 2, (int64_t[]){1, 2}, ind);
-  nr_value vu = tensor(NR_DTYPE_FLOAT, 2, (int64_t[]){1, 2}, upd);
+  nr_value vi = make_value(NR_DTYPE_INT64, 2, (int64_t[]){1, 2}, ind);
+  nr_value vu = make_value(NR_DTYPE_FLOAT, 2, (int64_t[]){1, 2}, upd);
   nr_error err = {0};
   struct {
     const char *red;
@@ -205,7 +159,7 @@ NR_TEST(index_scatter_elements_reductions) {
   } cases[] = {{"none", 3}, {"add", 6.5f}, {"mul", 9}, {"max", 3}, {"min", 1.5f}};
   for (int c = 0; c < 5; c++) {
     nr_attr a[] = {attr_i("axis", 1), attr_s("reduction", cases[c].red)};
-    REQUIRE(run("ScatterElements", 18, 2, a, 3, (const nr_value *[]){&x, &vi, &vu}, &y,
+    REQUIRE(run_one("ScatterElements", 18, 2, a, 3, (const nr_value *[]){&x, &vi, &vu}, &y,
                 &err) == NR_OK,
             "%s: %s", cases[c].red, err.message);
     float want[] = {1, cases[c].at1, 3, 4, 5};
@@ -214,29 +168,29 @@ NR_TEST(index_scatter_elements_reductions) {
   }
   /* Scatter (opset 9) is ScatterElements without reduction; negative indices wrap */
   int64_t neg[] = {-1, 0};
-  nr_value vn = tensor(NR_DTYPE_INT64, 2, (int64_t[]){1, 2}, neg);
+  nr_value vn = make_value(NR_DTYPE_INT64, 2, (int64_t[]){1, 2}, neg);
   nr_attr ax = attr_i("axis", 1);
-  REQUIRE(run("Scatter", 9, 1, &ax, 3, (const nr_value *[]){&x, &vn, &vu}, &y, &err) ==
+  REQUIRE(run_one("Scatter", 9, 1, &ax, 3, (const nr_value *[]){&x, &vn, &vu}, &y, &err) ==
               NR_OK,
           "%s", err.message);
   float ws[] = {3, 2, 3, 4, 1.5f};
   CHECK(f32_are(&y, 5, ws));
   nr_value_free(&y);
   neg[0] = 5;
-  CHECK(run("Scatter", 9, 1, &ax, 3, (const nr_value *[]){&x, &vn, &vu}, &y, &err) ==
+  CHECK(run_one("Scatter", 9, 1, &ax, 3, (const nr_value *[]){&x, &vn, &vu}, &y, &err) ==
         NR_ERR_RUNTIME);
 }
 
 NR_TEST(index_scatter_nd) {
   int32_t d[] = {1, 2, 3, 4, 5, 6, 7, 8};
-  nr_value x = tensor(NR_DTYPE_INT32, 2, (int64_t[]){4, 2}, d), y;
+  nr_value x = make_value(NR_DTYPE_INT32, 2, (int64_t[]){4, 2}, d), y;
   int64_t ind[] = {3, 1, 3};
   int32_t upd[] = {10, 20, 30, 40, 1, 1};
-  nr_value vi = tensor(NR_DTYPE_INT64, 2, (int64_t[]){3, 1}, ind);
-  nr_value vu = tensor(NR_DTYPE_INT32, 2, (int64_t[]){3, 2}, upd);
+  nr_value vi = make_value(NR_DTYPE_INT64, 2, (int64_t[]){3, 1}, ind);
+  nr_value vu = make_value(NR_DTYPE_INT32, 2, (int64_t[]){3, 2}, upd);
   nr_error err = {0};
   nr_attr add = attr_s("reduction", "add");
-  REQUIRE(run("ScatterND", 18, 1, &add, 3, (const nr_value *[]){&x, &vi, &vu}, &y,
+  REQUIRE(run_one("ScatterND", 18, 1, &add, 3, (const nr_value *[]){&x, &vi, &vu}, &y,
               &err) == NR_OK,
           "%s", err.message);
   int32_t want[] = {1, 2, 33, 44, 5, 6, 18, 29};
@@ -245,10 +199,10 @@ NR_TEST(index_scatter_nd) {
   /* element indices, max */
   int64_t el[] = {0, 1, 2, 0};
   int32_t eu[] = {0, 9};
-  nr_value ve = tensor(NR_DTYPE_INT64, 2, (int64_t[]){2, 2}, el);
-  nr_value veu = tensor(NR_DTYPE_INT32, 1, (int64_t[]){2}, eu);
+  nr_value ve = make_value(NR_DTYPE_INT64, 2, (int64_t[]){2, 2}, el);
+  nr_value veu = make_value(NR_DTYPE_INT32, 1, (int64_t[]){2}, eu);
   nr_attr mx = attr_s("reduction", "max");
-  REQUIRE(run("ScatterND", 18, 1, &mx, 3, (const nr_value *[]){&x, &ve, &veu}, &y,
+  REQUIRE(run_one("ScatterND", 18, 1, &mx, 3, (const nr_value *[]){&x, &ve, &veu}, &y,
               &err) == NR_OK,
           "%s", err.message);
   int32_t wm[] = {1, 2, 3, 4, 9, 6, 7, 8};
@@ -261,18 +215,18 @@ NR_TEST(index_scatter_nd) {
 NR_TEST(index_onehot_axis_and_range) {
   int64_t ind[] = {0, -1, 7};
   float depth = 3, vals[] = {-1, 5};
-  nr_value vi = i64v(3, ind), vd = tensor(NR_DTYPE_FLOAT, 0, NULL, &depth);
-  nr_value vv = tensor(NR_DTYPE_FLOAT, 1, (int64_t[]){2}, vals), y;
+  nr_value vi = i64v(3, ind), vd = make_value(NR_DTYPE_FLOAT, 0, NULL, &depth);
+  nr_value vv = make_value(NR_DTYPE_FLOAT, 1, (int64_t[]){2}, vals), y;
   nr_error err = {0};
   nr_attr ax = attr_i("axis", 0);
-  REQUIRE(run("OneHot", 11, 1, &ax, 3, (const nr_value *[]){&vi, &vd, &vv}, &y, &err) ==
+  REQUIRE(run_one("OneHot", 11, 1, &ax, 3, (const nr_value *[]){&vi, &vd, &vv}, &y, &err) ==
               NR_OK,
           "%s", err.message);
   /* y[k][i] = on where ind[i] (wrapped) == k; index 7 is out of range: all off */
   float want[] = {5, -1, -1, -1, -1, -1, -1, 5, -1};
   CHECK(dims_are(&y, 2, (int64_t[]){3, 3}) && f32_are(&y, 9, want));
   nr_value_free(&y);
-  REQUIRE(run("OneHot", 11, 0, NULL, 3, (const nr_value *[]){&vi, &vd, &vv}, &y, &err) ==
+  REQUIRE(run_one("OneHot", 11, 0, NULL, 3, (const nr_value *[]){&vi, &vd, &vv}, &y, &err) ==
           NR_OK);
   float w2[] = {5, -1, -1, -1, -1, 5, -1, -1, -1};
   CHECK(f32_are(&y, 9, w2));
@@ -281,31 +235,31 @@ NR_TEST(index_onehot_axis_and_range) {
 
 NR_TEST(index_nonzero_and_compress) {
   float d[] = {0, 1.5f, -0.0f, 2, 0, 3};
-  nr_value x = tensor(NR_DTYPE_FLOAT, 2, (int64_t[]){2, 3}, d), y;
+  nr_value x = make_value(NR_DTYPE_FLOAT, 2, (int64_t[]){2, 3}, d), y;
   nr_error err = {0};
-  REQUIRE(run("NonZero", 13, 0, NULL, 1, (const nr_value *[]){&x}, &y, &err) == NR_OK,
+  REQUIRE(run_one("NonZero", 13, 0, NULL, 1, (const nr_value *[]){&x}, &y, &err) == NR_OK,
           "%s", err.message);
   int64_t want[] = {0, 1, 1, 1, 0, 2};
   CHECK(dims_are(&y, 2, (int64_t[]){2, 3}) && i64_are(&y, 6, want));
   nr_value_free(&y);
   uint8_t cond[] = {0, 1, 1};
-  nr_value vc = tensor(NR_DTYPE_BOOL, 1, (int64_t[]){3}, cond);
+  nr_value vc = make_value(NR_DTYPE_BOOL, 1, (int64_t[]){3}, cond);
   nr_attr ax = attr_i("axis", 1);
-  REQUIRE(run("Compress", 11, 1, &ax, 2, (const nr_value *[]){&x, &vc}, &y, &err) ==
+  REQUIRE(run_one("Compress", 11, 1, &ax, 2, (const nr_value *[]){&x, &vc}, &y, &err) ==
               NR_OK,
           "%s", err.message);
   float wc[] = {1.5f, -0.0f, 0, 3};
   CHECK(dims_are(&y, 2, (int64_t[]){2, 2}) && f32_are(&y, 4, wc));
   nr_value_free(&y);
   /* no axis: flattened, condition shorter than the input */
-  REQUIRE(run("Compress", 11, 0, NULL, 2, (const nr_value *[]){&x, &vc}, &y, &err) ==
+  REQUIRE(run_one("Compress", 11, 0, NULL, 2, (const nr_value *[]){&x, &vc}, &y, &err) ==
           NR_OK);
   float wf[] = {1.5f, -0.0f};
   CHECK(dims_are(&y, 1, (int64_t[]){2}) && f32_are(&y, 2, wf));
   nr_value_free(&y);
   uint8_t lng[] = {1, 0, 0, 1};
-  nr_value vl = tensor(NR_DTYPE_BOOL, 1, (int64_t[]){4}, lng);
-  CHECK(run("Compress", 11, 1, &ax, 2, (const nr_value *[]){&x, &vl}, &y, &err) ==
+  nr_value vl = make_value(NR_DTYPE_BOOL, 1, (int64_t[]){4}, lng);
+  CHECK(run_one("Compress", 11, 1, &ax, 2, (const nr_value *[]){&x, &vl}, &y, &err) ==
         NR_ERR_RUNTIME);
 }
 
@@ -328,7 +282,7 @@ NR_TEST(index_unique_spec_examples) {
   nr_value y[4];
   /* Example 1: unsorted */
   float x1[] = {2, 1, 1, 3, 4, 3};
-  nr_value v1 = tensor(NR_DTYPE_FLOAT, 1, (int64_t[]){6}, x1);
+  nr_value v1 = make_value(NR_DTYPE_FLOAT, 1, (int64_t[]){6}, x1);
   nr_attr unsorted = attr_i("sorted", 0);
   REQUIRE(unique(&v1, 1, &unsorted, y, &err) == NR_OK, "%s", err.message);
   CHECK(f32_are(&y[0], 4, (float[]){2, 1, 3, 4}));
@@ -338,7 +292,7 @@ NR_TEST(index_unique_spec_examples) {
   free4(y);
   /* Example 2: sorted, flattened */
   int32_t x2[] = {1, 3, 2, 3};
-  nr_value v2 = tensor(NR_DTYPE_INT32, 2, (int64_t[]){2, 2}, x2);
+  nr_value v2 = make_value(NR_DTYPE_INT32, 2, (int64_t[]){2, 2}, x2);
   REQUIRE(unique(&v2, 0, NULL, y, &err) == NR_OK, "%s", err.message);
   CHECK(!memcmp(y[0].data, (int32_t[]){1, 2, 3}, 12) && y[0].dims[0] == 3);
   CHECK(i64_are(&y[1], 3, (int64_t[]){0, 2, 1}));
@@ -347,7 +301,7 @@ NR_TEST(index_unique_spec_examples) {
   free4(y);
   /* Example 4: axis 1 of [2, 4, 2] */
   float x4[] = {1, 1, 0, 1, 2, 1, 0, 1, 1, 1, 0, 1, 2, 1, 0, 1};
-  nr_value v4 = tensor(NR_DTYPE_FLOAT, 3, (int64_t[]){2, 4, 2}, x4);
+  nr_value v4 = make_value(NR_DTYPE_FLOAT, 3, (int64_t[]){2, 4, 2}, x4);
   nr_attr ax = attr_i("axis", 1);
   REQUIRE(unique(&v4, 1, &ax, y, &err) == NR_OK, "%s", err.message);
   float w4[] = {0, 1, 1, 1, 2, 1, 0, 1, 1, 1, 2, 1};
@@ -357,7 +311,7 @@ NR_TEST(index_unique_spec_examples) {
   CHECK(i64_are(&y[3], 3, (int64_t[]){2, 1, 1}));
   free4(y);
   /* empty input */
-  nr_value v0 = tensor(NR_DTYPE_FLOAT, 1, (int64_t[]){0}, seq12);
+  nr_value v0 = make_value(NR_DTYPE_FLOAT, 1, (int64_t[]){0}, seq12);
   REQUIRE(unique(&v0, 0, NULL, y, &err) == NR_OK, "%s", err.message);
   CHECK(dims_are(&y[0], 1, (int64_t[]){0}) && dims_are(&y[2], 1, (int64_t[]){0}));
   free4(y);
@@ -366,28 +320,28 @@ NR_TEST(index_unique_spec_examples) {
 /* ---- 0-sized tensors and static inference ------------------------------------------ */
 
 NR_TEST(index_zero_sized_tensors) {
-  nr_value x = tensor(NR_DTYPE_FLOAT, 2, (int64_t[]){3, 4}, seq12), y;
+  nr_value x = make_value(NR_DTYPE_FLOAT, 2, (int64_t[]){3, 4}, seq12), y;
   nr_error err = {0};
-  nr_value none = tensor(NR_DTYPE_INT64, 1, (int64_t[]){0}, seq12);
-  REQUIRE(run("Gather", 13, 0, NULL, 2, (const nr_value *[]){&x, &none}, &y, &err) ==
+  nr_value none = make_value(NR_DTYPE_INT64, 1, (int64_t[]){0}, seq12);
+  REQUIRE(run_one("Gather", 13, 0, NULL, 2, (const nr_value *[]){&x, &none}, &y, &err) ==
               NR_OK,
           "%s", err.message);
   CHECK(dims_are(&y, 2, (int64_t[]){0, 4}));
   nr_value_free(&y);
   float zeros[4] = {0};
-  nr_value z = tensor(NR_DTYPE_FLOAT, 1, (int64_t[]){4}, zeros);
-  REQUIRE(run("NonZero", 13, 0, NULL, 1, (const nr_value *[]){&z}, &y, &err) == NR_OK);
+  nr_value z = make_value(NR_DTYPE_FLOAT, 1, (int64_t[]){4}, zeros);
+  REQUIRE(run_one("NonZero", 13, 0, NULL, 1, (const nr_value *[]){&z}, &y, &err) == NR_OK);
   CHECK(dims_are(&y, 2, (int64_t[]){1, 0}));
   nr_value_free(&y);
-  nr_value e = tensor(NR_DTYPE_FLOAT, 2, (int64_t[]){0, 4}, seq12);
+  nr_value e = make_value(NR_DTYPE_FLOAT, 2, (int64_t[]){0, 4}, seq12);
   REQUIRE(slice(&e, 1, (int64_t[]){1}, (int64_t[]){3}, (int64_t[]){1}, (int64_t[]){1}, &y,
                 &err) == NR_OK,
           "%s", err.message);
   CHECK(dims_are(&y, 2, (int64_t[]){0, 2}));
   nr_value_free(&y);
-  nr_value ei = tensor(NR_DTYPE_INT64, 2, (int64_t[]){0, 4}, seq12);
-  nr_value eu = tensor(NR_DTYPE_FLOAT, 2, (int64_t[]){0, 4}, seq12);
-  REQUIRE(run("ScatterElements", 13, 0, NULL, 3, (const nr_value *[]){&x, &ei, &eu}, &y,
+  nr_value ei = make_value(NR_DTYPE_INT64, 2, (int64_t[]){0, 4}, seq12);
+  nr_value eu = make_value(NR_DTYPE_FLOAT, 2, (int64_t[]){0, 4}, seq12);
+  REQUIRE(run_one("ScatterElements", 13, 0, NULL, 3, (const nr_value *[]){&x, &ei, &eu}, &y,
               &err) == NR_OK,
           "%s", err.message);
   CHECK(f32_are(&y, 12, seq12));
@@ -423,7 +377,7 @@ NR_TEST(index_static_infer) {
   nr_value out[4];
   /* Shape -> Gather: a constant shape vector and a scalar index fold to a scalar */
   int64_t shape[] = {8, 3, 224, 224}, two = 2;
-  nr_value s = i64v(4, shape), k = tensor(NR_DTYPE_INT64, 0, NULL, &two);
+  nr_value s = i64v(4, shape), k = make_value(NR_DTYPE_INT64, 0, NULL, &two);
   REQUIRE(infer("Gather", 13, 0, NULL, 2, (nr_value *[]){&s, &k}, 1, out, &err) == NR_OK,
           "%s", err.message);
   CHECK(out[0].rank == 0 && out[0].data && *(int64_t *)out[0].data == 224);
@@ -445,7 +399,7 @@ NR_TEST(index_static_infer) {
   CHECK(infer("Gather", 13, 1, &ax, 2, (nr_value *[]){&x, &bad}, 1, out, &err) ==
         NR_ERR_SHAPE);
   int64_t depth = 10;
-  nr_value vd = tensor(NR_DTYPE_INT64, 0, NULL, &depth);
+  nr_value vd = make_value(NR_DTYPE_INT64, 0, NULL, &depth);
   nr_value vals = {.dtype = NR_DTYPE_FLOAT, .rank = 1, .dims = {2}};
   nr_attr oh = attr_i("axis", 1);
   REQUIRE(infer("OneHot", 11, 1, &oh, 3, (nr_value *[]){&ind, &vd, &vals}, 1, out,

@@ -7,38 +7,13 @@
 #include "kernels/ref/ref_gemm.h"
 #include "kernels/ref/ref_util.h"
 #include "unit.h"
+#include "op_test.h"
 
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
 #define SEED 99001u
-
-static nr_attr attr_i(const char *name, int64_t i) {
-  return (nr_attr){.name = (char *)name, .type = NR_ATTR_INT, .i = i};
-}
-
-static nr_attr attr_f(const char *name, float f) {
-  return (nr_attr){.name = (char *)name, .type = NR_ATTR_FLOAT, .f = f};
-}
-
-static nr_attr attr_s(const char *name, const char *s) {
-  return (nr_attr){
-      .name = (char *)name, .type = NR_ATTR_STRING, .s = (char *)s, .s_len = strlen(s)};
-}
-
-static nr_value make_value(nr_dtype t, int rank, const int64_t *dims, void *data) {
-  nr_value v = {.dtype = t, .rank = rank, .data = data};
-  memcpy(v.dims, dims, sizeof(int64_t) * (size_t)rank);
-  return v;
-}
-
-static float *random_floats(int64_t n, unsigned *seed) {
-  float *x = malloc(sizeof(float) * (size_t)(n + 1));
-  for (int64_t i = 0; i < n; i++)
-    x[i] = (float)(rand_r(seed) % 2001) / 1000.0f - 1.0f;
-  return x;
-}
 
 static bool close_to(double got, double want, double tol) {
   return fabs(got - want) <= tol * (1 + fabs(want));

@@ -3,6 +3,7 @@
  * the shape and dtype checks that must fail with NR_ERR_SHAPE. */
 #include "kernels/ref/executor.h"
 #include "unit.h"
+#include "op_test.h"
 
 #include <math.h>
 #include <string.h>
@@ -13,15 +14,6 @@ static nr_value make(nr_dtype t, int rank, const int64_t *dims, const void *data
     memcpy(v.dims, dims, sizeof(int64_t) * (size_t)rank);
   v.data = (void *)data;
   return v;
-}
-
-static nr_attr attr_i(const char *name, int64_t i) {
-  return (nr_attr){.name = (char *)name, .type = NR_ATTR_INT, .i = i};
-}
-
-static nr_attr attr_s(const char *name, const char *s) {
-  return (nr_attr){.name = (char *)name, .type = NR_ATTR_STRING, .s = (char *)s,
-                   .s_len = strlen(s)};
 }
 
 static bool near(double got, double want) { return fabs(got - want) <= 1e-5 * (1 + fabs(want)); }

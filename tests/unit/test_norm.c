@@ -5,6 +5,7 @@
 #include "kernels/ref/executor.h"
 #include "kernels/ref/ref_util.h"
 #include "unit.h"
+#include "op_test.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -17,14 +18,6 @@ static nr_value make_f32(int rank, const int64_t *dims, const float *data) {
   memcpy(v.dims, dims, sizeof(int64_t) * (size_t)rank);
   v.data = (void *)data;
   return v;
-}
-
-static nr_attr attr_i(const char *name, int64_t i) {
-  return (nr_attr){.name = (char *)name, .type = NR_ATTR_INT, .i = i};
-}
-
-static nr_attr attr_f(const char *name, float f) {
-  return (nr_attr){.name = (char *)name, .type = NR_ATTR_FLOAT, .f = f};
 }
 
 static void fill_random(float *x, int n, unsigned *seed) {

@@ -5,26 +5,13 @@
 #include "kernels/ref/executor.h"
 #include "kernels/ref/ref_util.h"
 #include "unit.h"
+#include "op_test.h"
 
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
 #define SEED 77123u
-
-static nr_attr attr_ints(const char *name, size_t n, int64_t *v) {
-  return (nr_attr){.name = (char *)name, .type = NR_ATTR_INTS, .n = n, .ints = v};
-}
-
-static nr_attr attr_i(const char *name, int64_t i) {
-  return (nr_attr){.name = (char *)name, .type = NR_ATTR_INT, .i = i};
-}
-
-static nr_value make_value(nr_dtype t, int rank, const int64_t *dims, void *data) {
-  nr_value v = {.dtype = t, .rank = rank, .data = data};
-  memcpy(v.dims, dims, sizeof(int64_t) * (size_t)rank);
-  return v;
-}
 
 typedef struct pool_case {
   int64_t n, c, h, w, kh, kw, s, d, pb[2], pe[2];

@@ -4,6 +4,7 @@
  * inference is checked with unknown axes and bad inputs. */
 #include "kernels/ref/executor.h"
 #include "unit.h"
+#include "op_test.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -23,14 +24,6 @@ static nr_value make_i64(int rank, const int64_t *dims, const int64_t *data) {
   v.dtype = NR_DTYPE_INT64;
   v.data = (void *)data;
   return v;
-}
-
-static nr_attr attr_i(const char *name, int64_t i) {
-  return (nr_attr){.name = (char *)name, .type = NR_ATTR_INT, .i = i};
-}
-
-static nr_attr attr_ints(const char *name, size_t n, const int64_t *v) {
-  return (nr_attr){.name = (char *)name, .type = NR_ATTR_INTS, .n = n, .ints = (int64_t *)v};
 }
 
 static void fill_random(float *x, int n, unsigned *seed) {
