@@ -97,15 +97,21 @@ static nr_status check_dtype(nr_op_ctx *ctx, const nr_value *v, const char *name
 
 /* ---- Conv ----------------------------------------------------------------------- */
 
+/* Conv and ConvTranspose: X is a float type and W has the same one. */
+static nr_status check_float_xw(nr_op_ctx *ctx, const nr_value *x, const nr_value *w) {
+  nr_status st = check_dtype(ctx, x, "X", is_conv_float, "a float type");
+  if (!st && w->dtype && x->dtype && w->dtype != x->dtype)
+    st = nr_op_fail(ctx, NR_ERR_SHAPE, "W is %s but X is %s", nr_dtype_name(w->dtype),
+                    nr_dtype_name(x->dtype));
+  return st;
+}
+
 static nr_status conv_infer(nr_op_ctx *ctx) {
   nr_status st = nr_op_check_arity(ctx, 2, 3);
   if (st)
     return st;
   const nr_value *x = nr_op_in(ctx, 0), *w = nr_op_in(ctx, 1), *b = nr_op_in(ctx, 2);
-  st = check_dtype(ctx, x, "X", is_conv_float, "a float type");
-  if (!st && w->dtype && x->dtype && w->dtype != x->dtype)
-    st = nr_op_fail(ctx, NR_ERR_SHAPE, "W is %s but X is %s", nr_dtype_name(w->dtype),
-                    nr_dtype_name(x->dtype));
+  st = check_float_xw(ctx, x, w);
   if (!st && b && b->dtype && x->dtype && b->dtype != x->dtype)
     st = nr_op_fail(ctx, NR_ERR_SHAPE, "B is %s but X is %s", nr_dtype_name(b->dtype),
                     nr_dtype_name(x->dtype));
@@ -264,10 +270,7 @@ static nr_status transpose_infer(nr_op_ctx *ctx) {
   if (st)
     return st;
   const nr_value *x = nr_op_in(ctx, 0), *w = nr_op_in(ctx, 1), *b = nr_op_in(ctx, 2);
-  st = check_dtype(ctx, x, "X", is_conv_float, "a float type");
-  if (!st && w->dtype && x->dtype && w->dtype != x->dtype)
-    st = nr_op_fail(ctx, NR_ERR_SHAPE, "W is %s but X is %s", nr_dtype_name(w->dtype),
-                    nr_dtype_name(x->dtype));
+  st = check_float_xw(ctx, x, w);
   nr_conv_shape s;
   int rank;
   int64_t dims[NR_MAX_RANK];
