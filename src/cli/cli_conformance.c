@@ -127,7 +127,7 @@ static bool compare(const nr_value *got, const nr_value *want, const conf_opts *
 }
 
 static result_kind from_status(const nr_error *err, char *why, size_t cap) {
-  snprintf(why, cap, "%s: %s", nr_status_str(err->status), err->message);
+  snprintf(why, cap, "%s: %.960s", nr_status_str(err->status), err->message);
   return err->status == NR_ERR_UNSUPPORTED ? RES_SKIP : RES_FAIL;
 }
 
@@ -250,7 +250,7 @@ static result_kind run_isolated(const char *test, const conf_opts *o, char *why,
              WIFEXITED(status) ? WEXITSTATUS(status) : -1);
     return RES_FAIL;
   }
-  snprintf(why, cap, "%s", msg + 1);
+  snprintf(why, cap, "%.1000s", msg + 1);
   return (result_kind)(msg[0] - '0');
 }
 

@@ -105,7 +105,7 @@ static nr_status list_take(path_list *l, const char *dir, const char *kind, char
   for (int i = 0; i < l->n; i++)
     if (l->items[i].k != i)
       return nr_errorf(err, NR_ERR_IO, "%s: %s_%d.pb is missing", dir, kind, i);
-  *out = calloc((size_t)(l->n ? l->n : 1), sizeof **out);
+  *out = calloc(l->n > 0 ? (size_t)l->n : 1, sizeof **out);
   if (!*out)
     return nr_errorf(err, NR_ERR_NOMEM, "out of memory listing '%s'", dir);
   for (int i = 0; i < l->n; i++) {

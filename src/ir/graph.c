@@ -60,7 +60,7 @@ void nr_attr_free(nr_attr *a) {
   nr_graph_destroy(a->g);
 }
 
-static void free_node(nr_node *n) {
+void nr_node_free(nr_node *n) {
   free(n->name);
   free(n->op_type);
   free(n->domain);
@@ -83,7 +83,7 @@ void nr_graph_destroy(nr_graph *g) {
   }
   free(g->tensors);
   for (int i = 0; i < g->n_nodes; i++)
-    free_node(&g->nodes[i]);
+    nr_node_free(&g->nodes[i]);
   free(g->nodes);
   free(g->inputs);
   free(g->outputs);

@@ -157,16 +157,7 @@ static void drop_dead_nodes(nr_graph *g) {
       for (int o = 0; o < n->n_outputs; o++)
         if (n->outputs[o] >= 0)
           g->tensors[n->outputs[o]].producer = -1;
-      nr_node tmp = *n;
-      /* Free through a throwaway one-node graph-less path. */
-      free(tmp.name);
-      free(tmp.op_type);
-      free(tmp.domain);
-      free(tmp.inputs);
-      free(tmp.outputs);
-      for (int a = 0; a < tmp.n_attrs; a++)
-        nr_attr_free(&tmp.attrs[a]);
-      free(tmp.attrs);
+      nr_node_free(n);
       continue;
     }
     g->nodes[w++] = *n;

@@ -158,6 +158,8 @@ int nr_node_deps(const nr_graph *g, const nr_node *n, int **out);
 /* Deep copy of an attribute (subgraphs excepted: dst->g is left NULL). */
 nr_status nr_attr_copy(nr_attr *dst, const nr_attr *src, nr_error *err);
 void nr_attr_free(nr_attr *a);
+/* Frees what a node owns (names, edges, attributes); keeps the struct. */
+void nr_node_free(nr_node *n);
 
 /* ---- attribute access ----------------------------------------------------------- */
 

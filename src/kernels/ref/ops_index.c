@@ -266,7 +266,7 @@ static nr_status gather_run(nr_op_ctx *ctx) {
   char *dst = nr_op_out(ctx, 0)->data;
   for (int64_t o = 0; o < outer; o++) {
     for (int64_t k = 0; k < n; k++, dst += block) {
-      int64_t i;
+      int64_t i = 0;
       if ((st = index_at(ctx, ind, k, dim, &i)))
         return st;
       memcpy(dst, (const char *)x->data + (size_t)((o * dim + i) * inner) * es, block);
@@ -319,7 +319,7 @@ static nr_status elements_walk(nr_op_ctx *ctx, int axis, elements_fn visit) {
   int64_t xs[NR_MAX_RANK], idx[NR_MAX_RANK] = {0}, n = nr_value_count(ind);
   nr_strides(x->rank, x->dims, xs);
   for (int64_t k = 0; k < n; k++) {
-    int64_t i, off = 0;
+    int64_t i = 0, off = 0;
     nr_status st = index_at(ctx, ind, k, x->dims[axis], &i);
     if (st)
       return st;
@@ -406,7 +406,7 @@ static nr_status gather_nd_run(nr_op_ctx *ctx) {
     for (int64_t t = 0; t < per_batch; t++, dst += (size_t)inner * es) {
       int64_t base = (bi * per_batch + t) * m, off = b > 0 ? bi * xs[b - 1] : 0;
       for (int64_t j = 0; j < m; j++) {
-        int64_t i;
+        int64_t i = 0;
         if ((st = index_at(ctx, ind, base + j, x->dims[b + j], &i)))
           return st;
         off += i * xs[b + j];
@@ -470,7 +470,7 @@ static void reduce_into(nr_dtype t, reduce_kind r, void *out, int64_t oi, const 
 /* ---- Scatter, ScatterElements ------------------------------------------------------ */
 
 static nr_status scatter_el_infer(nr_op_ctx *ctx) {
-  reduce_kind r;
+  reduce_kind r = 0;
   nr_status st = nr_op_check_arity(ctx, 3, 3);
   if (!st)
     st = nr_sx_need_index(ctx, 1, "indices");
@@ -497,7 +497,7 @@ static nr_status scatter_el_infer(nr_op_ctx *ctx) {
 }
 
 static nr_status scatter_el_visit(nr_op_ctx *ctx, int64_t pos, int64_t off) {
-  reduce_kind r;
+  reduce_kind r = 0;
   nr_status st = reduce_kind_of(ctx, &r);
   nr_value *y = nr_op_out(ctx, 0);
   if (!st)
@@ -543,7 +543,7 @@ static nr_status scatter_nd_check(nr_op_ctx *ctx, const nr_value *x, const nr_va
 }
 
 static nr_status scatter_nd_infer(nr_op_ctx *ctx) {
-  reduce_kind r;
+  reduce_kind r = 0;
   nr_status st = nr_op_check_arity(ctx, 3, 3);
   if (!st)
     st = nr_sx_need_index(ctx, 1, "indices");
@@ -564,7 +564,7 @@ static nr_status scatter_nd_infer(nr_op_ctx *ctx) {
 static nr_status scatter_nd_run(nr_op_ctx *ctx) {
   const nr_value *x = nr_op_in(ctx, 0), *ind = nr_op_in(ctx, 1), *upd = nr_op_in(ctx, 2);
   nr_value *y = nr_op_out(ctx, 0);
-  reduce_kind r;
+  reduce_kind r = 0;
   nr_status st = reduce_kind_of(ctx, &r);
   if (!st)
     st = scatter_nd_check(ctx, x, ind, upd);
@@ -578,7 +578,7 @@ static nr_status scatter_nd_run(nr_op_ctx *ctx) {
   for (int64_t t = 0; t < n; t++) {
     int64_t off = 0;
     for (int64_t j = 0; j < k; j++) {
-      int64_t i;
+      int64_t i = 0;
       if ((st = index_at(ctx, ind, t * k + j, x->dims[j], &i)))
         return st;
       off += i * xs[j];
@@ -629,7 +629,7 @@ static nr_status onehot_infer(nr_op_ctx *ctx) {
 static nr_status onehot_run(nr_op_ctx *ctx) {
   const nr_value *ind = nr_op_in(ctx, 0), *val = nr_op_in(ctx, 2);
   nr_value *y = nr_op_out(ctx, 0);
-  int64_t depth;
+  int64_t depth = 0;
   int axis;
   nr_status st = onehot_depth(ctx, &depth);
   if (!st)

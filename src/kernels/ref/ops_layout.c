@@ -212,7 +212,7 @@ static nr_status pad_amounts(nr_op_ctx *ctx, int rank, int64_t *begin, int64_t *
 
 nr_status nr_sx_pad_infer(nr_op_ctx *ctx) {
   nr_status st = nr_op_check_arity(ctx, 1, ctx->node->opset < 11 ? 1 : 4);
-  pad_mode mode;
+  pad_mode mode = 0;
   if (!st && ctx->node->opset >= 11)
     st = nr_sx_need_index(ctx, 1, "pads");
   if (!st)
@@ -324,7 +324,7 @@ nr_status nr_sx_pad_run(nr_op_ctx *ctx) {
   nr_value *y = nr_op_out(ctx, 0);
   int64_t begin[NR_MAX_RANK], end[NR_MAX_RANK], *map[NR_MAX_RANK] = {NULL};
   unsigned char fill[8];
-  pad_mode mode;
+  pad_mode mode = 0;
   bool known;
   nr_status st = pad_mode_of(ctx, &mode);
   if (!st)
@@ -491,7 +491,7 @@ static nr_status revseq_axes(nr_op_ctx *ctx, int *batch, int *time) {
 }
 
 nr_status nr_sx_revseq_infer(nr_op_ctx *ctx) {
-  int batch, time;
+  int batch = 0, time = 0;
   nr_status st = nr_op_check_arity(ctx, 2, 2);
   if (!st)
     st = revseq_axes(ctx, &batch, &time);
@@ -511,7 +511,7 @@ nr_status nr_sx_revseq_infer(nr_op_ctx *ctx) {
 nr_status nr_sx_revseq_run(nr_op_ctx *ctx) {
   const nr_value *x = nr_op_in(ctx, 0), *l = nr_op_in(ctx, 1);
   nr_value *y = nr_op_out(ctx, 0);
-  int batch, time;
+  int batch = 0, time = 0;
   nr_status st = revseq_axes(ctx, &batch, &time);
   if (st)
     return st;

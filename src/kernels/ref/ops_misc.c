@@ -79,7 +79,7 @@ static nr_status loss_check_shapes(nr_op_ctx *ctx) {
 }
 
 static nr_status loss_infer(nr_op_ctx *ctx) {
-  loss_reduction r;
+  loss_reduction r = 0;
   nr_status st = nr_op_check_arity(ctx, 2, 3);
   if (!st)
     st = nr_misc_need_float(ctx, 0, "input");
@@ -143,7 +143,7 @@ static nr_status nll_core(nr_op_ctx *ctx, const double *lp, int64_t n, int64_t c
 static nr_status loss_run(nr_op_ctx *ctx, bool softmax) {
   const nr_value *x = nr_op_in(ctx, 0);
   nr_value *lp_out = nr_op_out(ctx, 1);
-  loss_reduction r;
+  loss_reduction r = 0;
   nr_status st = loss_reduction_of(ctx, &r);
   if (st)
     return st;

@@ -323,7 +323,7 @@ static nr_status unique_write(nr_op_ctx *ctx, const unique_view *u, int axis,
 }
 
 nr_status nr_sx_unique_run(nr_op_ctx *ctx) {
-  unique_view u;
+  unique_view u = {0};
   int axis;
   nr_status st = unique_view_of(ctx, &u, &axis);
   if (st)

@@ -578,7 +578,7 @@ static nr_status expand_infer(nr_op_ctx *ctx) {
     return st;
   const nr_value *x = nr_op_in(ctx, 0), *s = nr_op_in(ctx, 1);
   int64_t shape[NR_MAX_RANK], dims[NR_MAX_RANK];
-  int n, r;
+  int n = 0, r = 0;
   if (!nr_op_in_known(ctx, 1) || x->rank < 0) {
     bool len_known = s->rank == 1 && s->dims[0] >= 0 && x->rank >= 0;
     int rr = len_known ? (s->dims[0] > x->rank ? (int)s->dims[0] : x->rank) : -1;
