@@ -114,7 +114,7 @@ NR_TEST(reduce_empty_axes_noop_and_all) {
 
 NR_TEST(reduce_empty_set_identities) {
   int64_t dims[] = {2, 0, 4}, adims[] = {1}, axes[] = {1};
-  float none[1];
+  float none[1] = {0}; /* never read: the tensor is empty */
   nr_value xv = make_f32(3, dims, none), av = make_i64(1, adims, axes);
   const char *ops[] = {"ReduceMax", "ReduceMin", "ReduceProd", "ReduceSum", "ReduceLogSumExp"};
   const double want[] = {-INFINITY, INFINITY, 1, 0, -INFINITY};
