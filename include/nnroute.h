@@ -7,9 +7,10 @@
  * or exits on bad input.
  *
  * Stages follow what changes: load a model (nr_model_load) -> fix the input shapes
- * (nr_model_set_input_shape, nr_model_prepare) -> run it. Today the run goes through
- * the reference executor, the semantic oracle every faster kernel is checked against;
- * the knob compiler and engines build on the same model handle. */
+ * (nr_model_set_input_shape, nr_model_prepare) -> either run it with the reference
+ * executor (nr_model_run, the semantic oracle) or compile it along a build route into
+ * an engine (nr_engine_build; slow) -> save/load the engine -> create a context per
+ * concurrent user -> run. */
 #ifndef NNROUTE_H
 #define NNROUTE_H
 
@@ -125,6 +126,57 @@ nr_status nr_model_prepare(nr_model *model, nr_error *err);
  * buffers; each is filled with newly allocated data the caller frees. */
 nr_status nr_model_run(nr_model *model, const nr_buffer *inputs, nr_buffer *outputs,
                        nr_error *err);
+
+
+/* ---- compiling: routes, engines, contexts --------------------------------------- */
+
+typedef struct nr_engine nr_engine;
+typedef struct nr_context nr_context;
+
+typedef struct nr_build_options {
+  size_t size;            /* sizeof(nr_build_options) */
+  const char *route;      /* build route ("-knob=value ..."); NULL or "": default */
+  int threads;            /* threads the engine will run with; 0: all CPUs */
+} nr_build_options;
+
+/* Compiles a model (prepared implicitly) along a route into an engine. The engine
+ * does not refer to the model afterwards. */
+nr_status nr_engine_build(nr_model *model, const nr_build_options *opts,
+                          nr_engine **out, nr_error *err);
+nr_status nr_engine_save(const nr_engine *engine, const char *path, nr_error *err);
+
+typedef struct nr_engine_load_options {
+  size_t size;            /* sizeof(nr_engine_load_options) */
+  int unsafe_ignore_environment; /* load an engine built for another machine,
+                                    nnroute version or knob schema (results may be
+                                    wrong or the process may crash) */
+} nr_engine_load_options;
+
+/* Loads an engine file, refusing one built for another environment (the message
+ * names what differs) and any corrupt or truncated file. opts may be NULL. */
+nr_status nr_engine_load(const char *path, const nr_engine_load_options *opts,
+                         nr_engine **out, nr_error *err);
+void nr_engine_destroy(nr_engine *engine);
+
+int nr_engine_input_count(const nr_engine *engine);
+int nr_engine_output_count(const nr_engine *engine);
+nr_status nr_engine_input_info(const nr_engine *engine, int index, nr_io_info *info);
+nr_status nr_engine_output_info(const nr_engine *engine, int index, nr_io_info *info);
+/* The canonical route the engine was built with ("" for the default); lives as long
+ * as the engine. */
+const char *nr_engine_route(const nr_engine *engine);
+
+/* A context holds the memory and threads of one run at a time; many contexts may
+ * share one engine and run on different threads at once. threads <= 0: the engine's. */
+nr_status nr_context_create(const nr_engine *engine, int threads, nr_context **out,
+                            nr_error *err);
+void nr_context_destroy(nr_context *ctx);
+/* Runs the engine. inputs[i] matches engine input i (shape and dtype must match).
+ * An output buffer with data == NULL gets newly allocated data (caller frees with
+ * nr_buffer_free); one with data set must have the output's shape and dtype and is
+ * written in place. */
+nr_status nr_context_run(nr_context *ctx, const nr_buffer *inputs, nr_buffer *outputs,
+                         nr_error *err);
 
 #ifdef __cplusplus
 }

@@ -24,7 +24,7 @@ models=${NR_BOOTSTRAP_MODELS:-1}
 pins=(onnx==1.23.2 onnxruntime==1.23.2 numpy==2.3.5)
 
 packages=(build-essential cmake pkg-config libprotobuf-c-dev protobuf-c-compiler
-          libsqlite3-dev libcjson-dev libopenblas-dev libdnnl-dev xz-utils
+          libsqlite3-dev libcjson-dev libssl-dev libopenblas-dev libdnnl-dev xz-utils
           python3 python3-venv python3-numpy)
 [[ $models != 0 ]] && packages+=(python3-torch python3-torchvision)
 

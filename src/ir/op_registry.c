@@ -9,7 +9,7 @@
 
 #define NR_FAMILIES(X)                                                                 \
   X(elementwise) X(conv) X(pool) X(linalg) X(norm) X(reduce) X(shape) X(index)          \
-  X(resize) X(quant) X(rnn) X(control) X(misc)
+  X(resize) X(quant) X(rnn) X(control) X(misc) X(fused)
 
 #define NR_DECLARE(f) extern const nr_op_def nr_ref_ops_##f[];
 NR_FAMILIES(NR_DECLARE)

@@ -1,0 +1,90 @@
+/* knob.h - knobs: every scheduling decision of the compiler as named data.
+ *
+ * A knob has a name ("conv.algo"), a finite list of values, a default, a scope (global,
+ * or one instance per node it applies to: "conv.algo@/layer1/conv1"), flags and one
+ * line of help. Each pass or kernel family declares its knobs in one static table
+ * (nr_knob_def[], ended by a row with name NULL) in its own file; knob_registry.c
+ * lists the tables. `nnroute knobs`, the route parser, the tuner's search space and
+ * the docs are all generated from them, so adding a knob is adding one row.
+ *
+ * For a given graph the knob space is the list of instances: every global knob, and
+ * every per-node knob once per node it applies to, each with the values valid there.
+ * Per-node knobs name nodes of the prepared model graph; passes keep the name of the
+ * node that anchors a fusion, so a knob keeps addressing the same decision. */
+#ifndef NR_COMPILER_KNOB_H
+#define NR_COMPILER_KNOB_H
+
+#include "ir/ir.h"
+
+#include <stdbool.h>
+#include <stdint.h>
+
+typedef enum nr_knob_scope { NR_KNOB_GLOBAL = 0, NR_KNOB_NODE = 1 } nr_knob_scope;
+
+enum {
+  NR_KNOB_ACCURACY = 1u << 0, /* a value may change results beyond fp reassociation */
+  NR_KNOB_LAYOUT = 1u << 1,   /* changes memory layout of activations */
+  NR_KNOB_MEMORY = 1u << 2,   /* changes memory planning only */
+  NR_KNOB_TEST = 1u << 3,     /* fault injection for tests; hidden unless
+                                 NNROUTE_TEST_KNOBS=1 is set in the environment */
+};
+
+#define NR_KNOB_MAX_VALUES 32
+
+typedef struct nr_knob_def {
+  const char *name;   /* "<family>.<decision>", e.g. "conv.algo"; NULL ends a table */
+  const char *values; /* allowed values separated by '|': "auto|direct|im2col" */
+  const char *dflt;   /* one of the values: what the default route uses */
+  nr_knob_scope scope;
+  unsigned flags;
+  /* Accuracy knobs: the documented bound on the relative L2 error (against the
+   * reference executor) that a non-default value may add. 0 for exact knobs, whose
+   * only allowed difference is floating-point reassociation. */
+  double error_bound;
+  const char *help;   /* one line */
+  /* Per-node knobs: does the knob apply to node n? */
+  bool (*applies)(const nr_graph *g, const nr_node *n);
+  /* Optional: bit i set when value i is valid for node n (per-node) or on this
+   * machine (global). NULL: all values. The default must always be valid. */
+  uint64_t (*valid)(const nr_graph *g, const nr_node *n);
+} nr_knob_def;
+
+/* One knob as it exists for one graph. */
+typedef struct nr_knob_inst {
+  const nr_knob_def *def;
+  char *id;            /* "conv.algo" or "conv.algo@<node name>" (owned) */
+  const char *node;    /* the node name inside id, NULL for a global knob */
+  const char *op_type; /* the node's op type, NULL for a global knob */
+  int n_values;
+  char *values[NR_KNOB_MAX_VALUES]; /* the values valid here, in table order (owned) */
+  int dflt;            /* index of the default in values */
+} nr_knob_inst;
+
+typedef struct nr_knob_space {
+  nr_knob_inst *inst;
+  int n;
+} nr_knob_space;
+
+/* Builds the knob space of graph g (NULL: global knobs only). Nodes without a name
+ * must have been named first (nr_compiler_name_nodes). */
+nr_status nr_knob_space_build(const nr_graph *g, nr_knob_space *out, nr_error *err);
+void nr_knob_space_free(nr_knob_space *s);
+/* Index of the instance with this id, or -1. */
+int nr_knob_space_find(const nr_knob_space *s, const char *id);
+/* Index of value in instance i, or -1. */
+int nr_knob_value_index(const nr_knob_inst *k, const char *value);
+
+/* Calls fn for every knob definition of every table (test knobs included). */
+void nr_knob_foreach(void (*fn)(const nr_knob_def *def, void *user), void *user);
+/* Finds a definition by name; NULL if none. */
+const nr_knob_def *nr_knob_find(const char *name);
+/* A hash of every knob table (names, values, defaults, scopes, flags); it changes
+ * whenever any table changes, so stale engines and tuning records are refused.
+ * Written as 16 hex digits into buf. */
+const char *nr_knob_schema(char buf[17]);
+
+/* Gives every unnamed node a stable name "<op_type>_<index>" and makes duplicate
+ * names unique, so per-node knobs can address every node. */
+nr_status nr_compiler_name_nodes(nr_graph *g, nr_error *err);
+
+#endif

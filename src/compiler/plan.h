@@ -1,0 +1,169 @@
+/* plan.h - what the compiler produces and the runtime executes: the execution plan,
+ * the tactic interface every kernel implements, and the pass interface.
+ *
+ * A plan is the optimized graph (logical: shapes in ONNX order, ops possibly fused
+ * into the "nnroute" domain) plus, per tensor, a slot (dtype, logical shape, physical
+ * layout, size, where it lives) and, per step, the tactic that runs it. Layout is a
+ * plan property, not a graph one: a step may read and write NHWC or NCHW8c data, and
+ * the layout pass inserts reorder steps (node -1) where neighbours disagree.
+ *
+ * A tactic is data (STYLE.md point 5): an id that is also the kernel's name
+ * ("nr_f32_conv_im2col__avx2"), the op it implements, its source (nnroute, openblas,
+ * onednn, ref), the layout it works in, and three functions: supports() asks whether
+ * it can run a node, prepare() runs at build time (packs weights into the engine,
+ * fills the step's params record, asks for scratch), run() executes. Everything
+ * prepare() writes lands in the engine file, so run() never re-derives it. */
+#ifndef NR_COMPILER_PLAN_H
+#define NR_COMPILER_PLAN_H
+
+#include "compiler/route.h"
+#include "ir/op.h"
+
+#include <stddef.h>
+#include <stdint.h>
+
+struct nr_threadpool;
+
+typedef enum nr_layout {
+  NR_LAYOUT_PLAIN = 0,  /* ONNX order (NCHW for images) */
+  NR_LAYOUT_NHWC = 1,   /* channels last (rank-4 tensors) */
+  NR_LAYOUT_NCHW8C = 2, /* blocked: N, C/8, H, W, 8 (C padded with zeros to 8) */
+  NR_LAYOUT_ANY = 255,  /* tactic.layout only: works in whatever layout it is given */
+} nr_layout;
+
+const char *nr_layout_name(nr_layout l);
+
+typedef enum nr_slot_kind {
+  NR_SLOT_ARENA = 0, /* intermediate or output: lives in the context's arena */
+  NR_SLOT_CONST = 1, /* constant: lives in the engine's weights */
+  NR_SLOT_INPUT = 2, /* graph input: the caller's buffer */
+} nr_slot_kind;
+
+typedef struct nr_slot {
+  char *name;
+  nr_dtype dtype;
+  int rank;
+  int64_t dims[NR_MAX_RANK]; /* logical shape */
+  nr_layout layout;
+  nr_slot_kind kind;
+  uint64_t nbytes;  /* physical size in bytes */
+  uint64_t offset;  /* ARENA: arena offset; CONST: weights offset; INPUT: input index */
+  int first_use, last_use; /* step indices: producer (or -1) and last reader */
+  int alias_of;     /* in-place: slot whose memory this one reuses, or -1 */
+} nr_slot;
+
+#define NR_STEP_MAX_IO 16
+#define NR_TACTIC_PARAMS 64
+
+typedef struct nr_tactic nr_tactic;
+
+typedef struct nr_step {
+  const nr_tactic *tactic;
+  int node;                   /* index in plan->graph->nodes, -1 for reorders */
+  int n_in, n_out;
+  int in[NR_STEP_MAX_IO];     /* slot indices, -1 for absent optional inputs */
+  int out[NR_STEP_MAX_IO];
+  uint64_t packed_offset;     /* tactic-packed constant data in the weights */
+  uint64_t packed_size;
+  uint64_t scratch;           /* bytes of per-context scratch this step needs */
+  int threads;                /* threads this step may use (0 = all) */
+  uint8_t params[NR_TACTIC_PARAMS]; /* the tactic's own record (tile sizes, ...) */
+} nr_step;
+
+typedef struct nr_plan {
+  nr_graph *graph;            /* optimized logical graph (owned) */
+  nr_slot *slots;
+  int n_slots;
+  nr_step *steps;
+  int n_steps;
+  int *inputs, n_inputs;      /* slot per graph input */
+  int *outputs, n_outputs;    /* slot per graph output */
+  uint8_t *weights;           /* constants and packed data, 64-byte aligned (owned) */
+  uint64_t weights_size;
+  uint64_t arena_size;
+  uint64_t scratch_size;      /* max over steps */
+  char *route;                /* canonical route the plan was built with */
+} nr_plan;
+
+void nr_plan_destroy(nr_plan *p);
+/* Appends size bytes (64-byte aligned) to the weights; returns the offset via *off. */
+nr_status nr_plan_add_weights(nr_plan *p, const void *data, uint64_t size, uint64_t *off,
+                              nr_error *err);
+
+/* ---- tactics -------------------------------------------------------------------- */
+
+/* What a tactic sees at build time about one step. */
+typedef struct nr_tactic_ctx {
+  const nr_plan *plan;
+  const nr_node *node;       /* NULL for reorder steps */
+  const nr_step *step;
+  const nr_route *route;
+  nr_error *err;
+} nr_tactic_ctx;
+
+/* Slot i of the step's inputs / outputs, or NULL. */
+const nr_slot *nr_step_in(const nr_tactic_ctx *c, int i);
+const nr_slot *nr_step_out(const nr_tactic_ctx *c, int i);
+/* Data of constant input i at build time (NULL if not constant). */
+const void *nr_step_const(const nr_tactic_ctx *c, int i);
+
+/* What a tactic sees at run time. */
+typedef struct nr_exec_args {
+  const nr_plan *plan;
+  const nr_step *step;
+  const nr_node *node;       /* NULL for reorder steps */
+  void *const *in;           /* physical data of the step's inputs (NULL if absent) */
+  void *const *out;
+  const nr_slot *const *in_slot;
+  const nr_slot *const *out_slot;
+  const void *packed;        /* the step's packed data in the weights, or NULL */
+  void *scratch;             /* step->scratch bytes, 64-byte aligned */
+  struct nr_threadpool *pool;
+  nr_error *err;
+} nr_exec_args;
+
+enum {
+  NR_ISA_AVX2 = 1u << 0, /* AVX2 + FMA + F16C */
+  NR_ISA_AVX512 = 1u << 1,
+};
+unsigned nr_cpu_isa(void); /* detected once; NNROUTE_ISA=portable|avx2 caps it */
+
+struct nr_tactic {
+  const char *id;        /* the kernel name, also in engines and reports */
+  const char *domain;    /* of the op it implements ("" for ai.onnx) */
+  const char *op_type;   /* NULL for reorder tactics */
+  const char *source;    /* "nnroute", "openblas", "onednn", "ref" */
+  const char *algo;      /* algorithm family for knobs ("im2col", "winograd23", ...) */
+  nr_layout layout;      /* layout of activation input 0 and output 0 */
+  unsigned isa;          /* required NR_ISA_* bits */
+  int priority;          /* higher wins in heuristic selection among supported ones */
+  bool (*supports)(const nr_tactic_ctx *c);
+  nr_status (*prepare)(const nr_tactic_ctx *c, nr_plan *plan, nr_step *step);
+  nr_status (*run)(const nr_exec_args *a);
+};
+
+/* Calls fn for every tactic of every family table. */
+void nr_tactic_foreach(void (*fn)(const nr_tactic *t, void *user), void *user);
+const nr_tactic *nr_tactic_find(const char *id);
+
+/* ---- passes --------------------------------------------------------------------- */
+
+typedef struct nr_compile_ctx {
+  nr_graph *graph;           /* rewritten in place by graph passes */
+  nr_plan *plan;             /* filled by the planning passes */
+  const nr_route *route;
+  int threads;
+  nr_error *err;
+} nr_compile_ctx;
+
+typedef struct nr_pass {
+  const char *name;
+  nr_status (*run)(nr_compile_ctx *c);
+} nr_pass;
+
+/* Builds a plan for graph g (prepared: shapes known, constants folded, nodes named)
+ * along route. g is not modified. */
+nr_status nr_compile(const nr_graph *g, const nr_route *route, int threads,
+                     nr_plan **out, nr_error *err);
+
+#endif

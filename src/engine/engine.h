@@ -1,0 +1,56 @@
+/* engine.h - the engine: a compiled plan plus everything it depends on, and the
+ * file format it is saved in.
+ *
+ * An engine is refused, never silently used, when anything it depends on differs:
+ * the environment fingerprint (CPU vendor, model and ISA flags, core count, OpenBLAS
+ * and oneDNN versions, compiler), the nnroute version or the knob schema. The file
+ * format is specified at the top of engine_format.c; loading checks every length,
+ * offset and the checksum before using a byte. */
+#ifndef NR_ENGINE_ENGINE_H
+#define NR_ENGINE_ENGINE_H
+
+#include "compiler/plan.h"
+#include "nnroute.h"
+
+typedef struct nr_fingerprint {
+  char cpu_vendor[16];
+  char cpu_model[64];
+  char isa[128];          /* space-separated flags nnroute cares about */
+  int cores;
+  char openblas[64];      /* library versions, "none" when not linked */
+  char onednn[64];
+  char compiler[64];
+} nr_fingerprint;
+
+/* The fingerprint of this process's environment. */
+void nr_fingerprint_current(nr_fingerprint *fp);
+/* NR_OK when equal; otherwise a message naming each field that differs, with both
+ * values ("cpu_model: engine 'X', this machine 'Y'"). */
+nr_status nr_fingerprint_compare(const nr_fingerprint *engine, const nr_fingerprint *here,
+                                 nr_error *err);
+
+struct nr_engine {
+  nr_plan *plan;
+  nr_fingerprint fingerprint;
+  char nnroute_version[32];
+  char knob_schema[17];
+  uint8_t model_sha256[32];
+  uint64_t build_ms;       /* build time */
+  int threads;             /* thread count the plan was built for */
+};
+
+/* Serializes e into a malloc'ed buffer. */
+nr_status nr_engine_serialize(const nr_engine *e, uint8_t **data, size_t *len,
+                              nr_error *err);
+/* Parses and validates an engine. With check_env, an engine built for another
+ * fingerprint, nnroute version or knob schema is refused (NR_ERR_INVALID_ARGUMENT with
+ * a message naming what differs); corrupt or truncated data gives NR_ERR_INVALID_MODEL
+ * naming the section and offset. */
+nr_status nr_engine_parse(const uint8_t *data, size_t len, bool check_env, nr_engine **out,
+                          nr_error *err);
+void nr_engine_free(nr_engine *e);
+
+/* SHA-256 of data (for model hashes). */
+void nr_sha256(const void *data, size_t len, uint8_t out[32]);
+
+#endif

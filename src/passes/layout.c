@@ -1,0 +1,13 @@
+/* layout.c - placeholder tables until this family lands. */
+#include "compiler/plan.h"
+
+const nr_knob_def nr_knobs_layout[] = {
+    {0},
+};
+
+static nr_status run_layout(nr_compile_ctx *c) {
+  (void)c;
+  return NR_OK;
+}
+
+const nr_pass nr_pass_layout = {"layout", run_layout};
