@@ -11,6 +11,11 @@
 int nr_cli_run(int argc, char **argv);
 int nr_cli_conformance(int argc, char **argv);
 int nr_cli_ops(int argc, char **argv);
+int nr_cli_build(int argc, char **argv);
+int nr_cli_check_routes(int argc, char **argv);
+int nr_cli_knobs(int argc, char **argv);
+int nr_cli_inspect(int argc, char **argv);
+int nr_cli_bench(int argc, char **argv);
 
 /* Parses "1x3x224x224" (also "1,3,224,224"; "" or "scalar" = rank 0). */
 bool nr_cli_parse_dims(const char *text, int *rank, int64_t *dims);
@@ -18,6 +23,9 @@ bool nr_cli_parse_dims(const char *text, int *rank, int64_t *dims);
 char *nr_cli_split_assign(const char *arg, const char **value);
 /* File-safe form of a tensor name: [A-Za-z0-9._-] kept, others become '_'. */
 void nr_cli_safe_name(const char *name, char *out, size_t cap);
+/* Applies one --shape NAME=DIMS to a model; returns an exit code (0 ok, 1 error
+ * reported, 2 malformed option). */
+int nr_cli_apply_shape(nr_model *m, const char *spec, nr_error *err);
 /* Reads a .npy or .pb tensor file by extension. */
 nr_status nr_cli_read_tensor(const char *path, nr_value *out, nr_error *err);
 /* Prints "nnroute: <status>: <message>" to stderr; returns exit code 1. */

@@ -1,8 +1,10 @@
-/* cli_run.c - `nnroute run`: runs a model on given or seeded random inputs and writes
- * each output as DIR/<output name>.npy.
+/* cli_run.c - `nnroute run`: runs a model or an engine on given or seeded random
+ * inputs and writes each output as DIR/<output name>.npy.
  *
- * Input problems (a missing file, a wrong shape or dtype, an unknown name) end with a
- * list of every input the model takes and the shape and dtype it expects. */
+ * A model runs as an engine built along --route (the default route when none is
+ * given); --reference runs it on the reference executor instead, the oracle the
+ * compiler is checked against. Input problems (a missing file, a wrong shape or dtype,
+ * an unknown name) end with a list of every input and the shape and dtype expected. */
 #include "cli/cli.h"
 #include "io/tensor_io.h"
 #include "util/error.h"
@@ -15,18 +17,28 @@
 #define MAX_ARGS 64
 
 typedef struct run_args {
-  const char *model, *inputs_dir, *output_dir;
+  const char *path, *inputs_dir, *output_dir, *route;
   const char *input_spec[MAX_ARGS], *shape_spec[MAX_ARGS];
-  int n_inputs, n_shapes;
+  int n_inputs, n_shapes, threads;
+  bool reference, unsafe;
   uint64_t seed;
 } run_args;
 
+/* What runs: a model (shapes still adjustable) or an engine (shapes fixed). */
+typedef struct run_source {
+  nr_model *model;
+  nr_engine *engine;
+} run_source;
+
 static void run_usage(FILE *f) {
   fprintf(f,
-          "usage: nnroute run MODEL [--input NAME=FILE]... [--inputs-dir DIR]\n"
-          "                   [--shape NAME=DIMS]... [--seed N] [--output-dir DIR]\n\n"
-          "Runs MODEL (ONNX) with the reference executor and writes DIR/<output>.npy\n"
-          "(default DIR: the current directory). FILE is .npy or .pb (TensorProto);\n"
+          "usage: nnroute run MODEL|ENGINE [--route ROUTE] [--reference] [--threads N]\n"
+          "                   [--input NAME=FILE]... [--inputs-dir DIR]\n"
+          "                   [--shape NAME=DIMS]... [--seed N] [--output-dir DIR]\n"
+          "                   [--unsafe-ignore-environment]\n\n"
+          "Runs an ONNX model (compiled along ROUTE, default: the default route; with\n"
+          "--reference on the reference executor) or an engine file, and writes\n"
+          "DIR/<output>.npy (default DIR: the current directory). FILE is .npy or .pb;\n"
           "--inputs-dir reads DIR/<input>.npy (or .pb) for each input not given by\n"
           "--input. Inputs given nowhere are drawn at random (seed N, default 0).\n"
           "DIMS looks like 1x3x224x224. Names with characters outside [A-Za-z0-9._-]\n"
@@ -38,40 +50,67 @@ static int parse_args(int argc, char **argv, run_args *a) {
   a->output_dir = ".";
   for (int i = 1; i < argc; i++) {
     const char *arg = argv[i];
-    bool has_val = i + 1 < argc;
+    bool v = i + 1 < argc;
     if (!strcmp(arg, "--help") || !strcmp(arg, "-h")) {
       run_usage(stdout);
       exit(0);
-    } else if (!strcmp(arg, "--input") && has_val && a->n_inputs < MAX_ARGS) {
+    } else if (!strcmp(arg, "--input") && v && a->n_inputs < MAX_ARGS) {
       a->input_spec[a->n_inputs++] = argv[++i];
-    } else if (!strcmp(arg, "--shape") && has_val && a->n_shapes < MAX_ARGS) {
+    } else if (!strcmp(arg, "--shape") && v && a->n_shapes < MAX_ARGS) {
       a->shape_spec[a->n_shapes++] = argv[++i];
-    } else if (!strcmp(arg, "--inputs-dir") && has_val) {
+    } else if (!strcmp(arg, "--inputs-dir") && v) {
       a->inputs_dir = argv[++i];
-    } else if (!strcmp(arg, "--output-dir") && has_val) {
+    } else if (!strcmp(arg, "--output-dir") && v) {
       a->output_dir = argv[++i];
-    } else if (!strcmp(arg, "--seed") && has_val) {
+    } else if (!strcmp(arg, "--route") && v) {
+      a->route = argv[++i];
+    } else if (!strcmp(arg, "--threads") && v) {
+      a->threads = atoi(argv[++i]);
+    } else if (!strcmp(arg, "--seed") && v) {
       a->seed = strtoull(argv[++i], NULL, 10);
-    } else if (arg[0] != '-' && !a->model) {
-      a->model = arg;
+    } else if (!strcmp(arg, "--reference")) {
+      a->reference = true;
+    } else if (!strcmp(arg, "--unsafe-ignore-environment")) {
+      a->unsafe = true;
+    } else if (arg[0] != '-' && !a->path) {
+      a->path = arg;
     } else {
       fprintf(stderr, "nnroute run: unexpected argument '%s'\n", arg);
       run_usage(stderr);
       return 2;
     }
   }
-  if (!a->model) {
+  if (!a->path || (a->reference && a->route)) {
+    if (a->path)
+      fprintf(stderr, "nnroute run: --reference and --route exclude each other\n");
     run_usage(stderr);
     return 2;
   }
   return 0;
 }
 
-static void print_inputs(const nr_model *m) {
-  fprintf(stderr, "the model's inputs:\n");
-  for (int i = 0; i < nr_model_input_count(m); i++) {
+/* ---- the source's inputs and outputs ------------------------------------------- */
+
+static int in_count(const run_source *s) {
+  return s->engine ? nr_engine_input_count(s->engine) : nr_model_input_count(s->model);
+}
+static int out_count(const run_source *s) {
+  return s->engine ? nr_engine_output_count(s->engine) : nr_model_output_count(s->model);
+}
+static void in_info(const run_source *s, int i, nr_io_info *info) {
+  s->engine ? nr_engine_input_info(s->engine, i, info)
+            : nr_model_input_info(s->model, i, info);
+}
+static void out_info(const run_source *s, int i, nr_io_info *info) {
+  s->engine ? nr_engine_output_info(s->engine, i, info)
+            : nr_model_output_info(s->model, i, info);
+}
+
+static void print_inputs(const run_source *s) {
+  fprintf(stderr, "the %s's inputs:\n", s->engine ? "engine" : "model");
+  for (int i = 0; i < in_count(s); i++) {
     nr_io_info info;
-    nr_model_input_info(m, i, &info);
+    in_info(s, i, &info);
     nr_value v = {info.dtype, info.rank, {0}, NULL, false};
     memcpy(v.dims, info.dims, sizeof v.dims);
     char buf[128];
@@ -79,45 +118,54 @@ static void print_inputs(const nr_model *m) {
   }
 }
 
-static int input_index(const nr_model *m, const char *name) {
-  for (int i = 0; i < nr_model_input_count(m); i++) {
+static int input_index(const run_source *s, const char *name) {
+  for (int i = 0; i < in_count(s); i++) {
     nr_io_info info;
-    nr_model_input_info(m, i, &info);
+    in_info(s, i, &info);
     if (!strcmp(info.name, name))
       return i;
   }
   return -1;
 }
 
-/* Applies --shape options. */
-static int apply_shapes(nr_model *m, const run_args *a, nr_error *err) {
-  for (int s = 0; s < a->n_shapes; s++) {
-    const char *dims_text;
-    char *name = nr_cli_split_assign(a->shape_spec[s], &dims_text);
-    int rank;
-    int64_t dims[NR_MAX_RANK];
-    if (!name || !nr_cli_parse_dims(dims_text, &rank, dims)) {
-      fprintf(stderr, "nnroute run: --shape '%s' is not NAME=DIMS (e.g. x=1x3x224x224)\n",
-              a->shape_spec[s]);
-      free(name);
-      return 2;
-    }
-    nr_status st = nr_model_set_input_shape(m, name, rank, dims, err);
+static int check_input_names(const run_source *s, const run_args *a) {
+  for (int k = 0; k < a->n_inputs; k++) {
+    const char *file;
+    char *name = nr_cli_split_assign(a->input_spec[k], &file);
+    int idx = name ? input_index(s, name) : -1;
     free(name);
-    if (st) {
-      nr_cli_fail(err);
-      print_inputs(m);
-      return 1;
+    if (idx < 0) {
+      fprintf(stderr, "nnroute run: --input '%s' names no input\n", a->input_spec[k]);
+      print_inputs(s);
+      return 2;
     }
   }
   return 0;
 }
 
-/* Finds the file for input i: --input, then --inputs-dir; NULL means random. */
-static const char *input_file(const nr_model *m, const run_args *a, int i, char *buf,
+static int apply_shapes(const run_source *s, const run_args *a, nr_error *err) {
+  if (s->engine && a->n_shapes) {
+    fprintf(stderr, "nnroute run: an engine's shapes are fixed; --shape needs a model\n");
+    return 2;
+  }
+  for (int k = 0; k < a->n_shapes; k++) {
+    int rc = nr_cli_apply_shape(s->model, a->shape_spec[k], err);
+    if (rc) {
+      if (rc == 1)
+        print_inputs(s);
+      return rc;
+    }
+  }
+  return 0;
+}
+
+/* ---- inputs --------------------------------------------------------------------- */
+
+/* The file for input i: --input, then --inputs-dir; NULL means random. */
+static const char *input_file(const run_source *s, const run_args *a, int i, char *buf,
                               size_t cap) {
   nr_io_info info;
-  nr_model_input_info(m, i, &info);
+  in_info(s, i, &info);
   for (int k = 0; k < a->n_inputs; k++) {
     const char *file;
     char *name = nr_cli_split_assign(a->input_spec[k], &file);
@@ -141,59 +189,46 @@ static const char *input_file(const nr_model *m, const run_args *a, int i, char 
   return buf; /* reported as missing when read */
 }
 
-static int check_input_names(const nr_model *m, const run_args *a) {
-  for (int k = 0; k < a->n_inputs; k++) {
-    const char *file;
-    char *name = nr_cli_split_assign(a->input_spec[k], &file);
-    int idx = name ? input_index(m, name) : -1;
-    if (idx < 0) {
-      fprintf(stderr, "nnroute run: --input '%s' names no input of the model\n",
-              a->input_spec[k]);
-      print_inputs(m);
-    }
-    free(name);
-    if (idx < 0)
-      return 2;
-  }
-  return 0;
+static nr_status load_input(const run_source *s, const nr_io_info *info, const char *file,
+                            nr_value *v, nr_error *err) {
+  nr_status st = nr_cli_read_tensor(file, v, err);
+  if (!st && v->dtype != info->dtype)
+    st = nr_errorf(err, NR_ERR_SHAPE, "input '%s' from '%s' is %s, expected %s",
+                   info->name, file, nr_dtype_name(v->dtype), nr_dtype_name(info->dtype));
+  if (!st && s->model)
+    st = nr_model_set_input_shape(s->model, info->name, v->rank, v->dims, err);
+  return st;
 }
 
-/* Loads or draws every input; fixes the model's input shapes from them. */
-static int gather_inputs(nr_model *m, const run_args *a, nr_value *vals, nr_error *err) {
-  int n = nr_model_input_count(m);
+static nr_status draw_input(const nr_io_info *info, uint64_t *state, nr_value *v,
+                            nr_error *err) {
+  nr_value d = {info->dtype, info->rank, {0}, NULL, false};
+  memcpy(d.dims, info->dims, sizeof d.dims);
+  if (!nr_value_shape_known(&d))
+    return nr_errorf(err, NR_ERR_SHAPE,
+                     "input '%s' has a dynamic shape and no file: give --shape %s=DIMS",
+                     info->name, info->name);
+  nr_status st = nr_value_alloc(v, d.dtype, d.rank, d.dims, err);
+  if (!st)
+    nr_cli_random_fill(v, state);
+  return st;
+}
+
+static int gather_inputs(const run_source *s, const run_args *a, nr_value *vals,
+                         nr_error *err) {
   uint64_t state = a->seed;
   bool drew = false;
-  for (int i = 0; i < n; i++) {
+  for (int i = 0; i < in_count(s); i++) {
     nr_io_info info;
-    nr_model_input_info(m, i, &info);
+    in_info(s, i, &info);
     char buf[4096];
-    const char *file = input_file(m, a, i, buf, sizeof buf);
-    nr_status st;
-    if (file) {
-      st = nr_cli_read_tensor(file, &vals[i], err);
-      if (!st && vals[i].dtype != info.dtype)
-        st = nr_errorf(err, NR_ERR_SHAPE, "input '%s' from '%s' is %s, the model wants %s",
-                       info.name, file, nr_dtype_name(vals[i].dtype),
-                       nr_dtype_name(info.dtype));
-      if (!st)
-        st = nr_model_set_input_shape(m, info.name, vals[i].rank, vals[i].dims, err);
-    } else {
-      nr_value d = {info.dtype, info.rank, {0}, NULL, false};
-      memcpy(d.dims, info.dims, sizeof d.dims);
-      if (!nr_value_shape_known(&d))
-        st = nr_errorf(err, NR_ERR_SHAPE,
-                       "input '%s' has a dynamic shape and no file: give --shape %s=DIMS",
-                       info.name, info.name);
-      else
-        st = nr_value_alloc(&vals[i], d.dtype, d.rank, d.dims, err);
-      if (!st) {
-        nr_cli_random_fill(&vals[i], &state);
-        drew = true;
-      }
-    }
+    const char *file = input_file(s, a, i, buf, sizeof buf);
+    nr_status st = file ? load_input(s, &info, file, &vals[i], err)
+                        : draw_input(&info, &state, &vals[i], err);
+    drew |= !file;
     if (st) {
       nr_cli_fail(err);
-      print_inputs(m);
+      print_inputs(s);
       return 1;
     }
   }
@@ -203,12 +238,14 @@ static int gather_inputs(nr_model *m, const run_args *a, nr_value *vals, nr_erro
   return 0;
 }
 
-static int write_outputs(const nr_model *m, const run_args *a, nr_buffer *outs,
+/* ---- running and writing -------------------------------------------------------- */
+
+static int write_outputs(const run_source *s, const run_args *a, nr_buffer *outs,
                          nr_error *err) {
   mkdir(a->output_dir, 0777);
-  for (int o = 0; o < nr_model_output_count(m); o++) {
+  for (int o = 0; o < out_count(s); o++) {
     nr_io_info info;
-    nr_model_output_info(m, o, &info);
+    out_info(s, o, &info);
     char safe[256], path[4096], desc[128];
     nr_cli_safe_name(info.name, safe, sizeof safe);
     snprintf(path, sizeof path, "%s/%s.npy", a->output_dir, safe);
@@ -222,41 +259,82 @@ static int write_outputs(const nr_model *m, const run_args *a, nr_buffer *outs,
   return 0;
 }
 
+/* Runs the source; a model not run on the reference is compiled first. */
+static nr_status execute(run_source *s, const run_args *a, const nr_buffer *ins,
+                         nr_buffer *outs, nr_error *err) {
+  if (s->model && a->reference)
+    return nr_model_run(s->model, ins, outs, err);
+  nr_status st = NR_OK;
+  if (!s->engine) {
+    nr_build_options o = {sizeof o, a->route, a->threads};
+    st = nr_engine_build(s->model, &o, &s->engine, err);
+  }
+  nr_context *ctx = NULL;
+  if (!st)
+    st = nr_context_create(s->engine, a->threads, &ctx, err);
+  if (!st)
+    st = nr_context_run(ctx, ins, outs, err);
+  nr_context_destroy(ctx);
+  return st;
+}
+
+/* An engine file starts with the engine magic; anything else is taken as ONNX. */
+static bool is_engine_file(const char *path) {
+  char magic[8] = {0};
+  FILE *f = fopen(path, "rb");
+  if (!f)
+    return false;
+  size_t n = fread(magic, 1, sizeof magic, f);
+  fclose(f);
+  return n == sizeof magic && !memcmp(magic, "NRENGINE", 8);
+}
+
+static nr_status open_source(const run_args *a, run_source *s, nr_error *err) {
+  if (!is_engine_file(a->path))
+    return nr_model_load(a->path, NULL, &s->model, err);
+  if (a->reference || a->route)
+    return nr_errorf(err, NR_ERR_INVALID_ARGUMENT,
+                     "'%s' is an engine: --route and --reference need a model", a->path);
+  nr_engine_load_options o = {sizeof o, a->unsafe};
+  return nr_engine_load(a->path, &o, &s->engine, err);
+}
+
+static int run_with(run_source *s, const run_args *a, nr_value *vals, nr_buffer *ins,
+                    nr_buffer *outs, nr_error *err) {
+  int rc = check_input_names(s, a);
+  if (!rc)
+    rc = apply_shapes(s, a, err);
+  if (!rc)
+    rc = gather_inputs(s, a, vals, err);
+  if (rc)
+    return rc;
+  for (int i = 0; i < in_count(s); i++) {
+    ins[i] = (nr_buffer){vals[i].dtype, vals[i].rank, {0}, vals[i].data};
+    memcpy(ins[i].dims, vals[i].dims, sizeof ins[i].dims);
+  }
+  if (execute(s, a, ins, outs, err)) {
+    rc = nr_cli_fail(err);
+    if (err->status == NR_ERR_SHAPE)
+      print_inputs(s);
+    return rc;
+  }
+  return write_outputs(s, a, outs, err);
+}
+
 int nr_cli_run(int argc, char **argv) {
   run_args a;
   int rc = parse_args(argc, argv, &a);
   if (rc)
     return rc;
   nr_error err = {0};
-  nr_model *m = NULL;
-  if (nr_model_load(a.model, NULL, &m, &err))
+  run_source s = {0};
+  if (open_source(&a, &s, &err))
     return nr_cli_fail(&err);
-  int n = nr_model_input_count(m), no = nr_model_output_count(m);
+  int n = in_count(&s), no = out_count(&s);
   nr_value *vals = calloc((size_t)(n ? n : 1), sizeof *vals);
   nr_buffer *ins = calloc((size_t)(n ? n : 1), sizeof *ins);
   nr_buffer *outs = calloc((size_t)(no ? no : 1), sizeof *outs);
-  rc = !vals || !ins || !outs;
-  if (!rc)
-    rc = check_input_names(m, &a);
-  if (!rc)
-    rc = apply_shapes(m, &a, &err);
-  if (!rc)
-    rc = gather_inputs(m, &a, vals, &err);
-  if (!rc) {
-    for (int i = 0; i < n; i++) {
-      ins[i].dtype = vals[i].dtype;
-      ins[i].rank = vals[i].rank;
-      memcpy(ins[i].dims, vals[i].dims, sizeof ins[i].dims);
-      ins[i].data = vals[i].data;
-    }
-    if (nr_model_run(m, ins, outs, &err)) {
-      rc = nr_cli_fail(&err);
-      if (err.status == NR_ERR_SHAPE)
-        print_inputs(m);
-    } else {
-      rc = write_outputs(m, &a, outs, &err);
-    }
-  }
+  rc = vals && ins && outs ? run_with(&s, &a, vals, ins, outs, &err) : 1;
   for (int i = 0; vals && i < n; i++)
     nr_value_free(&vals[i]);
   for (int o = 0; outs && o < no; o++)
@@ -264,6 +342,7 @@ int nr_cli_run(int argc, char **argv) {
   free(vals);
   free(ins);
   free(outs);
-  nr_model_destroy(m);
+  nr_engine_destroy(s.engine);
+  nr_model_destroy(s.model);
   return rc;
 }

@@ -94,3 +94,18 @@ void nr_cli_random_fill(nr_value *v, uint64_t *state) {
       nr_store_i64(v->dtype, v->data, i, (int64_t)(r % 16));
   }
 }
+
+int nr_cli_apply_shape(nr_model *m, const char *spec, nr_error *err) {
+  const char *dims_text;
+  char *name = nr_cli_split_assign(spec, &dims_text);
+  int rank;
+  int64_t dims[NR_MAX_RANK];
+  if (!name || !nr_cli_parse_dims(dims_text, &rank, dims)) {
+    fprintf(stderr, "nnroute: --shape '%s' is not NAME=DIMS (e.g. x=1x3x224x224)\n", spec);
+    free(name);
+    return 2;
+  }
+  nr_status st = nr_model_set_input_shape(m, name, rank, dims, err);
+  free(name);
+  return st ? nr_cli_fail(err) : 0;
+}

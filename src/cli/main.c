@@ -12,7 +12,15 @@ static const struct command {
     {"run", nr_cli_run, "run a model with the reference executor, write outputs as .npy"},
     {"conformance", nr_cli_conformance,
      "run ONNX backend test directories and compare with their expected outputs"},
+    {"build", nr_cli_build, "compile a model along a build route into an engine file"},
+    {"check-routes", nr_cli_check_routes,
+     "build and run random routes of a model and check them against the reference"},
+    {"bench", nr_cli_bench,
+     "time inferences of an engine or model: median, percentiles, 95% CI"},
     {"ops", nr_cli_ops, "list the supported operators (--markdown for docs/operators.md)"},
+    {"inspect", nr_cli_inspect,
+     "show an engine: route, fingerprint, memory and the tactic of every step"},
+    {"knobs", nr_cli_knobs, "list the knobs a build route sets, for nnroute or one model"},
 };
 
 static void usage(FILE *f) {

@@ -21,6 +21,6 @@
   X(eltwise_fuse)
 
 /* Plan passes (after the plan skeleton exists), in order. */
-#define NR_PLAN_PASSES(X) X(select) X(layout) X(memory)
+#define NR_PLAN_PASSES(X) X(select) X(layout) X(prepare) X(memory)
 
 #endif

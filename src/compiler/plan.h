@@ -73,19 +73,30 @@ typedef struct nr_step {
 typedef struct nr_plan {
   nr_graph *graph;            /* optimized logical graph (owned) */
   nr_slot *slots;
-  int n_slots;
+  int n_slots, cap_slots;
   nr_step *steps;
-  int n_steps;
+  int n_steps, cap_steps;
   int *inputs, n_inputs;      /* slot per graph input */
   int *outputs, n_outputs;    /* slot per graph output */
   uint8_t *weights;           /* constants and packed data, 64-byte aligned (owned) */
   uint64_t weights_size;
+  uint64_t weights_cap;       /* allocated bytes of weights */
   uint64_t arena_size;
   uint64_t scratch_size;      /* max over steps */
   char *route;                /* canonical route the plan was built with */
+  int ignored_knobs;          /* restrictions the build could not honour (not saved) */
 } nr_plan;
 
 void nr_plan_destroy(nr_plan *p);
+/* Physical bytes of a tensor of slot s's dtype and shape stored in layout l
+ * (NCHW8C pads the channel dim of rank-4 tensors up to a multiple of 8). */
+uint64_t nr_slot_bytes(const nr_slot *s, nr_layout l);
+/* Appends a slot (zeroed; alias_of, first_use and last_use -1); returns its index, or
+ * -1 when out of memory. Slot pointers taken before the call may move. */
+int nr_plan_add_slot(nr_plan *p);
+/* Inserts a zeroed step at position pos (later steps shift by one); NULL when out of
+ * memory. Step pointers taken before the call may move. */
+nr_step *nr_plan_insert_step(nr_plan *p, int pos);
 /* Appends size bytes (64-byte aligned) to the weights; returns the offset via *off. */
 nr_status nr_plan_add_weights(nr_plan *p, const void *data, uint64_t size, uint64_t *off,
                               nr_error *err);
@@ -99,6 +110,7 @@ typedef struct nr_tactic_ctx {
   const nr_step *step;
   const nr_route *route;
   nr_error *err;
+  int threads;               /* threads the engine is built for (0: unknown) */
 } nr_tactic_ctx;
 
 /* Slot i of the step's inputs / outputs, or NULL. */

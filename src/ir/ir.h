@@ -132,6 +132,9 @@ typedef struct nr_graph {
 } nr_graph;
 
 nr_graph *nr_graph_create(nr_graph *parent);
+/* Deep copy of src (as a subgraph of parent when parent is not NULL). */
+nr_status nr_graph_clone(const nr_graph *src, nr_graph *parent, nr_graph **out,
+                         nr_error *err);
 void nr_graph_destroy(nr_graph *g);
 /* Returns the tensor index for name, or -1. */
 int nr_graph_find_tensor(const nr_graph *g, const char *name);

@@ -1,13 +1,308 @@
-/* fuse_eltwise.c - placeholder tables until this family lands. */
-#include "compiler/plan.h"
+/* fuse_eltwise.c - the pass eltwise_fuse: a chain of elementwise operators, each
+ * reading the previous one's output as its running value and being that output's
+ * only reader, becomes one nnroute.EltwiseChain node (encoding in ops_fused.c), so
+ * the chain reads and writes memory once instead of once per op.
+ *
+ * Key decision: chains are defined by links, not searched: node m's predecessor is
+ * the first of its inputs produced by a chainable node that m alone reads. Each node
+ * then has at most one predecessor and one successor, chains are disjoint paths, and
+ * the chain start names the knob instance. The knob space is built on the prepared
+ * graph, where fuse_act has not run yet, so applies() links only nodes fuse_act does
+ * not swallow by default (nr_fuse_act_absorbs): the chains it lists are the ones this
+ * pass meets under the default route. */
+#include "kernels/ref/fused.h"
+#include "passes/pass_util.h"
+#include "util/error.h"
 
-const nr_knob_def nr_knobs_eltwise_fuse[] = {
-    {0},
+#include <float.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define CHAIN_MAX_INPUTS 8 /* NR_BCAST_MAX of the reference kernel */
+#define CHAIN_MAX_STEPS 64
+
+static const char *const unary_ops[] = {
+    "Relu", "Sigmoid", "Tanh", "Exp", "Log", "Erf", "Sqrt", "Neg", "Abs", "Reciprocal",
+    "Floor", "Ceil", "Softplus", "HardSwish", "LeakyRelu", "Elu", "HardSigmoid", "Clip",
+    "Gelu", NULL,
 };
+static const char *const binary_ops[] = {"Add", "Sub", "Mul", "Div", "Pow", "Max", "Min",
+                                         "PRelu", NULL};
 
-static nr_status run_eltwise_fuse(nr_compile_ctx *c) {
-  (void)c;
+static bool in_list(const char *const *list, const char *op) {
+  for (int i = 0; list[i]; i++)
+    if (!strcmp(list[i], op))
+      return true;
+  return false;
+}
+
+static bool is_f32(const nr_graph *g, int t) {
+  return t >= 0 && g->tensors[t].value.dtype == NR_DTYPE_FLOAT &&
+         g->tensors[t].value.rank >= 0;
+}
+
+/* Clip's bounds when constant (attributes before opset 11). */
+static bool clip_params(const nr_graph *g, const nr_node *n, float *p) {
+  p[0] = -FLT_MAX;
+  p[1] = FLT_MAX;
+  if (n->opset < 11) {
+    p[0] = nr_attr_float(n, "min", -FLT_MAX);
+    p[1] = nr_attr_float(n, "max", FLT_MAX);
+    return true;
+  }
+  int lo = nr_pu_in(n, 1), hi = nr_pu_in(n, 2);
+  return (lo < 0 || nr_pu_const_scalar(g, lo, &p[0])) &&
+         (hi < 0 || nr_pu_const_scalar(g, hi, &p[1]));
+}
+
+/* The step parameters of a chainable node (ops_fused.c's params). */
+static bool step_params(const nr_graph *g, const nr_node *n, float *p) {
+  p[0] = p[1] = 0;
+  if (!strcmp(n->op_type, "Clip"))
+    return clip_params(g, n, p);
+  if (!strcmp(n->op_type, "LeakyRelu"))
+    p[0] = nr_attr_float(n, "alpha", 0.01f);
+  else if (!strcmp(n->op_type, "Elu"))
+    p[0] = nr_attr_float(n, "alpha", 1.0f);
+  else if (!strcmp(n->op_type, "HardSigmoid")) {
+    p[0] = nr_attr_float(n, "alpha", 0.2f);
+    p[1] = nr_attr_float(n, "beta", 0.5f);
+  } else if (!strcmp(n->op_type, "Gelu"))
+    p[0] = !strcmp(nr_attr_string(n, "approximate", "none"), "tanh");
+  return true;
+}
+
+/* An ai.onnx elementwise op the chain kernel evaluates, on float32 data. */
+static bool chainable(const nr_graph *g, const nr_node *n) {
+  float p[2];
+  bool onnx = !n->domain || !*n->domain;
+  if (!onnx || n->n_outputs != 1 || !is_f32(g, n->outputs[0]))
+    return false;
+  bool unary = in_list(unary_ops, n->op_type), binary = in_list(binary_ops, n->op_type);
+  if (!(unary || binary) || !is_f32(g, nr_pu_in(n, 0)))
+    return false;
+  if (binary)
+    return n->n_inputs == 2 && is_f32(g, n->inputs[1]);
+  if (!strcmp(n->op_type, "Clip"))
+    return clip_params(g, n, p);
+  return n->n_inputs == 1 && step_params(g, n, p);
+}
+
+/* ---- links ---------------------------------------------------------------------- */
+
+typedef struct chain_ctx {
+  const nr_graph *g;
+  const int *readers;
+  const bool *dead;    /* NULL in applies() */
+  bool skip_absorbed;  /* applies(): ignore what fuse_act takes by default */
+} chain_ctx;
+
+static bool usable(const chain_ctx *c, int k) {
+  if (c->dead && c->dead[k])
+    return false;
+  if (!chainable(c->g, &c->g->nodes[k]))
+    return false;
+  return !c->skip_absorbed || !nr_fuse_act_absorbs(c->g, &c->g->nodes[k]);
+}
+
+/* The input index of node k that continues a chain from its producer, or -1. */
+static int pred_input(const chain_ctx *c, int k) {
+  const nr_node *n = &c->g->nodes[k];
+  for (int i = 0; i < n->n_inputs; i++) {
+    int t = n->inputs[i];
+    const nr_node *p = t >= 0 ? nr_pu_cproducer(c->g, t) : NULL;
+    if (!p || c->readers[t] != 1 || !usable(c, c->g->tensors[t].producer))
+      continue;
+    if (i == 1 && !strcmp(n->op_type, "PRelu"))
+      continue; /* the slope is not a running value */
+    return i;
+  }
+  return -1;
+}
+
+/* The node continuing the chain after node k, or -1. */
+static int succ_node(const chain_ctx *c, int k) {
+  int r[2], t = c->g->nodes[k].outputs[0];
+  if (c->readers[t] != 1 || nr_pu_reader_nodes(c->g, c->dead, t, r, 2) != 1 ||
+      !usable(c, r[0]))
+    return -1;
+  int i = pred_input(c, r[0]);
+  return i >= 0 && c->g->nodes[r[0]].inputs[i] == t ? r[0] : -1;
+}
+
+/* Fills the chain starting at k (k must have no predecessor); returns its length. */
+static int chain_from(const chain_ctx *c, int k, int *nodes) {
+  int n = 0;
+  if (!usable(c, k) || pred_input(c, k) >= 0)
+    return 0;
+  for (int s = k; s >= 0 && n < CHAIN_MAX_STEPS; s = succ_node(c, s))
+    nodes[n++] = s;
+  return n;
+}
+
+/* ---- rewriting -------------------------------------------------------------------- */
+
+typedef struct chain_node {
+  int ins[CHAIN_MAX_INPUTS], n_ins;
+  const char *ops[CHAIN_MAX_STEPS];
+  int64_t operand[CHAIN_MAX_STEPS], swapped[CHAIN_MAX_STEPS];
+  float params[2 * CHAIN_MAX_STEPS];
+  int n_steps;
+} chain_node;
+
+static int operand_slot(chain_node *e, int t) {
+  for (int i = 0; i < e->n_ins; i++)
+    if (e->ins[i] == t)
+      return i;
+  if (e->n_ins == CHAIN_MAX_INPUTS)
+    return -1;
+  e->ins[e->n_ins] = t;
+  return e->n_ins++;
+}
+
+/* Adds node k as a step whose running value is tensor run; false when out of slots. */
+static bool add_step(const nr_graph *g, chain_node *e, int k, int run) {
+  const nr_node *n = &g->nodes[k];
+  int s = e->n_steps;
+  e->ops[s] = n->op_type;
+  e->operand[s] = -1;
+  e->swapped[s] = 0;
+  step_params(g, n, &e->params[2 * s]);
+  if (in_list(binary_ops, n->op_type)) {
+    bool sw = n->inputs[0] != run;
+    int slot = operand_slot(e, n->inputs[sw ? 0 : 1]);
+    if (slot < 0)
+      return false;
+    e->operand[s] = slot;
+    e->swapped[s] = sw;
+  }
+  e->n_steps++;
+  return true;
+}
+
+/* Encodes nodes[0..n) with running input run (X0); returns how many steps fit (the
+ * rest start a new chain). */
+static int encode(const nr_graph *g, const int *nodes, int n, int run, chain_node *e) {
+  memset(e, 0, sizeof *e);
+  e->ins[e->n_ins++] = run;
+  int k = 0;
+  for (; k < n && add_step(g, e, nodes[k], run); k++)
+    run = g->nodes[nodes[k]].outputs[0];
+  return k;
+}
+
+static nr_status emit(nr_graph *g, const int *nodes, const chain_node *e, bool *dead,
+                      nr_error *err) {
+  int last = nodes[e->n_steps - 1];
+  int out = g->nodes[last].outputs[0];
+  char *name = strdup(g->nodes[nodes[0]].name);
+  int k = name ? nr_pu_add_node(g, name, "EltwiseChain", NR_DOMAIN, e->n_ins, e->ins, 1,
+                                &out) : -1;
+  free(name);
+  if (k < 0)
+    return nr_errorf(err, NR_ERR_NOMEM, "out of memory fusing an elementwise chain");
+  nr_status st = nr_pu_set_attr_strings(g, k, "ops", e->n_steps, e->ops, err);
+  if (!st)
+    st = nr_pu_set_attr_ints(g, k, "operand", e->n_steps, e->operand, err);
+  if (!st)
+    st = nr_pu_set_attr_ints(g, k, "swapped", e->n_steps, e->swapped, err);
+  if (!st)
+    st = nr_pu_set_attr_floats(g, k, "params", 2 * e->n_steps, e->params, err);
+  for (int i = 0; i < e->n_steps; i++)
+    dead[nodes[i]] = true;
+  return st;
+}
+
+/* Fuses nodes[0..n) in pieces that fit the kernel's input limit. */
+static nr_status fuse_chain(nr_graph *g, const int *nodes, int n, int run, bool *dead,
+                            bool *changed, nr_error *err) {
+  chain_node e;
+  while (n >= 2) {
+    int used = encode(g, nodes, n, run, &e);
+    if (used >= 2) {
+      e.n_steps = used;
+      nr_status st = nr_pu_import_nnroute(g, err);
+      if (!st)
+        st = emit(g, nodes, &e, dead, err);
+      if (st)
+        return st;
+      *changed = true;
+    }
+    used = used < 1 ? 1 : used;
+    run = g->nodes[nodes[used - 1]].outputs[0];
+    nodes += used;
+    n -= used;
+  }
   return NR_OK;
 }
 
+/* The chain from its first node that has a knob instance; fused when it says on. */
+static nr_status visit(nr_compile_ctx *c, const chain_ctx *cc, int k, bool *dead,
+                       bool *changed) {
+  int nodes[CHAIN_MAX_STEPS];
+  int n = chain_from(cc, k, nodes), first = 0;
+  while (first < n && !nr_route_get(c->route, "eltwise.fuse", &c->graph->nodes[nodes[first]]))
+    first++;
+  if (n - first < 2 ||
+      !nr_route_is(c->route, "eltwise.fuse", &c->graph->nodes[nodes[first]], "on"))
+    return NR_OK;
+  const nr_graph *g = c->graph;
+  int run = first ? g->nodes[nodes[first - 1]].outputs[0] : g->nodes[nodes[0]].inputs[0];
+  return fuse_chain(c->graph, nodes + first, n - first, run, dead, changed, c->err);
+}
+
+static nr_status run_eltwise_fuse(nr_compile_ctx *c) {
+  nr_graph *g = c->graph;
+  int n0 = g->n_nodes;
+  int *readers = nr_pu_readers(g);
+  bool *dead = calloc((size_t)(2 * n0 + 8), sizeof(bool));
+  nr_status st = readers && dead ? NR_OK
+                                 : nr_errorf(c->err, NR_ERR_NOMEM, "out of memory in eltwise_fuse");
+  chain_ctx cc = {g, readers, dead, false};
+  bool changed = false;
+  for (int k = 0; !st && k < n0; k++)
+    if (!dead[k])
+      st = visit(c, &cc, k, dead, &changed);
+  if (!st && changed)
+    st = nr_pu_remove_marked(g, dead, c->err);
+  free(readers);
+  free(dead);
+  return st;
+}
+
 const nr_pass nr_pass_eltwise_fuse = {"eltwise_fuse", run_eltwise_fuse};
+
+/* ---- knob ------------------------------------------------------------------------- */
+
+/* Does the recognize pass replace a pattern anchored at n by default (a GELU at its
+ * Erf)? Asked through its knob table, so this pass needs no part of its code. */
+static bool recognized(const nr_graph *g, const nr_node *n) {
+  static const char *const knobs[] = {"recognize.gelu", "recognize.layernorm", NULL};
+  for (int i = 0; knobs[i]; i++) {
+    const nr_knob_def *d = nr_knob_find(knobs[i]);
+    if (d && d->applies && d->applies(g, n))
+      return true;
+  }
+  return false;
+}
+
+/* Listed where a chain of two or more survives fuse_act and recognize at their
+ * defaults. */
+static bool eltwise_applies(const nr_graph *g, const nr_node *n) {
+  int *readers = nr_pu_readers(g);
+  int nodes[CHAIN_MAX_STEPS];
+  chain_ctx cc = {g, readers, NULL, true};
+  int len = readers ? chain_from(&cc, (int)(n - g->nodes), nodes) : 0;
+  for (int i = 0; i < len; i++)
+    if (recognized(g, &g->nodes[nodes[i]]))
+      len = 0;
+  free(readers);
+  return len >= 2;
+}
+
+const nr_knob_def nr_knobs_eltwise_fuse[] = {
+    {"eltwise.fuse", "off|on", "on", NR_KNOB_NODE, 0, 0,
+     "evaluate the elementwise chain starting at this node as one EltwiseChain loop",
+     eltwise_applies, NULL},
+    {0},
+};

@@ -1,13 +1,318 @@
-/* memory.c - placeholder tables until this family lands. */
+/* memory.c - the memory planning pass: lifetimes, in-place reuse and arena offsets.
+ *
+ * Every ARENA slot gets a lifetime [first_use, last_use] in step indices (graph
+ * outputs live to n_steps, past the last step, because the context copies them out
+ * at the end) and then an arena offset, 64-byte aligned. Two slots whose lifetimes
+ * overlap (inclusively: a step's inputs and outputs are live together) never share
+ * bytes. In-place reuse runs first and merges a step's output 0 into its dying input
+ * 0; each merged group is placed as one block with the union of the lifetimes.
+ *
+ * Knobs:
+ *   memory.plan     naive: one region per block, in slot order (arena = sum).
+ *                   greedy_size: blocks by decreasing size, each at the lowest offset
+ *                   free over its lifetime. greedy_first_use: the same, in order of
+ *                   first use (ties: larger first).
+ *   memory.inplace  on: a step whose op can run in place writes output 0 over input
+ *                   0 (for Add and Mul, else input 1) when that is an ARENA slot read
+ *                   for the last time there and of the same dtype, shape, layout and
+ *                   size as the output. The op decides (the tactic
+ *                   table has no in-place flag): unary elementwise ops, Clip,
+ *                   Add/Sub/Mul/Div, nnroute.EltwiseChain; and never for tactics whose
+ *                   source is "onednn" (its primitives may read ahead of writes) or
+ *                   "ref" (the reference tactic clears its outputs before running
+ *                   the kernel, which would erase the input). Tactics of those ops
+ *                   must read element i of a same-shaped input only to compute
+ *                   output element i, and must not clear the output first.
+ *
+ * The functions below are reachable from tests through nr_memory_plan(). */
 #include "compiler/plan.h"
+#include "kernels/ref/fused.h"
+#include "util/error.h"
 
-const nr_knob_def nr_knobs_memory[] = {
-    {0},
-};
+#include <stdlib.h>
+#include <string.h>
 
-static nr_status run_memory(nr_compile_ctx *c) {
-  (void)c;
+#define ALIGN 64u
+
+typedef enum mem_strategy {
+  MEM_NAIVE = 0,
+  MEM_GREEDY_SIZE = 1,
+  MEM_GREEDY_FIRST_USE = 2,
+} mem_strategy;
+
+/* For tests: plans p with a strategy (0 naive, 1 greedy_size, 2 greedy_first_use). */
+nr_status nr_memory_plan(nr_plan *p, int strategy, bool inplace, nr_error *err);
+
+/* ---- lifetimes ------------------------------------------------------------------ */
+
+static void touch(nr_slot *s, int step) {
+  if (s->first_use < -1 || step < s->first_use)
+    s->first_use = step;
+  if (step > s->last_use)
+    s->last_use = step;
+}
+
+static nr_status compute_lifetimes(nr_plan *p, nr_error *err) {
+  for (int i = 0; i < p->n_slots; i++) {
+    nr_slot *s = &p->slots[i];
+    s->first_use = s->kind == NR_SLOT_ARENA ? -2 : -1; /* -2: not yet seen */
+    s->last_use = -1;
+    s->alias_of = -1;
+  }
+  for (int k = 0; k < p->n_steps; k++) {
+    const nr_step *st = &p->steps[k];
+    for (int j = 0; j < st->n_in + st->n_out; j++) {
+      int idx = j < st->n_in ? st->in[j] : st->out[j - st->n_in];
+      if (idx < 0)
+        continue;
+      if (idx >= p->n_slots)
+        return nr_errorf(err, NR_ERR_INTERNAL, "memory: step %d refers to slot %d of %d",
+                         k, idx, p->n_slots);
+      touch(&p->slots[idx], k);
+    }
+  }
+  for (int i = 0; i < p->n_outputs; i++)
+    if (p->outputs[i] >= 0 && p->outputs[i] < p->n_slots)
+      touch(&p->slots[p->outputs[i]], p->n_steps);
+  for (int i = 0; i < p->n_slots; i++)
+    if (p->slots[i].first_use == -2) /* an unused arena slot: a point lifetime */
+      p->slots[i].first_use = p->slots[i].last_use = 0;
   return NR_OK;
 }
 
+/* ---- in-place ------------------------------------------------------------------- */
+
+static const char *const inplace_ops[] = {
+    "Relu", "LeakyRelu", "Sigmoid", "HardSigmoid", "HardSwish", "Tanh", "Erf", "Gelu",
+    "Softplus", "Softsign", "Elu", "Selu", "Celu", "ThresholdedRelu", "Shrink", "Mish",
+    "Swish", "Exp", "Log", "Sqrt", "Reciprocal", "Abs", "Neg", "Floor", "Ceil", "Round",
+    "Sign", "Sin", "Cos", "Tan", "Asin", "Acos", "Atan", "Sinh", "Cosh", "Asinh",
+    "Acosh", "Atanh", "Not", "BitwiseNot", "Clip", "Add", "Sub", "Mul", "Div", NULL,
+};
+
+static bool op_inplace(const nr_node *n) {
+  if (!strcmp(n->domain, NR_DOMAIN))
+    return !strcmp(n->op_type, "EltwiseChain");
+  if (n->domain[0])
+    return false;
+  for (int i = 0; inplace_ops[i]; i++)
+    if (!strcmp(n->op_type, inplace_ops[i]))
+      return true;
+  return false;
+}
+
+static bool same_storage(const nr_slot *a, const nr_slot *b) {
+  if (a->dtype != b->dtype || a->rank != b->rank || a->layout != b->layout ||
+      a->nbytes != b->nbytes)
+    return false;
+  for (int d = 0; d < a->rank; d++)
+    if (a->dims[d] != b->dims[d])
+      return false;
+  return true;
+}
+
+static int root_of(const nr_plan *p, int s) {
+  while (p->slots[s].alias_of >= 0)
+    s = p->slots[s].alias_of;
+  return s;
+}
+
+/* Can step k write output 0 over input i: an ARENA slot read for the last time here,
+ * not also an output, with the output's dtype, shape, layout and size? */
+static bool input_reusable(const nr_plan *p, int k, int i) {
+  const nr_step *st = &p->steps[k];
+  if (i >= st->n_in || st->in[i] < 0)
+    return false;
+  const nr_slot *in = &p->slots[st->in[i]], *out = &p->slots[st->out[0]];
+  if (in->kind != NR_SLOT_ARENA || in->last_use != k)
+    return false;
+  for (int j = 0; j < st->n_out; j++)
+    if (st->out[j] == st->in[i])
+      return false;
+  return same_storage(in, out);
+}
+
+/* The input step k's output 0 may reuse, or -1. Input 0 first; for the commutative
+ * Add and Mul also input 1 (squeeze-excitation blocks compute Mul(scale, x) with the
+ * broadcast operand first). */
+static int inplace_input(const nr_plan *p, int k) {
+  const nr_step *st = &p->steps[k];
+  if (st->node < 0 || !p->graph || st->node >= p->graph->n_nodes)
+    return -1;
+  if (!st->tactic || !st->tactic->source || !strcmp(st->tactic->source, "onednn") ||
+      !strcmp(st->tactic->source, "ref"))
+    return -1;
+  if (st->n_out < 1 || st->out[0] < 0 || p->slots[st->out[0]].kind != NR_SLOT_ARENA)
+    return -1;
+  const nr_node *n = &p->graph->nodes[st->node];
+  if (!op_inplace(n))
+    return -1;
+  if (input_reusable(p, k, 0))
+    return 0;
+  bool commutative = !n->domain[0] && (!strcmp(n->op_type, "Add") ||
+                                       !strcmp(n->op_type, "Mul"));
+  return commutative && input_reusable(p, k, 1) ? 1 : -1;
+}
+
+static void plan_inplace(nr_plan *p) {
+  for (int k = 0; k < p->n_steps; k++) {
+    int i = inplace_input(p, k);
+    if (i >= 0)
+      p->slots[p->steps[k].out[0]].alias_of = p->steps[k].in[i];
+  }
+}
+
+/* ---- placement ------------------------------------------------------------------ */
+
+typedef struct block {
+  int slot;             /* the root slot */
+  int first, last;      /* union of the group's lifetimes */
+  uint64_t size;        /* aligned */
+  uint64_t offset;
+} block;
+
+static uint64_t align_up(uint64_t x) { return (x + ALIGN - 1) & ~(uint64_t)(ALIGN - 1); }
+
+static int cmp_size(const void *a, const void *b) {
+  const block *x = a, *y = b;
+  if (x->size != y->size)
+    return x->size > y->size ? -1 : 1;
+  if (x->first != y->first)
+    return x->first < y->first ? -1 : 1;
+  return x->slot - y->slot;
+}
+
+static int cmp_first_use(const void *a, const void *b) {
+  const block *x = a, *y = b;
+  if (x->first != y->first)
+    return x->first < y->first ? -1 : 1;
+  if (x->size != y->size)
+    return x->size > y->size ? -1 : 1;
+  return x->slot - y->slot;
+}
+
+static int cmp_offset(const void *a, const void *b) {
+  const block *x = *(const block *const *)a, *y = *(const block *const *)b;
+  return (x->offset > y->offset) - (x->offset < y->offset);
+}
+
+/* Lowest offset for b that avoids every placed block live at the same time. live is
+ * scratch room for n pointers. */
+static uint64_t lowest_fit(const block *b, block *placed, int n, const block **live) {
+  int m = 0;
+  for (int i = 0; i < n; i++)
+    if (placed[i].first <= b->last && b->first <= placed[i].last)
+      live[m++] = &placed[i];
+  qsort(live, (size_t)m, sizeof *live, cmp_offset);
+  uint64_t off = 0;
+  for (int i = 0; i < m; i++) {
+    if (live[i]->offset >= off + b->size)
+      break; /* the gap before this block fits */
+    if (live[i]->offset + live[i]->size > off)
+      off = live[i]->offset + live[i]->size;
+  }
+  return off;
+}
+
+/* Groups slots by alias root into blocks; returns the count or -1 (no memory). */
+static int collect_blocks(nr_plan *p, block **out) {
+  int *index = malloc(((size_t)p->n_slots + 1) * sizeof *index);
+  block *b = malloc(((size_t)p->n_slots + 1) * sizeof *b);
+  if (!index || !b) {
+    free(index);
+    free(b);
+    return -1;
+  }
+  int n = 0;
+  for (int i = 0; i < p->n_slots; i++) {
+    index[i] = -1;
+    const nr_slot *s = &p->slots[i];
+    if (s->kind != NR_SLOT_ARENA)
+      continue;
+    int r = root_of(p, i);
+    if (index[r] < 0) {
+      index[r] = n;
+      b[n++] = (block){r, s->first_use, s->last_use, 0, 0};
+    }
+    block *g = &b[index[r]];
+    if (s->first_use < g->first)
+      g->first = s->first_use;
+    if (s->last_use > g->last)
+      g->last = s->last_use;
+    if (align_up(s->nbytes) > g->size)
+      g->size = align_up(s->nbytes);
+  }
+  free(index);
+  *out = b;
+  return n;
+}
+
+static nr_status place_blocks(nr_plan *p, block *b, int n, mem_strategy how,
+                              nr_error *err) {
+  uint64_t end = 0;
+  if (how == MEM_NAIVE) {
+    for (int i = 0; i < n; i++) {
+      b[i].offset = end;
+      end += b[i].size;
+    }
+  } else {
+    qsort(b, (size_t)n, sizeof *b, how == MEM_GREEDY_SIZE ? cmp_size : cmp_first_use);
+    const block **live = malloc(((size_t)n + 1) * sizeof *live);
+    if (!live)
+      return nr_errorf(err, NR_ERR_NOMEM, "memory: planning %d blocks", n);
+    for (int i = 0; i < n; i++) {
+      b[i].offset = b[i].size ? lowest_fit(&b[i], b, i, live) : 0;
+      if (b[i].offset + b[i].size > end)
+        end = b[i].offset + b[i].size;
+    }
+    free(live);
+  }
+  for (int i = 0; i < n; i++)
+    p->slots[b[i].slot].offset = b[i].offset;
+  for (int i = 0; i < p->n_slots; i++)
+    if (p->slots[i].kind == NR_SLOT_ARENA && p->slots[i].alias_of >= 0)
+      p->slots[i].offset = p->slots[root_of(p, i)].offset;
+  p->arena_size = end;
+  return NR_OK;
+}
+
+nr_status nr_memory_plan(nr_plan *p, int strategy, bool inplace, nr_error *err) {
+  nr_status st = compute_lifetimes(p, err);
+  if (st != NR_OK)
+    return st;
+  if (inplace)
+    plan_inplace(p);
+  block *b = NULL;
+  int n = collect_blocks(p, &b);
+  if (n < 0)
+    return nr_errorf(err, NR_ERR_NOMEM, "memory: planning %d slots", p->n_slots);
+  st = place_blocks(p, b, n, (mem_strategy)strategy, err);
+  free(b);
+  for (int k = 0; k < p->n_steps; k++)
+    if (p->steps[k].scratch > p->scratch_size)
+      p->scratch_size = align_up(p->steps[k].scratch);
+  p->scratch_size = align_up(p->scratch_size);
+  return st;
+}
+
+static nr_status run_memory(nr_compile_ctx *c) {
+  const char *how = c->route ? nr_route_get(c->route, "memory.plan", NULL) : NULL;
+  const char *inplace = c->route ? nr_route_get(c->route, "memory.inplace", NULL) : NULL;
+  mem_strategy s = MEM_GREEDY_SIZE;
+  if (how && !strcmp(how, "naive"))
+    s = MEM_NAIVE;
+  else if (how && !strcmp(how, "greedy_first_use"))
+    s = MEM_GREEDY_FIRST_USE;
+  return nr_memory_plan(c->plan, s, !inplace || strcmp(inplace, "off") != 0, c->err);
+}
+
 const nr_pass nr_pass_memory = {"memory", run_memory};
+
+const nr_knob_def nr_knobs_memory[] = {
+    {"memory.plan", "naive|greedy_size|greedy_first_use", "greedy_size", NR_KNOB_GLOBAL,
+     NR_KNOB_MEMORY, 0,
+     "arena offsets: one region per tensor, or greedy reuse by size or by first use"},
+    {"memory.inplace", "off|on", "on", NR_KNOB_GLOBAL, NR_KNOB_MEMORY, 0,
+     "let elementwise steps write their output over a dying input 0"},
+    {0},
+};

@@ -10,6 +10,8 @@
 #include "kernels/ref/executor.h"
 #include "io/tensor_io.h"
 #include "onnx/onnx_load.h"
+#include "engine/engine.h"
+#include "runtime/model_internal.h"
 #include "util/error.h"
 
 #include <stdio.h>
@@ -19,6 +21,7 @@
 struct nr_model {
   nr_graph *graph;
   bool prepared;
+  uint8_t sha256[32]; /* of the ModelProto bytes */
 };
 
 static char *dir_of(const char *path) {
@@ -34,7 +37,8 @@ static char *dir_of(const char *path) {
   return d;
 }
 
-static nr_status finish_load(nr_graph *g, nr_model **out, nr_error *err) {
+static nr_status finish_load(nr_graph *g, const void *bytes, size_t len, nr_model **out,
+                             nr_error *err) {
   nr_status st = nr_graph_toposort(g, err);
   if (!st)
     st = nr_graph_bind_ops(g, err);
@@ -48,6 +52,7 @@ static nr_status finish_load(nr_graph *g, nr_model **out, nr_error *err) {
     return nr_errorf(err, NR_ERR_NOMEM, "out of memory");
   }
   m->graph = g;
+  nr_sha256(bytes, len, m->sha256);
   *out = m;
   return NR_OK;
 }
@@ -63,7 +68,7 @@ nr_status nr_model_load_bytes(const void *data, size_t len, const nr_load_option
   nr_status st = nr_onnx_load(data, len, base, max_bytes, &g, err);
   if (st)
     return st;
-  return finish_load(g, out, err);
+  return finish_load(g, data, len, out, err);
 }
 
 nr_status nr_model_load(const char *path, const nr_load_options *opts, nr_model **out,
@@ -261,5 +266,5 @@ nr_status nr_model_run(nr_model *m, const nr_buffer *inputs, nr_buffer *outputs,
   return st;
 }
 
-/* Internal: the graph behind a model, for the CLI's diagnostics and the compiler. */
 nr_graph *nr_model_graph(nr_model *m) { return m->graph; }
+const uint8_t *nr_model_sha256(const nr_model *m) { return m->sha256; }

@@ -12,7 +12,8 @@
 # Environment: NNROUTE (the binary; default build/nnroute), NR_PYTHON (an interpreter
 # with numpy; default .venv/bin/python), NR_MODELS_OUT (where outputs go; default
 # MODELS_DIR/../models-out), NR_MODELS_FILTER (a grep -E pattern on model names),
-# NR_MODEL_TIMEOUT (seconds per model run; default 600), NR_RTOL, NR_ATOL.
+# NR_MODEL_TIMEOUT (seconds per model run; default 600), NR_RTOL, NR_ATOL, NR_RUN_ARGS
+# (extra arguments for `nnroute run`, e.g. "--reference" or "--route '...'").
 set -uo pipefail
 
 repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
@@ -24,6 +25,7 @@ filter=${NR_MODELS_FILTER:-.}
 limit=${NR_MODEL_TIMEOUT:-600}
 rtol=${NR_RTOL:-1e-3}
 atol=${NR_ATOL:-1e-4}
+read -r -a run_args <<<"${NR_RUN_ARGS:-}"
 
 for need in "$nnroute" "$python"; do
   if [[ ! -x $need ]]; then
@@ -48,7 +50,7 @@ for model in "${files[@]}"; do
   rm -rf "$out" && mkdir -p "$out"
   echo "== $name"
   start=$(date +%s.%N)
-  timeout "$limit" "$nnroute" run "$model" --inputs-dir "$models/$name" --output-dir "$out" \
+  timeout "$limit" "$nnroute" run "$model" "${run_args[@]}" --inputs-dir "$models/$name" --output-dir "$out" \
     >"$out/run.log" 2>&1
   rc=$?
   secs=$(awk -v a="$start" -v b="$(date +%s.%N)" 'BEGIN { printf "%.1f", b - a }')

@@ -1,10 +1,462 @@
-/* tactics_eltwise.c - placeholder tables until this family lands. */
+/* tactics_eltwise.c - the elementwise tactics (unary activations and math, Add/Sub/
+ * Mul/Div with broadcasting, Where) and the numerics knobs of the family.
+ *
+ * Key decisions. A tactic is data (STYLE.md point 5): every row comes from the
+ * enumerator eltwise.inc, once per ISA, and its id is the kernel's name
+ * (nr_f32_vgelu__avx2, nr_f32_vadd_bcast__portable); all rows of the family carry
+ * algo "vector", which is what eltwise.tactic=vector selects (select.c matches that
+ * knob on the algo field; the reference tactic's algo is "ref"). Broadcasting is never
+ * materialized: output dims of size 1 are dropped, adjacent dims in which every input
+ * either varies or is broadcast are merged, and the innermost merged dim becomes a run
+ * in which each input has stride 1 or 0 - a trailing vector, a scalar and an NCHW
+ * per-channel operand all reduce to that. Unary tactics work on the physical buffer,
+ * so they run in any layout when f(0) = 0 keeps NCHW8C's padding at zero. */
 #include "compiler/plan.h"
+#include "kernels/cpu/eltwise/vmath.h"
+#include "kernels/ref/fused.h"
+#include "runtime/threadpool.h"
+#include "util/error.h"
 
-const nr_knob_def nr_knobs_cpu_eltwise[] = {
+#include <float.h>
+#include <math.h>
+#include <string.h>
+
+#include "kernels/cpu/eltwise/eltwise.inc"
+
+#define GRAIN 16384
+
+/* ---- shared checks -------------------------------------------------------------- */
+
+static bool is_f32(const nr_slot *s) { return s && s->dtype == NR_DTYPE_FLOAT; }
+
+static bool same_shape(const nr_slot *a, const nr_slot *b) {
+  if (a->rank != b->rank)
+    return false;
+  for (int d = 0; d < a->rank; d++)
+    if (a->dims[d] != b->dims[d])
+      return false;
+  return true;
+}
+
+static int64_t phys_count(const nr_slot *s) {
+  return (int64_t)(nr_slot_bytes(s, s->layout) / (uint64_t)nr_dtype_size(s->dtype));
+}
+
+static bool knob_is(const nr_tactic_ctx *c, const char *name, const nr_node *n,
+                    const char *v) {
+  return nr_route_is(c->route, name, n, v);
+}
+
+/* Does the op use exp/tanh/erf/sigmoid (and so eltwise.math)? */
+static bool uses_math(const char *op) {
+  static const char *const ops[] = {"Exp",  "Sigmoid", "Tanh",    "Erf",
+                                    "Gelu", "Softmax", "LogSoftmax"};
+  for (size_t i = 0; i < sizeof ops / sizeof ops[0]; i++)
+    if (!strcmp(op, ops[i]))
+      return true;
+  return false;
+}
+
+static bool float_node(const nr_graph *g, const nr_node *n) {
+  return n->n_inputs > 0 && n->inputs[0] >= 0 && !n->domain[0] &&
+         g->tensors[n->inputs[0]].value.dtype == NR_DTYPE_FLOAT;
+}
+
+/* ---- unary ---------------------------------------------------------------------- */
+
+static const struct {
+  const char *op;
+  nr_ewu_op code;
+} unary_codes[] = {
+#define X(op, stem, code, lay) {op, code},
+    NR_EWU_LIST(X)
+#undef X
+};
+
+static int unary_code(const char *op) {
+  for (size_t i = 0; i < sizeof unary_codes / sizeof unary_codes[0]; i++)
+    if (!strcmp(unary_codes[i].op, op))
+      return (int)unary_codes[i].code;
+  return -1;
+}
+
+/* Clip's bounds: attributes before opset 11, optional constant scalar inputs after.
+ * False when a bound is not a known float32 scalar. */
+static bool clip_bounds(const nr_tactic_ctx *c, float *lo, float *hi) {
+  const nr_node *n = c->node;
+  if (n->opset < 11) {
+    *lo = nr_attr_float(n, "min", -FLT_MAX);
+    *hi = nr_attr_float(n, "max", FLT_MAX);
+    return true;
+  }
+  float *b[2] = {lo, hi};
+  for (int i = 1; i <= 2; i++) {
+    const nr_slot *s = nr_step_in(c, i);
+    *b[i - 1] = i == 1 ? -INFINITY : INFINITY;
+    if (!s)
+      continue;
+    const float *v = nr_step_const(c, i);
+    if (!v || !is_f32(s) || nr_slot_bytes(s, NR_LAYOUT_PLAIN) != sizeof(float))
+      return false;
+    *b[i - 1] = v[0];
+  }
+  return true;
+}
+
+static bool unary_supports(const nr_tactic_ctx *c) {
+  const nr_slot *x = nr_step_in(c, 0), *y = nr_step_out(c, 0);
+  if (!c->node || !is_f32(x) || !is_f32(y) || !same_shape(x, y) || c->step->n_out != 1)
+    return false;
+  const char *op = c->node->op_type;
+  if (!strcmp(op, "Clip")) {
+    float lo, hi;
+    return clip_bounds(c, &lo, &hi) && lo <= 0.0f && hi >= 0.0f;
+  }
+  if (!strcmp(op, "Gelu")) {
+    const char *ap = nr_attr_string(c->node, "approximate", "none");
+    return !strcmp(ap, "none") || !strcmp(ap, "tanh");
+  }
+  return c->step->n_in == 1 || (c->step->n_in > 1 && !nr_step_in(c, 1));
+}
+
+static nr_status unary_prepare(const nr_tactic_ctx *c, nr_plan *plan, nr_step *step) {
+  const nr_node *n = c->node;
+  nr_ewu_params p = {0};
+  int code = unary_code(n->op_type);
+  if (code < 0)
+    return nr_errorf(c->err, NR_ERR_INTERNAL, "no unary kernel for %s", n->op_type);
+  p.op = (uint8_t)code;
+  p.math = knob_is(c, "eltwise.math", NULL, "fast") ? NR_VMATH_FAST : NR_VMATH_ACCURATE;
+  switch (code) {
+  case NR_EWU_CLIP:
+    if (!clip_bounds(c, &p.a, &p.b))
+      return nr_errorf(c->err, NR_ERR_UNSUPPORTED, "Clip bounds are not constant");
+    break;
+  case NR_EWU_LEAKY: p.a = nr_attr_float(n, "alpha", 0.01f); break;
+  case NR_EWU_HSIG:
+    p.a = nr_attr_float(n, "alpha", 0.2f);
+    p.b = nr_attr_float(n, "beta", 0.5f);
+    break;
+  case NR_EWU_GELU:
+    if (!strcmp(nr_attr_string(n, "approximate", "none"), "tanh") ||
+        knob_is(c, "gelu.approx", n, "tanh"))
+      p.op = NR_EWU_GELU_TANH;
+    break;
+  default: break;
+  }
+  memcpy(step->params, &p, sizeof p);
+  return NR_OK;
+}
+
+typedef struct unary_job {
+  nr_ewu_params p;
+  bool avx2;
+  const float *x;
+  float *y;
+} unary_job;
+
+static void unary_task(void *arg, int64_t begin, int64_t end, int thread) {
+  const unary_job *j = arg;
+  if (j->avx2)
+    nr_f32_vunary__avx2(&j->p, j->x + begin, j->y + begin, end - begin);
+  else
+    nr_f32_vunary__portable(&j->p, j->x + begin, j->y + begin, end - begin);
+}
+
+static nr_status unary_run(const nr_exec_args *a) {
+  unary_job j = {.avx2 = (a->step->tactic->isa & NR_ISA_AVX2) != 0,
+                 .x = a->in[0], .y = a->out[0]};
+  memcpy(&j.p, a->step->params, sizeof j.p);
+  if (a->in_slot[0]->layout != a->out_slot[0]->layout)
+    return nr_errorf(a->err, NR_ERR_INTERNAL, "%s: input and output layouts differ",
+                     a->step->tactic->id);
+  int64_t n = phys_count(a->out_slot[0]);
+  if (n < 2 * GRAIN)
+    unary_task(&j, 0, n, 0);
+  else
+    nr_parallel_for(a->pool, n, GRAIN, a->step->threads, unary_task, &j);
+  return NR_OK;
+}
+
+/* ---- broadcasting geometry ------------------------------------------------------ */
+
+/* The output as outer dims times an innermost run; per input, element strides over
+ * the outer dims and a stride of 0 or 1 along the run. */
+typedef struct bc_geom {
+  int n_in, nd; /* nd outer dims */
+  int64_t dims[NR_MAX_RANK];
+  int64_t st[3][NR_MAX_RANK];
+  int64_t run;
+  int rs[3];
+  int64_t count;
+} bc_geom;
+
+static bool bc_build(bc_geom *g, const nr_slot *out, int n_in, const nr_slot *const *in) {
+  int64_t dims[NR_MAX_RANK];
+  bool full[3][NR_MAX_RANK];
+  int nd = 0;
+  memset(g, 0, sizeof *g);
+  g->n_in = n_in;
+  g->count = 1;
+  for (int d = 0; d < out->rank; d++) {
+    int64_t od = out->dims[d];
+    g->count *= od;
+    if (od == 1)
+      continue;
+    bool f[3];
+    for (int k = 0; k < n_in; k++) {
+      int id = d - (out->rank - in[k]->rank);
+      int64_t v = id < 0 ? 1 : in[k]->dims[id];
+      if (v != od && v != 1)
+        return false;
+      f[k] = v == od;
+    }
+    bool merge = nd > 0;
+    for (int k = 0; k < n_in && merge; k++)
+      merge = full[k][nd - 1] == f[k];
+    if (merge) {
+      dims[nd - 1] *= od;
+      continue;
+    }
+    for (int k = 0; k < n_in; k++)
+      full[k][nd] = f[k];
+    dims[nd++] = od;
+  }
+  if (nd == 0) { /* a single element */
+    dims[nd] = 1;
+    for (int k = 0; k < n_in; k++)
+      full[k][nd] = true;
+    nd = 1;
+  }
+  for (int k = 0; k < n_in; k++) {
+    int64_t s = 1;
+    for (int d = nd - 1; d >= 0; d--) {
+      g->st[k][d] = full[k][d] ? s : 0;
+      s *= full[k][d] ? dims[d] : 1;
+    }
+    g->rs[k] = full[k][nd - 1];
+  }
+  g->run = dims[nd - 1];
+  g->nd = nd - 1;
+  memcpy(g->dims, dims, sizeof(int64_t) * (size_t)g->nd);
+  return true;
+}
+
+/* Input offsets of run r. */
+static void bc_offsets(const bc_geom *g, int64_t r, int64_t *off) {
+  for (int k = 0; k < g->n_in; k++)
+    off[k] = 0;
+  for (int d = g->nd - 1; d >= 0; d--) {
+    int64_t i = r % g->dims[d];
+    r /= g->dims[d];
+    for (int k = 0; k < g->n_in; k++)
+      off[k] += i * g->st[k][d];
+  }
+}
+
+/* Calls fn on every (partial) run of output elements [begin, end). */
+typedef void (*bc_fn)(void *arg, const int64_t *off, int64_t out_off, int64_t len);
+
+static void bc_walk(const bc_geom *g, int64_t begin, int64_t end, bc_fn fn, void *arg) {
+  int64_t r = g->run ? begin / g->run : 0, pos = g->run ? begin % g->run : 0;
+  while (begin < end) {
+    int64_t off[3], len = g->run - pos;
+    if (len > end - begin)
+      len = end - begin;
+    bc_offsets(g, r, off);
+    for (int k = 0; k < g->n_in; k++)
+      off[k] += pos * g->rs[k];
+    fn(arg, off, begin, len);
+    begin += len;
+    r++;
+    pos = 0;
+  }
+}
+
+/* ---- binary --------------------------------------------------------------------- */
+
+static int binary_code(const char *op) {
+#define X(name, stem, code, lay)                                                       \
+  if (!strcmp(op, name))                                                               \
+    return (int)code;
+  NR_EWB_LIST(X)
+#undef X
+  return -1;
+}
+
+static bool binary_types(const nr_tactic_ctx *c) {
+  return c->node && c->step->n_in == 2 && c->step->n_out == 1 && is_f32(nr_step_in(c, 0)) &&
+         is_f32(nr_step_in(c, 1)) && is_f32(nr_step_out(c, 0));
+}
+
+static bool same_supports(const nr_tactic_ctx *c) {
+  return binary_types(c) && same_shape(nr_step_in(c, 0), nr_step_in(c, 1)) &&
+         same_shape(nr_step_in(c, 0), nr_step_out(c, 0));
+}
+
+static bool bcast_supports(const nr_tactic_ctx *c) {
+  bc_geom g;
+  const nr_slot *in[2] = {nr_step_in(c, 0), nr_step_in(c, 1)};
+  return binary_types(c) && !same_supports(c) && bc_build(&g, nr_step_out(c, 0), 2, in);
+}
+
+static nr_status binary_prepare(const nr_tactic_ctx *c, nr_plan *plan, nr_step *step) {
+  int code = binary_code(c->node->op_type);
+  if (code < 0)
+    return nr_errorf(c->err, NR_ERR_INTERNAL, "no binary kernel for %s", c->node->op_type);
+  step->params[0] = (uint8_t)code;
+  return NR_OK;
+}
+
+typedef struct binary_job {
+  nr_ewb_op op;
+  bool avx2;
+  const float *a, *b;
+  float *y;
+  bc_geom g;
+} binary_job;
+
+static void binary_span(void *arg, const int64_t *off, int64_t out_off, int64_t len) {
+  const binary_job *j = arg;
+  const float *a = j->a + off[0], *b = j->b + off[1];
+  int sa = j->g.rs[0], sb = j->g.rs[1];
+  if (j->avx2)
+    nr_f32_vbinary__avx2(j->op, a, sa, b, sb, j->y + out_off, len);
+  else
+    nr_f32_vbinary__portable(j->op, a, sa, b, sb, j->y + out_off, len);
+}
+
+static void binary_task(void *arg, int64_t begin, int64_t end, int thread) {
+  binary_job *j = arg;
+  bc_walk(&j->g, begin, end, binary_span, j);
+}
+
+static nr_status binary_run(const nr_exec_args *a) {
+  binary_job j = {.op = (nr_ewb_op)a->step->params[0],
+                  .avx2 = (a->step->tactic->isa & NR_ISA_AVX2) != 0,
+                  .a = a->in[0], .b = a->in[1], .y = a->out[0]};
+  const nr_slot *in[2] = {a->in_slot[0], a->in_slot[1]}, *out = a->out_slot[0];
+  int64_t n;
+  if (same_shape(in[0], in[1]) && same_shape(in[0], out)) {
+    if (in[0]->layout != out->layout || in[1]->layout != out->layout)
+      return nr_errorf(a->err, NR_ERR_INTERNAL, "%s: operand layouts differ",
+                       a->step->tactic->id);
+    n = phys_count(out); /* one run over the physical buffer */
+    memset(&j.g, 0, sizeof j.g);
+    j.g.n_in = 2;
+    j.g.run = n;
+    j.g.rs[0] = j.g.rs[1] = 1;
+  } else {
+    if (!bc_build(&j.g, out, 2, in))
+      return nr_errorf(a->err, NR_ERR_SHAPE, "%s: shapes do not broadcast",
+                       a->step->tactic->id);
+    n = j.g.count;
+  }
+  if (n < 2 * GRAIN)
+    binary_task(&j, 0, n, 0);
+  else
+    nr_parallel_for(a->pool, n, GRAIN, a->step->threads, binary_task, &j);
+  return NR_OK;
+}
+
+/* ---- Where ---------------------------------------------------------------------- */
+
+static bool where_supports(const nr_tactic_ctx *c) {
+  const nr_slot *in[3] = {nr_step_in(c, 0), nr_step_in(c, 1), nr_step_in(c, 2)};
+  bc_geom g;
+  return c->node && c->step->n_in == 3 && in[0] && in[0]->dtype == NR_DTYPE_BOOL &&
+         is_f32(in[1]) && is_f32(in[2]) && is_f32(nr_step_out(c, 0)) &&
+         bc_build(&g, nr_step_out(c, 0), 3, in);
+}
+
+typedef struct where_job {
+  const uint8_t *c;
+  const float *x, *z;
+  float *y;
+  bc_geom g;
+} where_job;
+
+static void where_span(void *arg, const int64_t *off, int64_t out_off, int64_t len) {
+  const where_job *j = arg;
+  nr_f32_vwhere__portable(j->c + off[0], j->g.rs[0], j->x + off[1], j->g.rs[1],
+                          j->z + off[2], j->g.rs[2], j->y + out_off, len);
+}
+
+static void where_task(void *arg, int64_t begin, int64_t end, int thread) {
+  where_job *j = arg;
+  bc_walk(&j->g, begin, end, where_span, j);
+}
+
+static nr_status where_run(const nr_exec_args *a) {
+  where_job j = {.c = a->in[0], .x = a->in[1], .z = a->in[2], .y = a->out[0]};
+  const nr_slot *in[3] = {a->in_slot[0], a->in_slot[1], a->in_slot[2]};
+  if (!bc_build(&j.g, a->out_slot[0], 3, in))
+    return nr_errorf(a->err, NR_ERR_SHAPE, "%s: shapes do not broadcast",
+                     a->step->tactic->id);
+  if (j.g.count < 2 * GRAIN)
+    where_task(&j, 0, j.g.count, 0);
+  else
+    nr_parallel_for(a->pool, j.g.count, GRAIN, a->step->threads, where_task, &j);
+  return NR_OK;
+}
+
+/* ---- the tables ----------------------------------------------------------------- */
+
+#define UNARY_ROWS(op, stem, code, lay)                                                \
+  {"nr_f32_v" #stem "__avx2", "", op, "nnroute", "vector", lay, NR_ISA_AVX2, 20,       \
+   unary_supports, unary_prepare, unary_run},                                          \
+  {"nr_f32_v" #stem "__portable", "", op, "nnroute", "vector", lay, 0, 10,             \
+   unary_supports, unary_prepare, unary_run},
+#define BINARY_ROWS(op, stem, code, lay)                                               \
+  {"nr_f32_v" #stem "__avx2", "", op, "nnroute", "vector", lay, NR_ISA_AVX2, 21,       \
+   same_supports, binary_prepare, binary_run},                                         \
+  {"nr_f32_v" #stem "__portable", "", op, "nnroute", "vector", lay, 0, 11,             \
+   same_supports, binary_prepare, binary_run},                                         \
+  {"nr_f32_v" #stem "_bcast__avx2", "", op, "nnroute", "vector", NR_LAYOUT_PLAIN,      \
+   NR_ISA_AVX2, 20, bcast_supports, binary_prepare, binary_run},                       \
+  {"nr_f32_v" #stem "_bcast__portable", "", op, "nnroute", "vector", NR_LAYOUT_PLAIN,  \
+   0, 10, bcast_supports, binary_prepare, binary_run},
+
+const nr_tactic nr_tactics_cpu_eltwise[] = {
+    NR_EWU_LIST(UNARY_ROWS) NR_EWB_LIST(BINARY_ROWS)
+    {"nr_f32_vwhere_bcast__portable", "", "Where", "nnroute", "vector", NR_LAYOUT_PLAIN, 0,
+     10, where_supports, NULL, where_run},
     {0},
 };
 
-const nr_tactic nr_tactics_cpu_eltwise[] = {
+/* ---- knobs ---------------------------------------------------------------------- */
+
+static bool applies_math(const nr_graph *g, const nr_node *n) {
+  if (n)
+    return float_node(g, n) && uses_math(n->op_type);
+  for (int i = 0; g && i < g->n_nodes; i++)
+    if (float_node(g, &g->nodes[i]) && uses_math(g->nodes[i].op_type))
+      return true;
+  return !g;
+}
+
+static bool applies_gelu(const nr_graph *g, const nr_node *n) {
+  return n && float_node(g, n) && !strcmp(n->op_type, "Gelu") &&
+         !strcmp(nr_attr_string(n, "approximate", "none"), "none");
+}
+
+static bool applies_tactic(const nr_graph *g, const nr_node *n) {
+  if (n && !n->domain[0] && !strcmp(n->op_type, "Where"))
+    return n->n_inputs == 3 && n->inputs[1] >= 0 &&
+           g->tensors[n->inputs[1]].value.dtype == NR_DTYPE_FLOAT;
+  return n && float_node(g, n) &&
+         (unary_code(n->op_type) >= 0 || binary_code(n->op_type) >= 0);
+}
+
+const nr_knob_def nr_knobs_cpu_eltwise[] = {
+    {"eltwise.math", "accurate|fast", "accurate", NR_KNOB_GLOBAL, NR_KNOB_ACCURACY, 2e-5,
+     "exp/tanh/erf/sigmoid of the elementwise, GELU and softmax tactics: accurate "
+     "(max rel err 4e-7) or fast (low-degree polynomials, rcp+Newton; 9e-6)",
+     applies_math, NULL},
+    {"gelu.approx", "exact|tanh", "exact", NR_KNOB_NODE, NR_KNOB_ACCURACY, 1e-3,
+     "GELU with erf (exact) or the tanh formula (max abs diff 4.7e-4)", applies_gelu, NULL},
+    {"eltwise.tactic", "auto|vector|ref", "auto", NR_KNOB_NODE, 0, 0,
+     "vector = the nr_f32_v<op>[_bcast]__{avx2,portable} tactics (algo \"vector\"); "
+     "ref = the reference tactic", applies_tactic, NULL},
     {0},
 };

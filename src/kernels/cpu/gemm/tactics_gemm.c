@@ -1,10 +1,575 @@
-/* tactics_gemm.c - placeholder tables until this family lands. */
-#include "compiler/plan.h"
+/* tactics_gemm.c - the GEMM family's tactics and knobs: Gemm, MatMul,
+ * nnroute.FusedGemm and nnroute.FusedMatMul on the packed nnroute kernels (one tactic
+ * per micro-kernel of gemm_ukernels.inc, id = kernel name), OpenBLAS (gemm_openblas.c)
+ * and oneDNN (gemm_onednn.c).
+ *
+ * Key decisions. Every engine shares one analysis (gemm_analyze) and one params record
+ * (gemm_tactic.h), so a node means the same products whoever runs it. A constant B
+ * (or a constant A with a runtime B) is packed at build time into the engine for the
+ * chosen micro-kernel and kc; a constant C of Gemm is pre-scaled by beta and
+ * pre-broadcast into a bias vector next to it. Runtime operands (attention's
+ * Q K^T) are packed into per-thread scratch at run time. Tactic ids repeat once per
+ * op type with the same functions, so finding a tactic by id alone is safe. */
+#include "kernels/cpu/gemm/gemm_tactic.h"
+#include "kernels/ref/fused.h"
+#include "util/error.h"
 
-const nr_knob_def nr_knobs_gemm[] = {
-    {0},
-};
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+/* ---- analysis -------------------------------------------------------------------- */
+
+bool gemm_node_is_gemm(const nr_node *n) {
+  if (!n->domain[0])
+    return !strcmp(n->op_type, "Gemm") || !strcmp(n->op_type, "MatMul");
+  return !strcmp(n->domain, NR_DOMAIN) &&
+         (!strcmp(n->op_type, "FusedGemm") || !strcmp(n->op_type, "FusedMatMul"));
+}
+
+static int64_t count_of(const gemm_view_in *x) {
+  int64_t c = 1;
+  for (int d = 0; d < x->rank; d++)
+    c *= x->dims[d];
+  return c;
+}
+
+static bool shape_ok(const gemm_view_in *x) {
+  if (!x->present)
+    return true;
+  if (x->dtype != NR_DTYPE_FLOAT || x->rank < 0)
+    return false;
+  for (int d = 0; d < x->rank; d++)
+    if (x->dims[d] < 0)
+      return false;
+  return true;
+}
+
+/* Gemm's C: a column bias (varies along N only), a row bias ([M, 1]) or a full
+ * residual ([M, N]). A constant bias is pre-scaled by beta into the packed data; a
+ * runtime one is used in place, so it must not need scaling or broadcasting. */
+static bool gemm_c(const gemm_view_in *c, gemm_params *p) {
+  if (!c->present)
+    return true;
+  int64_t cnt = count_of(c), d0 = c->rank > 0 ? c->dims[0] : 1;
+  int64_t d1 = c->rank > 1 ? c->dims[1] : 1;
+  bool col = c->rank == 0 || (c->rank == 1 && (d0 == p->n || d0 == 1)) ||
+             (c->rank == 2 && d0 == 1 && (d1 == p->n || d1 == 1));
+  bool row = c->rank == 2 && d0 == p->m && d1 == 1;
+  bool full = c->rank == 2 && d0 == p->m && d1 == p->n;
+  if (col || row) {
+    p->bias = c->is_const ? (col ? GEMM_BIAS_PACKED_COL : GEMM_BIAS_PACKED_ROW)
+                          : (col ? GEMM_BIAS_IN_COL : GEMM_BIAS_IN_ROW);
+    return c->is_const || (p->beta == 1.0f && cnt == (col ? p->n : p->m));
+  }
+  if (full) {
+    p->resid = GEMM_RES_C;
+    return true;
+  }
+  return false;
+}
+
+static bool analyze_gemm(const gemm_view *v, gemm_params *p) {
+  const gemm_view_in *a = &v->in[0], *b = &v->in[1];
+  if (a->rank != 2 || b->rank != 2)
+    return false;
+  p->flags |= nr_attr_int(v->node, "transA", 0) ? GEMM_F_TA : 0;
+  p->flags |= nr_attr_int(v->node, "transB", 0) ? GEMM_F_TB : 0;
+  p->m = a->dims[p->flags & GEMM_F_TA ? 1 : 0];
+  p->k = a->dims[p->flags & GEMM_F_TA ? 0 : 1];
+  p->n = b->dims[p->flags & GEMM_F_TB ? 0 : 1];
+  if (b->dims[p->flags & GEMM_F_TB ? 1 : 0] != p->k)
+    return false;
+  p->alpha = nr_attr_float(v->node, "alpha", 1.0f);
+  p->beta = nr_attr_float(v->node, "beta", 1.0f);
+  p->batch = 1;
+  return gemm_c(&v->in[2], p);
+}
+
+static bool analyze_matmul(const gemm_view *v, gemm_params *p) {
+  const gemm_view_in *a = &v->in[0], *b = &v->in[1];
+  if (a->rank < 1 || b->rank < 1)
+    return false;
+  p->k = a->dims[a->rank - 1];
+  p->n = b->rank == 1 ? 1 : b->dims[b->rank - 1];
+  if ((b->rank == 1 ? b->dims[0] : b->dims[b->rank - 2]) != p->k)
+    return false;
+  p->alpha = 1, p->beta = 1, p->batch = 1;
+  if (b->rank <= 2) { /* fold A's batch into M */
+    p->m = 1;
+    for (int d = 0; d + 1 < a->rank; d++)
+      p->m *= a->dims[d];
+  } else { /* one product per element of the broadcast batch */
+    p->m = a->rank == 1 ? 1 : a->dims[a->rank - 2];
+    int ar = a->rank > 2 ? a->rank - 2 : 0, br = b->rank - 2;
+    int yr = ar > br ? ar : br;
+    int64_t yb = 1;
+    for (int d = 0; d < yr; d++) {
+      int64_t ad = d - (yr - ar) >= 0 ? a->dims[d - (yr - ar)] : 1;
+      int64_t bd = d - (yr - br) >= 0 ? b->dims[d - (yr - br)] : 1;
+      if (ad != bd && ad != 1 && bd != 1)
+        return false;
+      yb *= ad > bd ? ad : bd;
+    }
+    if (yb > INT32_MAX)
+      return false;
+    p->batch = (int32_t)yb;
+    p->flags |= GEMM_F_BATCHED;
+  }
+  const gemm_view_in *bias = &v->in[2];
+  if (bias->present) {
+    if (count_of(bias) != p->n)
+      return false;
+    p->bias = bias->is_const ? GEMM_BIAS_PACKED_COL : GEMM_BIAS_IN_COL;
+  }
+  return true;
+}
+
+bool gemm_analyze(const gemm_view *v, gemm_params *p) {
+  memset(p, 0, sizeof *p);
+  const nr_node *n = v->node;
+  if (!gemm_node_is_gemm(n) || v->out_dtype != NR_DTYPE_FLOAT)
+    return false;
+  for (int i = 0; i < 4; i++)
+    if (!shape_ok(&v->in[i]))
+      return false;
+  if (!v->in[0].present || !v->in[1].present)
+    return false;
+  bool fused = n->domain[0] != 0, is_gemm = strstr(n->op_type, "Gemm") != NULL;
+  p->op = is_gemm ? (fused ? GEMM_OP_FUSED_GEMM : GEMM_OP_GEMM)
+                  : (fused ? GEMM_OP_FUSED_MATMUL : GEMM_OP_MATMUL);
+  if (!(is_gemm ? analyze_gemm(v, p) : analyze_matmul(v, p)))
+    return false;
+  p->flags |= v->in[0].is_const ? GEMM_F_A_CONST : 0;
+  p->flags |= v->in[1].is_const ? GEMM_F_B_CONST : 0;
+  if (fused) {
+    nr_act act = NR_ACT_NONE;
+    if (!nr_act_from_name(nr_attr_string(n, "activation", "none"), &act))
+      return false;
+    p->act = (uint8_t)act;
+    p->act_a = nr_attr_float(n, "act_alpha", 0.0f);
+    p->act_b = nr_attr_float(n, "act_beta", 0.0f);
+    if (v->in[3].present) {
+      if (p->resid != GEMM_RES_NONE || count_of(&v->in[3]) != p->batch * p->m * p->n)
+        return false;
+      p->resid = GEMM_RES_R;
+    }
+  }
+  return true;
+}
+
+static void view_in_slot(gemm_view_in *o, const nr_slot *s) {
+  memset(o, 0, sizeof *o);
+  if (!s)
+    return;
+  o->present = true;
+  o->is_const = s->kind == NR_SLOT_CONST;
+  o->dtype = s->dtype;
+  o->rank = s->rank;
+  memcpy(o->dims, s->dims, sizeof o->dims);
+}
+
+void gemm_view_from_ctx(const nr_tactic_ctx *c, gemm_view *v) {
+  memset(v, 0, sizeof *v);
+  v->node = c->node;
+  for (int i = 0; i < 4; i++)
+    view_in_slot(&v->in[i], nr_step_in(c, i));
+  const nr_slot *o = nr_step_out(c, 0);
+  v->out_dtype = o ? o->dtype : NR_DTYPE_UNDEFINED;
+}
+
+void gemm_view_from_graph(const nr_graph *g, const nr_node *n, gemm_view *v) {
+  memset(v, 0, sizeof *v);
+  v->node = n;
+  for (int i = 0; i < 4 && i < n->n_inputs; i++) {
+    if (n->inputs[i] < 0)
+      continue;
+    const nr_tensor *t = &g->tensors[n->inputs[i]];
+    gemm_view_in *o = &v->in[i];
+    o->present = true;
+    o->is_const = (t->flags & NR_TENSOR_CONST) != 0;
+    o->dtype = t->value.dtype;
+    o->rank = t->value.rank;
+    memcpy(o->dims, t->value.dims, sizeof o->dims);
+  }
+  v->out_dtype = n->n_outputs > 0 && n->outputs[0] >= 0
+                     ? g->tensors[n->outputs[0]].value.dtype
+                     : NR_DTYPE_UNDEFINED;
+}
+
+/* ---- run-time helpers ------------------------------------------------------------ */
+
+/* Matrix indices of A and B for batch element i, broadcasting their batch dims. */
+static void batch_index(const nr_slot *as, const nr_slot *bs, int64_t i, int64_t *ai,
+                        int64_t *bi) {
+  int ar = as->rank > 2 ? as->rank - 2 : 0, br = bs->rank > 2 ? bs->rank - 2 : 0;
+  int yr = ar > br ? ar : br;
+  int64_t astride = 1, bstride = 1;
+  *ai = *bi = 0;
+  for (int d = yr - 1; d >= 0; d--) {
+    int64_t ad = d - (yr - ar) >= 0 ? as->dims[d - (yr - ar)] : 1;
+    int64_t bd = d - (yr - br) >= 0 ? bs->dims[d - (yr - br)] : 1;
+    int64_t yd = ad > bd ? ad : bd, coord = i % yd;
+    i /= yd;
+    *ai += (ad == 1 ? 0 : coord) * astride;
+    *bi += (bd == 1 ? 0 : coord) * bstride;
+    astride *= ad, bstride *= bd;
+  }
+}
+
+void gemm_product_get(const nr_exec_args *x, const gemm_params *p, int64_t i,
+                      gemm_product *o) {
+  int64_t ai = 0, bi = 0;
+  if (p->flags & GEMM_F_BATCHED)
+    batch_index(x->in_slot[0], x->in_slot[1], i, &ai, &bi);
+  o->a = (const float *)x->in[0] + ai * p->m * p->k;
+  if (p->flags & GEMM_F_PB)
+    o->b = (const float *)x->packed + bi * (int64_t)(nr_gemm_packed_b_size(p->cfg, p->k, p->n) / 4);
+  else
+    o->b = (const float *)x->in[1] + bi * p->k * p->n;
+  o->c = (float *)x->out[0] + i * p->m * p->n;
+  o->r = NULL;
+  if (p->resid == GEMM_RES_C)
+    o->r = x->in[2];
+  else if (p->resid == GEMM_RES_R)
+    o->r = (const float *)x->in[3] + i * p->m * p->n;
+}
+
+void gemm_epilogue_get(const nr_exec_args *x, const gemm_params *p, const float *r,
+                       nr_epilogue *ep) {
+  memset(ep, 0, sizeof *ep);
+  switch (p->bias) {
+  case GEMM_BIAS_PACKED_ROW: ep->bias_per_row = true; /* fall through */
+  case GEMM_BIAS_PACKED_COL: ep->bias = (const float *)x->packed + p->bias_off; break;
+  case GEMM_BIAS_IN_ROW: ep->bias_per_row = true; /* fall through */
+  case GEMM_BIAS_IN_COL: ep->bias = x->in[2]; break;
+  }
+  ep->residual = r;
+  ep->ldr = p->n;
+  ep->beta = p->resid == GEMM_RES_C ? p->beta : 1.0f;
+  ep->act = (nr_act)p->act;
+  ep->act_a = p->act_a;
+  ep->act_b = p->act_b;
+}
+
+/* ---- prepare: shared by every engine ------------------------------------------------ */
+
+/* beta * C broadcast to a row (N) or column (M) vector, appended after `at` floats. */
+static void build_bias(const nr_tactic_ctx *c, const gemm_params *p, float *out) {
+  const nr_slot *cs = nr_step_in(c, 2);
+  const float *src = nr_step_const(c, 2);
+  int64_t cnt = 1;
+  for (int d = 0; d < cs->rank; d++)
+    cnt *= cs->dims[d];
+  int64_t len = p->bias == GEMM_BIAS_PACKED_ROW ? p->m : p->n;
+  float beta = p->op == GEMM_OP_GEMM || p->op == GEMM_OP_FUSED_GEMM ? p->beta : 1.0f;
+  for (int64_t i = 0; i < len; i++)
+    out[i] = beta * src[cnt == 1 ? 0 : i];
+}
+
+static int default_threads(const nr_step *st) {
+  if (st->threads > 0)
+    return st->threads;
+  long n = sysconf(_SC_NPROCESSORS_ONLN);
+  return n > 0 ? (int)n : 1;
+}
+
+/* Packs constant operands (pack_ops) and the bias into the engine; fills step. */
+static nr_status prepare_common(const nr_tactic_ctx *c, nr_plan *plan, nr_step *st,
+                                gemm_params *p, bool pack_ops) {
+  int64_t bs_batch = 1;
+  if (pack_ops && (p->flags & GEMM_F_B_CONST)) {
+    p->flags |= GEMM_F_PB;
+    const nr_slot *bs = nr_step_in(c, 1);
+    for (int d = 0; d + 2 < bs->rank; d++)
+      bs_batch *= bs->dims[d];
+  } else if (pack_ops && (p->flags & GEMM_F_A_CONST) && !(p->flags & GEMM_F_BATCHED)) {
+    p->flags |= GEMM_F_PA;
+  }
+  size_t pb = (p->flags & GEMM_F_PB) ? nr_gemm_packed_b_size(p->cfg, p->k, p->n) : 0;
+  size_t pa = (p->flags & GEMM_F_PA) ? nr_gemm_packed_a_size(p->cfg, p->m, p->k) : 0;
+  size_t ops = pb * (size_t)bs_batch + pa;
+  bool packed_bias = p->bias == GEMM_BIAS_PACKED_COL || p->bias == GEMM_BIAS_PACKED_ROW;
+  size_t blen = packed_bias ? (size_t)(p->bias == GEMM_BIAS_PACKED_ROW ? p->m : p->n) : 0;
+  size_t total = ops + blen * sizeof(float);
+  p->bias_off = (uint32_t)(ops / sizeof(float));
+  if (total) {
+    float *buf = aligned_alloc(64, (total + 63) / 64 * 64);
+    if (!buf)
+      return nr_errorf(c->err, NR_ERR_NOMEM, "gemm: %zu bytes of packed weights", total);
+    for (int64_t i = 0; i < bs_batch && pb; i++) {
+      const float *b = (const float *)nr_step_const(c, 1) + i * p->k * p->n;
+      int64_t ldb = p->flags & GEMM_F_TB ? p->k : p->n;
+      nr_gemm_pack_b(p->cfg, p->k, p->n, (nr_gemm_operand){b, ldb, p->flags & GEMM_F_TB, false},
+                     buf + i * (int64_t)(pb / sizeof(float)));
+    }
+    if (pa) {
+      int64_t lda = p->flags & GEMM_F_TA ? p->m : p->k;
+      nr_gemm_pack_a(p->cfg, p->m, p->k,
+                     (nr_gemm_operand){nr_step_const(c, 0), lda, p->flags & GEMM_F_TA, false},
+                     buf);
+    }
+    if (packed_bias)
+      build_bias(c, p, buf + p->bias_off);
+    nr_status s = nr_plan_add_weights(plan, buf, total, &st->packed_offset, c->err);
+    free(buf);
+    if (s)
+      return s;
+  }
+  st->packed_size = total;
+  memset(st->params, 0, sizeof st->params);
+  memcpy(st->params, p, sizeof *p);
+  return NR_OK;
+}
+
+/* ---- nnroute kernels ------------------------------------------------------------- */
+
+/* The 1-row kernels only run problems with few rows (M = 1 is their point). */
+static bool nn_supports(const nr_tactic_ctx *c, int uk) {
+  gemm_view v;
+  gemm_params p;
+  gemm_view_from_ctx(c, &v);
+  if (!gemm_analyze(&v, &p))
+    return false;
+  return nr_gemm_ukernel_get(uk)->mr > 1 || p.m <= 4;
+}
+
+/* A blocking knob's value, or dflt for auto / absent. */
+static int knob_int(const nr_tactic_ctx *c, const char *name, int dflt) {
+  const char *v = nr_route_get(c->route, name, c->node);
+  return v && strcmp(v, "auto") ? atoi(v) : dflt;
+}
+
+static nr_status nn_prepare(const nr_tactic_ctx *c, nr_plan *plan, nr_step *st, int uk) {
+  gemm_view v;
+  gemm_params p;
+  gemm_view_from_ctx(c, &v);
+  if (!gemm_analyze(&v, &p))
+    return nr_errorf(c->err, NR_ERR_INTERNAL, "gemm: node %s not supported", c->node->name);
+  p.cfg = nr_gemm_default_cfg(p.m, p.n, p.k);
+  const nr_gemm_ukernel *u = nr_gemm_ukernel_get(uk);
+  p.cfg.ukernel = (uint16_t)uk;
+  p.cfg.mc = (uint16_t)knob_int(c, "gemm.mc", p.cfg.mc / 6 * u->mr > 0 ? p.cfg.mc / 6 * u->mr : u->mr);
+  p.cfg.kc = (uint16_t)knob_int(c, "gemm.kc", p.cfg.kc);
+  p.cfg.nc = (uint16_t)knob_int(c, "gemm.nc", p.cfg.nc);
+  const char *split = nr_route_get(c->route, "gemm.threads", c->node);
+  p.split = split && !strcmp(split, "m")   ? NR_GEMM_SPLIT_M
+            : split && !strcmp(split, "n") ? NR_GEMM_SPLIT_N
+                                           : NR_GEMM_SPLIT_AUTO;
+  int t = default_threads(st);
+  p.threads = (uint16_t)(t > 65535 ? 65535 : t);
+  st->scratch = (uint64_t)p.threads * nr_gemm_scratch_size(p.cfg, p.m, p.n, p.k, 1);
+  return prepare_common(c, plan, st, &p, true);
+}
+
+typedef struct batch_job {
+  const nr_exec_args *x;
+  const gemm_params *p;
+  size_t per_thread;
+} batch_job;
+
+static void run_product(const nr_exec_args *x, const gemm_params *p, int64_t i,
+                        void *scratch, nr_threadpool *pool, int threads) {
+  gemm_product pr;
+  nr_epilogue ep;
+  gemm_product_get(x, p, i, &pr);
+  gemm_epilogue_get(x, p, pr.r, &ep);
+  nr_gemm_operand a = {pr.a, p->flags & GEMM_F_TA ? p->m : p->k, p->flags & GEMM_F_TA, false};
+  nr_gemm_operand b = {pr.b, p->flags & GEMM_F_TB ? p->k : p->n, p->flags & GEMM_F_TB, false};
+  if (p->flags & GEMM_F_PA)
+    a = (nr_gemm_operand){x->packed, 0, false, true};
+  if (p->flags & GEMM_F_PB)
+    b.packed = true, b.trans = false;
+  nr_gemm_split_run(p->cfg, (nr_gemm_split)p->split, p->m, p->n, p->k, p->alpha, a, b,
+                    pr.c, p->n, &ep, scratch, pool, threads);
+}
+
+static void batch_task(void *arg, int64_t begin, int64_t end, int thread) {
+  batch_job *j = arg;
+  void *s = (char *)j->x->scratch + (size_t)thread * j->per_thread;
+  for (int64_t i = begin; i < end; i++)
+    run_product(j->x, j->p, i, s, NULL, 1);
+}
+
+static nr_status nn_run(const nr_exec_args *x) {
+  gemm_params p;
+  memcpy(&p, x->step->params, sizeof p);
+  int t = nr_threadpool_size(x->pool);
+  if (x->step->threads > 0 && x->step->threads < t)
+    t = x->step->threads;
+  if (t > p.threads)
+    t = p.threads;
+  /* Many small products (attention heads): one product per thread at a time. */
+  if (p.batch >= t && t > 1 && p.m * p.n * p.k < (int64_t)1 << 22) {
+    batch_job j = {x, &p, nr_gemm_scratch_size(p.cfg, p.m, p.n, p.k, 1)};
+    nr_parallel_for(x->pool, p.batch, 1, t, batch_task, &j);
+    return NR_OK;
+  }
+  for (int64_t i = 0; i < p.batch; i++)
+    run_product(x, &p, i, x->scratch, x->pool, t);
+  return NR_OK;
+}
+
+/* Per-micro-kernel entry points: supports() and prepare() must know their kernel. */
+#define NR_GEMM_UKERNEL(name, mr, nr, isa)                                              \
+  static bool sup_##name(const nr_tactic_ctx *c) {                                     \
+    return nn_supports(c, NR_GEMM_UK_##name);                                          \
+  }                                                                                    \
+  static nr_status prep_##name(const nr_tactic_ctx *c, nr_plan *plan, nr_step *st) {   \
+    return nn_prepare(c, plan, st, NR_GEMM_UK_##name);                                 \
+  }
+#include "kernels/cpu/gemm/gemm_ukernels.inc"
+#undef NR_GEMM_UKERNEL
+
+/* ---- OpenBLAS and oneDNN ---------------------------------------------------------- */
+
+static bool lib_supports(const nr_tactic_ctx *c) {
+  gemm_view v;
+  gemm_params p;
+  gemm_view_from_ctx(c, &v);
+  return gemm_analyze(&v, &p);
+}
+
+static bool onednn_supports(const nr_tactic_ctx *c) {
+  gemm_view v;
+  gemm_params p;
+  gemm_view_from_ctx(c, &v);
+  return gemm_analyze(&v, &p) && !(p.flags & GEMM_F_BATCHED) && p.m > 0 && p.n > 0 &&
+         p.k > 0;
+}
+
+static nr_status lib_prepare(const nr_tactic_ctx *c, nr_plan *plan, nr_step *st) {
+  gemm_view v;
+  gemm_params p;
+  gemm_view_from_ctx(c, &v);
+  if (!gemm_analyze(&v, &p))
+    return nr_errorf(c->err, NR_ERR_INTERNAL, "gemm: node %s not supported", c->node->name);
+  st->scratch = 0;
+  return prepare_common(c, plan, st, &p, false);
+}
+
+/* ---- the table ------------------------------------------------------------------- */
+
+/* Heuristic order on AVX2: 1x16 for M <= 4 (it only supports those), then 6x16; the
+ * other tiles exist for the tuner. Libraries beat the portable kernels. */
+#define NN_PRIORITY(mr, isa) ((isa) ? ((mr) == 1 ? 105 : (mr) == 6 ? 100 : 60 - (mr)) \
+                                    : ((mr) == 1 ? 25 : 20))
+
+#define NR_GEMM_UKERNEL(name, mr, nr, isa)                                              \
+  {#name, GEMM_DOMAIN, GEMM_OP, "nnroute", "gemm", NR_LAYOUT_PLAIN, isa,               \
+   NN_PRIORITY(mr, isa), sup_##name, prep_##name, nn_run},
+#define LIB_ROWS                                                                       \
+  {"openblas_sgemm", GEMM_DOMAIN, GEMM_OP, "openblas", "gemm", NR_LAYOUT_PLAIN, 0, 40,   \
+   lib_supports, lib_prepare, gemm_openblas_run},                                      \
+  {"onednn_matmul", GEMM_DOMAIN, GEMM_OP, "onednn", "gemm", NR_LAYOUT_PLAIN, 0, 30,      \
+   onednn_supports, lib_prepare, gemm_onednn_run},
 
 const nr_tactic nr_tactics_gemm[] = {
+#define GEMM_DOMAIN ""
+#define GEMM_OP "Gemm"
+#include "kernels/cpu/gemm/gemm_ukernels.inc"
+    LIB_ROWS
+#undef GEMM_OP
+#define GEMM_OP "MatMul"
+#include "kernels/cpu/gemm/gemm_ukernels.inc"
+    LIB_ROWS
+#undef GEMM_OP
+#undef GEMM_DOMAIN
+#define GEMM_DOMAIN NR_DOMAIN
+#define GEMM_OP "FusedGemm"
+#include "kernels/cpu/gemm/gemm_ukernels.inc"
+    LIB_ROWS
+#undef GEMM_OP
+#define GEMM_OP "FusedMatMul"
+#include "kernels/cpu/gemm/gemm_ukernels.inc"
+    LIB_ROWS
+#undef GEMM_OP
+#undef GEMM_DOMAIN
+    {0},
+};
+#undef NR_GEMM_UKERNEL
+
+/* ---- knobs ----------------------------------------------------------------------- */
+
+static bool knob_applies(const nr_graph *g, const nr_node *n) {
+  gemm_view v;
+  gemm_params p;
+  if (!gemm_node_is_gemm(n))
+    return false;
+  gemm_view_from_graph(g, n, &v);
+  return v.out_dtype == NR_DTYPE_FLOAT && gemm_analyze(&v, &p);
+}
+
+static bool node_problem(const nr_graph *g, const nr_node *n, gemm_params *p) {
+  gemm_view v;
+  gemm_view_from_graph(g, n, &v);
+  return gemm_analyze(&v, p);
+}
+
+#define NR_GEMM_UKERNEL(name, mr, nr, isa) "|" #name
+static const char tactic_values[] = "auto"
+#include "kernels/cpu/gemm/gemm_ukernels.inc"
+    "|openblas_sgemm|onednn_matmul";
+#undef NR_GEMM_UKERNEL
+
+/* Values in table order: auto, the micro-kernels, openblas, onednn. */
+static uint64_t tactic_valid(const nr_graph *g, const nr_node *n) {
+  gemm_params p;
+  uint64_t bits = 1;
+  if (!node_problem(g, n, &p))
+    return bits;
+  for (int i = 0; i < nr_gemm_ukernel_count(); i++) {
+    const nr_gemm_ukernel *u = nr_gemm_ukernel_get(i);
+    if ((u->isa & nr_cpu_isa()) == u->isa && (u->mr > 1 || p.m <= 4))
+      bits |= 1ull << (1 + i);
+  }
+  int lib = 1 + nr_gemm_ukernel_count();
+  bits |= 1ull << lib;
+  if (!(p.flags & GEMM_F_BATCHED) && p.m > 0 && p.n > 0 && p.k > 0)
+    bits |= 1ull << (lib + 1);
+  return bits;
+}
+
+/* A blocking value at or above the problem's extent acts like the whole extent, so
+ * only values below it are distinct choices. */
+static uint64_t below(const int *vals, int nvals, int64_t extent) {
+  uint64_t bits = 1;
+  for (int i = 0; i < nvals; i++)
+    if (vals[i] < extent)
+      bits |= 1ull << (1 + i);
+  return bits;
+}
+
+static const int kc_vals[] = {128, 256, 384, 512}, mc_vals[] = {48, 72, 96, 144},
+                 nc_vals[] = {1024, 2048, 4096};
+
+static uint64_t kc_valid(const nr_graph *g, const nr_node *n) {
+  gemm_params p;
+  return node_problem(g, n, &p) ? below(kc_vals, 4, p.k) : 1;
+}
+static uint64_t mc_valid(const nr_graph *g, const nr_node *n) {
+  gemm_params p;
+  return node_problem(g, n, &p) ? below(mc_vals, 4, p.m) : 1;
+}
+static uint64_t nc_valid(const nr_graph *g, const nr_node *n) {
+  gemm_params p;
+  return node_problem(g, n, &p) ? below(nc_vals, 3, p.n) : 1;
+}
+
+const nr_knob_def nr_knobs_gemm[] = {
+    {"gemm.tactic", tactic_values, "auto", NR_KNOB_NODE, 0, 0,
+     "GEMM engine and micro-kernel of a Gemm/MatMul/FusedGemm/FusedMatMul node",
+     knob_applies, tactic_valid},
+    {"gemm.kc", "auto|128|256|384|512", "auto", NR_KNOB_NODE, 0, 0,
+     "K blocking of the nnroute GEMM kernels (only acts when one of them runs the node)",
+     knob_applies, kc_valid},
+    {"gemm.mc", "auto|48|72|96|144", "auto", NR_KNOB_NODE, 0, 0,
+     "M blocking (rounded down to the tile) of the nnroute GEMM kernels",
+     knob_applies, mc_valid},
+    {"gemm.nc", "auto|1024|2048|4096", "auto", NR_KNOB_NODE, 0, 0,
+     "N blocking (rounded down to the tile) of the nnroute GEMM kernels",
+     knob_applies, nc_valid},
+    {"gemm.threads", "auto|m|n", "auto", NR_KNOB_NODE, 0, 0,
+     "which dimension the nnroute GEMM kernels split across threads", knob_applies, NULL},
     {0},
 };

@@ -1,10 +1,367 @@
-/* tactics_norm.c - placeholder tables until this family lands. */
+/* tactics_norm.c - the normalization family's tactics (Softmax, LogSoftmax,
+ * LayerNormalization over trailing axes, GlobalAveragePool, 2-D MaxPool and
+ * AveragePool, all float32 PLAIN) and its knobs (softmax.algo, layernorm.algo,
+ * reduce.reassoc).
+ *
+ * Key decision: every knob lands in the step's params record at prepare (the row
+ * config of norm.h, the resolved pool window), so run() only walks rows. Rows are
+ * independent, so a step parallelizes over rows in chunks of about 16K elements; a
+ * GlobalAveragePool over few large planes stays one task per plane. Pool windows are
+ * resolved with the reference's nr_window code, so pads, ceil_mode and auto_pad agree
+ * with the oracle by construction. */
 #include "compiler/plan.h"
+#include "kernels/cpu/norm/norm.h"
+#include "kernels/ref/conv_util.h"
+#include "runtime/threadpool.h"
+#include "util/error.h"
 
-const nr_knob_def nr_knobs_cpu_norm[] = {
+#include <string.h>
+
+#define GRAIN 16384
+
+static bool is_f32(const nr_slot *s) { return s && s->dtype == NR_DTYPE_FLOAT; }
+
+static bool plain_same(const nr_slot *a, const nr_slot *b) {
+  if (!a || !b || a->rank != b->rank)
+    return false;
+  for (int d = 0; d < a->rank; d++)
+    if (a->dims[d] != b->dims[d])
+      return false;
+  return true;
+}
+
+static int64_t prod(const int64_t *d, int from, int to) {
+  int64_t p = 1;
+  for (int i = from; i < to; i++)
+    p *= d[i];
+  return p;
+}
+
+static bool is_avx2(const nr_exec_args *a) { return (a->step->tactic->isa & NR_ISA_AVX2) != 0; }
+
+static bool reassoc(const nr_tactic_ctx *c) {
+  return nr_route_is(c->route, "reduce.reassoc", NULL, "on");
+}
+
+/* Rows of n elements, rows per task so that a task covers ~GRAIN elements. */
+static void run_rows(const nr_exec_args *a, int64_t rows, int64_t n, nr_task_fn fn,
+                     void *job) {
+  if (rows * n < 2 * GRAIN || rows < 2) {
+    fn(job, 0, rows, 0);
+    return;
+  }
+  int64_t grain = GRAIN / (n ? n : 1);
+  nr_parallel_for(a->pool, rows, grain < 1 ? 1 : grain, a->step->threads, fn, job);
+}
+
+/* ---- Softmax / LogSoftmax -------------------------------------------------------- */
+
+/* The softmax axis is the last one: opset 13 axis -1, or before 13 an axis that
+ * coerces to [prod(dims[:rank-1]), dims[rank-1]]. */
+static bool softmax_last_axis(const nr_node *n, int rank) {
+  int64_t axis = nr_attr_int(n, "axis", n->opset < 13 ? 1 : -1);
+  if (axis < 0)
+    axis += rank;
+  return rank >= 1 && axis == rank - 1;
+}
+
+static bool softmax_supports(const nr_tactic_ctx *c) {
+  const nr_slot *x = nr_step_in(c, 0), *y = nr_step_out(c, 0);
+  return c->node && is_f32(x) && is_f32(y) && plain_same(x, y) &&
+         softmax_last_axis(c->node, x->rank) && x->dims[x->rank - 1] > 0;
+}
+
+static nr_status softmax_prepare(const nr_tactic_ctx *c, nr_plan *plan, nr_step *step) {
+  nr_softmax_cfg cfg = {
+      .log = !strcmp(c->node->op_type, "LogSoftmax"),
+      .online = nr_route_is(c->route, "softmax.algo", c->node, "online"),
+      .reassoc = reassoc(c),
+      .math = nr_route_is(c->route, "eltwise.math", NULL, "fast") ? NR_VMATH_FAST
+                                                                   : NR_VMATH_ACCURATE,
+  };
+  memcpy(step->params, &cfg, sizeof cfg);
+  return NR_OK;
+}
+
+typedef struct softmax_job {
+  nr_softmax_cfg cfg;
+  bool avx2;
+  const float *x;
+  float *y;
+  int64_t n;
+} softmax_job;
+
+static void softmax_task(void *arg, int64_t begin, int64_t end, int thread) {
+  const softmax_job *j = arg;
+  for (int64_t r = begin; r < end; r++) {
+    if (j->avx2)
+      nr_f32_softmax_row__avx2(&j->cfg, j->x + r * j->n, j->y + r * j->n, j->n);
+    else
+      nr_f32_softmax_row__portable(&j->cfg, j->x + r * j->n, j->y + r * j->n, j->n);
+  }
+}
+
+static nr_status softmax_run(const nr_exec_args *a) {
+  const nr_slot *x = a->in_slot[0];
+  softmax_job j = {.avx2 = is_avx2(a), .x = a->in[0], .y = a->out[0],
+                   .n = x->dims[x->rank - 1]};
+  memcpy(&j.cfg, a->step->params, sizeof j.cfg);
+  run_rows(a, prod(x->dims, 0, x->rank - 1), j.n, softmax_task, &j);
+  return NR_OK;
+}
+
+/* ---- LayerNormalization ----------------------------------------------------------- */
+
+static int ln_axis(const nr_node *n, int rank) {
+  int64_t axis = nr_attr_int(n, "axis", -1);
+  return (int)(axis < 0 ? axis + rank : axis);
+}
+
+/* Scale / B: float32 holding exactly one row (dims equal to X's trailing dims, leading
+ * ones allowed), so it never varies across rows. */
+static bool ln_param_ok(const nr_slot *p, const nr_slot *x, int axis) {
+  if (!is_f32(p) || prod(p->dims, 0, p->rank) != prod(x->dims, axis, x->rank))
+    return false;
+  for (int d = 0; d < p->rank; d++) {
+    int xd = x->rank - p->rank + d;
+    if (p->dims[d] != 1 && (xd < axis || p->dims[d] != x->dims[xd]))
+      return false;
+  }
+  return true;
+}
+
+static bool ln_supports(const nr_tactic_ctx *c) {
+  const nr_slot *x = nr_step_in(c, 0), *y = nr_step_out(c, 0);
+  if (!c->node || !is_f32(x) || !is_f32(y) || !plain_same(x, y) || x->rank < 1)
+    return false;
+  int axis = ln_axis(c->node, x->rank);
+  int64_t stash = nr_attr_int(c->node, "stash_type", 1);
+  if (axis < 0 || axis >= x->rank || stash != 1 || prod(x->dims, axis, x->rank) < 1)
+    return false;
+  const nr_slot *s = nr_step_in(c, 1), *b = nr_step_in(c, 2);
+  if (!s || !ln_param_ok(s, x, axis) || (b && !ln_param_ok(b, x, axis)))
+    return false;
+  for (int o = 1; o < c->step->n_out; o++) {
+    const nr_slot *m = nr_step_out(c, o);
+    if (m && (!is_f32(m) || prod(m->dims, 0, m->rank) != prod(x->dims, 0, axis)))
+      return false;
+  }
+  return true;
+}
+
+typedef struct ln_params {
+  nr_layernorm_cfg cfg;
+  int32_t axis;
+} ln_params;
+
+static nr_status ln_prepare(const nr_tactic_ctx *c, nr_plan *plan, nr_step *step) {
+  ln_params p = {
+      .cfg = {.one_pass = nr_route_is(c->route, "layernorm.algo", c->node, "one_pass"),
+              .reassoc = reassoc(c),
+              .eps = nr_attr_float(c->node, "epsilon", 1e-5f)},
+      .axis = ln_axis(c->node, nr_step_in(c, 0)->rank),
+  };
+  memcpy(step->params, &p, sizeof p);
+  return NR_OK;
+}
+
+typedef struct ln_job {
+  ln_params p;
+  bool avx2;
+  const float *x, *scale, *bias;
+  float *y, *mean, *inv;
+  int64_t n;
+} ln_job;
+
+static void ln_task(void *arg, int64_t begin, int64_t end, int thread) {
+  const ln_job *j = arg;
+  for (int64_t r = begin; r < end; r++) {
+    float m, is;
+    const float *x = j->x + r * j->n;
+    float *y = j->y + r * j->n;
+    if (j->avx2)
+      nr_f32_layernorm_row__avx2(&j->p.cfg, x, j->scale, j->bias, y, j->n, &m, &is);
+    else
+      nr_f32_layernorm_row__portable(&j->p.cfg, x, j->scale, j->bias, y, j->n, &m, &is);
+    if (j->mean)
+      j->mean[r] = m;
+    if (j->inv)
+      j->inv[r] = is;
+  }
+}
+
+static nr_status ln_run(const nr_exec_args *a) {
+  const nr_slot *x = a->in_slot[0];
+  ln_job j = {.avx2 = is_avx2(a), .x = a->in[0], .scale = a->in[1],
+              .bias = a->step->n_in > 2 ? a->in[2] : NULL, .y = a->out[0],
+              .mean = a->step->n_out > 1 ? a->out[1] : NULL,
+              .inv = a->step->n_out > 2 ? a->out[2] : NULL};
+  memcpy(&j.p, a->step->params, sizeof j.p);
+  j.n = prod(x->dims, j.p.axis, x->rank);
+  run_rows(a, prod(x->dims, 0, j.p.axis), j.n, ln_task, &j);
+  return NR_OK;
+}
+
+/* ---- GlobalAveragePool ------------------------------------------------------------ */
+
+static bool gap_supports(const nr_tactic_ctx *c) {
+  const nr_slot *x = nr_step_in(c, 0), *y = nr_step_out(c, 0);
+  return c->node && is_f32(x) && is_f32(y) && x->rank >= 3 && y->rank == x->rank &&
+         prod(x->dims, 2, x->rank) > 0;
+}
+
+static nr_status gap_prepare(const nr_tactic_ctx *c, nr_plan *plan, nr_step *step) {
+  step->params[0] = reassoc(c);
+  return NR_OK;
+}
+
+typedef struct gap_job {
+  bool avx2, reassoc;
+  const float *x;
+  float *y;
+  int64_t size;
+} gap_job;
+
+static void gap_task(void *arg, int64_t begin, int64_t end, int thread) {
+  const gap_job *j = arg;
+  for (int64_t p = begin; p < end; p++) {
+    const float *x = j->x + p * j->size;
+    double s = j->avx2 ? nr_f32_sum__avx2(x, j->size, j->reassoc)
+                       : nr_f32_sum__portable(x, j->size, j->reassoc);
+    j->y[p] = (float)(s / (double)j->size);
+  }
+}
+
+static nr_status gap_run(const nr_exec_args *a) {
+  const nr_slot *x = a->in_slot[0];
+  gap_job j = {.avx2 = is_avx2(a), .reassoc = a->step->params[0] != 0, .x = a->in[0],
+               .y = a->out[0], .size = prod(x->dims, 2, x->rank)};
+  run_rows(a, x->dims[0] * x->dims[1], j.size, gap_task, &j);
+  return NR_OK;
+}
+
+/* ---- MaxPool / AveragePool 2-D ---------------------------------------------------- */
+
+/* Resolves the node's window with the reference's code; false if it is not a plain
+ * float32 2-D pool this tactic runs. */
+static bool pool_window(const nr_tactic_ctx *c, nr_pool2d *p) {
+  const nr_slot *x = nr_step_in(c, 0), *y = nr_step_out(c, 0);
+  if (!c->node || !is_f32(x) || !is_f32(y) || x->rank != 4 || y->rank != 4 ||
+      c->step->n_in != 1 || (c->step->n_out > 1 && nr_step_out(c, 1)))
+    return false;
+  nr_error err = {0};
+  nr_op_ctx oc = {.node = c->node, .err = &err};
+  nr_window w;
+  if (nr_window_read(&oc, 2, NULL, &w) || nr_window_forward(&oc, &w, x->dims + 2))
+    return false;
+  if (w.out[0] != y->dims[2] || w.out[1] != y->dims[3])
+    return false;
+  *p = (nr_pool2d){
+      .max = !strcmp(c->node->op_type, "MaxPool"),
+      .count_pad = nr_attr_int(c->node, "count_include_pad", 0) != 0,
+      .kh = (int32_t)w.kernel[0], .kw = (int32_t)w.kernel[1],
+      .sh = (int32_t)w.stride[0], .sw = (int32_t)w.stride[1],
+      .dh = (int32_t)w.dil[0], .dw = (int32_t)w.dil[1],
+      .pt = (int32_t)w.pad_b[0], .pl = (int32_t)w.pad_b[1],
+      .pb = (int32_t)w.pad_e[0], .pr = (int32_t)w.pad_e[1]};
+  return true;
+}
+
+static bool pool_supports(const nr_tactic_ctx *c) {
+  nr_pool2d p;
+  return pool_window(c, &p);
+}
+
+static nr_status pool_prepare(const nr_tactic_ctx *c, nr_plan *plan, nr_step *step) {
+  nr_pool2d p;
+  if (!pool_window(c, &p))
+    return nr_errorf(c->err, NR_ERR_INTERNAL, "pool window no longer supported");
+  memcpy(step->params, &p, sizeof p);
+  return NR_OK;
+}
+
+typedef struct pool_job {
+  nr_pool2d p;
+  const float *x;
+  float *y;
+  int64_t ih, iw, oh, ow;
+} pool_job;
+
+static void pool_task(void *arg, int64_t begin, int64_t end, int thread) {
+  const pool_job *j = arg;
+  for (int64_t pl = begin; pl < end; pl++)
+    nr_f32_pool2d__portable(&j->p, j->x + pl * j->ih * j->iw, j->ih, j->iw,
+                            j->y + pl * j->oh * j->ow, j->oh, j->ow);
+}
+
+static nr_status pool_run(const nr_exec_args *a) {
+  const nr_slot *x = a->in_slot[0], *y = a->out_slot[0];
+  pool_job j = {.x = a->in[0], .y = a->out[0], .ih = x->dims[2], .iw = x->dims[3],
+                .oh = y->dims[2], .ow = y->dims[3]};
+  memcpy(&j.p, a->step->params, sizeof j.p);
+  int64_t work = (int64_t)j.p.kh * j.p.kw * j.oh * j.ow;
+  run_rows(a, x->dims[0] * x->dims[1], work, pool_task, &j);
+  return NR_OK;
+}
+
+/* ---- the tables ------------------------------------------------------------------- */
+
+#define ROWS(stem, op, sup, prep, run)                                                 \
+  {"nr_f32_" stem "__avx2", "", op, "nnroute", "vector", NR_LAYOUT_PLAIN, NR_ISA_AVX2,  \
+   20, sup, prep, run},                                                                \
+  {"nr_f32_" stem "__portable", "", op, "nnroute", "vector", NR_LAYOUT_PLAIN, 0, 10,    \
+   sup, prep, run},
+
+const nr_tactic nr_tactics_cpu_norm[] = {
+    ROWS("softmax", "Softmax", softmax_supports, softmax_prepare, softmax_run)
+    ROWS("logsoftmax", "LogSoftmax", softmax_supports, softmax_prepare, softmax_run)
+    ROWS("layernorm", "LayerNormalization", ln_supports, ln_prepare, ln_run)
+    ROWS("gavgpool", "GlobalAveragePool", gap_supports, gap_prepare, gap_run)
+    {"nr_f32_maxpool2d__portable", "", "MaxPool", "nnroute", "vector", NR_LAYOUT_PLAIN, 0,
+     10, pool_supports, pool_prepare, pool_run},
+    {"nr_f32_avgpool2d__portable", "", "AveragePool", "nnroute", "vector",
+     NR_LAYOUT_PLAIN, 0, 10, pool_supports, pool_prepare, pool_run},
     {0},
 };
 
-const nr_tactic nr_tactics_cpu_norm[] = {
+/* ---- knobs ------------------------------------------------------------------------ */
+
+static bool f32_input(const nr_graph *g, const nr_node *n) {
+  return !n->domain[0] && n->n_inputs > 0 && n->inputs[0] >= 0 &&
+         g->tensors[n->inputs[0]].value.dtype == NR_DTYPE_FLOAT;
+}
+
+static bool applies_softmax(const nr_graph *g, const nr_node *n) {
+  if (!n || !f32_input(g, n))
+    return false;
+  if (strcmp(n->op_type, "Softmax") && strcmp(n->op_type, "LogSoftmax"))
+    return false;
+  return softmax_last_axis(n, g->tensors[n->inputs[0]].value.rank);
+}
+
+static bool applies_layernorm(const nr_graph *g, const nr_node *n) {
+  return n && f32_input(g, n) && !strcmp(n->op_type, "LayerNormalization");
+}
+
+static bool applies_reduce(const nr_graph *g, const nr_node *n) {
+  if (n)
+    return applies_softmax(g, n) || applies_layernorm(g, n) ||
+           (f32_input(g, n) && !strcmp(n->op_type, "GlobalAveragePool"));
+  for (int i = 0; g && i < g->n_nodes; i++)
+    if (applies_reduce(g, &g->nodes[i]))
+      return true;
+  return !g;
+}
+
+const nr_knob_def nr_knobs_cpu_norm[] = {
+    {"softmax.algo", "three_pass|online", "three_pass", NR_KNOB_NODE, NR_KNOB_ACCURACY,
+     2e-6, "online: max and sum in one sweep with per-lane rescaling (reassociated)",
+     applies_softmax, NULL},
+    {"layernorm.algo", "two_pass|one_pass", "two_pass", NR_KNOB_NODE, NR_KNOB_ACCURACY,
+     2e-6, "one_pass: mean and variance from sum and sum of squares (double) in one sweep",
+     applies_layernorm, NULL},
+    {"reduce.reassoc", "off|on", "off", NR_KNOB_GLOBAL, NR_KNOB_ACCURACY, 1e-5,
+     "on: softmax/layernorm/global-pool sums in 8 vector partial sums instead of one "
+     "sequential double sum", applies_reduce, NULL},
     {0},
 };

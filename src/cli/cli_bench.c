@@ -1,0 +1,250 @@
+/* cli_bench.c - `nnroute bench`: times inferences of an engine (or of a model built on
+ * the spot) on seeded random inputs and prints a table or JSON.
+ *
+ * Each iteration is one nr_context_run, timed with the monotonic clock; output
+ * buffers are allocated by the first (warm-up) run and reused, so the timed loop does
+ * no allocation of its own. Measuring stops once both the duration and the minimum
+ * iteration count are reached. The statistics (stats.h) are the ones the tuner uses. */
+#include "cli/cli.h"
+#include "engine/engine.h"
+#include "runtime/stats.h"
+#include "util/error.h"
+
+#include <cjson/cJSON.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#define MAX_SHAPES 64
+
+typedef struct bench_args {
+  const char *path, *route, *shapes[MAX_SHAPES];
+  int n_shapes, threads, min_iters;
+  double warmup_ms, duration_ms;
+  uint64_t seed;
+  bool json;
+} bench_args;
+
+static void bench_usage(FILE *f) {
+  fprintf(f,
+          "usage: nnroute bench ENGINE|MODEL [--route ROUTE] [--shape NAME=DIMS]...\n"
+          "                     [--threads N] [--warmup-ms MS] [--duration-ms MS]\n"
+          "                     [--min-iters N] [--seed N] [--json]\n\n"
+          "Times inferences of ENGINE (a file from `nnroute build`) or of MODEL (.onnx,\n"
+          "built first along ROUTE for N threads) on seeded random inputs: warm-up for\n"
+          "MS ms (default 200), then measure for at least --duration-ms (default 1000)\n"
+          "and --min-iters iterations (default 10). N defaults to the engine's threads.\n"
+          "--json prints {median_ms, mean_ms, min_ms, max_ms, p90_ms, p99_ms, stdev_ms,\n"
+          "ci95_median_ms: [lo, hi], iterations, threads}.\n");
+}
+
+static int parse_args(int argc, char **argv, bench_args *a) {
+  *a = (bench_args){.warmup_ms = 200, .duration_ms = 1000, .min_iters = 10};
+  for (int i = 1; i < argc; i++) {
+    const char *arg = argv[i];
+    bool v = i + 1 < argc;
+    if (!strcmp(arg, "--help") || !strcmp(arg, "-h")) {
+      bench_usage(stdout);
+      exit(0);
+    } else if (!strcmp(arg, "--route") && v) {
+      a->route = argv[++i];
+    } else if (!strcmp(arg, "--shape") && v && a->n_shapes < MAX_SHAPES) {
+      a->shapes[a->n_shapes++] = argv[++i];
+    } else if (!strcmp(arg, "--threads") && v) {
+      a->threads = atoi(argv[++i]);
+    } else if (!strcmp(arg, "--warmup-ms") && v) {
+      a->warmup_ms = atof(argv[++i]);
+    } else if (!strcmp(arg, "--duration-ms") && v) {
+      a->duration_ms = atof(argv[++i]);
+    } else if (!strcmp(arg, "--min-iters") && v) {
+      a->min_iters = atoi(argv[++i]);
+    } else if (!strcmp(arg, "--seed") && v) {
+      a->seed = strtoull(argv[++i], NULL, 10);
+    } else if (!strcmp(arg, "--json")) {
+      a->json = true;
+    } else if (arg[0] != '-' && !a->path) {
+      a->path = arg;
+    } else {
+      fprintf(stderr, "nnroute bench: unexpected argument '%s'\n", arg);
+      bench_usage(stderr);
+      return 2;
+    }
+  }
+  if (!a->path) {
+    bench_usage(stderr);
+    return 2;
+  }
+  if (a->min_iters < 1)
+    a->min_iters = 1;
+  return 0;
+}
+
+static bool is_model(const char *path) {
+  size_t n = strlen(path);
+  return n >= 5 && !strcmp(path + n - 5, ".onnx");
+}
+
+/* Builds (MODEL) or loads (ENGINE) the engine; returns an exit code. */
+static int get_engine(const bench_args *a, nr_engine **e, nr_error *err) {
+  if (!is_model(a->path)) {
+    if (a->route || a->n_shapes)
+      fprintf(stderr, "nnroute bench: --route and --shape apply to models; '%s' is used "
+                      "as built\n", a->path);
+    return nr_engine_load(a->path, NULL, e, err) ? nr_cli_fail(err) : 0;
+  }
+  nr_model *m = NULL;
+  if (nr_model_load(a->path, NULL, &m, err))
+    return nr_cli_fail(err);
+  int rc = 0;
+  for (int s = 0; !rc && s < a->n_shapes; s++)
+    rc = nr_cli_apply_shape(m, a->shapes[s], err);
+  nr_build_options o = {sizeof o, a->route, a->threads};
+  if (!rc && nr_engine_build(m, &o, e, err))
+    rc = nr_cli_fail(err);
+  nr_model_destroy(m);
+  return rc;
+}
+
+static void free_buffers(nr_buffer *b, int n) {
+  for (int i = 0; b && i < n; i++)
+    nr_buffer_free(&b[i]);
+  free(b);
+}
+
+/* Seeded random inputs for every engine input. */
+static nr_status make_inputs(const nr_engine *e, uint64_t seed, nr_buffer **out,
+                             nr_error *err) {
+  int n = nr_engine_input_count(e);
+  nr_buffer *in = calloc((size_t)n + 1, sizeof *in);
+  if (!in)
+    return nr_errorf(err, NR_ERR_NOMEM, "out of memory");
+  uint64_t state = seed;
+  for (int i = 0; i < n; i++) {
+    nr_io_info info;
+    nr_value v = {0};
+    nr_status st = nr_engine_input_info(e, i, &info);
+    if (!st)
+      st = nr_value_alloc(&v, info.dtype, info.rank, info.dims, err);
+    if (st) {
+      free_buffers(in, n);
+      return st;
+    }
+    nr_cli_random_fill(&v, &state);
+    in[i] = (nr_buffer){v.dtype, v.rank, {0}, v.data};
+    memcpy(in[i].dims, v.dims, sizeof in[i].dims);
+  }
+  *out = in;
+  return NR_OK;
+}
+
+static double now_ms(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
+}
+
+/* Warm-up, then the timed loop; *times (malloc'ed) receives one entry per iteration. */
+static nr_status measure(nr_context *ctx, const bench_args *a, const nr_buffer *in,
+                         nr_buffer *out, double **times, size_t *n, nr_error *err) {
+  nr_status st = NR_OK;
+  double start = now_ms();
+  do /* at least once: the first run allocates the output buffers */
+    st = nr_context_run(ctx, in, out, err);
+  while (!st && now_ms() - start < a->warmup_ms);
+  size_t cap = 1024, len = 0;
+  double *t = malloc(cap * sizeof *t);
+  if (!t)
+    return nr_errorf(err, NR_ERR_NOMEM, "out of memory");
+  start = now_ms();
+  while (!st && (now_ms() - start < a->duration_ms || len < (size_t)a->min_iters)) {
+    if (len == cap) {
+      double *g = realloc(t, 2 * cap * sizeof *t);
+      if (!g) {
+        st = nr_errorf(err, NR_ERR_NOMEM, "out of memory after %zu iterations", len);
+        break;
+      }
+      t = g;
+      cap *= 2;
+    }
+    double t0 = now_ms();
+    st = nr_context_run(ctx, in, out, err);
+    t[len++] = now_ms() - t0;
+  }
+  *times = t;
+  *n = len;
+  return st;
+}
+
+static void print_json(const nr_stats *s, int threads) {
+  cJSON *o = cJSON_CreateObject();
+  cJSON_AddNumberToObject(o, "median_ms", s->median);
+  cJSON_AddNumberToObject(o, "mean_ms", s->mean);
+  cJSON_AddNumberToObject(o, "min_ms", s->min);
+  cJSON_AddNumberToObject(o, "max_ms", s->max);
+  cJSON_AddNumberToObject(o, "p90_ms", s->p90);
+  cJSON_AddNumberToObject(o, "p99_ms", s->p99);
+  cJSON_AddNumberToObject(o, "stdev_ms", s->stdev);
+  double ci[2] = {s->ci95_lo, s->ci95_hi};
+  cJSON_AddItemToObject(o, "ci95_median_ms", cJSON_CreateDoubleArray(ci, 2));
+  cJSON_AddNumberToObject(o, "iterations", (double)s->n);
+  cJSON_AddNumberToObject(o, "threads", threads);
+  char *text = cJSON_PrintUnformatted(o);
+  if (text)
+    printf("%s\n", text);
+  free(text);
+  cJSON_Delete(o);
+}
+
+static void print_table(const bench_args *a, const nr_engine *e, const nr_stats *s,
+                        int threads) {
+  const char *route = nr_engine_route(e);
+  printf("engine:     %s (route: %s), %d threads\n", a->path, *route ? route : "default",
+         threads);
+  printf("iterations: %zu after %.0f ms of warm-up\n\n", s->n, a->warmup_ms);
+  printf("  %10s %10s %10s %10s %10s %10s %10s\n", "median", "mean", "min", "max", "p90",
+         "p99", "stdev");
+  printf("  %10.3f %10.3f %10.3f %10.3f %10.3f %10.3f %10.3f   ms\n", s->median, s->mean,
+         s->min, s->max, s->p90, s->p99, s->stdev);
+  printf("\nmedian 95%% CI: [%.3f, %.3f] ms\n", s->ci95_lo, s->ci95_hi);
+}
+
+int nr_cli_bench(int argc, char **argv) {
+  bench_args a;
+  int rc = parse_args(argc, argv, &a);
+  if (rc)
+    return rc;
+  nr_error err = {0};
+  nr_engine *e = NULL;
+  nr_context *ctx = NULL;
+  nr_buffer *in = NULL, *out = NULL;
+  double *times = NULL;
+  size_t n = 0;
+  if ((rc = get_engine(&a, &e, &err)))
+    return rc;
+  int n_out = nr_engine_output_count(e);
+  nr_status st = nr_context_create(e, a.threads, &ctx, &err);
+  if (!st)
+    st = make_inputs(e, a.seed, &in, &err);
+  if (!st && !(out = calloc((size_t)n_out + 1, sizeof *out)))
+    st = nr_errorf(&err, NR_ERR_NOMEM, "out of memory");
+  if (!st)
+    st = measure(ctx, &a, in, out, &times, &n, &err);
+  nr_stats s;
+  if (!st && nr_stats_compute(times, n, a.seed, &s))
+    st = nr_errorf(&err, NR_ERR_NOMEM, "out of memory computing statistics");
+  if (st) {
+    rc = nr_cli_fail(&err);
+  } else {
+    long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+    int threads = a.threads > 0 ? a.threads : e->threads > 0 ? e->threads : (int)cpus;
+    a.json ? print_json(&s, threads) : print_table(&a, e, &s, threads);
+  }
+  free(times);
+  free_buffers(in, nr_engine_input_count(e));
+  free_buffers(out, n_out);
+  nr_context_destroy(ctx);
+  nr_engine_destroy(e);
+  return rc;
+}

@@ -1,0 +1,103 @@
+/* cli_build.c - `nnroute build`: compiles a model along a route into an engine file
+ * and says what the route changed, how long the build took and how much memory a
+ * context will need. */
+#include "cli/cli.h"
+#include "engine/engine.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define MAX_SHAPES 64
+
+static void build_usage(FILE *f) {
+  fprintf(f, "usage: nnroute build MODEL [--route ROUTE] [--shape NAME=DIMS]...\n"
+             "                     [--threads N] -o ENGINE\n\n"
+             "Compiles MODEL along ROUTE (\"-knob=value ...\"; default: the default route,\n"
+             "see `nnroute knobs MODEL`) into ENGINE for N threads (default: all CPUs).\n");
+}
+
+/* Prints the route's tokens one per line: what differs from the default route. */
+static void print_changes(const char *route) {
+  if (!*route) {
+    printf("route:   default (no knob changed)\n");
+    return;
+  }
+  printf("route changes:\n");
+  const char *p = route;
+  while (*p) {
+    const char *sp = strchr(p, ' ');
+    size_t n = sp ? (size_t)(sp - p) : strlen(p);
+    printf("  %.*s\n", (int)n, p);
+    p += n;
+    while (*p == ' ')
+      p++;
+  }
+}
+
+static void print_summary(const nr_engine *e, const char *path) {
+  const nr_plan *p = e->plan;
+  int ref_steps = 0, reorders = 0;
+  for (int k = 0; k < p->n_steps; k++) {
+    ref_steps += !strcmp(p->steps[k].tactic->source, "ref");
+    reorders += p->steps[k].node < 0;
+  }
+  print_changes(p->route);
+  if (p->ignored_knobs)
+    printf("note:    %d knob restriction(s) had no tactic left after earlier choices "
+           "and were ignored (see `nnroute inspect`)\n", p->ignored_knobs);
+  printf("build:   %.3f s, %d steps (%d on the reference tactic, %d reorders), %d threads\n",
+         e->build_ms / 1000.0, p->n_steps, ref_steps, reorders, e->threads);
+  printf("memory:  arena %.2f MiB + scratch %.2f MiB per context, weights %.2f MiB\n",
+         p->arena_size / 1048576.0, p->scratch_size / 1048576.0,
+         p->weights_size / 1048576.0);
+  printf("engine:  %s\n", path);
+}
+
+int nr_cli_build(int argc, char **argv) {
+  const char *model = NULL, *route = NULL, *out = NULL, *shapes[MAX_SHAPES];
+  int n_shapes = 0, threads = 0;
+  for (int i = 1; i < argc; i++) {
+    bool v = i + 1 < argc;
+    if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
+      build_usage(stdout);
+      return 0;
+    } else if (!strcmp(argv[i], "--route") && v) {
+      route = argv[++i];
+    } else if (!strcmp(argv[i], "--shape") && v && n_shapes < MAX_SHAPES) {
+      shapes[n_shapes++] = argv[++i];
+    } else if (!strcmp(argv[i], "--threads") && v) {
+      threads = atoi(argv[++i]);
+    } else if (!strcmp(argv[i], "-o") && v) {
+      out = argv[++i];
+    } else if (argv[i][0] != '-' && !model) {
+      model = argv[i];
+    } else {
+      fprintf(stderr, "nnroute build: unexpected argument '%s'\n", argv[i]);
+      build_usage(stderr);
+      return 2;
+    }
+  }
+  if (!model || !out) {
+    build_usage(stderr);
+    return 2;
+  }
+  nr_error err = {0};
+  nr_model *m = NULL;
+  nr_engine *e = NULL;
+  int rc = 0;
+  if (nr_model_load(model, NULL, &m, &err))
+    return nr_cli_fail(&err);
+  for (int s = 0; !rc && s < n_shapes; s++)
+    rc = nr_cli_apply_shape(m, shapes[s], &err);
+  nr_build_options o = {sizeof o, route, threads};
+  if (!rc && nr_engine_build(m, &o, &e, &err))
+    rc = nr_cli_fail(&err);
+  if (!rc && nr_engine_save(e, out, &err))
+    rc = nr_cli_fail(&err);
+  if (!rc)
+    print_summary(e, out);
+  nr_engine_destroy(e);
+  nr_model_destroy(m);
+  return rc;
+}

@@ -1,0 +1,354 @@
+/* cli_knobs.c - `nnroute knobs`: the knobs of nnroute, or every knob instance of one
+ * model, as a text table, JSON (for scripts and the tuner's users) or the markdown of
+ * docs/knobs.md.
+ *
+ * Everything printed comes from the knob tables through the knob space, so this is
+ * exactly what the route parser accepts: without a model, the global knobs and the
+ * per-node knob definitions; with one, the instances of the prepared, named graph. */
+#include "cli/cli.h"
+#include "compiler/knob.h"
+#include "compiler/knob_internal.h"
+
+#include <cjson/cJSON.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+nr_graph *nr_model_graph(nr_model *m); /* src/runtime/model.c (internal) */
+
+#define MAX_SHAPES 64
+
+typedef struct knobs_args {
+  const char *model;
+  const char *shape[MAX_SHAPES];
+  int n_shapes;
+  bool json, markdown;
+} knobs_args;
+
+/* One printed line: an instance, or a per-node definition when there is no model. */
+typedef struct row {
+  const nr_knob_def *def;
+  const char *id, *node, *op_type;
+  int n_values, dflt;
+  const char *values[NR_KNOB_MAX_VALUES];
+  char value_buf[NR_KNOB_MAX_VALUES][64];
+} row;
+
+static void knobs_usage(FILE *f) {
+  fprintf(f,
+          "usage: nnroute knobs [MODEL] [--shape NAME=DIMS]... [--json] [--markdown]\n\n"
+          "Lists the knobs a build route can set. Without MODEL: the global knobs and\n"
+          "the per-node knob definitions. With MODEL: every knob instance of the\n"
+          "prepared model (ids to use as -KNOB@NODE=VALUE). --markdown prints the\n"
+          "definitions as the table of docs/knobs.md. Test knobs are listed only with\n"
+          "NNROUTE_TEST_KNOBS=1.\n");
+}
+
+static int parse_args(int argc, char **argv, knobs_args *a) {
+  for (int i = 1; i < argc; i++) {
+    const char *arg = argv[i];
+    if (!strcmp(arg, "--help") || !strcmp(arg, "-h")) {
+      knobs_usage(stdout);
+      return -1;
+    } else if (!strcmp(arg, "--json")) {
+      a->json = true;
+    } else if (!strcmp(arg, "--markdown")) {
+      a->markdown = true;
+    } else if (!strcmp(arg, "--shape") && i + 1 < argc && a->n_shapes < MAX_SHAPES) {
+      a->shape[a->n_shapes++] = argv[++i];
+    } else if (arg[0] != '-' && !a->model) {
+      a->model = arg;
+    } else {
+      fprintf(stderr, "nnroute knobs: unexpected argument '%s'\n\n", arg);
+      knobs_usage(stderr);
+      return 2;
+    }
+  }
+  if (a->json && a->markdown) {
+    fprintf(stderr, "nnroute knobs: --json and --markdown exclude each other\n");
+    return 2;
+  }
+  return 0;
+}
+
+/* ---- rows ----------------------------------------------------------------------- */
+
+static void row_from_inst(row *r, const nr_knob_inst *k) {
+  *r = (row){.def = k->def, .id = k->id, .node = k->node, .op_type = k->op_type,
+             .n_values = k->n_values, .dflt = k->dflt};
+  for (int v = 0; v < k->n_values; v++)
+    r->values[v] = k->values[v];
+}
+
+static void row_from_def(row *r, const nr_knob_def *d) {
+  *r = (row){.def = d, .id = d->name, .dflt = 0};
+  const char *s;
+  size_t len;
+  for (int v = 0; v < NR_KNOB_MAX_VALUES && nr_knob_value_at(d->values, v, &s, &len); v++) {
+    snprintf(r->value_buf[v], sizeof r->value_buf[v], "%.*s", (int)len, s);
+    r->values[v] = r->value_buf[v];
+    if (!strcmp(r->value_buf[v], d->dflt))
+      r->dflt = v;
+    r->n_values++;
+  }
+}
+
+typedef struct row_list {
+  row *rows;
+  int n, cap;
+  bool test_knobs;
+} row_list;
+
+static row *push(row_list *l) {
+  if (l->n == l->cap) {
+    int cap = l->cap ? l->cap * 2 : 64;
+    row *p = realloc(l->rows, sizeof *p * (size_t)cap);
+    if (!p)
+      return NULL;
+    l->rows = p;
+    l->cap = cap;
+  }
+  return &l->rows[l->n++];
+}
+
+static void collect_node_def(const nr_knob_def *d, void *user) {
+  row_list *l = user;
+  if (d->scope != NR_KNOB_NODE || ((d->flags & NR_KNOB_TEST) && !l->test_knobs))
+    return;
+  row *r = push(l);
+  if (r)
+    row_from_def(r, d);
+}
+
+/* Without a model: global instances (graph NULL lists them all), then definitions. */
+static void collect_rows(const nr_knob_space *s, bool with_model, row_list *l) {
+  for (int i = 0; i < s->n; i++) {
+    row *r = push(l);
+    if (r)
+      row_from_inst(r, &s->inst[i]);
+  }
+  if (!with_model)
+    nr_knob_foreach(collect_node_def, l);
+}
+
+/* ---- text ----------------------------------------------------------------------- */
+
+static void flags_text(unsigned f, char *buf) {
+  int n = 0;
+  if (f & NR_KNOB_ACCURACY)
+    buf[n++] = 'A';
+  if (f & NR_KNOB_LAYOUT)
+    buf[n++] = 'L';
+  if (f & NR_KNOB_MEMORY)
+    buf[n++] = 'M';
+  if (f & NR_KNOB_TEST)
+    buf[n++] = 'T';
+  if (!n)
+    buf[n++] = '-';
+  buf[n] = '\0';
+}
+
+static void values_text(const row *r, char *buf, size_t cap) {
+  size_t used = 0;
+  buf[0] = '\0';
+  for (int v = 0; v < r->n_values && used < cap; v++) {
+    int w = snprintf(buf + used, cap - used, "%s%s%s", v ? "|" : "", r->values[v],
+                     v == r->dflt ? "*" : "");
+    used += w > 0 ? (size_t)w : 0;
+  }
+}
+
+static const char *scope_text(const row *r) {
+  if (r->def->scope == NR_KNOB_GLOBAL)
+    return "global";
+  return r->op_type ? r->op_type : "per-node";
+}
+
+static void print_text(const row_list *l) {
+  int wid = 4, wval = 6;
+  char vals[1024], flags[8];
+  for (int i = 0; i < l->n; i++) {
+    values_text(&l->rows[i], vals, sizeof vals);
+    wid = (int)strlen(l->rows[i].id) > wid ? (int)strlen(l->rows[i].id) : wid;
+    wval = (int)strlen(vals) > wval ? (int)strlen(vals) : wval;
+  }
+  printf("%-*s  %-10s  %-*s  %-5s  %s\n", wid, "KNOB", "SCOPE", wval, "VALUES", "FLAGS",
+         "HELP");
+  for (int i = 0; i < l->n; i++) {
+    const row *r = &l->rows[i];
+    values_text(r, vals, sizeof vals);
+    flags_text(r->def->flags, flags);
+    printf("%-*s  %-10s  %-*s  %-5s  %s\n", wid, r->id, scope_text(r), wval, vals, flags,
+           r->def->help ? r->def->help : "");
+  }
+  printf("\n%d knob%s (* marks the default; flags: A accuracy, L layout, M memory, "
+         "T test)\n", l->n, l->n == 1 ? "" : "s");
+}
+
+/* ---- JSON ----------------------------------------------------------------------- */
+
+static cJSON *row_json(const row *r) {
+  cJSON *o = cJSON_CreateObject(), *vals = cJSON_CreateArray();
+  cJSON_AddStringToObject(o, "name", r->def->name);
+  for (int v = 0; v < r->n_values; v++)
+    cJSON_AddItemToArray(vals, cJSON_CreateString(r->values[v]));
+  cJSON_AddItemToObject(o, "values", vals);
+  cJSON_AddStringToObject(o, "default", r->values[r->dflt]);
+  cJSON_AddStringToObject(o, "scope", r->def->scope == NR_KNOB_GLOBAL ? "global" : "node");
+  cJSON_AddItemToObject(o, "node", r->node ? cJSON_CreateString(r->node) : cJSON_CreateNull());
+  cJSON_AddItemToObject(o, "op_type",
+                        r->op_type ? cJSON_CreateString(r->op_type) : cJSON_CreateNull());
+  cJSON_AddBoolToObject(o, "affects_accuracy", r->def->flags & NR_KNOB_ACCURACY);
+  cJSON_AddBoolToObject(o, "affects_layout", r->def->flags & NR_KNOB_LAYOUT);
+  cJSON_AddNumberToObject(o, "error_bound", r->def->error_bound);
+  cJSON_AddStringToObject(o, "help", r->def->help ? r->def->help : "");
+  return o;
+}
+
+static int count_kinds(const row_list *l) {
+  int kinds = 0;
+  for (int i = 0; i < l->n; i++) {
+    int j = 0;
+    while (j < i && l->rows[j].def != l->rows[i].def)
+      j++;
+    kinds += j == i;
+  }
+  return kinds;
+}
+
+static int print_json(const row_list *l) {
+  char schema[17];
+  cJSON *root = cJSON_CreateObject(), *arr = cJSON_CreateArray();
+  cJSON_AddStringToObject(root, "nnroute_version", NR_VERSION_STRING);
+  cJSON_AddStringToObject(root, "knob_schema", nr_knob_schema(schema));
+  for (int i = 0; i < l->n; i++)
+    cJSON_AddItemToArray(arr, row_json(&l->rows[i]));
+  cJSON_AddItemToObject(root, "knobs", arr);
+  cJSON_AddNumberToObject(root, "count", l->n);
+  cJSON_AddNumberToObject(root, "kinds", count_kinds(l));
+  char *text = cJSON_Print(root);
+  cJSON_Delete(root);
+  if (!text) {
+    fprintf(stderr, "nnroute knobs: out of memory writing JSON\n");
+    return 1;
+  }
+  printf("%s\n", text);
+  free(text);
+  return 0;
+}
+
+/* ---- markdown ------------------------------------------------------------------- */
+
+static void md_cell(const char *s) {
+  for (; s && *s; s++)
+    printf(*s == '|' ? "\\|" : "%c", *s);
+}
+
+static void md_row(const row *r) {
+  char flags[8];
+  flags_text(r->def->flags, flags);
+  printf("| `%s` | %s | ", r->def->name, r->def->scope == NR_KNOB_GLOBAL ? "global" : "node");
+  for (int v = 0; v < r->n_values; v++)
+    printf(v == r->dflt ? "%s**`%s`**" : "%s`%s`", v ? ", " : "", r->values[v]);
+  printf(" | %s | %.3g | ", flags, r->def->error_bound);
+  md_cell(r->def->help);
+  printf(" |\n");
+}
+
+static void md_collect(const nr_knob_def *d, void *user) {
+  row_list *l = user;
+  if ((d->flags & NR_KNOB_TEST) && !l->test_knobs)
+    return;
+  row *r = push(l);
+  if (r)
+    row_from_def(r, d);
+}
+
+static int print_markdown(void) {
+  row_list l = {.test_knobs = nr_knob_test_knobs_enabled()};
+  nr_knob_foreach(md_collect, &l);
+  printf("# Knobs\n\n"
+         "<!-- Generated by `nnroute knobs --markdown > docs/knobs.md`; do not edit. -->\n\n"
+         "Every scheduling decision of the compiler is a knob. A build route sets them:\n"
+         "`-KNOB=VALUE` (a global knob, or every instance of a per-node knob),\n"
+         "`-KNOB@NODE=VALUE`, `-KNOB@*=VALUE`, `-KNOB@OpType=VALUE`; route expressions\n"
+         "also take `[a|b]` and `*`. `nnroute knobs MODEL` lists the instances of one\n"
+         "model with the values valid at each. The default value is in bold. Flags:\n"
+         "A changes results beyond floating-point reassociation (bounded by the error\n"
+         "bound, a relative L2 error), L changes activation layout, M changes memory\n"
+         "planning only, T is a test knob (hidden unless `NNROUTE_TEST_KNOBS=1`).\n\n"
+         "| knob | scope | values | flags | error bound | help |\n"
+         "| --- | --- | --- | --- | --- | --- |\n");
+  for (int i = 0; i < l.n; i++)
+    md_row(&l.rows[i]);
+  printf("\n%d knobs.\n", l.n);
+  free(l.rows);
+  return 0;
+}
+
+/* ---- model ---------------------------------------------------------------------- */
+
+static int apply_shapes(nr_model *m, const knobs_args *a, nr_error *err) {
+  for (int s = 0; s < a->n_shapes; s++) {
+    const char *dims_text;
+    char *name = nr_cli_split_assign(a->shape[s], &dims_text);
+    int rank;
+    int64_t dims[NR_MAX_RANK];
+    if (!name || !nr_cli_parse_dims(dims_text, &rank, dims)) {
+      fprintf(stderr, "nnroute knobs: --shape '%s' is not NAME=DIMS (e.g. x=1x3x224x224)\n",
+              a->shape[s]);
+      free(name);
+      return 2;
+    }
+    nr_status st = nr_model_set_input_shape(m, name, rank, dims, err);
+    free(name);
+    if (st)
+      return nr_cli_fail(err);
+  }
+  return 0;
+}
+
+/* Loads, prepares and names the model; *model is set even on failure (to destroy). */
+static int load_graph(const knobs_args *a, nr_model **model, nr_graph **g, nr_error *err) {
+  if (nr_model_load(a->model, NULL, model, err))
+    return nr_cli_fail(err);
+  int rc = apply_shapes(*model, a, err);
+  if (rc)
+    return rc;
+  if (nr_model_prepare(*model, err))
+    return nr_cli_fail(err);
+  *g = nr_model_graph(*model);
+  if (nr_compiler_name_nodes(*g, err))
+    return nr_cli_fail(err);
+  return 0;
+}
+
+int nr_cli_knobs(int argc, char **argv) {
+  knobs_args a = {0};
+  int rc = parse_args(argc, argv, &a);
+  if (rc)
+    return rc < 0 ? 0 : rc;
+  if (a.markdown)
+    return print_markdown();
+  nr_error err = {0};
+  nr_model *model = NULL;
+  nr_graph *g = NULL;
+  nr_knob_space space = {0};
+  row_list l = {.test_knobs = nr_knob_test_knobs_enabled()};
+  if (a.model && (rc = load_graph(&a, &model, &g, &err)))
+    goto done;
+  if (nr_knob_space_build(g, &space, &err)) {
+    rc = nr_cli_fail(&err);
+    goto done;
+  }
+  collect_rows(&space, a.model != NULL, &l);
+  if (a.json)
+    rc = print_json(&l);
+  else
+    print_text(&l);
+done:
+  free(l.rows);
+  nr_knob_space_free(&space);
+  nr_model_destroy(model);
+  return rc;
+}

@@ -1,0 +1,239 @@
+/* compile.c - the compiler driver: graph passes, the plan skeleton, plan passes.
+ *
+ * nr_compile works on a clone of the prepared graph, so one model can be built along
+ * many routes. Graph passes (families.h: NR_GRAPH_PASSES) rewrite the logical graph;
+ * then every tensor becomes a slot (constants copied into the plan's weights, graph
+ * inputs bound at run time, everything else in the arena) and every node a step; then
+ * the plan passes (NR_PLAN_PASSES) choose tactics, layouts, prepare the tactics
+ * (weight packing) and plan memory. */
+#include "compiler/families.h"
+#include "compiler/plan.h"
+#include "util/error.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#define NR_DECLARE(p) extern const nr_pass nr_pass_##p;
+NR_GRAPH_PASSES(NR_DECLARE)
+NR_PLAN_PASSES(NR_DECLARE)
+#undef NR_DECLARE
+
+static const nr_pass *const graph_passes[] = {
+#define NR_LIST(p) &nr_pass_##p,
+    NR_GRAPH_PASSES(NR_LIST)
+#undef NR_LIST
+};
+
+static const nr_pass *const plan_passes[] = {
+#define NR_LIST(p) &nr_pass_##p,
+    NR_PLAN_PASSES(NR_LIST)
+#undef NR_LIST
+};
+
+/* ---- after the graph passes: order, bind, infer, drop dead nodes ---------------- */
+
+static bool tensor_read(const nr_graph *g, int t) {
+  for (int i = 0; i < g->n_outputs; i++)
+    if (g->outputs[i] == t)
+      return true;
+  for (int k = 0; k < g->n_nodes; k++)
+    for (int i = 0; i < g->nodes[k].n_inputs; i++)
+      if (g->nodes[k].inputs[i] == t)
+        return true;
+  return false;
+}
+
+static void drop_dead(nr_graph *g) {
+  for (bool changed = true; changed;) {
+    changed = false;
+    int w = 0;
+    for (int k = 0; k < g->n_nodes; k++) {
+      nr_node *n = &g->nodes[k];
+      bool live = false;
+      for (int o = 0; o < n->n_outputs && !live; o++)
+        live = n->outputs[o] >= 0 && tensor_read(g, n->outputs[o]);
+      if (live) {
+        g->nodes[w++] = *n;
+      } else {
+        nr_node_free(n);
+        changed = true;
+      }
+    }
+    g->n_nodes = w;
+  }
+}
+
+static nr_status settle_graph(nr_graph *g, nr_error *err) {
+  drop_dead(g);
+  nr_status st = nr_graph_toposort(g, err);
+  if (!st)
+    st = nr_graph_bind_ops(g, err);
+  if (!st)
+    st = nr_graph_infer(g, err);
+  return st;
+}
+
+/* ---- the plan skeleton ---------------------------------------------------------- */
+
+static nr_status add_slot(nr_plan *p, const nr_graph *g, int t, int *slot_of,
+                          nr_error *err) {
+  const nr_tensor *ten = &g->tensors[t];
+  char buf[128];
+  if (!nr_value_shape_known(&ten->value) || ten->value.rank > NR_MAX_RANK)
+    return nr_errorf(err, NR_ERR_UNSUPPORTED,
+                     "tensor '%s' has shape %s: engines need static shapes", ten->name,
+                     nr_value_describe(&ten->value, buf, sizeof buf));
+  if (!nr_dtype_size(ten->value.dtype))
+    return nr_errorf(err, NR_ERR_UNSUPPORTED, "tensor '%s' has dtype %s", ten->name,
+                     nr_dtype_name(ten->value.dtype));
+  int idx = nr_plan_add_slot(p);
+  if (idx < 0)
+    return nr_errorf(err, NR_ERR_NOMEM, "out of memory");
+  nr_slot *s = &p->slots[idx];
+  s->name = strdup(ten->name);
+  if (!s->name)
+    return nr_errorf(err, NR_ERR_NOMEM, "out of memory");
+  s->dtype = ten->value.dtype;
+  s->rank = ten->value.rank;
+  memcpy(s->dims, ten->value.dims, sizeof s->dims);
+  s->layout = NR_LAYOUT_PLAIN;
+  s->nbytes = nr_slot_bytes(s, NR_LAYOUT_PLAIN);
+  slot_of[t] = idx;
+  if (ten->flags & NR_TENSOR_CONST) {
+    s->kind = NR_SLOT_CONST;
+    return nr_plan_add_weights(p, ten->value.data, s->nbytes, &s->offset, err);
+  }
+  s->kind = NR_SLOT_ARENA;
+  for (int i = 0; i < g->n_inputs; i++)
+    if (g->inputs[i] == t) {
+      s->kind = NR_SLOT_INPUT;
+      s->offset = (uint64_t)i;
+    }
+  return NR_OK;
+}
+
+static nr_status slot_for(nr_plan *p, const nr_graph *g, int t, int *slot_of,
+                          nr_error *err) {
+  if (t < 0 || slot_of[t] >= 0)
+    return NR_OK;
+  return add_slot(p, g, t, slot_of, err);
+}
+
+static nr_status add_step(nr_plan *p, const nr_graph *g, int k, int *slot_of,
+                          nr_error *err) {
+  const nr_node *n = &g->nodes[k];
+  char buf[256];
+  if (n->n_inputs > NR_STEP_MAX_IO || n->n_outputs > NR_STEP_MAX_IO)
+    return nr_errorf(err, NR_ERR_UNSUPPORTED, "%s: more than %d inputs or outputs",
+                     nr_node_describe(n, buf, sizeof buf), NR_STEP_MAX_IO);
+  nr_step *st = nr_plan_insert_step(p, p->n_steps);
+  if (!st)
+    return nr_errorf(err, NR_ERR_NOMEM, "out of memory");
+  st->node = k;
+  st->n_in = n->n_inputs;
+  st->n_out = n->n_outputs;
+  for (int i = 0; i < n->n_inputs; i++) {
+    nr_status s = slot_for(p, g, n->inputs[i], slot_of, err);
+    if (s)
+      return s;
+    st->in[i] = n->inputs[i] >= 0 ? slot_of[n->inputs[i]] : -1;
+  }
+  for (int o = 0; o < n->n_outputs; o++) {
+    nr_status s = slot_for(p, g, n->outputs[o], slot_of, err);
+    if (s)
+      return s;
+    st->out[o] = n->outputs[o] >= 0 ? slot_of[n->outputs[o]] : -1;
+  }
+  return NR_OK;
+}
+
+static nr_status build_skeleton(nr_plan *p, nr_error *err) {
+  const nr_graph *g = p->graph;
+  int *slot_of = malloc(sizeof(int) * (size_t)(g->n_tensors + 1));
+  p->cap_slots = g->n_tensors + 8;
+  p->cap_steps = g->n_nodes + 8;
+  p->slots = calloc((size_t)p->cap_slots, sizeof *p->slots);
+  p->steps = calloc((size_t)p->cap_steps, sizeof *p->steps);
+  p->inputs = calloc((size_t)(g->n_inputs + 1), sizeof(int));
+  p->outputs = calloc((size_t)(g->n_outputs + 1), sizeof(int));
+  nr_status st = NR_OK;
+  if (!slot_of || !p->slots || !p->steps || !p->inputs || !p->outputs)
+    st = nr_errorf(err, NR_ERR_NOMEM, "out of memory planning");
+  for (int t = 0; !st && t < g->n_tensors; t++)
+    slot_of[t] = -1;
+  for (int i = 0; !st && i < g->n_inputs; i++) {
+    st = slot_for(p, g, g->inputs[i], slot_of, err);
+    p->inputs[p->n_inputs++] = slot_of[g->inputs[i]];
+  }
+  for (int k = 0; !st && k < g->n_nodes; k++)
+    st = add_step(p, g, k, slot_of, err);
+  for (int i = 0; !st && i < g->n_outputs; i++) {
+    st = slot_for(p, g, g->outputs[i], slot_of, err);
+    p->outputs[p->n_outputs++] = slot_of[g->outputs[i]];
+  }
+  free(slot_of);
+  return st;
+}
+
+/* ---- prepare: each tactic packs its weights and fills its params ---------------- */
+
+static nr_status run_prepare(nr_compile_ctx *c) {
+  nr_plan *p = c->plan;
+  char node[256];
+  for (int k = 0; k < p->n_steps; k++) {
+    nr_step *st = &p->steps[k];
+    const nr_node *n = st->node >= 0 ? &p->graph->nodes[st->node] : NULL;
+    nr_tactic_ctx tc = {p, n, st, c->route, c->err, c->threads};
+    if (!st->tactic)
+      return nr_errorf(c->err, NR_ERR_INTERNAL, "step %d has no tactic", k);
+    nr_status s = st->tactic->prepare ? st->tactic->prepare(&tc, p, st) : NR_OK;
+    if (s)
+      return nr_error_prefix(c->err, "%s, tactic %s: ",
+                             n ? nr_node_describe(n, node, sizeof node) : "reorder step",
+                             st->tactic->id);
+    if (st->scratch > p->scratch_size)
+      p->scratch_size = st->scratch;
+  }
+  return NR_OK;
+}
+
+const nr_pass nr_pass_prepare = {"prepare", run_prepare};
+
+/* ---- the driver ------------------------------------------------------------------ */
+
+static nr_status run_passes(nr_compile_ctx *c, const nr_pass *const *passes, int n) {
+  for (int i = 0; i < n; i++) {
+    nr_status s = passes[i]->run(c);
+    if (s)
+      return c->err && !strstr(c->err->message, "pass ")
+                 ? nr_error_prefix(c->err, "pass %s: ", passes[i]->name)
+                 : s;
+  }
+  return NR_OK;
+}
+
+nr_status nr_compile(const nr_graph *src, const nr_route *route, int threads,
+                     nr_plan **out, nr_error *err) {
+  nr_plan *p = calloc(1, sizeof *p);
+  if (!p)
+    return nr_errorf(err, NR_ERR_NOMEM, "out of memory");
+  nr_status st = nr_graph_clone(src, NULL, &p->graph, err);
+  nr_compile_ctx c = {p->graph, p, route, threads, err};
+  if (!st)
+    st = run_passes(&c, graph_passes, (int)(sizeof graph_passes / sizeof *graph_passes));
+  if (!st)
+    st = settle_graph(p->graph, err);
+  c.graph = p->graph;
+  if (!st)
+    st = build_skeleton(p, err);
+  if (!st)
+    st = run_passes(&c, plan_passes, (int)(sizeof plan_passes / sizeof *plan_passes));
+  if (!st && !(p->route = nr_route_canonical(route)))
+    st = nr_errorf(err, NR_ERR_NOMEM, "out of memory");
+  if (st) {
+    nr_plan_destroy(p);
+    return st;
+  }
+  *out = p;
+  return NR_OK;
+}

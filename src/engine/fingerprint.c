@@ -1,0 +1,208 @@
+/* fingerprint.c - what an engine depends on in its environment, and SHA-256.
+ *
+ * Key decision: the fingerprint lists exactly what can make a built plan wrong or
+ * slow elsewhere, as plain strings, so a refusal names the field and both values.
+ * CPU vendor, model and ISA flags come from cpuid (the flags only when the OS also
+ * saves the registers, per XGETBV), falling back to /proc/cpuinfo off x86; the ISA
+ * list is the flags nnroute's kernels or its libraries' dispatch depend on. OpenBLAS
+ * reports its version and the core it dispatched to; oneDNN its version and commit. */
+#include "engine/engine.h"
+
+#include <cblas.h>
+#include <dnnl.h>
+#include <openssl/evp.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+#if defined(__x86_64__) || defined(__i386__)
+#include <cpuid.h>
+#define NR_HAVE_CPUID 1
+#endif
+
+static void copy_trimmed(char *dst, size_t cap, const char *src) {
+  while (*src == ' ' || *src == '\t')
+    src++;
+  size_t n = strlen(src);
+  while (n && (src[n - 1] == ' ' || src[n - 1] == '\n' || src[n - 1] == '\t'))
+    n--;
+  if (n >= cap)
+    n = cap - 1;
+  memcpy(dst, src, n);
+  dst[n] = '\0';
+}
+
+#ifdef NR_HAVE_CPUID
+static uint64_t xgetbv0(void) {
+  uint32_t lo, hi;
+  __asm__ volatile("xgetbv" : "=a"(lo), "=d"(hi) : "c"(0));
+  return (uint64_t)hi << 32 | lo;
+}
+
+static void cpu_names(nr_fingerprint *fp) {
+  unsigned a, b, c, d;
+  char vendor[13] = {0};
+  if (__get_cpuid(0, &a, &b, &c, &d)) {
+    memcpy(vendor, &b, 4);
+    memcpy(vendor + 4, &d, 4);
+    memcpy(vendor + 8, &c, 4);
+    copy_trimmed(fp->cpu_vendor, sizeof fp->cpu_vendor, vendor);
+  }
+  char brand[49] = {0};
+  if (__get_cpuid(0x80000000u, &a, &b, &c, &d) && a >= 0x80000004u) {
+    for (unsigned i = 0; i < 3; i++) {
+      __get_cpuid(0x80000002u + i, &a, &b, &c, &d);
+      unsigned regs[4] = {a, b, c, d};
+      memcpy(brand + 16 * i, regs, 16);
+    }
+    copy_trimmed(fp->cpu_model, sizeof fp->cpu_model, brand);
+  }
+}
+
+/* Appends the flags this CPU has and the OS enables, in a fixed order. */
+static void cpu_isa(nr_fingerprint *fp) {
+  unsigned a, b, c, d, b7 = 0, c7 = 0, d7 = 0, a71 = 0;
+  if (!__get_cpuid(1, &a, &b, &c, &d))
+    return;
+  unsigned c1 = c;
+  bool osxsave = c1 & (1u << 27);
+  uint64_t xcr0 = osxsave ? xgetbv0() : 0;
+  bool avx_os = (xcr0 & 0x6) == 0x6;
+  bool avx512_os = avx_os && (xcr0 & 0xe0) == 0xe0;
+  bool amx_os = (xcr0 & 0x60000) == 0x60000;
+  if (__get_cpuid_count(7, 0, &a, &b7, &c7, &d7))
+    __get_cpuid_count(7, 1, &a71, &b, &c, &d);
+  const struct {
+    const char *name;
+    bool on;
+  } flags[] = {
+      {"sse4.2", c1 & (1u << 20)},
+      {"avx", avx_os && (c1 & (1u << 28))},
+      {"avx2", avx_os && (b7 & (1u << 5))},
+      {"fma", avx_os && (c1 & (1u << 12))},
+      {"f16c", avx_os && (c1 & (1u << 29))},
+      {"avx_vnni", avx_os && (a71 & (1u << 4))},
+      {"avx512f", avx512_os && (b7 & (1u << 16))},
+      {"avx512bw", avx512_os && (b7 & (1u << 30))},
+      {"avx512vl", avx512_os && (b7 & (1u << 31))},
+      {"avx512_vnni", avx512_os && (c7 & (1u << 11))},
+      {"avx512_bf16", avx512_os && (a71 & (1u << 5))},
+      {"amx_tile", amx_os && (d7 & (1u << 24))},
+      {"amx_int8", amx_os && (d7 & (1u << 25))},
+      {"amx_bf16", amx_os && (d7 & (1u << 22))},
+  };
+  for (size_t i = 0; i < sizeof flags / sizeof flags[0]; i++) {
+    if (!flags[i].on)
+      continue;
+    size_t n = strlen(fp->isa);
+    snprintf(fp->isa + n, sizeof fp->isa - n, "%s%s", n ? " " : "", flags[i].name);
+  }
+}
+#else
+/* Off x86: the first "vendor_id"/"model name"-like lines of /proc/cpuinfo. */
+static void cpu_names(nr_fingerprint *fp) {
+  FILE *f = fopen("/proc/cpuinfo", "r");
+  char line[256];
+  while (f && fgets(line, sizeof line, f)) {
+    char *colon = strchr(line, ':');
+    if (!colon)
+      continue;
+    if (!*fp->cpu_vendor && (!strncmp(line, "vendor_id", 9) || !strncmp(line, "CPU implementer", 15)))
+      copy_trimmed(fp->cpu_vendor, sizeof fp->cpu_vendor, colon + 1);
+    if (!*fp->cpu_model && (!strncmp(line, "model name", 10) || !strncmp(line, "CPU part", 8)))
+      copy_trimmed(fp->cpu_model, sizeof fp->cpu_model, colon + 1);
+  }
+  if (f)
+    fclose(f);
+}
+
+static void cpu_isa(nr_fingerprint *fp) {
+  (void)fp;
+}
+#endif
+
+/* "OpenBLAS 0.3.21 SkylakeX": the version (first two words of the build config) and
+ * the core its dynamic dispatch chose, which decides the kernels it runs. */
+static void openblas_version(char *out, size_t cap) {
+  const char *cfg = openblas_get_config(), *core = openblas_get_corename();
+  if (!cfg) {
+    snprintf(out, cap, "none");
+    return;
+  }
+  const char *sp = strchr(cfg, ' ');
+  const char *end = sp ? strchr(sp + 1, ' ') : NULL;
+  int n = end ? (int)(end - cfg) : (int)strlen(cfg);
+  snprintf(out, cap, "%.*s %s", n, cfg, core ? core : "");
+}
+
+void nr_fingerprint_current(nr_fingerprint *fp) {
+  memset(fp, 0, sizeof *fp);
+  strcpy(fp->cpu_vendor, "unknown");
+  strcpy(fp->cpu_model, "unknown");
+  cpu_names(fp);
+  cpu_isa(fp);
+  long n = sysconf(_SC_NPROCESSORS_ONLN);
+  fp->cores = n > 0 ? (int)n : 1;
+  openblas_version(fp->openblas, sizeof fp->openblas);
+  const dnnl_version_t *v = dnnl_version();
+  if (v)
+    snprintf(fp->onednn, sizeof fp->onednn, "%d.%d.%d (%.12s)", v->major, v->minor,
+             v->patch, v->hash ? v->hash : "");
+  else
+    strcpy(fp->onednn, "none");
+#if defined(__clang__)
+  copy_trimmed(fp->compiler, sizeof fp->compiler, "clang " __clang_version__);
+#elif defined(__GNUC__)
+  copy_trimmed(fp->compiler, sizeof fp->compiler, "gcc " __VERSION__);
+#else
+  copy_trimmed(fp->compiler, sizeof fp->compiler, "unknown");
+#endif
+}
+
+static void add_diff(nr_error *err, bool *first, const char *field, const char *a,
+                     const char *b) {
+  if (!err)
+    return;
+  size_t n = strlen(err->message);
+  snprintf(err->message + n, sizeof err->message - n, "%s%s: engine '%s', this machine '%s'",
+           *first ? "" : "; ", field, a, b);
+  *first = false;
+}
+
+nr_status nr_fingerprint_compare(const nr_fingerprint *engine, const nr_fingerprint *here,
+                                 nr_error *err) {
+  const struct {
+    const char *name;
+    const char *a, *b;
+  } fields[] = {
+      {"cpu_vendor", engine->cpu_vendor, here->cpu_vendor},
+      {"cpu_model", engine->cpu_model, here->cpu_model},
+      {"isa", engine->isa, here->isa},
+      {"openblas", engine->openblas, here->openblas},
+      {"onednn", engine->onednn, here->onednn},
+      {"compiler", engine->compiler, here->compiler},
+  };
+  bool first = true;
+  if (err)
+    err->message[0] = '\0';
+  for (size_t i = 0; i < sizeof fields / sizeof fields[0]; i++)
+    if (strcmp(fields[i].a, fields[i].b))
+      add_diff(err, &first, fields[i].name, fields[i].a, fields[i].b);
+  if (engine->cores != here->cores) {
+    char a[16], b[16];
+    snprintf(a, sizeof a, "%d", engine->cores);
+    snprintf(b, sizeof b, "%d", here->cores);
+    add_diff(err, &first, "cores", a, b);
+  }
+  if (first)
+    return NR_OK;
+  if (err)
+    err->status = NR_ERR_INVALID_ARGUMENT;
+  return NR_ERR_INVALID_ARGUMENT;
+}
+
+void nr_sha256(const void *data, size_t len, uint8_t out[32]) {
+  unsigned n = 0;
+  if (!EVP_Digest(len ? data : "", len, out, &n, EVP_sha256(), NULL))
+    memset(out, 0, 32);
+}

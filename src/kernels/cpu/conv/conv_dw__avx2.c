@@ -1,0 +1,154 @@
+/* conv_dw__avx2.c - AVX2 depthwise 3x3 / 5x5, stride 1 and 2: nr_f32_conv_dw__avx2
+ * (PLAIN: 8 output columns per vector; stride 2 de-interleaves two loads that stay
+ * inside the row) and nr_f32_conv_dw_nchw8c__avx2 (NCHW8C: one vector is 8 channels
+ * of one pixel, so any stride is a plain load). Compiled with -mavx2 -mfma; called
+ * only when nr_cpu_isa() reports AVX2 (the tactics carry NR_ISA_AVX2).
+ *
+ * Key decision: the interior columns, where every tap is inside the row, run without
+ * bounds checks; the few border columns take a scalar path with checks. Rows whose
+ * taps fall in the vertical padding simply skip those taps. */
+#include "kernels/cpu/conv/conv_internal.h"
+
+#include <immintrin.h>
+#include <string.h>
+
+typedef struct dw_job {
+  const conv_p *p;
+  const float *x, *w, *bias, *res;
+  float *y;
+} dw_job;
+
+/* 8 inputs x[0], x[s], ... for stride s in {1, 2}, reading only x[0..7*s]. */
+static inline __m256 load_strided(const float *x, int s) {
+  if (s == 1)
+    return _mm256_loadu_ps(x);
+  __m256 a = _mm256_loadu_ps(x), b = _mm256_loadu_ps(x + 7);
+  __m256 e = _mm256_shuffle_ps(a, b, _MM_SHUFFLE(3, 1, 2, 0));
+  return _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(e), 0xD8));
+}
+
+static float dw_pixel(const conv_p *p, const float *x, const float *w, int64_t oh,
+                      int64_t ow, float b) {
+  float acc = b;
+  for (int kh = 0; kh < p->kh; kh++) {
+    int64_t ih = oh * p->sh - p->pt + kh;
+    if (ih < 0 || ih >= p->h)
+      continue;
+    for (int kw = 0; kw < p->kw; kw++) {
+      int64_t iw = ow * p->sw - p->pl + kw;
+      if (iw >= 0 && iw < p->w)
+        acc += x[ih * p->w + iw] * w[kh * p->kw + kw];
+    }
+  }
+  return acc;
+}
+
+static inline __attribute__((always_inline)) void
+dw_plane(const conv_p *p, const float *x, const float *w, float b, float *y, const int K,
+         const int S) {
+  int64_t lo = (p->pl + S - 1) / S, hi = p->w - K + p->pl < 0 ? 0 : (p->w - K + p->pl) / S + 1;
+  if (hi > p->ow)
+    hi = p->ow;
+  if (lo > hi)
+    lo = hi = p->ow;
+  for (int64_t oh = 0; oh < p->oh; oh++) {
+    float *yr = y + oh * p->ow;
+    int64_t ow = 0;
+    for (; ow < lo; ow++)
+      yr[ow] = dw_pixel(p, x, w, oh, ow, b);
+    for (; ow + 8 <= hi; ow += 8) {
+      __m256 acc = _mm256_set1_ps(b);
+      for (int kh = 0; kh < K; kh++) {
+        int64_t ih = oh * S - p->pt + kh;
+        if (ih < 0 || ih >= p->h)
+          continue;
+        const float *xr = x + ih * p->w + ow * S - p->pl;
+        for (int kw = 0; kw < K; kw++)
+          acc = _mm256_fmadd_ps(load_strided(xr + kw, S), _mm256_set1_ps(w[kh * K + kw]),
+                                acc);
+      }
+      _mm256_storeu_ps(yr + ow, acc);
+    }
+    for (; ow < p->ow; ow++)
+      yr[ow] = dw_pixel(p, x, w, oh, ow, b);
+  }
+}
+
+static void dw_task(void *arg, int64_t begin, int64_t end, int thread) {
+  const dw_job *j = arg;
+  const conv_p *p = j->p;
+  int64_t hw = (int64_t)p->h * p->w, ohw = (int64_t)p->oh * p->ow;
+  for (int64_t i = begin; i < end; i++) { /* i = n * C + c */
+    int64_t c = i % p->c;
+    const float *x = j->x + i * hw, *w = j->w + c * p->kh * p->kw;
+    float b = j->bias ? j->bias[c] : 0.0f, *y = j->y + i * ohw;
+    int key = p->kh * 10 + p->sh;
+    switch (key) {
+    case 31: dw_plane(p, x, w, b, y, 3, 1); break;
+    case 32: dw_plane(p, x, w, b, y, 3, 2); break;
+    case 51: dw_plane(p, x, w, b, y, 5, 1); break;
+    default: dw_plane(p, x, w, b, y, 5, 2); break;
+    }
+    nr_conv_epilogue(y, j->res ? j->res + i * ohw : NULL, ohw, 0.0f, p);
+  }
+}
+
+nr_status nr_conv_dw__avx2_run(const nr_exec_args *a) {
+  conv_p q = *conv_params(a->step);
+  bool post;
+  const float *res = nr_conv_res(a, NR_LAYOUT_PLAIN, &q, &post);
+  dw_job j = {&q, a->in[0], a->in[1], q.has_bias ? a->in[2] : NULL, res, a->out[0]};
+  nr_parallel_for(a->pool, (int64_t)q.n * q.c, 1, a->step->threads, dw_task, &j);
+  nr_conv_finish(a, NR_LAYOUT_PLAIN, conv_params(a->step), post);
+  return NR_OK;
+}
+
+/* ---- NCHW8C ---------------------------------------------------------------------- */
+
+static void dw8_task(void *arg, int64_t begin, int64_t end, int thread) {
+  const dw_job *j = arg;
+  const conv_p *p = j->p;
+  int64_t cb = nr_ceil8(p->c) / 8, kk = (int64_t)p->kh * p->kw;
+  for (int64_t i = begin; i < end; i++) { /* i = (n * cb + b) * oh + oh */
+    int64_t oh = i % p->oh, nb = i / p->oh, b = nb % cb;
+    const float *x = j->x + nb * (int64_t)p->h * p->w * 8, *w = j->w + b * kk * 8;
+    float *y = j->y + i * (int64_t)p->ow * 8;
+    __m256 bias = _mm256_loadu_ps(j->bias + b * 8);
+    int khl = 0, khh = p->kh;
+    while (khl < khh && oh * p->sh - p->pt + khl < 0)
+      khl++;
+    while (khh > khl && oh * p->sh - p->pt + khh - 1 >= p->h)
+      khh--;
+    for (int64_t ow = 0; ow < p->ow; ow++) {
+      __m256 acc = bias;
+      int64_t iw0 = ow * p->sw - p->pl;
+      int kwl = iw0 < 0 ? (int)-iw0 : 0, kwh = p->kw;
+      if (iw0 + kwh > p->w)
+        kwh = (int)(p->w - iw0);
+      for (int kh = khl; kh < khh; kh++) {
+        const float *xr = x + ((oh * p->sh - p->pt + kh) * p->w + iw0) * 8;
+        const float *wr = w + kh * p->kw * 8;
+        for (int kw = kwl; kw < kwh; kw++)
+          acc = _mm256_fmadd_ps(_mm256_loadu_ps(xr + kw * 8), _mm256_loadu_ps(wr + kw * 8),
+                                acc);
+      }
+      _mm256_storeu_ps(y + ow * 8, acc);
+    }
+    nr_conv_epilogue(y, j->res ? j->res + i * (int64_t)p->ow * 8 : NULL, p->ow * 8, 0.0f,
+                     p);
+    if (b == cb - 1)
+      nr_conv_zero_pad8(y, p->ow, p->c % 8);
+  }
+}
+
+nr_status nr_conv_dw_nchw8c__avx2_run(const nr_exec_args *a) {
+  conv_p q = *conv_params(a->step);
+  bool post;
+  const float *res = nr_conv_res(a, NR_LAYOUT_NCHW8C, &q, &post);
+  const float *pk = a->packed;
+  dw_job j = {&q, a->in[0], pk, pk + q.extra, res, a->out[0]};
+  int64_t rows = (int64_t)q.n * (nr_ceil8(q.c) / 8) * q.oh;
+  nr_parallel_for(a->pool, rows, 1, a->step->threads, dw8_task, &j);
+  nr_conv_finish(a, NR_LAYOUT_NCHW8C, conv_params(a->step), post);
+  return NR_OK;
+}

@@ -1,0 +1,136 @@
+/* conv_im2col.c - convolution as GEMM: nr_f32_conv_im2col and nr_f32_conv_1x1 (PLAIN:
+ * Y_g[M/g x OHW] = W_g[M/g x K] * col[K x OHW], W pre-packed as the GEMM's A) and
+ * nr_f32_conv_nhwc_im2col / nr_f32_conv_nhwc_1x1 (NHWC: Y[OHW x M] = col[OHW x K] *
+ * W^T[K x M], W pre-packed as B).
+ *
+ * Key decision: a 1x1 stride-1 unpadded conv needs no copy at all, X itself is the B
+ * (PLAIN, [C x HW]) or A (NHWC, [HW x C], lda = C per group) operand; otherwise the
+ * column matrix of one image and group is built in scratch (rows in parallel) and the
+ * GEMM's epilogue adds bias and residual and applies the activation while C is hot. */
+#include "kernels/cpu/conv/conv_internal.h"
+
+#include <string.h>
+
+typedef struct col_job {
+  const conv_p *p;
+  const float *x; /* image n, group g (PLAIN: first channel plane; NHWC: image base) */
+  float *col;
+  int64_t c0;     /* NHWC: first channel of the group */
+} col_job;
+
+/* PLAIN: row r = (ci, kh, kw) of col holds the tap's input for every output pixel. */
+static void col_rows_plain(void *arg, int64_t begin, int64_t end, int thread) {
+  const col_job *j = arg;
+  const conv_p *p = j->p;
+  int64_t kk = (int64_t)p->kh * p->kw, ohw = (int64_t)p->oh * p->ow;
+  for (int64_t r = begin; r < end; r++) {
+    int64_t ci = r / kk, kh = (r % kk) / p->kw, kw = r % p->kw;
+    const float *x = j->x + ci * (int64_t)p->h * p->w;
+    float *dst = j->col + r * ohw;
+    for (int64_t oh = 0; oh < p->oh; oh++) {
+      int64_t ih = oh * p->sh - p->pt + kh * p->dh;
+      float *d = dst + oh * p->ow;
+      if (ih < 0 || ih >= p->h) {
+        memset(d, 0, sizeof(float) * (size_t)p->ow);
+        continue;
+      }
+      const float *xr = x + ih * p->w;
+      int64_t off = kw * p->dw - p->pl;
+      for (int64_t ow = 0; ow < p->ow; ow++) {
+        int64_t iw = ow * p->sw + off;
+        d[ow] = (iw >= 0 && iw < p->w) ? xr[iw] : 0.0f;
+      }
+    }
+  }
+}
+
+/* NHWC: row of output pixel (oh, ow) holds (kh, kw, ci) patches, C/g runs contiguous. */
+static void col_rows_nhwc(void *arg, int64_t begin, int64_t end, int thread) {
+  const col_job *j = arg;
+  const conv_p *p = j->p;
+  int64_t cg = p->c / p->group, k = cg * p->kh * p->kw;
+  for (int64_t px = begin; px < end; px++) {
+    int64_t oh = px / p->ow, ow = px % p->ow;
+    float *d = j->col + px * k;
+    for (int64_t kh = 0; kh < p->kh; kh++)
+      for (int64_t kw = 0; kw < p->kw; kw++, d += cg) {
+        int64_t ih = oh * p->sh - p->pt + kh * p->dh, iw = ow * p->sw - p->pl + kw * p->dw;
+        if (ih < 0 || ih >= p->h || iw < 0 || iw >= p->w)
+          memset(d, 0, sizeof(float) * (size_t)cg);
+        else
+          memcpy(d, j->x + (ih * p->w + iw) * p->c + j->c0, sizeof(float) * (size_t)cg);
+      }
+  }
+}
+
+static nr_epilogue make_ep(const conv_p *q, const float *bias, bool per_row,
+                           const float *res, int64_t ldr) {
+  nr_epilogue ep = {bias, per_row, res, ldr, 1.0f, (nr_act)q->act, q->act_a, q->act_b};
+  return ep;
+}
+
+nr_status nr_conv_im2col_run(const nr_exec_args *a) {
+  conv_p q = *conv_params(a->step);
+  bool post, direct = q.kh == 1 && q.kw == 1 && q.sh == 1 && q.sw == 1 && q.pt == 0 &&
+                      q.pl == 0 && q.oh == q.h && q.ow == q.w;
+  const float *res = nr_conv_res(a, NR_LAYOUT_PLAIN, &q, &post);
+  const float *x = a->in[0], *bias = q.has_bias ? a->in[2] : NULL;
+  float *y = a->out[0];
+  int64_t mg = q.m / q.group, cg = q.c / q.group, k = cg * q.kh * q.kw;
+  int64_t hw = (int64_t)q.h * q.w, ohw = (int64_t)q.oh * q.ow;
+  size_t sa = nr_conv_align64(nr_gemm_packed_a_size(q.gemm, mg, k));
+  size_t cols = direct ? 0 : nr_conv_align64(sizeof(float) * (size_t)(ohw * k));
+  float *col = a->scratch;
+  void *gs = (char *)a->scratch + cols;
+  int threads = nr_conv_threads(a);
+  for (int64_t n = 0; n < q.n; n++)
+    for (int64_t g = 0; g < q.group; g++) {
+      const float *xg = x + (n * q.c + g * cg) * hw;
+      if (!direct) {
+        col_job j = {&q, xg, col, 0};
+        nr_parallel_for(a->pool, k, 1, threads, col_rows_plain, &j);
+      }
+      int64_t yo = (n * q.m + g * mg) * ohw;
+      nr_epilogue ep = make_ep(&q, bias ? bias + g * mg : NULL, true, res ? res + yo : NULL,
+                               ohw);
+      nr_gemm_operand A = {(const float *)((const char *)a->packed + sa * g), k, false, true};
+      nr_gemm_operand B = {direct ? xg : col, ohw, false, false};
+      nr_gemm(q.gemm, mg, ohw, k, 1.0f, A, B, y + yo, ohw, &ep, gs, a->pool, threads);
+    }
+  nr_conv_finish(a, NR_LAYOUT_PLAIN, conv_params(a->step), post);
+  return NR_OK;
+}
+
+nr_status nr_conv_1x1_run(const nr_exec_args *a) { return nr_conv_im2col_run(a); }
+
+nr_status nr_conv_nhwc_run(const nr_exec_args *a) {
+  conv_p q = *conv_params(a->step);
+  bool post, direct = q.kh == 1 && q.kw == 1 && q.sh == 1 && q.sw == 1 && q.pt == 0 &&
+                      q.pl == 0 && q.oh == q.h && q.ow == q.w;
+  const float *res = nr_conv_res(a, NR_LAYOUT_NHWC, &q, &post);
+  const float *x = a->in[0], *bias = q.has_bias ? a->in[2] : NULL;
+  float *y = a->out[0];
+  int64_t mg = q.m / q.group, cg = q.c / q.group, k = cg * q.kh * q.kw;
+  int64_t hw = (int64_t)q.h * q.w, ohw = (int64_t)q.oh * q.ow;
+  size_t sb = nr_conv_align64(nr_gemm_packed_b_size(q.gemm, k, mg));
+  size_t cols = direct ? 0 : nr_conv_align64(sizeof(float) * (size_t)(ohw * k));
+  float *col = a->scratch;
+  void *gs = (char *)a->scratch + cols;
+  int threads = nr_conv_threads(a);
+  for (int64_t n = 0; n < q.n; n++)
+    for (int64_t g = 0; g < q.group; g++) {
+      const float *xn = x + n * hw * q.c;
+      if (!direct) {
+        col_job j = {&q, xn, col, g * cg};
+        nr_parallel_for(a->pool, ohw, 16, threads, col_rows_nhwc, &j);
+      }
+      int64_t yo = n * ohw * q.m + g * mg;
+      nr_epilogue ep = make_ep(&q, bias ? bias + g * mg : NULL, false,
+                               res ? res + yo : NULL, q.m);
+      nr_gemm_operand A = {direct ? xn + g * cg : col, direct ? q.c : k, false, false};
+      nr_gemm_operand B = {(const float *)((const char *)a->packed + sb * g), mg, false, true};
+      nr_gemm(q.gemm, ohw, mg, k, 1.0f, A, B, y + yo, q.m, &ep, gs, a->pool, threads);
+    }
+  nr_conv_finish(a, NR_LAYOUT_NHWC, conv_params(a->step), post);
+  return NR_OK;
+}

@@ -1,0 +1,122 @@
+/* conv_internal.h - what the convolution tactics share (private to src/kernels/cpu/conv
+ * and src/passes/layout.c): the params record every conv tactic stores in its step,
+ * the node parser that fills it, the epilogue helpers and the kernel entry points.
+ *
+ * Key decision: one record (conv_p, exactly NR_TACTIC_PARAMS bytes) describes every
+ * 2-D float convolution, whatever the algorithm; each tactic only adds its own few
+ * fields (GEMM cfg, tile counts) in the tail. prepare() fills it once from the node
+ * and the slots, run() never looks at attributes again. Conv and nnroute.FusedConv
+ * parse the same way; plain Conv simply has no residual and activation "none". */
+#ifndef NR_KERNELS_CPU_CONV_INTERNAL_H
+#define NR_KERNELS_CPU_CONV_INTERNAL_H
+
+#include "compiler/plan.h"
+#include "kernels/act.h"
+#include "kernels/cpu/gemm/gemm.h"
+
+#include <stdbool.h>
+#include <stdint.h>
+
+typedef struct conv_p {
+  int32_t n, c, h, w;        /* input X (logical NCHW) */
+  int32_t m, oh, ow, group;  /* output Y channels and size; groups */
+  uint8_t kh, kw, sh, sw, dh, dw, pt, pl; /* kernel, stride, dilation, top/left pad */
+  uint8_t act, has_bias, has_res, res_layout; /* res_layout: layout R arrives in */
+  float act_a, act_b;
+  nr_gemm_cfg gemm;          /* GEMM-based tactics */
+  uint32_t extra;            /* tactic specific (winograd: tiles per image) */
+} conv_p;
+
+_Static_assert(sizeof(conv_p) <= NR_TACTIC_PARAMS, "conv_p must fit nr_step.params");
+
+/* Fills p from a Conv / FusedConv step. False when the step is not a 2-D float32
+ * conv with constant weights (and constant bias) whose numbers fit the record. */
+bool nr_conv_parse(const nr_tactic_ctx *c, conv_p *p);
+static inline const conv_p *conv_params(const nr_step *s) {
+  return (const conv_p *)(const void *)s->params;
+}
+/* Reads FusedConv's activation attributes (NONE for plain Conv). */
+void nr_conv_read_act(const nr_node *n, nr_act *act, float *a, float *b);
+
+/* Epilogue on n contiguous outputs of one channel: y = act(y + bias + r) (r may be
+ * NULL). Vectorizable for the common activations. */
+void nr_conv_epilogue(float *y, const float *r, int64_t n, float bias, const conv_p *p);
+/* y = act(y + r) where y (layout ly) and r (layout lr) may differ; used when the
+ * residual arrives in another layout than the tactic's (profiling, hand-built
+ * plans). Shape of Y: p->n, p->m, p->oh, p->ow. */
+void nr_conv_residual_post(float *y, nr_layout ly, const float *r, nr_layout lr,
+                           const conv_p *p, bool apply_bias, const float *bias);
+
+/* Conv kernels (conv_*.c), one per algorithm; all take the step's exec args. */
+nr_status nr_conv_direct_run(const nr_exec_args *a);
+nr_status nr_conv_dw_run(const nr_exec_args *a);          /* PLAIN, portable */
+nr_status nr_conv_dw_nchw8c_run(const nr_exec_args *a);   /* NCHW8C, portable */
+nr_status nr_conv_im2col_run(const nr_exec_args *a);
+nr_status nr_conv_1x1_run(const nr_exec_args *a);
+nr_status nr_conv_nhwc_run(const nr_exec_args *a);
+nr_status nr_conv_winograd_run(const nr_exec_args *a);
+nr_status nr_conv_onednn_run(const nr_exec_args *a);
+nr_status nr_conv_onednn_prepare(const nr_tactic_ctx *c, nr_plan *plan, nr_step *step);
+
+/* AVX2 kernels (files *__avx2.c; call only when nr_cpu_isa() has NR_ISA_AVX2). */
+nr_status nr_conv_dw__avx2_run(const nr_exec_args *a);
+nr_status nr_conv_dw_nchw8c__avx2_run(const nr_exec_args *a);
+nr_status nr_conv_nchw8c_direct__avx2_run(const nr_exec_args *a);
+
+/* Packing at build time (conv_pack.c). Each reads the constant W (and B) and appends
+ * the packed form to the weights; sets step->packed_*. */
+nr_status nr_conv_pack_gemm_a(const nr_tactic_ctx *c, nr_plan *plan, nr_step *st);
+nr_status nr_conv_pack_nhwc_b(const nr_tactic_ctx *c, nr_plan *plan, nr_step *st);
+nr_status nr_conv_pack_nchw8c(const nr_tactic_ctx *c, nr_plan *plan, nr_step *st);
+nr_status nr_conv_pack_dw8(const nr_tactic_ctx *c, nr_plan *plan, nr_step *st);
+nr_status nr_conv_pack_winograd(const nr_tactic_ctx *c, nr_plan *plan, nr_step *st,
+                                int tile);
+nr_status nr_conv_pack_copy(const nr_tactic_ctx *c, nr_plan *plan, nr_step *st);
+
+/* Threads the GEMM-based tactics size their scratch for. */
+#define NR_CONV_MAX_THREADS 16
+static inline int nr_conv_threads(const nr_exec_args *a) {
+  int t = a->step->threads > 0 ? a->step->threads : NR_CONV_MAX_THREADS;
+  int n = nr_threadpool_size(a->pool);
+  return n < t ? n : t;
+}
+static inline int64_t nr_ceil8(int64_t c) { return (c + 7) / 8 * 8; }
+/* Zeroes lanes [valid, 8) of npix blocked pixels (the padding channels of NCHW8C,
+ * which an activation like sigmoid would otherwise make non-zero). */
+static inline void nr_conv_zero_pad8(float *y, int64_t npix, int valid) {
+  if (valid <= 0 || valid >= 8)
+    return;
+  for (int64_t i = 0; i < npix; i++)
+    for (int l = valid; l < 8; l++)
+      y[i * 8 + l] = 0.0f;
+}
+static inline size_t nr_conv_align64(size_t n) { return (n + 63) / 64 * 64; }
+
+/* The residual input for a kernel working in layout l: when R arrives in another
+ * layout, the kernel runs without residual and activation (q) and *post asks for
+ * nr_conv_residual_post afterwards. NULL when there is no residual. */
+static inline const float *nr_conv_res(const nr_exec_args *a, nr_layout l, conv_p *q,
+                                       bool *post) {
+  *post = false;
+  if (!q->has_res || a->step->n_in < 4 || !a->in[3])
+    return NULL;
+  if (a->in_slot[3]->layout == l)
+    return (const float *)a->in[3];
+  *post = true;
+  q->act = NR_ACT_NONE;
+  return NULL;
+}
+static inline void nr_conv_finish(const nr_exec_args *a, nr_layout l, const conv_p *p,
+                                  bool post) {
+  if (post)
+    nr_conv_residual_post((float *)a->out[0], l, (const float *)a->in[3],
+                          a->in_slot[3]->layout, p, false, NULL);
+}
+
+/* Reorders (reorder.c), also used by the layout pass. */
+const nr_tactic *nr_reorder_tactic(nr_layout from, nr_layout to);
+/* Converts a float32 [n, c, h, w] tensor between layouts (pad lanes zeroed). */
+void nr_reorder_f32(const float *src, nr_layout from, float *dst, nr_layout to,
+                    const int64_t *dims, nr_threadpool *pool);
+
+#endif

@@ -1,0 +1,160 @@
+/* conv_pack.c - build-time weight packing of the conv tactics. Each packer reads the
+ * constant W (and B) through nr_step_const, builds the packed form in a temporary
+ * buffer first (nr_plan_add_weights may move the weights, and W lives there), then
+ * appends it and records step->packed_offset / packed_size.
+ *
+ * Layouts: GEMM A per group (im2col, 1x1: W is already [M/g x C/g*kh*kw] row major),
+ * GEMM B per group (NHWC: rows ordered (kh, kw, c)), NCHW8C blocks
+ * [M/8][C/8][kh][kw][8 in][8 out] + bias padded to 8, depthwise blocks
+ * [C/8][kh][kw][8] + bias, Winograd U[xi] = (G g G^T)[xi] as M x C per tile
+ * position xi, each packed as a GEMM A. */
+#include "kernels/cpu/conv/conv_internal.h"
+
+#include "util/error.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+static nr_status append(const nr_tactic_ctx *c, nr_plan *plan, nr_step *st, void *buf,
+                        uint64_t size) {
+  nr_status s = nr_plan_add_weights(plan, buf, size, &st->packed_offset, c->err);
+  st->packed_size = size;
+  free(buf);
+  return s;
+}
+
+static nr_status oom(const nr_tactic_ctx *c) {
+  return nr_errorf(c->err, NR_ERR_NOMEM, "conv: cannot pack weights");
+}
+
+static conv_p *params_rw(nr_step *st) { return (conv_p *)(void *)st->params; }
+
+nr_status nr_conv_pack_copy(const nr_tactic_ctx *c, nr_plan *plan, nr_step *st) {
+  (void)c, (void)plan, (void)st; /* W and B are read in place from the constants */
+  return NR_OK;
+}
+
+nr_status nr_conv_pack_gemm_a(const nr_tactic_ctx *c, nr_plan *plan, nr_step *st) {
+  const conv_p *p = conv_params(st);
+  const float *w = nr_step_const(c, 1);
+  int64_t mg = p->m / p->group, k = (int64_t)(p->c / p->group) * p->kh * p->kw;
+  size_t sa = nr_conv_align64(nr_gemm_packed_a_size(p->gemm, mg, k));
+  float *buf = aligned_alloc(64, (sa * p->group + 63) / 64 * 64 + 64);
+  if (!buf)
+    return oom(c);
+  for (int g = 0; g < p->group; g++) {
+    nr_gemm_operand a = {w + (int64_t)g * mg * k, k, false, false};
+    nr_gemm_pack_a(p->gemm, mg, k, a, (float *)((char *)buf + sa * g));
+  }
+  return append(c, plan, st, buf, sa * p->group);
+}
+
+nr_status nr_conv_pack_nhwc_b(const nr_tactic_ctx *c, nr_plan *plan, nr_step *st) {
+  const conv_p *p = conv_params(st);
+  const float *w = nr_step_const(c, 1);
+  int64_t mg = p->m / p->group, cg = p->c / p->group, kk = (int64_t)p->kh * p->kw;
+  int64_t k = cg * kk;
+  size_t sb = nr_conv_align64(nr_gemm_packed_b_size(p->gemm, k, mg));
+  float *tmp = malloc(sizeof(float) * (size_t)(k * mg));
+  float *buf = aligned_alloc(64, (sb * p->group + 63) / 64 * 64 + 64);
+  if (!tmp || !buf) {
+    free(tmp), free(buf);
+    return oom(c);
+  }
+  for (int g = 0; g < p->group; g++) {
+    for (int64_t m = 0; m < mg; m++)
+      for (int64_t ci = 0; ci < cg; ci++)
+        for (int64_t q = 0; q < kk; q++)
+          tmp[(q * cg + ci) * mg + m] = w[((g * mg + m) * cg + ci) * kk + q];
+    nr_gemm_operand b = {tmp, mg, false, false};
+    nr_gemm_pack_b(p->gemm, k, mg, b, (float *)((char *)buf + sb * g));
+  }
+  free(tmp);
+  return append(c, plan, st, buf, sb * p->group);
+}
+
+/* Appends bias padded to a multiple of 8 after n floats of packed weights. */
+static void put_bias(const nr_tactic_ctx *c, const conv_p *p, float *dst) {
+  const float *b = nr_step_const(c, 2);
+  memset(dst, 0, sizeof(float) * (size_t)nr_ceil8(p->m));
+  if (b)
+    memcpy(dst, b, sizeof(float) * (size_t)p->m);
+}
+
+nr_status nr_conv_pack_nchw8c(const nr_tactic_ctx *c, nr_plan *plan, nr_step *st) {
+  conv_p *p = params_rw(st);
+  const float *w = nr_step_const(c, 1);
+  int64_t mb = nr_ceil8(p->m) / 8, cb = nr_ceil8(p->c) / 8, kk = (int64_t)p->kh * p->kw;
+  int64_t nw = mb * cb * kk * 64, total = nw + mb * 8;
+  float *buf = aligned_alloc(64, (sizeof(float) * total + 63) / 64 * 64);
+  if (!buf)
+    return oom(c);
+  memset(buf, 0, sizeof(float) * total);
+  for (int64_t m = 0; m < p->m; m++)
+    for (int64_t ci = 0; ci < p->c; ci++)
+      for (int64_t q = 0; q < kk; q++)
+        buf[(((m / 8) * cb + ci / 8) * kk + q) * 64 + (ci % 8) * 8 + m % 8] =
+            w[(m * p->c + ci) * kk + q];
+  put_bias(c, p, buf + nw);
+  p->extra = (uint32_t)nw;
+  return append(c, plan, st, buf, sizeof(float) * total);
+}
+
+nr_status nr_conv_pack_dw8(const nr_tactic_ctx *c, nr_plan *plan, nr_step *st) {
+  conv_p *p = params_rw(st);
+  const float *w = nr_step_const(c, 1);
+  int64_t cb = nr_ceil8(p->c) / 8, kk = (int64_t)p->kh * p->kw;
+  int64_t nw = cb * kk * 8, total = nw + cb * 8;
+  float *buf = aligned_alloc(64, (sizeof(float) * total + 63) / 64 * 64);
+  if (!buf)
+    return oom(c);
+  memset(buf, 0, sizeof(float) * total);
+  for (int64_t ch = 0; ch < p->c; ch++)
+    for (int64_t q = 0; q < kk; q++)
+      buf[((ch / 8) * kk + q) * 8 + ch % 8] = w[ch * kk + q];
+  put_bias(c, p, buf + nw);
+  p->extra = (uint32_t)nw;
+  return append(c, plan, st, buf, sizeof(float) * total);
+}
+
+/* Winograd weight transform matrices G (alpha x 3). */
+static const float g23[4][3] = {{1, 0, 0}, {0.5f, 0.5f, 0.5f}, {0.5f, -0.5f, 0.5f}, {0, 0, 1}};
+static const float g43[6][3] = {{1.0f / 4, 0, 0},
+                                {-1.0f / 6, -1.0f / 6, -1.0f / 6},
+                                {-1.0f / 6, 1.0f / 6, -1.0f / 6},
+                                {1.0f / 24, 1.0f / 12, 1.0f / 6},
+                                {1.0f / 24, -1.0f / 12, 1.0f / 6},
+                                {0, 0, 1}};
+
+nr_status nr_conv_pack_winograd(const nr_tactic_ctx *c, nr_plan *plan, nr_step *st,
+                                int tile) {
+  const conv_p *p = conv_params(st);
+  const float *w = nr_step_const(c, 1);
+  int a = tile + 2;
+  const float *G = tile == 2 ? &g23[0][0] : &g43[0][0];
+  int64_t mc = (int64_t)p->m * p->c;
+  float *u = malloc(sizeof(float) * (size_t)(a * a * mc));
+  size_t sa = nr_conv_align64(nr_gemm_packed_a_size(p->gemm, p->m, p->c));
+  float *buf = aligned_alloc(64, (sa * a * a + 63) / 64 * 64 + 64);
+  if (!u || !buf) {
+    free(u), free(buf);
+    return oom(c);
+  }
+  for (int64_t mcix = 0; mcix < mc; mcix++) {
+    const float *g = w + mcix * 9;
+    float t[6][3]; /* G g */
+    for (int i = 0; i < a; i++)
+      for (int j = 0; j < 3; j++)
+        t[i][j] = G[i * 3] * g[j] + G[i * 3 + 1] * g[3 + j] + G[i * 3 + 2] * g[6 + j];
+    for (int i = 0; i < a; i++)
+      for (int j = 0; j < a; j++)
+        u[(i * a + j) * mc + mcix] =
+            t[i][0] * G[j * 3] + t[i][1] * G[j * 3 + 1] + t[i][2] * G[j * 3 + 2];
+  }
+  for (int xi = 0; xi < a * a; xi++) {
+    nr_gemm_operand op = {u + xi * mc, p->c, false, false};
+    nr_gemm_pack_a(p->gemm, p->m, p->c, op, (float *)((char *)buf + sa * xi));
+  }
+  free(u);
+  return append(c, plan, st, buf, sa * a * a);
+}

@@ -1,0 +1,399 @@
+/* gemm.c - the packed float32 GEMM: micro-kernel registry, packing, the BLIS loop
+ * nest, the epilogue and threading (contract: gemm.h).
+ *
+ * Key decisions.
+ *  - The loop nest is written once (gemm_block) and parameterized by the cfg record:
+ *    jc over N in nc steps, pc over K in kc steps (B block packed: kc x nc), ic over
+ *    M in mc steps (A block packed: mc x kc), then jr/ir over nr/mr micro-tiles. Edge
+ *    tiles go through a local mr x nr tile, so kernels only see full tiles and packed
+ *    panels are zero-padded.
+ *  - A packed operand is laid out exactly as the nest consumes it: for each kc block
+ *    starting at pc, a region of (Mpad * kb) floats at offset pc * Mpad, holding mr-row
+ *    panels of kb x mr floats (B: pc * Npad, nr-column panels of kb x nr). So a
+ *    pre-packed operand (weights packed at build time) is indexed, never copied, and
+ *    depends only on the micro-kernel and kc (not on mc, nc or threads).
+ *  - The epilogue (bias, beta * residual, activation) runs on each C tile right after
+ *    its last kc block, while the tile is in L1, so C is written once.
+ *  - Threading is coarse: the problem is cut into one part per thread along N (whole
+ *    nr panels; each thread packs its own A) or along M (whole mr panels; each thread
+ *    packs its own B), each part runs the whole nest with its own slice of scratch.
+ *    No barriers; the redundant packing is O(1/N_part) resp. O(1/M_part) of the work.
+ */
+#include "kernels/cpu/gemm/gemm_impl.h"
+
+#include <string.h>
+#include <unistd.h>
+
+#define MAX_MR 8
+#define MAX_NR 24
+/* Below this many multiply-adds a problem runs on one thread: dispatch would cost
+ * more than it saves. */
+#define PARALLEL_MIN_MACS (64 * 64 * 64)
+
+static const nr_gemm_ukernel ukernels[] = {
+#define NR_GEMM_UKERNEL(name, mr, nr, isa) {#name, mr, nr, isa},
+#include "kernels/cpu/gemm/gemm_ukernels.inc"
+#undef NR_GEMM_UKERNEL
+};
+
+static const nr_gemm_ukernel_fn ukernel_fns[] = {
+#define NR_GEMM_UKERNEL(name, mr, nr, isa) name,
+#include "kernels/cpu/gemm/gemm_ukernels.inc"
+#undef NR_GEMM_UKERNEL
+};
+
+_Static_assert(sizeof ukernels / sizeof ukernels[0] == NR_GEMM_UK_COUNT, "ukernel list");
+
+int nr_gemm_ukernel_count(void) {
+  return NR_GEMM_UK_COUNT;
+}
+
+const nr_gemm_ukernel *nr_gemm_ukernel_get(int i) {
+  return i >= 0 && i < NR_GEMM_UK_COUNT ? &ukernels[i] : NULL;
+}
+
+nr_gemm_ukernel_fn nr_gemm_ukernel_fn_get(int i) {
+  return i >= 0 && i < NR_GEMM_UK_COUNT ? ukernel_fns[i] : NULL;
+}
+
+nr_gemm_cfg nr_gemm_default_cfg(int64_t m, int64_t n, int64_t k) {
+  /* 6x16 AVX2: an A panel (6 x 256) and a B panel (256 x 16) fit L1 (22 KiB), the A
+   * block (72 x 256, 72 KiB) fits L2, the B block (256 x 4080, 4 MiB) L3. */
+  if (nr_cpu_isa() & NR_ISA_AVX2) {
+    uint16_t uk = m == 1 ? NR_GEMM_UK_nr_f32_gemm_1x16__avx2 : NR_GEMM_UK_nr_f32_gemm_6x16__avx2;
+    return (nr_gemm_cfg){uk, 72, 256, 4080};
+  }
+  uint16_t uk = m == 1 ? NR_GEMM_UK_nr_f32_gemm_1x8 : NR_GEMM_UK_nr_f32_gemm_4x8;
+  return (nr_gemm_cfg){uk, 64, 256, 4096};
+}
+
+/* ---- blocking -------------------------------------------------------------------- */
+
+typedef struct blocking {
+  int mr, nr;
+  int64_t mc, kc, nc; /* mc a multiple of mr, nc of nr, all >= one tile */
+} blocking;
+
+static int64_t round_up(int64_t x, int64_t q) {
+  return (x + q - 1) / q * q;
+}
+
+static int64_t min64(int64_t a, int64_t b) {
+  return a < b ? a : b;
+}
+
+static blocking get_blocking(nr_gemm_cfg cfg) {
+  const nr_gemm_ukernel *u = nr_gemm_ukernel_get(cfg.ukernel);
+  if (!u)
+    u = &ukernels[0];
+  blocking b = {u->mr, u->nr, cfg.mc, cfg.kc, cfg.nc};
+  b.mc = b.mc < b.mr ? b.mr : b.mc / b.mr * b.mr;
+  b.nc = b.nc < b.nr ? b.nr : b.nc / b.nr * b.nr;
+  if (b.kc < 1)
+    b.kc = 256;
+  return b;
+}
+
+/* ---- packing ----------------------------------------------------------------------- */
+
+static inline float elem(const nr_gemm_operand *x, int64_t r, int64_t c) {
+  return x->trans ? x->data[c * x->ld + r] : x->data[r * x->ld + c];
+}
+
+/* Packs rows [r0, r0+rows) x cols [p0, p0+kb) of op(A) into mr-row panels. */
+static void pack_a_block(const nr_gemm_operand *a, int mr, int64_t r0, int64_t rows,
+                         int64_t p0, int64_t kb, float *out) {
+  for (int64_t i = 0; i < rows; i += mr, out += mr * kb) {
+    int64_t h = min64(mr, rows - i);
+    if (a->trans) { /* rows of the panel are contiguous in memory */
+      for (int64_t p = 0; p < kb; p++) {
+        const float *src = a->data + (p0 + p) * a->ld + r0 + i;
+        float *dst = out + p * mr;
+        memcpy(dst, src, sizeof(float) * (size_t)h);
+        for (int64_t r = h; r < mr; r++)
+          dst[r] = 0;
+      }
+    } else {
+      for (int64_t r = 0; r < mr; r++) {
+        if (r >= h) {
+          for (int64_t p = 0; p < kb; p++)
+            out[p * mr + r] = 0;
+          continue;
+        }
+        const float *src = a->data + (r0 + i + r) * a->ld + p0;
+        for (int64_t p = 0; p < kb; p++)
+          out[p * mr + r] = src[p];
+      }
+    }
+  }
+}
+
+/* Packs rows [p0, p0+kb) x cols [c0, c0+cols) of op(B) into nr-column panels. */
+static void pack_b_block(const nr_gemm_operand *b, int nr, int64_t p0, int64_t kb,
+                         int64_t c0, int64_t cols, float *out) {
+  for (int64_t j = 0; j < cols; j += nr, out += nr * kb) {
+    int64_t w = min64(nr, cols - j);
+    if (!b->trans) {
+      for (int64_t p = 0; p < kb; p++) {
+        float *dst = out + p * nr;
+        memcpy(dst, b->data + (p0 + p) * b->ld + c0 + j, sizeof(float) * (size_t)w);
+        for (int64_t c = w; c < nr; c++)
+          dst[c] = 0;
+      }
+    } else {
+      for (int64_t c = 0; c < nr; c++) {
+        if (c >= w) {
+          for (int64_t p = 0; p < kb; p++)
+            out[p * nr + c] = 0;
+          continue;
+        }
+        const float *src = b->data + (c0 + j + c) * b->ld + p0;
+        for (int64_t p = 0; p < kb; p++)
+          out[p * nr + c] = src[p];
+      }
+    }
+  }
+}
+
+size_t nr_gemm_packed_a_size(nr_gemm_cfg cfg, int64_t m, int64_t k) {
+  blocking bl = get_blocking(cfg);
+  return sizeof(float) * (size_t)(round_up(m, bl.mr) * k);
+}
+
+size_t nr_gemm_packed_b_size(nr_gemm_cfg cfg, int64_t k, int64_t n) {
+  blocking bl = get_blocking(cfg);
+  return sizeof(float) * (size_t)(round_up(n, bl.nr) * k);
+}
+
+void nr_gemm_pack_a(nr_gemm_cfg cfg, int64_t m, int64_t k, nr_gemm_operand a, float *out) {
+  blocking bl = get_blocking(cfg);
+  int64_t mpad = round_up(m, bl.mr);
+  for (int64_t pc = 0; pc < k; pc += bl.kc)
+    pack_a_block(&a, bl.mr, 0, m, pc, min64(bl.kc, k - pc), out + pc * mpad);
+}
+
+void nr_gemm_pack_b(nr_gemm_cfg cfg, int64_t k, int64_t n, nr_gemm_operand b, float *out) {
+  blocking bl = get_blocking(cfg);
+  int64_t npad = round_up(n, bl.nr);
+  for (int64_t pc = 0; pc < k; pc += bl.kc)
+    pack_b_block(&b, bl.nr, pc, min64(bl.kc, k - pc), 0, n, out + pc * npad);
+}
+
+/* ---- epilogue ---------------------------------------------------------------------- */
+
+static void act_row(nr_act act, float a, float b, float *x, int64_t n) {
+  switch (act) {
+  case NR_ACT_NONE:
+    return;
+  case NR_ACT_RELU:
+    for (int64_t j = 0; j < n; j++)
+      x[j] = x[j] > 0 ? x[j] : 0;
+    return;
+  case NR_ACT_CLIP:
+    for (int64_t j = 0; j < n; j++) {
+      float v = x[j] < a ? a : x[j];
+      x[j] = v > b ? b : v;
+    }
+    return;
+  case NR_ACT_LEAKY_RELU:
+    for (int64_t j = 0; j < n; j++)
+      x[j] = x[j] >= 0 ? x[j] : a * x[j];
+    return;
+  default:
+    nr_act_apply(act, a, b, x, n);
+  }
+}
+
+void nr_gemm_epilogue_apply(const nr_epilogue *ep, int64_t row, int64_t col, int64_t m,
+                            int64_t n, float *c, int64_t ldc) {
+  if (!ep)
+    return;
+  for (int64_t i = 0; i < m; i++) {
+    float *restrict x = c + i * ldc;
+    if (ep->bias && ep->bias_per_row) {
+      float bv = ep->bias[row + i];
+      for (int64_t j = 0; j < n; j++)
+        x[j] += bv;
+    } else if (ep->bias) {
+      const float *restrict bv = ep->bias + col;
+      for (int64_t j = 0; j < n; j++)
+        x[j] += bv[j];
+    }
+    if (ep->residual) {
+      const float *restrict r = ep->residual + (row + i) * ep->ldr + col;
+      float beta = ep->beta;
+      for (int64_t j = 0; j < n; j++)
+        x[j] += beta * r[j];
+    }
+    act_row(ep->act, ep->act_a, ep->act_b, x, n);
+  }
+}
+
+/* ---- the loop nest ----------------------------------------------------------------- */
+
+typedef struct gemm_job {
+  blocking bl;
+  nr_gemm_ukernel_fn uk;
+  int64_t m, n, k;
+  float alpha;
+  nr_gemm_operand a, b;
+  float *c;
+  int64_t ldc;
+  const nr_epilogue *ep;
+  float *scratch;        /* 64-byte aligned */
+  int64_t thread_floats; /* per-thread scratch: A block, then B block */
+  int64_t a_floats;
+  nr_gemm_split split;
+  int parts;
+} gemm_job;
+
+/* One mr x nr tile: full tiles straight into C, edge tiles through a local tile. */
+static void run_tile(const gemm_job *j, int64_t kb, const float *ap, const float *bp,
+                     int64_t row, int64_t col, int acc, bool last) {
+  int64_t h = min64(j->bl.mr, j->m - row), w = min64(j->bl.nr, j->n - col);
+  float *c = j->c + row * j->ldc + col;
+  if (h == j->bl.mr && w == j->bl.nr) {
+    j->uk(kb, ap, bp, c, j->ldc, j->alpha, acc);
+    if (last)
+      nr_gemm_epilogue_apply(j->ep, row, col, h, w, c, j->ldc);
+    return;
+  }
+  float tile[MAX_MR * MAX_NR] __attribute__((aligned(64)));
+  int nr = j->bl.nr;
+  if (acc)
+    for (int64_t i = 0; i < h; i++)
+      memcpy(tile + i * nr, c + i * j->ldc, sizeof(float) * (size_t)w);
+  j->uk(kb, ap, bp, tile, nr, j->alpha, acc);
+  if (last)
+    nr_gemm_epilogue_apply(j->ep, row, col, h, w, tile, nr);
+  for (int64_t i = 0; i < h; i++)
+    memcpy(c + i * j->ldc, tile + i * nr, sizeof(float) * (size_t)w);
+}
+
+/* The nest over rows [r0, r1) and columns [c0, c1) of C; r0 is a multiple of mr and
+ * c0 of nr, so pre-packed operands can be indexed. */
+static void gemm_block(const gemm_job *j, int64_t r0, int64_t r1, int64_t c0, int64_t c1,
+                       float *abuf, float *bbuf) {
+  const blocking *bl = &j->bl;
+  int64_t mpad = round_up(j->m, bl->mr), npad = round_up(j->n, bl->nr);
+  for (int64_t jc = c0; jc < c1; jc += bl->nc) {
+    int64_t nb = min64(bl->nc, c1 - jc);
+    for (int64_t pc = 0; pc < j->k; pc += bl->kc) {
+      int64_t kb = min64(bl->kc, j->k - pc);
+      bool last = pc + kb >= j->k;
+      const float *bp = j->b.data + pc * npad + jc * kb;
+      if (!j->b.packed) {
+        pack_b_block(&j->b, bl->nr, pc, kb, jc, nb, bbuf);
+        bp = bbuf;
+      }
+      for (int64_t ic = r0; ic < r1; ic += bl->mc) {
+        int64_t mb = min64(bl->mc, r1 - ic);
+        const float *ap = j->a.data + pc * mpad + ic * kb;
+        if (!j->a.packed) {
+          pack_a_block(&j->a, bl->mr, ic, mb, pc, kb, abuf);
+          ap = abuf;
+        }
+        for (int64_t jr = 0; jr < nb; jr += bl->nr)
+          for (int64_t ir = 0; ir < mb; ir += bl->mr)
+            run_tile(j, kb, ap + ir * kb, bp + jr * kb, ic + ir, jc + jr, pc > 0, last);
+      }
+    }
+  }
+}
+
+static void gemm_part(void *arg, int64_t begin, int64_t end, int thread) {
+  const gemm_job *j = arg;
+  float *abuf = j->scratch + (int64_t)thread * j->thread_floats;
+  float *bbuf = abuf + j->a_floats;
+  for (int64_t part = begin; part < end; part++) {
+    int64_t r0 = 0, r1 = j->m, c0 = 0, c1 = j->n;
+    if (j->split == NR_GEMM_SPLIT_N) {
+      int64_t panels = (j->n + j->bl.nr - 1) / j->bl.nr;
+      c0 = panels * part / j->parts * j->bl.nr;
+      c1 = min64(panels * (part + 1) / j->parts * j->bl.nr, j->n);
+    } else {
+      int64_t panels = (j->m + j->bl.mr - 1) / j->bl.mr;
+      r0 = panels * part / j->parts * j->bl.mr;
+      r1 = min64(panels * (part + 1) / j->parts * j->bl.mr, j->m);
+    }
+    if (r0 < r1 && c0 < c1)
+      gemm_block(j, r0, r1, c0, c1, abuf, bbuf);
+  }
+}
+
+/* ---- scratch and threading ----------------------------------------------------------- */
+
+static int64_t a_buf_floats(const blocking *bl, int64_t m, int64_t k) {
+  return round_up(min64(bl->mc, round_up(m, bl->mr)) * min64(bl->kc, k), 16);
+}
+
+static int64_t b_buf_floats(const blocking *bl, int64_t n, int64_t k) {
+  return round_up(min64(bl->nc, round_up(n, bl->nr)) * min64(bl->kc, k), 16);
+}
+
+static int resolve_threads(int threads) {
+  if (threads > 0)
+    return threads;
+  long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+  return cpus > 0 ? (int)cpus : 1;
+}
+
+size_t nr_gemm_scratch_size(nr_gemm_cfg cfg, int64_t m, int64_t n, int64_t k, int threads) {
+  blocking bl = get_blocking(cfg);
+  int64_t per = a_buf_floats(&bl, m, k) + b_buf_floats(&bl, n, k);
+  return sizeof(float) * (size_t)(per * resolve_threads(threads)) + 64;
+}
+
+nr_gemm_split nr_gemm_pick_split(nr_gemm_cfg cfg, int64_t m, int64_t n, int threads) {
+  blocking bl = get_blocking(cfg);
+  int64_t mp = (m + bl.mr - 1) / bl.mr, np = (n + bl.nr - 1) / bl.nr;
+  /* Prefer N: the B panels stream from memory once per thread either way, and an N
+   * split keeps each thread's A block hot; go to M when N has too few panels. */
+  if (np >= 2 * threads || np * bl.nr >= mp * bl.mr)
+    return NR_GEMM_SPLIT_N;
+  return NR_GEMM_SPLIT_M;
+}
+
+void nr_gemm_split_run(nr_gemm_cfg cfg, nr_gemm_split split, int64_t m, int64_t n,
+                       int64_t k, float alpha, nr_gemm_operand a, nr_gemm_operand b,
+                       float *c, int64_t ldc, const nr_epilogue *ep, void *scratch,
+                       nr_threadpool *pool, int threads) {
+  if (m <= 0 || n <= 0)
+    return;
+  if (k <= 0) {
+    for (int64_t i = 0; i < m; i++)
+      memset(c + i * ldc, 0, sizeof(float) * (size_t)n);
+    nr_gemm_epilogue_apply(ep, 0, 0, m, n, c, ldc);
+    return;
+  }
+  gemm_job j = {.bl = get_blocking(cfg), .m = m, .n = n, .k = k, .alpha = alpha,
+                .a = a, .b = b, .c = c, .ldc = ldc, .ep = ep};
+  j.uk = nr_gemm_ukernel_fn_get(cfg.ukernel);
+  if (!j.uk)
+    j.uk = ukernel_fns[0];
+  j.a_floats = a_buf_floats(&j.bl, m, k);
+  j.thread_floats = j.a_floats + b_buf_floats(&j.bl, n, k);
+  j.scratch = (float *)(((uintptr_t)scratch + 63) & ~(uintptr_t)63);
+  int t = resolve_threads(threads), ps = nr_threadpool_size(pool);
+  if (t > ps)
+    t = ps;
+  if (m * n * k < PARALLEL_MIN_MACS)
+    t = 1;
+  j.split = split == NR_GEMM_SPLIT_AUTO ? nr_gemm_pick_split(cfg, m, n, t) : split;
+  int64_t panels = j.split == NR_GEMM_SPLIT_N ? (n + j.bl.nr - 1) / j.bl.nr
+                                              : (m + j.bl.mr - 1) / j.bl.mr;
+  j.parts = panels < t ? (int)panels : t;
+  if (j.parts <= 1) {
+    j.parts = 1;
+    gemm_part(&j, 0, 1, 0);
+    return;
+  }
+  nr_parallel_for(pool, j.parts, 1, j.parts, gemm_part, &j);
+}
+
+void nr_gemm(nr_gemm_cfg cfg, int64_t m, int64_t n, int64_t k, float alpha,
+             nr_gemm_operand a, nr_gemm_operand b, float *c, int64_t ldc,
+             const nr_epilogue *ep, void *scratch, nr_threadpool *pool, int threads) {
+  nr_gemm_split_run(cfg, NR_GEMM_SPLIT_AUTO, m, n, k, alpha, a, b, c, ldc, ep, scratch,
+                    pool, threads);
+}

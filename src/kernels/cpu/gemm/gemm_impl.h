@@ -1,0 +1,51 @@
+/* gemm_impl.h - what the GEMM family shares internally (not a contract for other
+ * families; gemm.h is): the micro-kernel signature, the declarations expanded from
+ * gemm_ukernels.inc, and nr_gemm_split, which is nr_gemm with the threaded loop chosen
+ * by the caller (the gemm.threads knob) instead of by the heuristic.
+ *
+ * A micro-kernel computes one mr x nr tile of C from a packed A panel (k rows of mr
+ * floats) and a packed B panel (k rows of nr floats):
+ *   C = alpha * A*B          (acc == 0: C is written without being read)
+ *   C = C + alpha * A*B      (acc != 0)
+ * It only handles full tiles; the loop nest routes edge tiles through a local tile. */
+#ifndef NR_KERNELS_CPU_GEMM_IMPL_H
+#define NR_KERNELS_CPU_GEMM_IMPL_H
+
+#include "compiler/plan.h"
+#include "kernels/cpu/gemm/gemm.h"
+
+typedef void (*nr_gemm_ukernel_fn)(int64_t k, const float *a, const float *b, float *c,
+                                   int64_t ldc, float alpha, int acc);
+
+#define NR_GEMM_UKERNEL(name, mr, nr, isa)                                              \
+  void name(int64_t k, const float *a, const float *b, float *c, int64_t ldc,         \
+            float alpha, int acc);
+#include "kernels/cpu/gemm/gemm_ukernels.inc"
+#undef NR_GEMM_UKERNEL
+
+enum {
+#define NR_GEMM_UKERNEL(name, mr, nr, isa) NR_GEMM_UK_##name,
+#include "kernels/cpu/gemm/gemm_ukernels.inc"
+#undef NR_GEMM_UKERNEL
+  NR_GEMM_UK_COUNT
+};
+
+typedef enum nr_gemm_split {
+  NR_GEMM_SPLIT_AUTO = 0, /* heuristic: the larger dimension, in panels */
+  NR_GEMM_SPLIT_M = 1,    /* threads take row blocks (B is packed by each thread) */
+  NR_GEMM_SPLIT_N = 2,    /* threads take column blocks (A is packed by each thread) */
+} nr_gemm_split;
+
+void nr_gemm_split_run(nr_gemm_cfg cfg, nr_gemm_split split, int64_t m, int64_t n,
+                       int64_t k, float alpha, nr_gemm_operand a, nr_gemm_operand b,
+                       float *c, int64_t ldc, const nr_epilogue *ep, void *scratch,
+                       nr_threadpool *pool, int threads);
+/* Which split nr_gemm would use for this problem on `threads` threads. */
+nr_gemm_split nr_gemm_pick_split(nr_gemm_cfg cfg, int64_t m, int64_t n, int threads);
+/* The micro-kernel of cfg, NULL when the index is out of range. */
+nr_gemm_ukernel_fn nr_gemm_ukernel_fn_get(int i);
+/* Applies ep to the m x n block of C at (row, col) of the whole C. */
+void nr_gemm_epilogue_apply(const nr_epilogue *ep, int64_t row, int64_t col, int64_t m,
+                            int64_t n, float *c, int64_t ldc);
+
+#endif

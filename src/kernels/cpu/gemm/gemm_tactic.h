@@ -1,0 +1,87 @@
+/* gemm_tactic.h - what the GEMM tactics (tactics_gemm.c, gemm_openblas.c,
+ * gemm_onednn.c) share: the step params record every engine stores, the analysis that
+ * maps a Gemm / MatMul / FusedGemm / FusedMatMul node onto products C = op(A) op(B)
+ * plus an epilogue, and the run-time helpers that walk the batch and build the
+ * epilogue. The analysis reads an abstract view of the operands so the same code
+ * answers the knobs' valid() (graph shapes) and the tactics' supports() (plan slots).
+ */
+#ifndef NR_KERNELS_CPU_GEMM_TACTIC_H
+#define NR_KERNELS_CPU_GEMM_TACTIC_H
+
+#include "kernels/cpu/gemm/gemm_impl.h"
+
+enum { GEMM_OP_GEMM, GEMM_OP_MATMUL, GEMM_OP_FUSED_GEMM, GEMM_OP_FUSED_MATMUL };
+
+enum {
+  GEMM_F_TA = 1u << 0,      /* op(A) = A^T */
+  GEMM_F_TB = 1u << 1,      /* op(B) = B^T */
+  GEMM_F_PA = 1u << 2,      /* A is constant and packed in the step's packed data */
+  GEMM_F_PB = 1u << 3,      /* B is constant and packed (one packed matrix per B batch) */
+  GEMM_F_BATCHED = 1u << 4, /* MatMul over broadcast batch dims: one product each */
+  GEMM_F_A_CONST = 1u << 5,
+  GEMM_F_B_CONST = 1u << 6,
+};
+
+enum {
+  GEMM_BIAS_NONE,
+  GEMM_BIAS_PACKED_COL, /* beta * C pre-broadcast to N floats at bias_off */
+  GEMM_BIAS_PACKED_ROW, /* ... to M floats */
+  GEMM_BIAS_IN_COL,     /* input 2 as is, N floats (beta == 1) */
+  GEMM_BIAS_IN_ROW,     /* input 2 as is, M floats (beta == 1) */
+};
+
+enum { GEMM_RES_NONE, GEMM_RES_C, GEMM_RES_R }; /* input 2 * beta, input 3 */
+
+/* The step params record (step->params), identical for every engine. */
+typedef struct gemm_params {
+  nr_gemm_cfg cfg;
+  int64_t m, n, k;  /* per product; m covers the flattened batch unless BATCHED */
+  int32_t batch;    /* products (1 unless BATCHED) */
+  float alpha, beta;
+  float act_a, act_b;
+  uint32_t bias_off; /* float offset of a packed bias in the packed data */
+  uint16_t threads;  /* threads the scratch was sized for */
+  uint8_t op, flags, act, split, bias, resid;
+} gemm_params;
+
+_Static_assert(sizeof(gemm_params) <= NR_TACTIC_PARAMS, "gemm params too big");
+
+/* One operand as the analysis sees it. */
+typedef struct gemm_view_in {
+  bool present, is_const;
+  nr_dtype dtype;
+  int rank;
+  int64_t dims[NR_MAX_RANK];
+} gemm_view_in;
+
+typedef struct gemm_view {
+  const nr_node *node;
+  gemm_view_in in[4];
+  nr_dtype out_dtype;
+} gemm_view;
+
+/* Fills p (not cfg, split, threads, bias_off) for the node; false when no GEMM tactic
+ * can run it (non-float, unknown shapes, an unsupported broadcast of C, ...). */
+bool gemm_analyze(const gemm_view *v, gemm_params *p);
+/* The view of a step's node from plan slots. */
+void gemm_view_from_ctx(const nr_tactic_ctx *c, gemm_view *v);
+/* The view of a graph node from its tensors (for knob valid()). */
+void gemm_view_from_graph(const nr_graph *g, const nr_node *n, gemm_view *v);
+bool gemm_node_is_gemm(const nr_node *n);
+
+/* Run time: operand pointers of product i (matrix offsets from batch broadcasting). */
+typedef struct gemm_product {
+  const float *a, *b, *r; /* b is packed when GEMM_F_PB */
+  float *c;
+} gemm_product;
+void gemm_product_get(const nr_exec_args *x, const gemm_params *p, int64_t i,
+                      gemm_product *out);
+/* The epilogue of product i (r from gemm_product_get). */
+void gemm_epilogue_get(const nr_exec_args *x, const gemm_params *p, const float *r,
+                       nr_epilogue *ep);
+
+/* Engines other than the nnroute kernels (gemm_openblas.c, gemm_onednn.c). */
+nr_status gemm_openblas_run(const nr_exec_args *x);
+nr_status gemm_onednn_run(const nr_exec_args *x);
+
+#endif

@@ -1,0 +1,57 @@
+/* norm.h - row kernels of the normalization family: softmax / log-softmax over a
+ * contiguous row, LayerNormalization over a contiguous row, and the plane sums of
+ * GlobalAveragePool, each in a portable and an AVX2 version.
+ *
+ * Key decision: the reduction order is a parameter. reassoc = 0 sums sequentially in
+ * double (the order and precision of the reference, so only rounding of the inputs
+ * differs); reassoc = 1 keeps 8 partial sums in vector lanes (float for softmax and
+ * means, double lanes for the one-pass sum of squares) - faster, reassociated. */
+#ifndef NR_KERNELS_CPU_NORM_NORM_H
+#define NR_KERNELS_CPU_NORM_NORM_H
+
+#include "kernels/cpu/eltwise/vmath.h"
+
+#include <stdbool.h>
+#include <stdint.h>
+
+typedef struct nr_softmax_cfg {
+  bool log;     /* LogSoftmax */
+  bool online;  /* max and sum in one pass with rescaling */
+  bool reassoc; /* vector partial sums */
+  nr_vmath math;
+} nr_softmax_cfg;
+
+typedef struct nr_layernorm_cfg {
+  bool one_pass; /* sum and sum of squares in one sweep */
+  bool reassoc;
+  float eps;
+} nr_layernorm_cfg;
+
+/* y = softmax(x) over n contiguous floats (n >= 1); x may equal y. */
+void nr_f32_softmax_row__portable(const nr_softmax_cfg *c, const float *x, float *y,
+                                  int64_t n);
+void nr_f32_softmax_row__avx2(const nr_softmax_cfg *c, const float *x, float *y, int64_t n);
+/* y = (x - mean) / sqrt(var + eps) * scale + bias (bias may be NULL); mean and inv
+ * (1/stddev) of the row are returned through the pointers. */
+void nr_f32_layernorm_row__portable(const nr_layernorm_cfg *c, const float *x,
+                                    const float *scale, const float *bias, float *y,
+                                    int64_t n, float *mean, float *inv);
+void nr_f32_layernorm_row__avx2(const nr_layernorm_cfg *c, const float *x,
+                                const float *scale, const float *bias, float *y, int64_t n,
+                                float *mean, float *inv);
+/* Sum of n floats: sequential in double, or (reassoc) 8 float lanes. */
+double nr_f32_sum__portable(const float *x, int64_t n, bool reassoc);
+double nr_f32_sum__avx2(const float *x, int64_t n, bool reassoc);
+
+/* 2-D pooling over PLAIN NCHW planes (pool.c). */
+typedef struct nr_pool2d {
+  uint8_t max;       /* 1 MaxPool, 0 AveragePool */
+  uint8_t count_pad; /* AveragePool count_include_pad */
+  uint8_t pad[2];
+  int32_t kh, kw, sh, sw, dh, dw, pt, pl, pb, pr;
+} nr_pool2d;
+
+void nr_f32_pool2d__portable(const nr_pool2d *p, const float *x, int64_t ih, int64_t iw,
+                             float *y, int64_t oh, int64_t ow);
+
+#endif

@@ -1,0 +1,330 @@
+/* context.c - execution contexts: the memory and threads of one run at a time.
+ *
+ * Key decision: everything a run writes lives in the context (arena, scratch, thread
+ * pool), and the engine's plan is only read, so any number of contexts may run one
+ * engine at once on different threads. Slot addresses are resolved per step from the
+ * plan (ARENA -> arena + offset, CONST -> weights + offset, INPUT -> the caller's
+ * buffer); the memory pass already gave in-place outputs their input's offset, so the
+ * runtime knows nothing of aliasing. The plan is checked once at creation (every
+ * offset and index in range), because an engine may come from a file. */
+#include "engine/engine.h"
+#include "runtime/threadpool.h"
+#include "util/error.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define ALIGN 64u
+
+struct nr_context {
+  const nr_engine *engine;
+  const nr_plan *plan;
+  uint8_t *arena;
+  uint8_t *scratch;
+  nr_threadpool *pool;
+};
+
+static void *alloc_aligned(uint64_t size) {
+  size = (size + ALIGN - 1) & ~(uint64_t)(ALIGN - 1);
+  return aligned_alloc(ALIGN, size ? size : ALIGN);
+}
+
+static size_t plain_bytes(const nr_slot *s) {
+  size_t n = nr_dtype_size(s->dtype);
+  for (int d = 0; d < s->rank; d++)
+    n *= (size_t)s->dims[d];
+  return n;
+}
+
+/* ---- plan validation ------------------------------------------------------------ */
+
+static nr_status check_slot(const nr_plan *p, int i, nr_error *err) {
+  const nr_slot *s = &p->slots[i];
+  uint64_t limit = s->kind == NR_SLOT_ARENA ? p->arena_size : p->weights_size;
+  if (s->kind == NR_SLOT_INPUT) {
+    if (s->offset >= (uint64_t)p->n_inputs)
+      return nr_errorf(err, NR_ERR_INTERNAL, "slot '%s': input index %llu of %d",
+                       s->name ? s->name : "?", (unsigned long long)s->offset, p->n_inputs);
+    return NR_OK;
+  }
+  if (s->kind != NR_SLOT_ARENA && s->kind != NR_SLOT_CONST)
+    return nr_errorf(err, NR_ERR_INTERNAL, "slot '%s': unknown kind %d",
+                     s->name ? s->name : "?", (int)s->kind);
+  if (s->offset > limit || s->nbytes > limit - s->offset)
+    return nr_errorf(err, NR_ERR_INTERNAL,
+                     "slot '%s': bytes [%llu, +%llu) outside the %s (%llu bytes)",
+                     s->name ? s->name : "?", (unsigned long long)s->offset,
+                     (unsigned long long)s->nbytes,
+                     s->kind == NR_SLOT_ARENA ? "arena" : "weights",
+                     (unsigned long long)limit);
+  return NR_OK;
+}
+
+static nr_status check_step(const nr_plan *p, int k, nr_error *err) {
+  const nr_step *st = &p->steps[k];
+  if (!st->tactic || !st->tactic->run)
+    return nr_errorf(err, NR_ERR_INTERNAL, "step %d has no tactic", k);
+  if (st->n_in < 0 || st->n_in > NR_STEP_MAX_IO || st->n_out < 0 ||
+      st->n_out > NR_STEP_MAX_IO || st->node >= (p->graph ? p->graph->n_nodes : 0) ||
+      st->node < -1)
+    return nr_errorf(err, NR_ERR_INTERNAL, "step %d (%s): malformed", k, st->tactic->id);
+  for (int j = 0; j < st->n_in + st->n_out; j++) {
+    int s = j < st->n_in ? st->in[j] : st->out[j - st->n_in];
+    if (s < -1 || s >= p->n_slots)
+      return nr_errorf(err, NR_ERR_INTERNAL, "step %d (%s): slot %d of %d", k,
+                       st->tactic->id, s, p->n_slots);
+  }
+  if (st->packed_size && (st->packed_offset > p->weights_size ||
+                          st->packed_size > p->weights_size - st->packed_offset))
+    return nr_errorf(err, NR_ERR_INTERNAL, "step %d (%s): packed data outside the weights",
+                     k, st->tactic->id);
+  if (st->scratch > p->scratch_size)
+    return nr_errorf(err, NR_ERR_INTERNAL, "step %d (%s): needs %llu scratch bytes of %llu",
+                     k, st->tactic->id, (unsigned long long)st->scratch,
+                     (unsigned long long)p->scratch_size);
+  return NR_OK;
+}
+
+/* Graph inputs are the caller's plain buffers; graph outputs are copied out plainly. */
+static nr_status check_io_slot(const nr_plan *p, int i, nr_error *err) {
+  bool is_in = i < p->n_inputs;
+  int idx = is_in ? i : i - p->n_inputs;
+  int s = is_in ? p->inputs[idx] : p->outputs[idx];
+  const char *what = is_in ? "input" : "output";
+  if (s < 0 || s >= p->n_slots)
+    return nr_errorf(err, NR_ERR_INTERNAL, "graph %s %d has slot %d of %d", what, idx, s,
+                     p->n_slots);
+  const nr_slot *sl = &p->slots[s];
+  if (is_in && (sl->kind != NR_SLOT_INPUT || sl->offset != (uint64_t)idx))
+    return nr_errorf(err, NR_ERR_INTERNAL, "graph input %d: slot '%s' is not input %d",
+                     idx, sl->name ? sl->name : "?", idx);
+  if (sl->layout != NR_LAYOUT_PLAIN || sl->rank < 0 || sl->rank > NR_MAX_RANK ||
+      plain_bytes(sl) > sl->nbytes)
+    return nr_errorf(err, NR_ERR_INTERNAL, "graph %s '%s': layout %s, %llu bytes: not a "
+                     "plain tensor", what, sl->name ? sl->name : "?",
+                     nr_layout_name(sl->layout), (unsigned long long)sl->nbytes);
+  return NR_OK;
+}
+
+static nr_status check_plan(const nr_plan *p, nr_error *err) {
+  nr_status st = NR_OK;
+  for (int i = 0; !st && i < p->n_slots; i++)
+    st = check_slot(p, i, err);
+  for (int k = 0; !st && k < p->n_steps; k++)
+    st = check_step(p, k, err);
+  for (int i = 0; !st && i < p->n_inputs + p->n_outputs; i++)
+    st = check_io_slot(p, i, err);
+  return st;
+}
+
+/* ---- create / destroy ----------------------------------------------------------- */
+
+nr_status nr_context_create(const nr_engine *engine, int threads, nr_context **out,
+                            nr_error *err) {
+  if (!engine || !engine->plan || !out)
+    return nr_errorf(err, NR_ERR_INVALID_ARGUMENT, "nr_context_create: NULL argument");
+  *out = NULL;
+  nr_status st = check_plan(engine->plan, err);
+  if (st)
+    return st;
+  nr_context *c = calloc(1, sizeof *c);
+  if (!c)
+    return nr_errorf(err, NR_ERR_NOMEM, "nr_context_create: out of memory");
+  c->engine = engine;
+  c->plan = engine->plan;
+  if (threads <= 0)
+    threads = engine->threads; /* <= 0 again: every online CPU */
+  c->arena = alloc_aligned(c->plan->arena_size);
+  c->scratch = alloc_aligned(c->plan->scratch_size);
+  if (threads != 1)
+    c->pool = nr_threadpool_create(threads);
+  if (!c->arena || !c->scratch || (threads != 1 && !c->pool)) {
+    nr_context_destroy(c);
+    return nr_errorf(err, NR_ERR_NOMEM,
+                     "nr_context_create: cannot allocate %llu arena + %llu scratch bytes "
+                     "or %d threads",
+                     (unsigned long long)engine->plan->arena_size,
+                     (unsigned long long)engine->plan->scratch_size, threads);
+  }
+  *out = c;
+  return NR_OK;
+}
+
+void nr_context_destroy(nr_context *c) {
+  if (!c)
+    return;
+  nr_threadpool_destroy(c->pool);
+  free(c->arena);
+  free(c->scratch);
+  free(c);
+}
+
+/* ---- running -------------------------------------------------------------------- */
+
+static const char *slot_describe(const nr_slot *s, char *buf, size_t cap) {
+  nr_value v = {s->dtype, s->rank, {0}, NULL, false};
+  memcpy(v.dims, s->dims, sizeof v.dims);
+  return nr_value_describe(&v, buf, cap);
+}
+
+static bool buffer_matches(const nr_buffer *b, const nr_slot *s) {
+  if (b->dtype != s->dtype || b->rank != s->rank)
+    return false;
+  for (int d = 0; d < s->rank; d++)
+    if (b->dims[d] != s->dims[d])
+      return false;
+  return true;
+}
+
+/* "'x' float32[1x3x224x224], 'mask' bool[1x8]" */
+static void describe_slots(const nr_plan *p, const int *slots, int n, char *out,
+                           size_t cap) {
+  char buf[128];
+  size_t len = 0;
+  out[0] = '\0';
+  for (int i = 0; i < n && len < cap; i++) {
+    const nr_slot *s = &p->slots[slots[i]];
+    len += (size_t)snprintf(out + len, cap - len, "%s'%s' %s", i ? ", " : "",
+                            s->name ? s->name : "?", slot_describe(s, buf, sizeof buf));
+  }
+}
+
+static nr_status check_inputs(const nr_plan *p, const nr_buffer *in, nr_error *err) {
+  char want[700], got[128];
+  for (int i = 0; i < p->n_inputs; i++) {
+    const nr_slot *s = &p->slots[p->inputs[i]];
+    if (in[i].data && buffer_matches(&in[i], s))
+      continue;
+    bool sane = in[i].rank >= 0 && in[i].rank <= NR_MAX_RANK;
+    nr_value v = {in[i].dtype, sane ? in[i].rank : 0, {0}, NULL, false};
+    memcpy(v.dims, in[i].dims, sizeof v.dims);
+    describe_slots(p, p->inputs, p->n_inputs, want, sizeof want);
+    return nr_errorf(err, NR_ERR_SHAPE, "input %d '%s' is %s; the engine expects: %s", i,
+                     s->name ? s->name : "?",
+                     !in[i].data ? "missing data"
+                     : sane      ? nr_value_describe(&v, got, sizeof got)
+                                 : "malformed",
+                     want);
+  }
+  return NR_OK;
+}
+
+static nr_status check_outputs(const nr_plan *p, const nr_buffer *out, nr_error *err) {
+  char buf[128], got[128];
+  for (int i = 0; i < p->n_outputs; i++) {
+    const nr_slot *s = &p->slots[p->outputs[i]];
+    if (!out[i].data || buffer_matches(&out[i], s))
+      continue;
+    bool sane = out[i].rank >= 0 && out[i].rank <= NR_MAX_RANK;
+    nr_value v = {out[i].dtype, sane ? out[i].rank : 0, {0}, NULL, false};
+    memcpy(v.dims, out[i].dims, sizeof v.dims);
+    return nr_errorf(err, NR_ERR_SHAPE, "output %d '%s': the buffer given is %s, not %s",
+                     i, s->name ? s->name : "?",
+                     sane ? nr_value_describe(&v, got, sizeof got) : "malformed",
+                     slot_describe(s, buf, sizeof buf));
+  }
+  return NR_OK;
+}
+
+static void *slot_data(const nr_context *c, const nr_buffer *inputs, int idx) {
+  if (idx < 0)
+    return NULL;
+  const nr_slot *s = &c->plan->slots[idx];
+  switch (s->kind) {
+  case NR_SLOT_ARENA: return c->arena + s->offset;
+  case NR_SLOT_CONST: return c->plan->weights + s->offset;
+  case NR_SLOT_INPUT: return inputs[s->offset].data;
+  }
+  return NULL;
+}
+
+static nr_status run_step(nr_context *c, int k, const nr_buffer *inputs, nr_error *err) {
+  const nr_plan *p = c->plan;
+  const nr_step *st = &p->steps[k];
+  void *in[NR_STEP_MAX_IO], *out[NR_STEP_MAX_IO];
+  const nr_slot *in_slot[NR_STEP_MAX_IO], *out_slot[NR_STEP_MAX_IO];
+  for (int j = 0; j < st->n_in; j++) {
+    in[j] = slot_data(c, inputs, st->in[j]);
+    in_slot[j] = st->in[j] >= 0 ? &p->slots[st->in[j]] : NULL;
+  }
+  for (int j = 0; j < st->n_out; j++) {
+    out[j] = slot_data(c, inputs, st->out[j]);
+    out_slot[j] = st->out[j] >= 0 ? &p->slots[st->out[j]] : NULL;
+  }
+  const nr_node *node = st->node >= 0 ? &p->graph->nodes[st->node] : NULL;
+  nr_exec_args a = {
+      .plan = p, .step = st, .node = node, .in = in, .out = out,
+      .in_slot = in_slot, .out_slot = out_slot,
+      .packed = st->packed_size ? p->weights + st->packed_offset : NULL,
+      .scratch = c->scratch, .pool = c->pool, .err = err,
+  };
+  nr_status s = st->tactic->run(&a);
+  if (s == NR_OK)
+    return NR_OK;
+  if (err->status == NR_OK)
+    err->status = s;
+  if (node)
+    nr_error_prefix(err, "step %d, node '%s' (%s, tactic %s): ", k, node->name,
+                    node->op_type, st->tactic->id);
+  else
+    nr_error_prefix(err, "step %d (reorder, tactic %s): ", k, st->tactic->id);
+  return s;
+}
+
+/* Gives every output buffer without data its own; on failure frees those again.
+ * fresh[i] records which ones were allocated here. */
+static nr_status alloc_outputs(const nr_plan *p, nr_buffer *outs, bool *fresh,
+                               nr_error *err) {
+  for (int i = 0; i < p->n_outputs; i++) {
+    if (outs[i].data)
+      continue;
+    const nr_slot *s = &p->slots[p->outputs[i]];
+    size_t n = plain_bytes(s);
+    if (!(outs[i].data = malloc(n ? n : 1))) {
+      for (int j = 0; j < i; j++)
+        if (fresh[j])
+          nr_buffer_free(&outs[j]);
+      return nr_errorf(err, NR_ERR_NOMEM, "output '%s': %zu bytes", s->name, n);
+    }
+    fresh[i] = true;
+    outs[i].dtype = s->dtype;
+    outs[i].rank = s->rank;
+    memset(outs[i].dims, 0, sizeof outs[i].dims);
+    memcpy(outs[i].dims, s->dims, sizeof(int64_t) * (size_t)s->rank);
+  }
+  return NR_OK;
+}
+
+static nr_status copy_outputs(nr_context *c, const nr_buffer *inputs, nr_buffer *outs,
+                              nr_error *err) {
+  const nr_plan *p = c->plan;
+  bool *fresh = calloc((size_t)p->n_outputs + 1, sizeof *fresh);
+  if (!fresh)
+    return nr_errorf(err, NR_ERR_NOMEM, "nr_context_run: out of memory");
+  nr_status st = alloc_outputs(p, outs, fresh, err);
+  for (int i = 0; !st && i < p->n_outputs; i++)
+    memcpy(outs[i].data, slot_data(c, inputs, p->outputs[i]),
+           plain_bytes(&p->slots[p->outputs[i]]));
+  free(fresh);
+  return st;
+}
+
+nr_status nr_context_run(nr_context *c, const nr_buffer *inputs, nr_buffer *outputs,
+                         nr_error *err) {
+  nr_error local;
+  if (!err)
+    err = &local;
+  nr_error_clear(err);
+  if (!c || (!inputs && c->plan->n_inputs) || (!outputs && c->plan->n_outputs))
+    return nr_errorf(err, NR_ERR_INVALID_ARGUMENT, "nr_context_run: NULL argument");
+  const nr_plan *p = c->plan;
+  nr_status st = check_inputs(p, inputs, err);
+  if (!st)
+    st = check_outputs(p, outputs, err);
+  for (int k = 0; !st && k < p->n_steps; k++)
+    st = run_step(c, k, inputs, err);
+  if (st)
+    return st;
+  return copy_outputs(c, inputs, outputs, err);
+}

@@ -1,0 +1,74 @@
+/* engine_build.c - nr_engine_build: a model, a route and a thread count become an
+ * engine (plan + everything it depends on). The route is parsed against the knob
+ * space of this model's graph, so per-node knobs name this model's nodes. */
+#include "engine/engine.h"
+#include "runtime/model_internal.h"
+#include "util/error.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+static uint64_t now_ms(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
+}
+
+static int default_threads(void) {
+  long n = sysconf(_SC_NPROCESSORS_ONLN);
+  return n > 0 ? (int)n : 1;
+}
+
+static nr_status compile_model(nr_model *m, const char *route_text, int threads,
+                               nr_plan **plan, nr_error *err) {
+  nr_graph *g = nr_model_graph(m);
+  nr_knob_space space = {0};
+  nr_route route = {0};
+  nr_status st = nr_compiler_name_nodes(g, err);
+  if (!st)
+    st = nr_knob_space_build(g, &space, err);
+  if (!st)
+    st = nr_route_init(&route, &space, err);
+  if (!st && route_text && *route_text)
+    st = nr_route_parse(&route, route_text, err);
+  if (!st)
+    st = nr_compile(g, &route, threads, plan, err);
+  nr_route_free(&route);
+  nr_knob_space_free(&space);
+  return st;
+}
+
+nr_status nr_engine_build(nr_model *m, const nr_build_options *opts, nr_engine **out,
+                          nr_error *err) {
+  if (!m || !out)
+    return nr_errorf(err, NR_ERR_INVALID_ARGUMENT, "nr_engine_build: NULL argument");
+  *out = NULL;
+  nr_build_options o = {sizeof o, NULL, 0};
+  if (opts && opts->size >= sizeof o)
+    o = *opts;
+  int threads = o.threads > 0 ? o.threads : default_threads();
+  uint64_t t0 = now_ms();
+  nr_plan *plan = NULL;
+  nr_status st = nr_model_prepare(m, err);
+  if (!st)
+    st = compile_model(m, o.route, threads, &plan, err);
+  if (st)
+    return st;
+  nr_engine *e = calloc(1, sizeof *e);
+  if (!e) {
+    nr_plan_destroy(plan);
+    return nr_errorf(err, NR_ERR_NOMEM, "out of memory");
+  }
+  e->plan = plan;
+  nr_fingerprint_current(&e->fingerprint);
+  snprintf(e->nnroute_version, sizeof e->nnroute_version, "%s", NR_VERSION_STRING);
+  nr_knob_schema(e->knob_schema);
+  memcpy(e->model_sha256, nr_model_sha256(m), sizeof e->model_sha256);
+  e->threads = threads;
+  e->build_ms = now_ms() - t0;
+  *out = e;
+  return NR_OK;
+}

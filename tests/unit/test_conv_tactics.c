@@ -1,0 +1,311 @@
+/* test_conv_tactics.c - every conv tactic (nr_tactics_conv) against the reference
+ * executor's Conv on shapes around its tiles and cases, and the reorders' round trips.
+ *
+ * Each case builds a minimal plan by hand (slots X, W, B, R, Y and one step), calls
+ * supports(), prepare() and run() directly, with inputs converted to the tactic's
+ * layout, guard bytes after every buffer, a 2-thread pool, and the seed in every
+ * failure message. FusedConv's reference is Conv + residual + nr_act_apply. */
+#include "compiler/plan.h"
+#include "kernels/act.h"
+#include "kernels/cpu/conv/conv_internal.h"
+#include "kernels/ref/fused.h"
+#include "op_test.h"
+#include "runtime/threadpool.h"
+#include "unit.h"
+
+extern const nr_tactic nr_tactics_conv[];
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define GUARD 64
+static const float SENTINEL = 12345.678f;
+
+typedef struct conv_case {
+  int n, c, h, w, m, kh, kw, sh, sw, ph, pw, dh, dw, group;
+  bool bias, res;
+  nr_act act;
+} conv_case;
+
+static float *guarded(int64_t n) {
+  float *p = aligned_alloc(64, sizeof(float) * (size_t)((n + GUARD + 15) / 16 * 16));
+  for (int64_t i = 0; i < n + GUARD; i++)
+    p[i] = SENTINEL;
+  return p;
+}
+static bool guard_ok(const float *p, int64_t n) {
+  for (int64_t i = n; i < n + GUARD; i++)
+    if (p[i] != SENTINEL)
+      return false;
+  return true;
+}
+static int64_t phys_count(nr_layout l, const int64_t *d) {
+  return d[0] * (l == NR_LAYOUT_NCHW8C ? nr_ceil8(d[1]) : d[1]) * d[2] * d[3];
+}
+
+/* Reference: Conv through the reference executor, then residual and activation. */
+static bool reference(const conv_case *k, const float *x, const float *w, const float *b,
+                      const float *r, float *y, const int64_t *ydims) {
+  int64_t xd[4] = {k->n, k->c, k->h, k->w}, wd[4] = {k->m, k->c / k->group, k->kh, k->kw};
+  int64_t bd[1] = {k->m};
+  nr_value vx = make_value(NR_DTYPE_FLOAT, 4, xd, x), vw = make_value(NR_DTYPE_FLOAT, 4, wd, w);
+  nr_value vb = make_value(NR_DTYPE_FLOAT, 1, bd, b);
+  const nr_value *ins[3] = {&vx, &vw, k->bias ? &vb : NULL};
+  int64_t pads[4] = {k->ph, k->pw, k->ph, k->pw}, st[2] = {k->sh, k->sw},
+          dl[2] = {k->dh, k->dw};
+  nr_attr at[4] = {attr_ints("pads", 4, pads), attr_ints("strides", 2, st),
+                   attr_ints("dilations", 2, dl), attr_i("group", k->group)};
+  nr_value out;
+  nr_error err = {0};
+  if (run_one("Conv", 13, 4, at, k->bias ? 3 : 2, ins, &out, &err))
+    return false;
+  int64_t n = nr_value_count(&out);
+  memcpy(y, out.data, sizeof(float) * (size_t)n);
+  memcpy((void *)ydims, out.dims, sizeof(int64_t) * 4);
+  nr_value_free(&out);
+  if (r)
+    for (int64_t i = 0; i < n; i++)
+      y[i] += r[i];
+  float aa = k->act == NR_ACT_LEAKY_RELU ? 0.1f : k->act == NR_ACT_CLIP ? -0.5f : 0.2f;
+  float bb = k->act == NR_ACT_CLIP ? 0.5f : 0.5f;
+  nr_act_apply(k->act, aa, bb, y, n);
+  return true;
+}
+
+typedef struct harness {
+  nr_plan plan;
+  nr_slot slots[5];
+  nr_step step;
+  nr_graph *g;
+  nr_node node;
+  nr_attr attrs[8];
+  int64_t pads[4], st[2], dl[2];
+} harness;
+
+static void build(harness *hs, const conv_case *k, const float *w, const float *b,
+                  const int64_t *ydims, bool fused) {
+  memset(hs, 0, sizeof *hs);
+  nr_plan *p = &hs->plan;
+  int64_t xd[4] = {k->n, k->c, k->h, k->w}, wd[4] = {k->m, k->c / k->group, k->kh, k->kw};
+  int64_t wn = wd[0] * wd[1] * wd[2] * wd[3];
+  nr_slot *s = hs->slots;
+  s[0] = (nr_slot){.name = "X", .dtype = NR_DTYPE_FLOAT, .rank = 4};
+  memcpy(s[0].dims, xd, sizeof xd);
+  s[1] = (nr_slot){.name = "W", .dtype = NR_DTYPE_FLOAT, .rank = 4, .kind = NR_SLOT_CONST};
+  memcpy(s[1].dims, wd, sizeof wd);
+  nr_plan_add_weights(p, w, sizeof(float) * (size_t)wn, &s[1].offset, NULL);
+  s[2] = (nr_slot){.name = "B", .dtype = NR_DTYPE_FLOAT, .rank = 1, .kind = NR_SLOT_CONST};
+  s[2].dims[0] = k->m;
+  nr_plan_add_weights(p, b, sizeof(float) * (size_t)k->m, &s[2].offset, NULL);
+  s[3] = (nr_slot){.name = "R", .dtype = NR_DTYPE_FLOAT, .rank = 4};
+  memcpy(s[3].dims, ydims, sizeof(int64_t) * 4);
+  s[4] = s[3];
+  s[4].name = "Y";
+  p->slots = s;
+  p->n_slots = 5;
+  hs->pads[0] = hs->pads[2] = k->ph, hs->pads[1] = hs->pads[3] = k->pw;
+  hs->st[0] = k->sh, hs->st[1] = k->sw, hs->dl[0] = k->dh, hs->dl[1] = k->dw;
+  int na = 0;
+  hs->attrs[na++] = attr_ints("pads", 4, hs->pads);
+  hs->attrs[na++] = attr_ints("strides", 2, hs->st);
+  hs->attrs[na++] = attr_ints("dilations", 2, hs->dl);
+  hs->attrs[na++] = attr_i("group", k->group);
+  if (fused) {
+    hs->attrs[na++] = attr_s("activation", nr_act_name(k->act));
+    float aa = k->act == NR_ACT_LEAKY_RELU ? 0.1f : k->act == NR_ACT_CLIP ? -0.5f : 0.2f;
+    hs->attrs[na++] = attr_f("act_alpha", aa);
+    hs->attrs[na++] = attr_f("act_beta", 0.5f);
+  }
+  hs->node = (nr_node){.name = "conv", .op_type = fused ? "FusedConv" : "Conv",
+                       .domain = fused ? NR_DOMAIN : "", .opset = fused ? 1 : 13,
+                       .n_attrs = na, .attrs = hs->attrs};
+  nr_step *st = &hs->step;
+  st->node = 0;
+  st->n_in = fused ? 4 : 3;
+  st->n_out = 1;
+  st->in[0] = 0, st->in[1] = 1, st->in[2] = k->bias ? 2 : -1, st->in[3] = k->res ? 3 : -1;
+  st->out[0] = 4;
+}
+
+/* Runs tactic t on case k; returns false when t does not support it. */
+static bool run_case(nr_test_state *t, const nr_tactic *tac, const conv_case *k,
+                     unsigned seed, nr_threadpool *pool) {
+  unsigned sd = seed;
+  int64_t xn = (int64_t)k->n * k->c * k->h * k->w;
+  int64_t wn = (int64_t)k->m * (k->c / k->group) * k->kh * k->kw;
+  float *x = random_floats(xn, &sd), *w = random_floats(wn, &sd), *b = random_floats(k->m, &sd);
+  int64_t yd[4] = {0};
+  float *want = malloc(sizeof(float) * 4 * (size_t)(k->n * k->m * (k->h + 2 * k->ph) *
+                                                   (k->w + 2 * k->pw) + 64));
+  /* Y's shape first (residual needs it): reference without residual. */
+  conv_case k0 = *k;
+  k0.act = NR_ACT_NONE;
+  bool ok = reference(&k0, x, w, b, NULL, want, yd);
+  int64_t yn = yd[0] * yd[1] * yd[2] * yd[3];
+  float *r = random_floats(yn, &sd);
+  if (ok)
+    ok = reference(k, x, w, b, k->res ? r : NULL, want, yd);
+  bool fused = strcmp(tac->op_type, "Conv") != 0;
+  harness hs;
+  bool supported = false;
+  if (!ok) {
+    CHECK(ok, "reference failed, seed %u", seed);
+    goto done;
+  }
+  build(&hs, k, w, b, yd, fused);
+  nr_error err = {0};
+  nr_tactic_ctx c = {&hs.plan, &hs.node, &hs.step, NULL, &err};
+  if (!tac->supports(&c))
+    goto done_plan;
+  supported = true;
+  nr_layout l = tac->layout;
+  hs.slots[0].layout = hs.slots[3].layout = hs.slots[4].layout = l;
+  hs.step.tactic = tac;
+  if (tac->prepare(&c, &hs.plan, &hs.step)) {
+    CHECK(false, "%s prepare failed: %s, seed %u", tac->id, err.message, seed);
+    goto done_plan;
+  }
+  int64_t xp = phys_count(l, hs.slots[0].dims), yp = phys_count(l, yd);
+  float *px = guarded(xp), *pr = guarded(yp), *py = guarded(yp), *back = malloc(sizeof(float) * (size_t)yn);
+  nr_reorder_f32(x, NR_LAYOUT_PLAIN, px, l, hs.slots[0].dims, NULL);
+  nr_reorder_f32(r, NR_LAYOUT_PLAIN, pr, l, yd, NULL);
+  float *scratch = guarded((int64_t)(hs.step.scratch / 4 + 1));
+  void *in[4] = {px, hs.plan.weights + hs.slots[1].offset,
+                 k->bias ? hs.plan.weights + hs.slots[2].offset : NULL, k->res ? pr : NULL};
+  void *out[1] = {py};
+  const nr_slot *ins[4] = {&hs.slots[0], &hs.slots[1], k->bias ? &hs.slots[2] : NULL,
+                           k->res ? &hs.slots[3] : NULL};
+  const nr_slot *outs[1] = {&hs.slots[4]};
+  nr_exec_args a = {&hs.plan, &hs.step, &hs.node, in, out, ins, outs,
+                    hs.step.packed_size ? hs.plan.weights + hs.step.packed_offset : NULL,
+                    scratch, pool, &err};
+  CHECK(tac->run(&a) == NR_OK, "%s run failed, seed %u", tac->id, seed);
+  CHECK(guard_ok(py, yp) && guard_ok(px, xp) && guard_ok(pr, yp),
+        "%s wrote past a buffer, seed %u", tac->id, seed);
+  CHECK(guard_ok(scratch, (int64_t)(hs.step.scratch / 4 + 1)) || hs.step.scratch == 0,
+        "%s overran its scratch, seed %u", tac->id, seed);
+  nr_reorder_f32(py, l, back, NR_LAYOUT_PLAIN, yd, NULL);
+  double tol = (strstr(tac->id, "winograd") ? 2e-4 : 2e-5) * (k->c / k->group) * k->kh * k->kw;
+  int64_t bad = -1;
+  for (int64_t i = 0; i < yn && bad < 0; i++)
+    if (!(fabs(back[i] - want[i]) <= tol * (1 + fabs(want[i]))))
+      bad = i;
+  CHECK(bad < 0,
+        "%s: n%d c%d %dx%d m%d k%dx%d s%d,%d p%d,%d d%d,%d g%d bias%d res%d act %s: "
+        "y[%lld] = %g, want %g, seed %u",
+        tac->id, k->n, k->c, k->h, k->w, k->m, k->kh, k->kw, k->sh, k->sw, k->ph, k->pw,
+        k->dh, k->dw, k->group, k->bias, k->res, nr_act_name(k->act), (long long)bad,
+        bad >= 0 ? back[bad] : 0, bad >= 0 ? want[bad] : 0, seed);
+  if (l == NR_LAYOUT_NCHW8C) /* pad lanes stay zero */
+    for (int64_t i = 0; i < yd[0] * (nr_ceil8(yd[1]) / 8) * yd[2] * yd[3]; i++)
+      for (int64_t ch = yd[1] % 8 ? yd[1] % 8 : 8; ch < 8; ch++)
+        if ((i / (yd[2] * yd[3])) % (nr_ceil8(yd[1]) / 8) == nr_ceil8(yd[1]) / 8 - 1 &&
+            py[i * 8 + ch] != 0.0f) {
+          CHECK(false, "%s: NCHW8C pad lane not zero, seed %u", tac->id, seed);
+          i = INT64_MAX - 1;
+          break;
+        }
+  free(px), free(pr), free(py), free(back), free(scratch);
+done_plan:
+  free(hs.plan.weights);
+done:
+  free(x), free(w), free(b), free(r), free(want);
+  return supported;
+}
+
+static const conv_case cases[] = {
+    /* n c  h  w  m  kh kw sh sw ph pw dh dw g  bias res act */
+    {1, 3, 7, 9, 5, 3, 3, 1, 1, 1, 1, 1, 1, 1, true, false, NR_ACT_NONE},
+    {1, 16, 12, 12, 16, 3, 3, 1, 1, 1, 1, 1, 1, 1, true, true, NR_ACT_RELU},
+    {2, 9, 11, 10, 13, 3, 3, 1, 1, 1, 1, 1, 1, 1, false, true, NR_ACT_CLIP},
+    {1, 8, 13, 15, 24, 3, 3, 2, 2, 1, 1, 1, 1, 1, true, false, NR_ACT_LEAKY_RELU},
+    {1, 17, 9, 8, 8, 1, 1, 1, 1, 0, 0, 1, 1, 1, true, true, NR_ACT_SIGMOID},
+    {2, 32, 7, 7, 40, 1, 1, 1, 1, 0, 0, 1, 1, 1, true, false, NR_ACT_HARD_SWISH},
+    {1, 12, 9, 9, 12, 1, 1, 2, 2, 0, 0, 1, 1, 1, false, false, NR_ACT_TANH},
+    {1, 8, 10, 10, 16, 3, 3, 1, 1, 2, 2, 2, 2, 1, true, false, NR_ACT_SILU},
+    {1, 8, 9, 9, 12, 3, 3, 1, 1, 1, 1, 1, 1, 4, true, true, NR_ACT_GELU},
+    {1, 6, 20, 19, 10, 5, 5, 2, 1, 2, 1, 1, 1, 2, true, false, NR_ACT_HARD_SIGMOID},
+    {1, 4, 6, 7, 4, 7, 7, 1, 1, 3, 3, 1, 1, 1, true, false, NR_ACT_GELU_TANH},
+    /* depthwise around the 8-lane tiles: widths 7, 8, 9, 17, 31; 3x3 and 5x5; s1, s2 */
+    {1, 8, 7, 7, 8, 3, 3, 1, 1, 1, 1, 1, 1, 8, true, false, NR_ACT_RELU},
+    {1, 12, 9, 17, 12, 3, 3, 1, 1, 1, 1, 1, 1, 12, true, true, NR_ACT_CLIP},
+    {2, 5, 16, 31, 5, 3, 3, 2, 2, 1, 1, 1, 1, 5, false, false, NR_ACT_NONE},
+    {1, 16, 15, 33, 16, 5, 5, 1, 1, 2, 2, 1, 1, 16, true, true, NR_ACT_SIGMOID},
+    {1, 9, 14, 40, 9, 5, 5, 2, 2, 2, 2, 1, 1, 9, true, false, NR_ACT_RELU},
+    {1, 8, 8, 8, 8, 3, 3, 1, 1, 0, 0, 1, 1, 8, true, false, NR_ACT_NONE},
+    /* winograd tiles: outputs not a multiple of 2 or 4, no padding */
+    {1, 7, 11, 13, 9, 3, 3, 1, 1, 0, 0, 1, 1, 1, true, true, NR_ACT_RELU},
+    {1, 32, 14, 14, 24, 3, 3, 1, 1, 1, 1, 1, 1, 1, true, false, NR_ACT_NONE},
+};
+
+NR_TEST(test_conv_tactics_vs_reference) {
+  nr_threadpool *pool = nr_threadpool_create(2);
+  unsigned isa = nr_cpu_isa();
+  int tested_ids = 0;
+  for (const nr_tactic *tac = nr_tactics_conv; tac->id; tac++) {
+    if ((tac->isa & ~isa) || !tac->op_type)
+      continue;
+    bool fused = strcmp(tac->op_type, "Conv") != 0;
+    int ran = 0;
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+      conv_case k = cases[i];
+      if (!fused) {
+        k.res = false;
+        k.act = NR_ACT_NONE;
+      }
+      ran += run_case(t, tac, &k, 1000u + (unsigned)i, pool);
+    }
+    if (strcmp(tac->op_type, "Conv") && strncmp(tac->id, "nr_f32_conv", 11) == 0)
+      CHECK(ran > 0, "%s (%s) supported no case", tac->id, tac->op_type);
+    tested_ids += ran > 0;
+    if (getenv("NR_TEST_VERBOSE"))
+      fprintf(stderr, "%-34s %-9s %d cases\n", tac->id, tac->op_type, ran);
+  }
+  CHECK(tested_ids >= 10, "only %d tactic rows were exercised", tested_ids);
+  nr_threadpool_destroy(pool);
+}
+
+NR_TEST(test_conv_reorder_round_trip) {
+  const int64_t shapes[][4] = {{1, 3, 5, 7}, {2, 8, 4, 4}, {1, 17, 3, 9}, {1, 1, 1, 1}};
+  const nr_layout ls[3] = {NR_LAYOUT_PLAIN, NR_LAYOUT_NHWC, NR_LAYOUT_NCHW8C};
+  nr_threadpool *pool = nr_threadpool_create(2);
+  for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++)
+    for (int a = 0; a < 3; a++)
+      for (int b = 0; b < 3; b++) {
+        if (a == b)
+          continue;
+        unsigned seed = 77u + (unsigned)s;
+        const int64_t *d = shapes[s];
+        int64_t n = d[0] * d[1] * d[2] * d[3];
+        float *x = random_floats(n, &seed), *pa = guarded(phys_count(ls[a], d));
+        float *pb = guarded(phys_count(ls[b], d)), *back = guarded(n);
+        nr_reorder_f32(x, NR_LAYOUT_PLAIN, pa, ls[a], d, pool);
+        /* through the tactic, as the plan runs it */
+        const nr_tactic *tac = nr_reorder_tactic(ls[a], ls[b]);
+        REQUIRE(tac, "no reorder %d -> %d", a, b);
+        nr_slot sa = {.dtype = NR_DTYPE_FLOAT, .rank = 4, .layout = ls[a]};
+        memcpy(sa.dims, d, sizeof sa.dims);
+        nr_slot sb = sa;
+        sb.layout = ls[b];
+        void *in[1] = {pa}, *out[1] = {pb};
+        const nr_slot *ins[1] = {&sa}, *outs[1] = {&sb};
+        nr_step st = {.tactic = tac, .node = -1, .n_in = 1, .n_out = 1};
+        nr_exec_args ea = {NULL, &st, NULL, in, out, ins, outs, NULL, NULL, pool, NULL};
+        CHECK(tac->run(&ea) == NR_OK, "%s", tac->id);
+        nr_reorder_f32(pb, ls[b], back, NR_LAYOUT_PLAIN, d, pool);
+        CHECK(!memcmp(back, x, sizeof(float) * (size_t)n), "%s round trip, seed %u",
+              tac->id, seed);
+        CHECK(guard_ok(pb, phys_count(ls[b], d)) && guard_ok(back, n), "%s guard", tac->id);
+        if (ls[b] == NR_LAYOUT_NCHW8C && d[1] % 8) {
+          bool zero = true;
+          int64_t cb = nr_ceil8(d[1]) / 8, hw = d[2] * d[3];
+          for (int64_t i = 0; i < hw; i++)
+            for (int64_t c = d[1] % 8; c < 8; c++)
+              zero &= pb[((cb - 1) * hw + i) * 8 + c] == 0.0f;
+          CHECK(zero, "%s: pad lanes not zero", tac->id);
+        }
+        free(x), free(pa), free(pb), free(back);
+      }
+  nr_threadpool_destroy(pool);
+}

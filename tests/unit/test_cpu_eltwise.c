@@ -1,0 +1,528 @@
+/* test_cpu_eltwise.c - the elementwise tactics against the reference kernels, and
+ * the measured error of every approximation against its documented bound.
+ *
+ * Tactics are tested without the compile driver: cpuop_* below builds a one-node
+ * graph (so knobs resolve through a real knob space and route), a plan of slots and
+ * one step by hand, then calls supports(), prepare() and run() directly. Buffers
+ * carry guard bytes on both sides; data comes from a printed seed. test_cpu_norm.c
+ * reuses this harness through the cpuop_* declarations. */
+#include "compiler/knob_internal.h"
+#include "compiler/plan.h"
+#include "kernels/cpu/eltwise/vmath.h"
+#include "kernels/ref/executor.h"
+#include "runtime/threadpool.h"
+#include "unit.h"
+
+#include <float.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+extern const nr_knob_def nr_knobs_cpu_eltwise[], nr_knobs_cpu_norm[];
+
+#define GUARD 64
+#define MAXIO 4
+
+typedef struct cpuop {
+  nr_graph *g;
+  nr_knob_space space;
+  nr_route route;
+  nr_plan plan;
+  nr_slot slots[2 * MAXIO];
+  nr_step step;
+  nr_value in[MAXIO], out[MAXIO]; /* reference values; data allocated with guards */
+  int n_in, n_out;
+  const nr_tactic *t;
+  nr_error err;
+} cpuop;
+
+static uint8_t *guarded(size_t bytes) {
+  uint8_t *b = malloc(bytes + 2 * GUARD);
+  memset(b, 0xA5, bytes + 2 * GUARD);
+  return b + GUARD;
+}
+
+static bool guards_ok(const void *p, size_t bytes) {
+  const uint8_t *b = (const uint8_t *)p - GUARD;
+  for (size_t i = 0; i < GUARD; i++)
+    if (b[i] != 0xA5 || b[GUARD + bytes + i] != 0xA5)
+      return false;
+  return true;
+}
+
+static size_t vbytes(const nr_value *v) { return nr_value_nbytes(v) ? nr_value_nbytes(v) : 0; }
+
+/* Builds graph, knob space and route (route text may be ""), plan slots and step.
+ * ins[i] NULL: absent optional input; consts[i]: input i is a constant. */
+nr_status cpuop_init(cpuop *o, const char *op, int opset, int n_attrs, const nr_attr *attrs,
+                     int n_in, const nr_value *const *ins, const bool *consts, int n_out,
+                     const nr_value *outs, const char *route) {
+  memset(o, 0, sizeof *o);
+  o->n_in = n_in;
+  o->n_out = n_out;
+  o->g = nr_graph_create(NULL);
+  nr_node *nd = nr_graph_add_node(o->g);
+  nd->name = strdup("n0");
+  nd->op_type = strdup(op);
+  nd->domain = strdup("");
+  nd->opset = opset;
+  nd->n_inputs = n_in;
+  nd->n_outputs = n_out;
+  nd->inputs = malloc(sizeof(int) * (size_t)(n_in + 1));
+  nd->outputs = malloc(sizeof(int) * (size_t)(n_out + 1));
+  nd->attrs = calloc((size_t)n_attrs + 1, sizeof(nr_attr));
+  for (int i = 0; i < n_attrs; i++)
+    nr_attr_copy(&nd->attrs[i], &attrs[i], NULL);
+  nd->n_attrs = n_attrs;
+  o->plan.slots = o->slots;
+  o->step.n_in = n_in;
+  o->step.n_out = n_out;
+  for (int i = 0; i < n_in; i++) {
+    char name[16];
+    snprintf(name, sizeof name, "x%d", i);
+    nd->inputs[i] = o->step.in[i] = -1;
+    if (!ins[i])
+      continue;
+    int t = nr_graph_add_tensor(o->g, name, 0);
+    o->g->tensors[t].value = *ins[i];
+    o->g->tensors[t].value.data = NULL;
+    nd->inputs[i] = t;
+    o->in[i] = *ins[i];
+    size_t b = vbytes(ins[i]);
+    o->in[i].data = guarded(b);
+    memcpy(o->in[i].data, ins[i]->data, b);
+    nr_slot *s = &o->slots[o->plan.n_slots];
+    s->dtype = ins[i]->dtype;
+    s->rank = ins[i]->rank;
+    memcpy(s->dims, ins[i]->dims, sizeof s->dims);
+    s->kind = consts && consts[i] ? NR_SLOT_CONST : NR_SLOT_INPUT;
+    s->nbytes = b;
+    o->step.in[i] = o->plan.n_slots++;
+  }
+  for (int i = 0; i < n_out; i++) {
+    char name[16];
+    snprintf(name, sizeof name, "y%d", i);
+    int t = nr_graph_add_tensor(o->g, name, 0);
+    nd->outputs[i] = t;
+    o->out[i] = outs[i];
+    o->out[i].data = guarded(vbytes(&outs[i]));
+    nr_slot *s = &o->slots[o->plan.n_slots];
+    s->dtype = outs[i].dtype;
+    s->rank = outs[i].rank;
+    memcpy(s->dims, outs[i].dims, sizeof s->dims);
+    s->nbytes = vbytes(&outs[i]);
+    o->step.out[i] = o->plan.n_slots++;
+  }
+  const nr_knob_def *tables[] = {nr_knobs_cpu_eltwise, nr_knobs_cpu_norm};
+  nr_status st = nr_knob_space_build_tables(tables, 2, o->g, false, &o->space, &o->err);
+  if (!st)
+    st = nr_route_init(&o->route, &o->space, &o->err);
+  if (!st && route && route[0])
+    st = nr_route_parse(&o->route, route, &o->err);
+  return st;
+}
+
+void cpuop_free(cpuop *o) {
+  for (int i = 0; i < o->n_in; i++)
+    if (o->in[i].data)
+      free((uint8_t *)o->in[i].data - GUARD);
+  for (int i = 0; i < o->n_out; i++)
+    if (o->out[i].data)
+      free((uint8_t *)o->out[i].data - GUARD);
+  free(o->plan.weights);
+  nr_route_free(&o->route);
+  nr_knob_space_free(&o->space);
+  nr_graph_destroy(o->g);
+}
+
+/* For test_cpu_norm.c, which sees cpuop as an opaque type. */
+cpuop *cpuop_new(void) { return calloc(1, sizeof(cpuop)); }
+void *cpuop_out(cpuop *o, int i) { return o->out[i].data; }
+
+static nr_tactic_ctx cpuop_ctx(cpuop *o) {
+  return (nr_tactic_ctx){&o->plan, &o->g->nodes[0], &o->step, &o->route, &o->err};
+}
+
+/* Whether tactic id supports the node (constants are copied into the weights). */
+bool cpuop_supports(cpuop *o, const char *id) {
+  o->t = nr_tactic_find(id);
+  if (!o->t || (o->t->isa & ~nr_cpu_isa()))
+    return false;
+  if (!o->plan.weights)
+    for (int i = 0; i < o->n_in; i++)
+      if (o->step.in[i] >= 0 && o->slots[o->step.in[i]].kind == NR_SLOT_CONST)
+        nr_plan_add_weights(&o->plan, o->in[i].data, vbytes(&o->in[i]),
+                            &o->slots[o->step.in[i]].offset, NULL);
+  nr_tactic_ctx c = cpuop_ctx(o);
+  o->step.tactic = o->t;
+  return !o->t->supports || o->t->supports(&c);
+}
+
+/* prepare() and run() of the tactic chosen by cpuop_supports; checks guards. */
+nr_status cpuop_run(cpuop *o, nr_threadpool *pool, bool *guards) {
+  nr_tactic_ctx c = cpuop_ctx(o);
+  memset(o->step.params, 0, sizeof o->step.params);
+  nr_status st = o->t->prepare ? o->t->prepare(&c, &o->plan, &o->step) : NR_OK;
+  if (st)
+    return st;
+  void *in[MAXIO] = {0}, *out[MAXIO] = {0};
+  const nr_slot *ins[MAXIO] = {0}, *outs[MAXIO] = {0};
+  for (int i = 0; i < o->n_in; i++) {
+    in[i] = o->in[i].data;
+    ins[i] = o->step.in[i] >= 0 ? &o->slots[o->step.in[i]] : NULL;
+  }
+  for (int i = 0; i < o->n_out; i++) {
+    out[i] = o->out[i].data;
+    outs[i] = &o->slots[o->step.out[i]];
+  }
+  nr_exec_args a = {&o->plan, &o->step, &o->g->nodes[0], in, out, ins, outs,
+                    NULL, NULL, pool, &o->err};
+  st = o->t->run(&a);
+  *guards = true;
+  for (int i = 0; i < o->n_in; i++)
+    if (in[i] && !guards_ok(in[i], vbytes(&o->in[i])))
+      *guards = false;
+  for (int i = 0; i < o->n_out; i++)
+    if (!guards_ok(out[i], vbytes(&o->out[i])))
+      *guards = false;
+  return st;
+}
+
+/* The reference outputs (owned values the caller frees). */
+nr_status cpuop_ref(cpuop *o, int n_attrs, const nr_attr *attrs, nr_value *ref) {
+  const nr_value *ins[MAXIO];
+  for (int i = 0; i < o->n_in; i++)
+    ins[i] = o->in[i].data ? &o->in[i] : NULL;
+  memset(ref, 0, sizeof(nr_value) * (size_t)o->n_out);
+  return nr_ref_exec_node(o->g->nodes[0].op_type, "", o->g->nodes[0].opset, n_attrs, attrs,
+                          o->n_in, ins, o->n_out, ref, &o->err);
+}
+
+/* Max of |got - want| / (atol + rtol |want|) over n floats; NaN must match NaN. */
+double cpuop_err(const float *got, const float *want, int64_t n, double atol, double rtol) {
+  double worst = 0;
+  for (int64_t i = 0; i < n; i++) {
+    if (isnan(want[i]) || isnan(got[i])) {
+      if (isnan(want[i]) != isnan(got[i]))
+        return INFINITY;
+      continue;
+    }
+    if (want[i] == got[i])
+      continue;
+    double e = fabs((double)got[i] - want[i]) / (atol + rtol * fabs((double)want[i]));
+    worst = e > worst ? e : worst;
+  }
+  return worst;
+}
+
+static nr_value fval(int rank, const int64_t *dims, const float *data) {
+  nr_value v = {.dtype = NR_DTYPE_FLOAT, .rank = rank, .data = (void *)data};
+  memcpy(v.dims, dims, sizeof(int64_t) * (size_t)rank);
+  return v;
+}
+
+static float *rnd(int64_t n, unsigned *seed, float lo, float hi) {
+  float *x = malloc(sizeof(float) * (size_t)(n + 1));
+  for (int64_t i = 0; i < n; i++)
+    x[i] = lo + (hi - lo) * (float)rand_r(seed) / (float)RAND_MAX;
+  return x;
+}
+
+static const char *const ISAS[] = {"__avx2", "__portable"};
+
+/* Runs op on one input of n elements through every ISA of tactic stem and compares
+ * with the reference within (atol, rtol); returns false after reporting. */
+static void check_unary(nr_test_state *t, const char *op, const char *stem, int opset,
+                        int n_attrs, const nr_attr *attrs, int64_t n, float lo, float hi,
+                        const char *route, double atol, double rtol, nr_threadpool *pool) {
+  unsigned seed = (unsigned)(n * 7919 + strlen(op)), s0 = seed;
+  float *x = rnd(n, &seed, lo, hi);
+  if (n > 3) {
+    x[0] = 0.0f;
+    x[1] = -0.0f;
+    x[2] = NAN;
+  }
+  int64_t dims[1] = {n};
+  nr_value xi = fval(1, dims, x), yo = fval(1, dims, NULL);
+  const nr_value *ins[] = {&xi};
+  for (int k = 0; k < 2; k++) {
+    char id[64];
+    snprintf(id, sizeof id, "nr_f32_v%s%s", stem, ISAS[k]);
+    cpuop o;
+    nr_status st = cpuop_init(&o, op, opset, n_attrs, attrs, 1, ins, NULL, 1, &yo, route);
+    CHECK(!st, "%s: init: %s", id, o.err.message);
+    if (!st && cpuop_supports(&o, id)) {
+      bool guards;
+      nr_value ref;
+      st = cpuop_run(&o, pool, &guards);
+      CHECK(!st && guards, "%s n=%lld seed=%u: run %d guards %d", id, (long long)n, s0,
+            st, guards);
+      REQUIRE(!cpuop_ref(&o, n_attrs, attrs, &ref), "ref: %s", o.err.message);
+      double e = cpuop_err(o.out[0].data, ref.data, n, atol, rtol);
+      CHECK(e <= 1.0, "%s n=%lld seed=%u route='%s': error %.3g of tolerance", id,
+            (long long)n, s0, route, e);
+      nr_value_free(&ref);
+    } else if (!st) {
+      CHECK(!(nr_cpu_isa() & NR_ISA_AVX2) && k == 0, "%s does not support n=%lld", id,
+            (long long)n);
+    }
+    cpuop_free(&o);
+  }
+  free(x);
+}
+
+static const int64_t SIZES[] = {0, 1, 7, 8, 9, 31, 33, 1000, 70000};
+#define NSIZES (int)(sizeof SIZES / sizeof SIZES[0])
+
+NR_TEST(cpu_eltwise_unary_exact_ops) {
+  nr_threadpool *pool = nr_threadpool_create(2);
+  nr_attr leaky[] = {{.name = "alpha", .type = NR_ATTR_FLOAT, .f = 0.3f}};
+  nr_attr hsig[] = {{.name = "alpha", .type = NR_ATTR_FLOAT, .f = 0.25f},
+                    {.name = "beta", .type = NR_ATTR_FLOAT, .f = 0.4f}};
+  nr_attr clip6[] = {{.name = "min", .type = NR_ATTR_FLOAT, .f = 0.0f},
+                     {.name = "max", .type = NR_ATTR_FLOAT, .f = 6.0f}};
+  for (int s = 0; s < NSIZES; s++) {
+    int64_t n = SIZES[s];
+    check_unary(t, "Relu", "relu", 14, 0, NULL, n, -5, 5, "", 0, 0, pool);
+    check_unary(t, "Neg", "neg", 13, 0, NULL, n, -5, 5, "", 0, 0, pool);
+    check_unary(t, "Abs", "abs", 13, 0, NULL, n, -5, 5, "", 0, 0, pool);
+    check_unary(t, "Sqrt", "sqrt", 13, 0, NULL, n, 0, 50, "", 0, 0, pool);
+    check_unary(t, "LeakyRelu", "leakyrelu", 16, 1, leaky, n, -5, 5, "", 0, 0, pool);
+    check_unary(t, "Clip", "clip", 6, 2, clip6, n, -9, 9, "", 0, 0, pool);
+    check_unary(t, "HardSigmoid", "hardsigmoid", 6, 2, hsig, n, -6, 6, "", 1e-7, 2.5e-7,
+                pool);
+    check_unary(t, "HardSwish", "hardswish", 14, 0, NULL, n, -6, 6, "", 1e-7, 2.5e-7,
+                pool);
+    check_unary(t, "Exp", "exp", 13, 0, NULL, n, -80, 80, "", 0, 4e-7, pool);
+    check_unary(t, "Sigmoid", "sigmoid", 13, 0, NULL, n, -30, 30, "", 0, 4e-7, pool);
+    check_unary(t, "Tanh", "tanh", 13, 0, NULL, n, -10, 10, "", 0, 4e-7, pool);
+    check_unary(t, "Erf", "erf", 13, 0, NULL, n, -5, 5, "", 0, 4e-7, pool);
+    check_unary(t, "Gelu", "gelu", 20, 0, NULL, n, -8, 8, "", 1e-6, 4e-7, pool);
+  }
+  nr_threadpool_destroy(pool);
+}
+
+NR_TEST(cpu_eltwise_unary_knobs) {
+  nr_threadpool *pool = nr_threadpool_create(2);
+  nr_attr tanh_attr[] = {{.name = "approximate", .type = NR_ATTR_STRING, .s = "tanh",
+                          .s_len = 4}};
+  int64_t sizes[] = {9, 1000, 70000};
+  for (int s = 0; s < 3; s++) {
+    int64_t n = sizes[s];
+    check_unary(t, "Exp", "exp", 13, 0, NULL, n, -80, 80, "-eltwise.math=fast", 0, 1.5e-5,
+                pool);
+    check_unary(t, "Sigmoid", "sigmoid", 13, 0, NULL, n, -30, 30, "-eltwise.math=fast", 0,
+                1.5e-5, pool);
+    check_unary(t, "Tanh", "tanh", 13, 0, NULL, n, -10, 10, "-eltwise.math=fast", 0,
+                1.5e-5, pool);
+    check_unary(t, "Erf", "erf", 13, 0, NULL, n, -5, 5, "-eltwise.math=fast", 0, 1.5e-5,
+                pool);
+    /* the tanh formula against the erf reference: the documented GELU bound */
+    check_unary(t, "Gelu", "gelu", 20, 0, NULL, n, -8, 8, "-gelu.approx@n0=tanh", 5e-4, 0,
+                pool);
+    check_unary(t, "Gelu", "gelu", 20, 1, tanh_attr, n, -8, 8, "", 1e-6, 4e-7, pool);
+  }
+  nr_threadpool_destroy(pool);
+}
+
+NR_TEST(cpu_eltwise_clip_inputs) {
+  float lo = -1.0f, hi = 2.5f, out_lo = 1.0f;
+  int64_t n = 33, one = 1;
+  unsigned seed = 5;
+  float *x = rnd(n, &seed, -4, 4);
+  nr_value xi = fval(1, &n, x), l = fval(0, &one, &lo), h = fval(0, &one, &hi),
+           y = fval(1, &n, NULL), l2 = fval(0, &one, &out_lo);
+  bool consts[] = {false, true, true};
+  const nr_value *ins[] = {&xi, &l, &h}, *ins_nomin[] = {&xi, NULL, &h},
+                 *ins_bad[] = {&xi, &l2, &h};
+  const nr_value *const *cases[] = {ins, ins_nomin};
+  for (int c = 0; c < 2; c++) {
+    cpuop o;
+    REQUIRE(!cpuop_init(&o, "Clip", 13, 0, NULL, 3, cases[c], consts, 1, &y, ""));
+    REQUIRE(cpuop_supports(&o, "nr_f32_vclip__portable"));
+    bool g;
+    nr_value ref;
+    CHECK(!cpuop_run(&o, NULL, &g) && g);
+    REQUIRE(!cpuop_ref(&o, 0, NULL, &ref));
+    CHECK(cpuop_err(o.out[0].data, ref.data, n, 0, 0) == 0, "case %d", c);
+    nr_value_free(&ref);
+    cpuop_free(&o);
+  }
+  cpuop o; /* bounds that exclude 0 would break NCHW8C padding: not this tactic's */
+  REQUIRE(!cpuop_init(&o, "Clip", 13, 0, NULL, 3, ins_bad, consts, 1, &y, ""));
+  CHECK(!cpuop_supports(&o, "nr_f32_vclip__portable"));
+  cpuop_free(&o);
+  bool notconst[] = {false, false, true};
+  REQUIRE(!cpuop_init(&o, "Clip", 13, 0, NULL, 3, ins, notconst, 1, &y, ""));
+  CHECK(!cpuop_supports(&o, "nr_f32_vclip__portable"));
+  cpuop_free(&o);
+  free(x);
+}
+
+/* ---- binary ops ----------------------------------------------------------------- */
+
+static void check_binary(nr_test_state *t, const char *op, const char *stem, int ra,
+                         const int64_t *da, int rb, const int64_t *db, int ry,
+                         const int64_t *dy, nr_threadpool *pool, bool where) {
+  unsigned seed = (unsigned)(da[0] * 31 + ra * 7 + rb), s0 = seed;
+  int64_t na = 1, nb = 1, ny = 1;
+  for (int d = 0; d < ra; d++)
+    na *= da[d];
+  for (int d = 0; d < rb; d++)
+    nb *= db[d];
+  for (int d = 0; d < ry; d++)
+    ny *= dy[d];
+  float *a = rnd(na, &seed, -3, 3), *b = rnd(nb, &seed, 0.5f, 3);
+  uint8_t *cond = malloc((size_t)na + 1);
+  for (int64_t i = 0; i < na; i++)
+    cond[i] = rand_r(&seed) & 1;
+  nr_value va = fval(ra, da, a), vb = fval(rb, db, b), vy = fval(ry, dy, NULL);
+  nr_value vc = va, vx = vb, vz = vb;
+  vc.dtype = NR_DTYPE_BOOL;
+  vc.data = cond;
+  const nr_value *ins2[] = {&va, &vb}, *ins3[] = {&vc, &vx, &vz};
+  const char *suffix[] = {"", "_bcast"};
+  for (int k = 0; k < 4; k++) {
+    char id[64];
+    snprintf(id, sizeof id, "nr_f32_v%s%s%s", stem, suffix[k / 2], ISAS[k % 2]);
+    cpuop o;
+    REQUIRE(!cpuop_init(&o, op, 14, 0, NULL, where ? 3 : 2, where ? ins3 : ins2, NULL, 1,
+                        &vy, ""));
+    if (cpuop_supports(&o, id)) {
+      bool g;
+      nr_value ref;
+      nr_status st = cpuop_run(&o, pool, &g);
+      CHECK(!st && g, "%s seed=%u: run %d guards %d", id, s0, st, g);
+      REQUIRE(!cpuop_ref(&o, 0, NULL, &ref), "%s", o.err.message);
+      CHECK(cpuop_err(o.out[0].data, ref.data, ny, 0, 0) == 0, "%s seed=%u differs", id, s0);
+      nr_value_free(&ref);
+    }
+    cpuop_free(&o);
+  }
+  free(a);
+  free(b);
+  free(cond);
+}
+
+NR_TEST(cpu_eltwise_binary) {
+  nr_threadpool *pool = nr_threadpool_create(2);
+  static const char *const ops[][2] = {{"Add", "add"}, {"Sub", "sub"}, {"Mul", "mul"},
+                                       {"Div", "div"}};
+  for (int o = 0; o < 4; o++) {
+    for (int s = 0; s < NSIZES; s++) { /* same shapes */
+      int64_t n = SIZES[s];
+      check_binary(t, ops[o][0], ops[o][1], 1, &n, 1, &n, 1, &n, pool, false);
+    }
+    int64_t x4[] = {2, 3, 5, 7}, ch[] = {3, 1, 1}, vec[] = {7}, one[] = {1},
+            y4[] = {2, 3, 5, 7}, row[] = {1, 5, 1}, big[] = {4, 33, 600}, bigv[] = {600},
+            col[] = {2, 1, 5, 1}, r9[] = {9};
+    check_binary(t, ops[o][0], ops[o][1], 4, x4, 3, ch, 4, y4, pool, false);   /* NCHW */
+    check_binary(t, ops[o][0], ops[o][1], 4, x4, 1, vec, 4, y4, pool, false);  /* vector */
+    check_binary(t, ops[o][0], ops[o][1], 4, x4, 0, one, 4, y4, pool, false);  /* scalar */
+    check_binary(t, ops[o][0], ops[o][1], 1, vec, 4, x4, 4, y4, pool, false);  /* left */
+    check_binary(t, ops[o][0], ops[o][1], 0, one, 4, x4, 4, y4, pool, false);
+    check_binary(t, ops[o][0], ops[o][1], 4, x4, 3, row, 4, y4, pool, false);  /* middle */
+    check_binary(t, ops[o][0], ops[o][1], 4, col, 1, vec, 4, (int64_t[]){2, 1, 5, 7},
+                 pool, false); /* both broadcast */
+    check_binary(t, ops[o][0], ops[o][1], 3, big, 1, bigv, 3, big, pool, false);
+    check_binary(t, ops[o][0], ops[o][1], 1, one, 1, r9, 1, r9, pool, false);
+  }
+  int64_t x4[] = {2, 3, 5, 7}, vec[] = {7}, big[] = {4, 33, 600};
+  check_binary(t, "Where", "where", 4, x4, 1, vec, 4, x4, pool, true);
+  check_binary(t, "Where", "where", 3, big, 3, big, 3, big, pool, true);
+  nr_threadpool_destroy(pool);
+}
+
+/* ---- the approximations over dense sweeps --------------------------------------- */
+
+typedef double (*ref_fn)(double);
+static double sig_d(double x) { return x >= 0 ? 1 / (1 + exp(-x)) : exp(x) / (1 + exp(x)); }
+static double gelu_d(double x) { return 0.5 * x * (1 + erf(x / M_SQRT2)); }
+
+/* Max relative error (results below FLT_MIN in magnitude count against FLT_MIN). */
+static double sweep(nr_ewu_op op, nr_vmath m, bool avx2, ref_fn f, double lo, double hi,
+                    int64_t n, double floor_abs) {
+  float *x = malloc(sizeof(float) * (size_t)n), *y = malloc(sizeof(float) * (size_t)n);
+  for (int64_t i = 0; i < n; i++)
+    x[i] = (float)(lo + (hi - lo) * (double)i / (double)(n - 1));
+  nr_ewu_params p = {.op = (uint8_t)op, .math = (uint8_t)m};
+  if (avx2)
+    nr_f32_vunary__avx2(&p, x, y, n);
+  else
+    nr_f32_vunary__portable(&p, x, y, n);
+  double worst = 0;
+  for (int64_t i = 0; i < n; i++) {
+    double r = f(x[i]), e = fabs(y[i] - r) / fmax(fabs(r), floor_abs);
+    worst = e > worst ? e : worst;
+  }
+  free(x);
+  free(y);
+  return worst;
+}
+
+/* Documented in docs/kernels-eltwise-norm.md; keep both in step. */
+NR_TEST(cpu_eltwise_math_bounds) {
+  static const struct {
+    const char *name;
+    nr_ewu_op op;
+    ref_fn f;
+    double lo, hi, floor_abs, acc_bound, fast_bound;
+  } fns[] = {
+      {"exp", NR_EWU_EXP, exp, -88, 88, FLT_MIN, 2e-7, 7e-6},
+      {"tanh", NR_EWU_TANH, tanh, -20, 20, FLT_MIN, 2e-7, 9e-6},
+      {"sigmoid", NR_EWU_SIGMOID, sig_d, -20, 20, FLT_MIN, 3e-7, 7e-6},
+      {"erf", NR_EWU_ERF, erf, -20, 20, FLT_MIN, 4e-7, 5e-7},
+      /* GELU: relative to max(|y|, 1); 1 + erf cancels for x << 0 */
+      {"gelu", NR_EWU_GELU, gelu_d, -20, 20, 1.0, 1.5e-6, 1.5e-6},
+  };
+  bool verbose = getenv("NR_TEST_VERBOSE") != NULL;
+  for (size_t k = 0; k < sizeof fns / sizeof fns[0]; k++) {
+    for (int isa = 0; isa < 2; isa++) {
+      if (isa == 0 && !(nr_cpu_isa() & NR_ISA_AVX2))
+        continue;
+      double acc = sweep(fns[k].op, NR_VMATH_ACCURATE, isa == 0, fns[k].f, fns[k].lo,
+                         fns[k].hi, 2000001, fns[k].floor_abs);
+      double fast = sweep(fns[k].op, NR_VMATH_FAST, isa == 0, fns[k].f, fns[k].lo,
+                          fns[k].hi, 2000001, fns[k].floor_abs);
+      if (verbose)
+        printf("%-8s %-9s accurate %.3g fast %.3g\n", fns[k].name, ISAS[isa] + 2, acc, fast);
+      CHECK(acc <= fns[k].acc_bound, "%s %s accurate: %.3g > %.3g", fns[k].name, ISAS[isa],
+            acc, fns[k].acc_bound);
+      CHECK(fast <= fns[k].fast_bound, "%s %s fast: %.3g > %.3g", fns[k].name, ISAS[isa],
+            fast, fns[k].fast_bound);
+    }
+  }
+  /* GELU tanh formula against exact GELU: max abs difference */
+  double worst = 0;
+  for (int i = 0; i <= 400000; i++) {
+    float x = -20.0f + 40.0f * (float)i / 400000.0f;
+    nr_ewu_params p = {.op = NR_EWU_GELU_TANH};
+    float y;
+    nr_f32_vunary__portable(&p, &x, &y, 1);
+    double e = fabs(y - gelu_d(x));
+    worst = e > worst ? e : worst;
+  }
+  if (verbose)
+    printf("gelu_tanh vs gelu max abs %.3g\n", worst);
+  CHECK(worst <= 5e-4, "gelu tanh formula: %.3g", worst);
+}
+
+/* ---- knob tables ---------------------------------------------------------------- */
+
+NR_TEST(cpu_eltwise_knobs_apply) {
+  int64_t n = 4;
+  float x[4] = {0};
+  nr_value v = fval(1, &n, x);
+  const nr_value *ins[] = {&v};
+  cpuop o;
+  REQUIRE(!cpuop_init(&o, "Relu", 14, 0, NULL, 1, ins, NULL, 1, &v, ""));
+  CHECK(nr_knob_space_find(&o.space, "eltwise.tactic@n0") >= 0);
+  CHECK(nr_knob_space_find(&o.space, "eltwise.math") < 0, "Relu uses no exp");
+  CHECK(nr_knob_space_find(&o.space, "gelu.approx@n0") < 0);
+  cpuop_free(&o);
+  REQUIRE(!cpuop_init(&o, "Gelu", 20, 0, NULL, 1, ins, NULL, 1, &v, ""));
+  CHECK(nr_knob_space_find(&o.space, "eltwise.math") >= 0);
+  CHECK(nr_knob_space_find(&o.space, "gelu.approx@n0") >= 0);
+  CHECK(nr_knob_space_find(&o.space, "reduce.reassoc") < 0);
+  cpuop_free(&o);
+}

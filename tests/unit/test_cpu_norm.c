@@ -1,0 +1,248 @@
+/* test_cpu_norm.c - the normalization family's tactics (softmax, log-softmax,
+ * LayerNormalization, GlobalAveragePool, 2-D pools) against the reference kernels,
+ * over row lengths around the vector width and every value of their knobs. Uses the
+ * one-step plan harness of test_cpu_eltwise.c (cpuop_*). */
+#include "compiler/knob_internal.h"
+#include "compiler/plan.h"
+#include "kernels/ref/executor.h"
+#include "runtime/threadpool.h"
+#include "unit.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* The one-step plan harness of test_cpu_eltwise.c; cpuop is opaque here. */
+typedef struct cpuop cpuop;
+cpuop *cpuop_new(void);
+void *cpuop_out(cpuop *o, int i);
+nr_status cpuop_init(cpuop *o, const char *op, int opset, int n_attrs, const nr_attr *attrs,
+                     int n_in, const nr_value *const *ins, const bool *consts, int n_out,
+                     const nr_value *outs, const char *route);
+void cpuop_free(cpuop *o);
+bool cpuop_supports(cpuop *o, const char *id);
+nr_status cpuop_run(cpuop *o, nr_threadpool *pool, bool *guards);
+nr_status cpuop_ref(cpuop *o, int n_attrs, const nr_attr *attrs, nr_value *ref);
+double cpuop_err(const float *got, const float *want, int64_t n, double atol, double rtol);
+
+static nr_value fval(int rank, const int64_t *dims, const float *data) {
+  nr_value v = {.dtype = NR_DTYPE_FLOAT, .rank = rank, .data = (void *)data};
+  memcpy(v.dims, dims, sizeof(int64_t) * (size_t)rank);
+  return v;
+}
+
+static float *rnd(int64_t n, unsigned *seed, float lo, float hi) {
+  float *x = malloc(sizeof(float) * (size_t)(n + 1));
+  for (int64_t i = 0; i < n; i++)
+    x[i] = lo + (hi - lo) * (float)rand_r(seed) / (float)RAND_MAX;
+  return x;
+}
+
+static const char *const ISAS[] = {"__avx2", "__portable"};
+
+/* Runs tactic stem+ISA on (ins) and compares each output with the reference. */
+static void check(nr_test_state *t, const char *op, const char *stem, int opset, int n_attrs,
+                  const nr_attr *attrs, int n_in, const nr_value *const *ins, int n_out,
+                  const nr_value *outs, const char *route, double atol, double rtol,
+                  unsigned seed, nr_threadpool *pool, bool expect_support) {
+  for (int k = 0; k < 2; k++) {
+    char id[64];
+    snprintf(id, sizeof id, "nr_f32_%s%s", stem, ISAS[k]);
+    if (!nr_tactic_find(id))
+      continue;
+    cpuop *o = cpuop_new();
+    REQUIRE(!cpuop_init(o, op, opset, n_attrs, attrs, n_in, ins, NULL, n_out, outs, route),
+            "%s: route '%s'", id, route);
+    bool sup = cpuop_supports(o, id);
+    if (!sup) {
+      CHECK(!expect_support || (k == 0 && !(nr_cpu_isa() & NR_ISA_AVX2)),
+            "%s should support seed=%u", id, seed);
+      cpuop_free(o);
+      free(o);
+      continue;
+    }
+    CHECK(expect_support, "%s should not support this node", id);
+    bool g;
+    nr_value ref[3];
+    nr_status st = cpuop_run(o, pool, &g);
+    CHECK(!st && g, "%s seed=%u: run %d guards %d", id, seed, st, g);
+    REQUIRE(!cpuop_ref(o, n_attrs, attrs, ref));
+    for (int i = 0; i < n_out; i++) {
+      int64_t n = nr_value_count(&ref[i]);
+      double e = cpuop_err(cpuop_out(o, i), ref[i].data, n, atol, rtol);
+      CHECK(e <= 1.0, "%s output %d seed=%u route='%s': %.3g of tolerance", id, i, seed,
+            route, e);
+      nr_value_free(&ref[i]);
+    }
+    cpuop_free(o);
+    free(o);
+  }
+}
+
+static const int64_t ROWS[] = {1, 7, 8, 9, 31, 33, 1000};
+static const char *const SOFT_ROUTES[] = {
+    "", "-softmax.algo@n0=online", "-reduce.reassoc=on", "-eltwise.math=fast",
+    "-softmax.algo@n0=online -reduce.reassoc=on"};
+
+NR_TEST(cpu_norm_softmax) {
+  nr_threadpool *pool = nr_threadpool_create(2);
+  for (int r = 0; r < 7; r++) {
+    for (int lg = 0; lg < 2; lg++) {
+      unsigned seed = (unsigned)(r * 13 + lg), s0 = seed;
+      int64_t dims[3] = {3, 5, ROWS[r]}, n = 15 * ROWS[r];
+      float *x = rnd(n, &seed, -12, 12);
+      nr_value xi = fval(3, dims, x), y = fval(3, dims, NULL);
+      const nr_value *ins[] = {&xi};
+      const char *op = lg ? "LogSoftmax" : "Softmax", *stem = lg ? "logsoftmax" : "softmax";
+      for (int k = 0; k < 5; k++) {
+        double rtol = k == 3 ? 2e-5 : 2e-6;
+        check(t, op, stem, 13, 0, NULL, 1, ins, 1, &y, SOFT_ROUTES[k], 1e-6, rtol, s0,
+              pool, true);
+      }
+      nr_attr ax[] = {{.name = "axis", .type = NR_ATTR_INT, .i = 1}};
+      check(t, op, stem, 13, 1, ax, 1, ins, 1, &y, "", 1e-6, 2e-6, s0, pool, false);
+      check(t, op, stem, 11, 0, NULL, 1, ins, 1, &y, "", 1e-6, 2e-6, s0, pool, false);
+      nr_attr ax2[] = {{.name = "axis", .type = NR_ATTR_INT, .i = 2}};
+      check(t, op, stem, 11, 1, ax2, 1, ins, 1, &y, "", 1e-6, 2e-6, s0, pool, true);
+      free(x);
+    }
+  }
+  int64_t big[2] = {70, 1000}; /* the parallel path */
+  unsigned seed = 3;
+  float *x = rnd(70000, &seed, -5, 5);
+  nr_value xi = fval(2, big, x), y = fval(2, big, NULL);
+  const nr_value *ins[] = {&xi};
+  check(t, "Softmax", "softmax", 13, 0, NULL, 1, ins, 1, &y, "", 1e-7, 2e-6, 3, pool, true);
+  free(x);
+  nr_threadpool_destroy(pool);
+}
+
+static const char *const LN_ROUTES[] = {"", "-layernorm.algo@n0=one_pass",
+                                        "-reduce.reassoc=on",
+                                        "-layernorm.algo@n0=one_pass -reduce.reassoc=on"};
+
+NR_TEST(cpu_norm_layernorm) {
+  nr_threadpool *pool = nr_threadpool_create(2);
+  for (int r = 0; r < 7; r++) {
+    unsigned seed = (unsigned)(r * 17), s0 = seed;
+    int64_t n = ROWS[r], dims[3] = {2, 3, n}, rows = 6, mdims[3] = {2, 3, 1};
+    float *x = rnd(rows * n, &seed, -3, 5), *sc = rnd(n, &seed, 0.5f, 2),
+          *b = rnd(n, &seed, -1, 1);
+    nr_value xi = fval(3, dims, x), si = fval(1, &n, sc), bi = fval(1, &n, b);
+    nr_value outs[3] = {fval(3, dims, NULL), fval(3, mdims, NULL), fval(3, mdims, NULL)};
+    const nr_value *ins[] = {&xi, &si, &bi}, *ins_nob[] = {&xi, &si, NULL};
+    for (int k = 0; k < 4; k++) {
+      check(t, "LayerNormalization", "layernorm", 17, 0, NULL, 3, ins, 3, outs, LN_ROUTES[k],
+            2e-6, 2e-6, s0, pool, true);
+      check(t, "LayerNormalization", "layernorm", 17, 0, NULL, 3, ins_nob, 1, outs,
+            LN_ROUTES[k], 2e-6, 2e-6, s0, pool, true);
+    }
+    /* axis 1: normalized over [3, n] with a [3, n] scale */
+    int64_t sd[2] = {3, n};
+    float *sc2 = rnd(3 * n, &seed, 0.5f, 2);
+    nr_value s2 = fval(2, sd, sc2), m1 = fval(3, (int64_t[]){2, 1, 1}, NULL);
+    nr_value outs2[3] = {outs[0], m1, m1};
+    const nr_value *ins2[] = {&xi, &s2, NULL};
+    nr_attr ax[] = {{.name = "axis", .type = NR_ATTR_INT, .i = 1}};
+    check(t, "LayerNormalization", "layernorm", 17, 1, ax, 3, ins2, 3, outs2, "", 2e-6, 2e-6,
+          s0, pool, true);
+    free(x);
+    free(sc);
+    free(b);
+    free(sc2);
+  }
+  nr_threadpool_destroy(pool);
+}
+
+NR_TEST(cpu_norm_global_avgpool) {
+  nr_threadpool *pool = nr_threadpool_create(2);
+  int64_t spatial[] = {1, 7, 8, 9, 33, 49, 1000};
+  for (int s = 0; s < 7; s++) {
+    unsigned seed = (unsigned)s;
+    int64_t dims[4] = {2, 5, 1, spatial[s]}, od[4] = {2, 5, 1, 1};
+    float *x = rnd(10 * spatial[s], &seed, -2, 3);
+    nr_value xi = fval(4, dims, x), y = fval(4, od, NULL);
+    const nr_value *ins[] = {&xi};
+    check(t, "GlobalAveragePool", "gavgpool", 1, 0, NULL, 1, ins, 1, &y, "", 1e-7, 1e-6,
+          (unsigned)s, pool, true);
+    check(t, "GlobalAveragePool", "gavgpool", 1, 0, NULL, 1, ins, 1, &y,
+          "-reduce.reassoc=on", 1e-6, 1e-5, (unsigned)s, pool, true);
+    free(x);
+  }
+  nr_threadpool_destroy(pool);
+}
+
+NR_TEST(cpu_norm_pool2d) {
+  nr_threadpool *pool = nr_threadpool_create(2);
+  static const struct {
+    int64_t k, s, d, pad, ceil, count_pad;
+    const char *auto_pad;
+  } cases[] = {
+      {3, 2, 1, 1, 0, 0, NULL}, {2, 2, 1, 0, 0, 0, NULL}, {3, 1, 1, 1, 0, 1, NULL},
+      {3, 2, 1, 0, 1, 0, NULL}, {3, 2, 2, 1, 0, 0, NULL}, {3, 2, 1, 0, 0, 1, "SAME_UPPER"},
+      {7, 1, 1, 0, 0, 0, NULL}, {2, 3, 1, 1, 1, 1, NULL},
+  };
+  for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+    for (int h = 7; h <= 9; h++) {
+      unsigned seed = (unsigned)(c * 10 + (size_t)h), s0 = seed;
+      int64_t dims[4] = {2, 3, h, h + 2};
+      float *x = rnd(6 * h * (h + 2), &seed, -4, 4);
+      x[5] = NAN;
+      int64_t ks[2] = {cases[c].k, cases[c].k}, st[2] = {cases[c].s, cases[c].s},
+              dl[2] = {cases[c].d, cases[c].d},
+              pd[4] = {cases[c].pad, cases[c].pad, cases[c].pad, cases[c].pad};
+      nr_attr at[8] = {
+          {.name = "kernel_shape", .type = NR_ATTR_INTS, .n = 2, .ints = ks},
+          {.name = "strides", .type = NR_ATTR_INTS, .n = 2, .ints = st},
+          {.name = "dilations", .type = NR_ATTR_INTS, .n = 2, .ints = dl},
+          {.name = "ceil_mode", .type = NR_ATTR_INT, .i = cases[c].ceil},
+          {.name = "count_include_pad", .type = NR_ATTR_INT, .i = cases[c].count_pad},
+      };
+      int na = 5;
+      if (cases[c].auto_pad)
+        at[na++] = (nr_attr){.name = "auto_pad", .type = NR_ATTR_STRING,
+                             .s = (char *)cases[c].auto_pad,
+                             .s_len = strlen(cases[c].auto_pad)};
+      else
+        at[na++] = (nr_attr){.name = "pads", .type = NR_ATTR_INTS, .n = 4, .ints = pd};
+      nr_value xi = fval(4, dims, x);
+      const nr_value *ins[] = {&xi};
+      for (int m = 0; m < 2; m++) {
+        const char *op = m ? "MaxPool" : "AveragePool";
+        nr_attr am[8]; /* MaxPool has no count_include_pad (attribute 4): drop it */
+        int j = 0;
+        for (int i = 0; i < na; i++)
+          if (!m || i != 4)
+            am[j++] = at[i];
+        /* the output shape comes from the reference itself */
+        nr_value ref;
+        memset(&ref, 0, sizeof ref);
+        nr_error err = {0};
+        REQUIRE(!nr_ref_exec_node(op, "", m ? 12 : 19, j, am, 1, ins, 1, &ref, &err), "%s",
+                err.message);
+        nr_value y = fval(4, ref.dims, NULL);
+        nr_value_free(&ref);
+        check(t, op, m ? "maxpool2d" : "avgpool2d", m ? 12 : 19, j, am, 1, ins, 1, &y, "",
+              1e-7, 1e-6, s0, pool, true);
+      }
+      free(x);
+    }
+  }
+  nr_threadpool_destroy(pool);
+}
+
+NR_TEST(cpu_norm_knobs_apply) {
+  int64_t dims[2] = {2, 8};
+  float x[16] = {0};
+  nr_value v = fval(2, dims, x);
+  const nr_value *ins[] = {&v};
+  cpuop *o = cpuop_new();
+  REQUIRE(!cpuop_init(o, "Softmax", 13, 0, NULL, 1, ins, NULL, 1, &v,
+                      "-softmax.algo@n0=online -reduce.reassoc=on -eltwise.math=fast"));
+  cpuop_free(o);
+  nr_attr ax[] = {{.name = "axis", .type = NR_ATTR_INT, .i = 0}};
+  CHECK(cpuop_init(o, "Softmax", 13, 1, ax, 1, ins, NULL, 1, &v, "-softmax.algo@n0=online"),
+        "softmax.algo must not apply off the last axis");
+  cpuop_free(o);
+  free(o);
+}
