@@ -224,8 +224,10 @@ static int collect_blocks(nr_plan *p, block **out) {
     return -1;
   }
   int n = 0;
-  for (int i = 0; i < p->n_slots; i++) {
+  /* All entries first: a slot's alias root may come later in slot order. */
+  for (int i = 0; i < p->n_slots; i++)
     index[i] = -1;
+  for (int i = 0; i < p->n_slots; i++) {
     const nr_slot *s = &p->slots[i];
     if (s->kind != NR_SLOT_ARENA)
       continue;

@@ -221,6 +221,33 @@ NR_TEST(memory_inplace_chain) {
   nr_plan_destroy(p);
 }
 
+/* The layout pass appends reorder outputs as new slots, so an in-place step can alias
+ * a root whose slot index is higher than its own; the group must still count every
+ * member's lifetime (a regression: a later step was once placed over such a group). */
+NR_TEST(memory_alias_root_after_member) {
+  nr_plan *p = plan_new(8);
+  int x = add_slot(p, NR_SLOT_INPUT, 1000);
+  int clip = add_slot(p, NR_SLOT_ARENA, 1000); /* aliases `reordered`, added later */
+  int y = add_slot(p, NR_SLOT_ARENA, 250), z = add_slot(p, NR_SLOT_ARENA, 1000);
+  int reordered = add_slot(p, NR_SLOT_ARENA, 1000);
+  p->inputs[p->n_inputs++] = x;
+  p->outputs[p->n_outputs++] = z;
+  add_step(p, "Neg", &dnnl, 1, (int[]){x}, reordered);  /* not in place: onednn */
+  add_step(p, "Relu", &fast, 1, (int[]){reordered}, clip);
+  add_step(p, "Conv", &fast, 1, (int[]){clip}, y);        /* reads the group */
+  add_step(p, "Neg", &dnnl, 1, (int[]){y}, z);
+  nr_error err = {0};
+  for (int s = 0; s < 3; s++) {
+    REQUIRE(nr_memory_plan(p, s, true, &err) == NR_OK, "%s", err.message);
+    CHECK(p->slots[clip].alias_of == reordered, "strategy %d", s);
+    uint64_t g = p->slots[clip].offset, o = p->slots[y].offset;
+    CHECK(o >= g + 4000 || o + 1000 <= g, "strategy %d: y at %llu overlaps the group at %llu",
+          s, (unsigned long long)o, (unsigned long long)g);
+    CHECK(check_plan(t, p, "alias root after member") == 0);
+  }
+  nr_plan_destroy(p);
+}
+
 /* Each case where in-place would be wrong or is not allowed. */
 NR_TEST(memory_inplace_only_when_legal) {
   nr_plan *p = plan_new(16);
