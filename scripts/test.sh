@@ -11,7 +11,13 @@
 #   asan        ASan+UBSan build in build-asan/, nr_unit with NR_FUZZ_DIR naming the node
 #               suite and the exported real models (truncated and bit-flipped copies)
 #   models      export the real-model suite to build/models/ (cached) + ONNX Runtime refs
-#   check       tests/models/check_models.sh: nnroute run vs ONNX Runtime
+#   check       tests/models/check_models.sh: engines built along the default route vs
+#               ONNX Runtime
+#   reference   the same through the reference executor (nnroute run --reference)
+#   routes      tests/models/check_routes.sh: 20 seeded random routes per model, each
+#               built, run and compared with ONNX Runtime within its knobs' error bound
+#   knobs       nnroute check-knobs on smaller models: every non-default knob value must
+#               change the built plan (no dead knobs)
 # The last line is `N passed, N failed` over the stages (`, N skipped` when some were
 # skipped); the exit status is non-zero when any stage failed.
 #
@@ -97,11 +103,35 @@ do_check() {
     bash tests/models/check_models.sh "$build/models"
 }
 
+do_reference() {
+  NNROUTE=$build/nnroute NR_MODELS_OUT=$build/models-out-ref NR_RUN_ARGS=--reference \
+    bash tests/models/check_models.sh "$build/models"
+}
+
+do_routes() {
+  NNROUTE=$build/nnroute NR_ROUTES_COUNT=${NR_ROUTES_COUNT:-20} \
+    bash tests/models/check_routes.sh "$build/models"
+}
+
+# The models whose every knob value is built once (resnet50's 200-odd instances take
+# longer than CI should; `nnroute check-knobs build/models/resnet50_op13.onnx` runs it).
+do_knobs() {
+  local m ok=0
+  for m in squeezenet1_1_op13 mobilenet_v3_small_op17 bert_tiny_op13 mlp_op17; do
+    echo "== check-knobs $m"
+    "$build/nnroute" check-knobs "$build/models/$m.onnx" | tail -n 20 || ok=1
+  done
+  return $ok
+}
+
 stage bootstrap "" do_bootstrap
 stage build "bootstrap" do_build
 stage ctest "build" do_ctest
 stage models "bootstrap" do_models
 stage check "build models" do_check
+stage reference "build models" do_reference
+stage routes "build models" do_routes
+stage knobs "build models" do_knobs
 stage asan "bootstrap" do_asan
 
 echo

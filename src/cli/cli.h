@@ -13,6 +13,7 @@ int nr_cli_conformance(int argc, char **argv);
 int nr_cli_ops(int argc, char **argv);
 int nr_cli_build(int argc, char **argv);
 int nr_cli_check_routes(int argc, char **argv);
+int nr_cli_check_knobs(int argc, char **argv);
 int nr_cli_knobs(int argc, char **argv);
 int nr_cli_inspect(int argc, char **argv);
 int nr_cli_bench(int argc, char **argv);

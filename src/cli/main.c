@@ -13,6 +13,8 @@ static const struct command {
     {"conformance", nr_cli_conformance,
      "run ONNX backend test directories and compare with their expected outputs"},
     {"build", nr_cli_build, "compile a model along a build route into an engine file"},
+    {"check-knobs", nr_cli_check_knobs,
+     "build every non-default knob value of a model and report values that change nothing"},
     {"check-routes", nr_cli_check_routes,
      "build and run random routes of a model and check them against the reference"},
     {"bench", nr_cli_bench,

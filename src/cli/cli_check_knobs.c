@@ -1,0 +1,144 @@
+/* cli_check_knobs.c - `nnroute check-knobs`: proves there are no dead knobs. For every
+ * knob instance of a model and every non-default value, it builds the model with only
+ * that change and compares the plan with the default route's; a value that builds the
+ * same plan is reported DEAD. The tuner relies on this: a dead value would cost a
+ * build and a measurement for nothing.
+ *
+ * The plan fingerprint covers what execution depends on: the graph's nodes, every
+ * step (tactic id, slots, params, packed data, scratch, threads), every slot (dtype,
+ * shape, layout, kind, size, offset, alias) and the weights' bytes. */
+#include "cli/cli.h"
+#include "engine/engine.h"
+#include "runtime/model_internal.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static uint64_t fnv(uint64_t h, const void *data, size_t n) {
+  const uint8_t *p = data;
+  for (size_t i = 0; i < n; i++)
+    h = (h ^ p[i]) * 1099511628211ull;
+  return h;
+}
+
+static uint64_t fnv_str(uint64_t h, const char *s) {
+  return fnv(h, s ? s : "", strlen(s ? s : "") + 1);
+}
+
+static uint64_t plan_hash(const nr_plan *p) {
+  uint64_t h = 1469598103934665603ull;
+  for (int k = 0; k < p->graph->n_nodes; k++) {
+    const nr_node *n = &p->graph->nodes[k];
+    h = fnv_str(fnv_str(fnv_str(h, n->domain), n->op_type), n->name);
+  }
+  for (int k = 0; k < p->n_steps; k++) {
+    const nr_step *s = &p->steps[k];
+    h = fnv_str(h, s->tactic->id);
+    h = fnv(h, &s->node, sizeof s->node);
+    h = fnv(h, s->in, sizeof(int) * (size_t)s->n_in);
+    h = fnv(h, s->out, sizeof(int) * (size_t)s->n_out);
+    h = fnv(h, &s->packed_size, sizeof s->packed_size);
+    h = fnv(h, &s->scratch, sizeof s->scratch);
+    h = fnv(h, &s->threads, sizeof s->threads);
+    h = fnv(h, s->params, sizeof s->params);
+  }
+  for (int i = 0; i < p->n_slots; i++) {
+    const nr_slot *s = &p->slots[i];
+    h = fnv(h, &s->dtype, sizeof s->dtype);
+    h = fnv(h, s->dims, sizeof(int64_t) * (size_t)s->rank);
+    h = fnv(h, &s->layout, sizeof s->layout);
+    h = fnv(h, &s->kind, sizeof s->kind);
+    h = fnv(h, &s->nbytes, sizeof s->nbytes);
+    h = fnv(h, &s->offset, sizeof s->offset);
+    h = fnv(h, &s->alias_of, sizeof s->alias_of);
+  }
+  h = fnv(h, &p->arena_size, sizeof p->arena_size);
+  return fnv(h, p->weights, (size_t)p->weights_size);
+}
+
+static int build_hash(nr_model *m, const char *route, int threads, uint64_t *h,
+                      nr_error *err) {
+  nr_engine *e = NULL;
+  nr_build_options o = {sizeof o, route, threads};
+  if (nr_engine_build(m, &o, &e, err))
+    return 1;
+  *h = plan_hash(e->plan);
+  nr_engine_destroy(e);
+  return 0;
+}
+
+static void check_knobs_usage(FILE *f) {
+  fprintf(f, "usage: nnroute check-knobs MODEL [--shape NAME=DIMS]... [--threads N]\n"
+             "                            [--filter SUBSTRING]\n\n"
+             "Builds MODEL once per non-default value of every knob instance (or of those\n"
+             "whose id contains SUBSTRING) and reports a value whose plan equals the\n"
+             "default route's as DEAD. Ends with 'N passed, N failed'.\n");
+}
+
+/* Checks every non-default value of instance i; returns the number of dead ones. */
+static int check_instance(nr_model *m, const nr_knob_inst *k, uint64_t base, int threads,
+                          int *passed) {
+  int dead = 0;
+  for (int v = 0; v < k->n_values; v++) {
+    if (v == k->dflt)
+      continue;
+    char route[1024];
+    snprintf(route, sizeof route, "-%s=%s", k->id, k->values[v]);
+    nr_error err = {0};
+    uint64_t h = 0;
+    if (build_hash(m, route, threads, &h, &err)) {
+      printf("FAIL %s: %s\n", route + 1, err.message);
+      dead++;
+    } else if (h == base) {
+      printf("DEAD %s: builds the default route's plan\n", route + 1);
+      dead++;
+    } else {
+      (*passed)++;
+    }
+    fflush(stdout);
+  }
+  return dead;
+}
+
+int nr_cli_check_knobs(int argc, char **argv) {
+  const char *model = NULL, *filter = NULL, *shapes[64];
+  int n_shapes = 0, threads = 0;
+  for (int i = 1; i < argc; i++) {
+    bool v = i + 1 < argc;
+    if (!strcmp(argv[i], "--shape") && v && n_shapes < 64) shapes[n_shapes++] = argv[++i];
+    else if (!strcmp(argv[i], "--threads") && v) threads = atoi(argv[++i]);
+    else if (!strcmp(argv[i], "--filter") && v) filter = argv[++i];
+    else if (argv[i][0] != '-' && !model) model = argv[i];
+    else {
+      bool help = !strcmp(argv[i], "--help") || !strcmp(argv[i], "-h");
+      check_knobs_usage(help ? stdout : stderr);
+      return help ? 0 : 2;
+    }
+  }
+  if (!model) {
+    check_knobs_usage(stderr);
+    return 2;
+  }
+  nr_error err = {0};
+  nr_model *m = NULL;
+  if (nr_model_load(model, NULL, &m, &err))
+    return nr_cli_fail(&err);
+  int rc = 0, passed = 0, failed = 0;
+  for (int s = 0; !rc && s < n_shapes; s++)
+    rc = nr_cli_apply_shape(m, shapes[s], &err);
+  uint64_t base = 0;
+  nr_knob_space space = {0};
+  if (!rc && (build_hash(m, "", threads, &base, &err) ||
+              nr_knob_space_build(nr_model_graph(m), &space, &err)))
+    rc = nr_cli_fail(&err);
+  for (int i = 0; !rc && i < space.n; i++)
+    if (!filter || strstr(space.inst[i].id, filter))
+      failed += check_instance(m, &space.inst[i], base, threads, &passed);
+  nr_knob_space_free(&space);
+  nr_model_destroy(m);
+  if (rc)
+    return rc;
+  printf("%d passed, %d failed\n", passed, failed);
+  return failed ? 1 : 0;
+}
