@@ -42,8 +42,10 @@ static bool all_inputs_const(const nr_graph *g, const nr_node *n) {
 }
 
 /* Merges an inferred description into the tensor's: inferred facts win, but a dim
- * the model declared stays when inference could not tell. */
-static void merge(nr_tensor *t, nr_value *inferred) {
+ * the model declared stays when inference could not tell. Data a shape rule computed
+ * (Shape, Size) is kept for the rules downstream; only folding, which then drops the
+ * producing node, makes the tensor a constant. */
+static void merge(nr_tensor *t, nr_value *inferred, bool fold) {
   nr_value *v = &t->value;
   if (inferred->dtype != NR_DTYPE_UNDEFINED)
     v->dtype = inferred->dtype;
@@ -60,7 +62,8 @@ static void merge(nr_tensor *t, nr_value *inferred) {
     v->owned = inferred->owned;
     inferred->data = NULL;
     inferred->owned = false;
-    t->flags |= NR_TENSOR_CONST;
+    if (fold)
+      t->flags |= NR_TENSOR_CONST;
   }
 }
 
@@ -106,7 +109,7 @@ static nr_status infer_node(nr_graph *g, int k, bool fold, bool *folded, nr_erro
     if (!outs[o])
       continue;
     if (!st)
-      merge(&g->tensors[n->outputs[o]], outs[o]);
+      merge(&g->tensors[n->outputs[o]], outs[o], fold);
     nr_value_free(outs[o]);
   }
   if (st && err && !strstr(err->message, "node '"))
