@@ -159,7 +159,8 @@ nr_status nr_graph_toposort(nr_graph *g, nr_error *err) {
   free(placed);
   for (int k = 0; k < n; k++)
     sorted[k] = g->nodes[order[k]];
-  memcpy(g->nodes, sorted, sizeof(nr_node) * (size_t)n);
+  if (n)
+    memcpy(g->nodes, sorted, sizeof(nr_node) * (size_t)n);
   st = set_producers(g, err);
 done:
   for (int k = 0; deps && k < n; k++)

@@ -11,6 +11,7 @@
  * not swallow by default (nr_fuse_act_absorbs): the chains it lists are the ones this
  * pass meets under the default route. */
 #include "kernels/ref/fused.h"
+#include "kernels/cpu/norm/fate.h"
 #include "passes/pass_util.h"
 #include "util/error.h"
 
@@ -274,18 +275,6 @@ const nr_pass nr_pass_eltwise_fuse = {"eltwise_fuse", run_eltwise_fuse};
 
 /* ---- knob ------------------------------------------------------------------------- */
 
-/* Does the recognize pass replace a pattern anchored at n by default (a GELU at its
- * Erf)? Asked through its knob table, so this pass needs no part of its code. */
-static bool recognized(const nr_graph *g, const nr_node *n) {
-  static const char *const knobs[] = {"recognize.gelu", "recognize.layernorm", NULL};
-  for (int i = 0; knobs[i]; i++) {
-    const nr_knob_def *d = nr_knob_find(knobs[i]);
-    if (d && d->applies && d->applies(g, n))
-      return true;
-  }
-  return false;
-}
-
 /* Listed where a chain of two or more survives fuse_act and recognize at their
  * defaults. */
 static bool eltwise_applies(const nr_graph *g, const nr_node *n) {
@@ -294,7 +283,7 @@ static bool eltwise_applies(const nr_graph *g, const nr_node *n) {
   chain_ctx cc = {g, readers, NULL, true};
   int len = readers ? chain_from(&cc, (int)(n - g->nodes), nodes) : 0;
   for (int i = 0; i < len; i++)
-    if (recognized(g, &g->nodes[nodes[i]]))
+    if (nr_fate_recognized(g, &g->nodes[nodes[i]]))
       len = 0;
   free(readers);
   return len >= 2;

@@ -302,6 +302,21 @@ static int groups_for(const hz_info *h, bool pad, hz_group *out) {
 
 /* ---- knobs ---------------------------------------------------------------------- */
 
+bool nr_horizontal_absorbs(const nr_graph *g, const nr_node *n) {
+  hz_info h;
+  hz_group gr[HZ_MAX];
+  int k = (int)(n - g->nodes);
+  if (n->n_inputs < 1 || !analyze(g, n->inputs[0], &h))
+    return false;
+  /* The default value "on" merges the exact classes into their first member. */
+  int ng = groups_for(&h, false, gr);
+  for (int i = 0; i < ng; i++)
+    for (int j = 1; j < gr[i].n; j++)
+      if (h.c[gr[i].m[j]].node == k)
+        return true;
+  return false;
+}
+
 static bool applies_fuse(const nr_graph *g, const nr_node *n) {
   hz_info h;
   int k = (int)(n - g->nodes);

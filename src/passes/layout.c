@@ -24,10 +24,28 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* propagate only decides something when, on the default route, a conv runs in a
+ * blocked layout and an elementwise step reads its output. */
+static bool propagate_applies(const nr_graph *g, const nr_node *unused) {
+  (void)unused;
+  if (!g)
+    return true;
+  for (int k = 0; k < g->n_nodes; k++) {
+    const nr_node *n = &g->nodes[k];
+    if (n->n_outputs < 1 || nr_conv_default_layout(g, n) == NR_LAYOUT_PLAIN)
+      continue;
+    for (int j = 0; j < g->n_nodes; j++)
+      for (int i = 0; i < g->nodes[j].n_inputs; i++)
+        if (g->nodes[j].inputs[i] == n->outputs[0] && !strstr(g->nodes[j].op_type, "Conv"))
+          return true;
+  }
+  return false;
+}
+
 const nr_knob_def nr_knobs_layout[] = {
     {"layout.propagate", "on|off", "on", NR_KNOB_GLOBAL, NR_KNOB_LAYOUT, 0.0,
      "layout-agnostic steps keep their input's blocked layout (off: run them PLAIN)",
-     NULL, NULL},
+     propagate_applies, NULL},
     {0},
 };
 

@@ -2,7 +2,9 @@
  *
  * Every ARENA slot gets a lifetime [first_use, last_use] in step indices (graph
  * outputs live to n_steps, past the last step, because the context copies them out
- * at the end) and then an arena offset, 64-byte aligned. Two slots whose lifetimes
+ * at the end) and then an arena offset aligned to memory.align (64 bytes by default;
+ * 256 keeps tensors off shared cache-line pairs and prefetch streams, 4096 starts
+ * every block on its own page offset). Two slots whose lifetimes
  * overlap (inclusively: a step's inputs and outputs are live together) never share
  * bytes. In-place reuse runs first and merges a step's output 0 into its dying input
  * 0; each merged group is placed as one block with the union of the lifetimes.
@@ -12,6 +14,7 @@
  *                   greedy_size: blocks by decreasing size, each at the lowest offset
  *                   free over its lifetime. greedy_first_use: the same, in order of
  *                   first use (ties: larger first).
+ *   memory.align    alignment of every block's offset and size (64|256|4096).
  *   memory.inplace  on: a step whose op can run in place writes output 0 over input
  *                   0 (for Add and Mul, else input 1) when that is an ARENA slot read
  *                   for the last time there and of the same dtype, shape, layout and
@@ -26,13 +29,14 @@
  *
  * The functions below are reachable from tests through nr_memory_plan(). */
 #include "compiler/plan.h"
+#include "kernels/cpu/norm/fate.h"
 #include "kernels/ref/fused.h"
 #include "util/error.h"
 
 #include <stdlib.h>
 #include <string.h>
 
-#define ALIGN 64u
+#define ALIGN 64u /* the minimum: every tactic's vector loads assume it */
 
 typedef enum mem_strategy {
   MEM_NAIVE = 0,
@@ -40,8 +44,12 @@ typedef enum mem_strategy {
   MEM_GREEDY_FIRST_USE = 2,
 } mem_strategy;
 
-/* For tests: plans p with a strategy (0 naive, 1 greedy_size, 2 greedy_first_use). */
+/* For tests: plans p with a strategy (0 naive, 1 greedy_size, 2 greedy_first_use),
+ * 64-byte alignment. */
 nr_status nr_memory_plan(nr_plan *p, int strategy, bool inplace, nr_error *err);
+/* The same with the offsets (and block sizes) aligned to align, a power of two >= 64. */
+nr_status nr_memory_plan_aligned(nr_plan *p, int strategy, bool inplace, uint64_t align,
+                                 nr_error *err);
 
 /* ---- lifetimes ------------------------------------------------------------------ */
 
@@ -171,7 +179,8 @@ typedef struct block {
   uint64_t offset;
 } block;
 
-static uint64_t align_up(uint64_t x) { return (x + ALIGN - 1) & ~(uint64_t)(ALIGN - 1); }
+static uint64_t align_to(uint64_t x, uint64_t a) { return (x + a - 1) & ~(a - 1); }
+static uint64_t align_up(uint64_t x) { return align_to(x, ALIGN); }
 
 static int cmp_size(const void *a, const void *b) {
   const block *x = a, *y = b;
@@ -215,7 +224,7 @@ static uint64_t lowest_fit(const block *b, block *placed, int n, const block **l
 }
 
 /* Groups slots by alias root into blocks; returns the count or -1 (no memory). */
-static int collect_blocks(nr_plan *p, block **out) {
+static int collect_blocks(nr_plan *p, uint64_t align, block **out) {
   int *index = malloc(((size_t)p->n_slots + 1) * sizeof *index);
   block *b = malloc(((size_t)p->n_slots + 1) * sizeof *b);
   if (!index || !b) {
@@ -241,34 +250,43 @@ static int collect_blocks(nr_plan *p, block **out) {
       g->first = s->first_use;
     if (s->last_use > g->last)
       g->last = s->last_use;
-    if (align_up(s->nbytes) > g->size)
-      g->size = align_up(s->nbytes);
+    if (align_to(s->nbytes, align) > g->size)
+      g->size = align_to(s->nbytes, align);
   }
   free(index);
   *out = b;
   return n;
 }
 
-static nr_status place_blocks(nr_plan *p, block *b, int n, mem_strategy how,
-                              nr_error *err) {
+/* Gives every block an offset; returns the arena end, or UINT64_MAX when out of
+ * memory. Sorts b. */
+static uint64_t place(block *b, int n, mem_strategy how) {
   uint64_t end = 0;
   if (how == MEM_NAIVE) {
     for (int i = 0; i < n; i++) {
       b[i].offset = end;
       end += b[i].size;
     }
-  } else {
-    qsort(b, (size_t)n, sizeof *b, how == MEM_GREEDY_SIZE ? cmp_size : cmp_first_use);
-    const block **live = malloc(((size_t)n + 1) * sizeof *live);
-    if (!live)
-      return nr_errorf(err, NR_ERR_NOMEM, "memory: planning %d blocks", n);
-    for (int i = 0; i < n; i++) {
-      b[i].offset = b[i].size ? lowest_fit(&b[i], b, i, live) : 0;
-      if (b[i].offset + b[i].size > end)
-        end = b[i].offset + b[i].size;
-    }
-    free(live);
+    return end;
   }
+  qsort(b, (size_t)n, sizeof *b, how == MEM_GREEDY_SIZE ? cmp_size : cmp_first_use);
+  const block **live = malloc(((size_t)n + 1) * sizeof *live);
+  if (!live)
+    return UINT64_MAX;
+  for (int i = 0; i < n; i++) {
+    b[i].offset = b[i].size ? lowest_fit(&b[i], b, i, live) : 0;
+    if (b[i].offset + b[i].size > end)
+      end = b[i].offset + b[i].size;
+  }
+  free(live);
+  return end;
+}
+
+static nr_status place_blocks(nr_plan *p, block *b, int n, mem_strategy how,
+                              nr_error *err) {
+  uint64_t end = place(b, n, how);
+  if (end == UINT64_MAX)
+    return nr_errorf(err, NR_ERR_NOMEM, "memory: planning %d blocks", n);
   for (int i = 0; i < n; i++)
     p->slots[b[i].slot].offset = b[i].offset;
   for (int i = 0; i < p->n_slots; i++)
@@ -278,14 +296,19 @@ static nr_status place_blocks(nr_plan *p, block *b, int n, mem_strategy how,
   return NR_OK;
 }
 
-nr_status nr_memory_plan(nr_plan *p, int strategy, bool inplace, nr_error *err) {
+nr_status nr_memory_plan_aligned(nr_plan *p, int strategy, bool inplace, uint64_t align,
+                                 nr_error *err) {
+  if (align < ALIGN || (align & (align - 1)))
+    return nr_errorf(err, NR_ERR_INVALID_ARGUMENT,
+                     "memory: alignment %llu is not a power of two >= %u",
+                     (unsigned long long)align, ALIGN);
   nr_status st = compute_lifetimes(p, err);
   if (st != NR_OK)
     return st;
   if (inplace)
     plan_inplace(p);
   block *b = NULL;
-  int n = collect_blocks(p, &b);
+  int n = collect_blocks(p, align, &b);
   if (n < 0)
     return nr_errorf(err, NR_ERR_NOMEM, "memory: planning %d slots", p->n_slots);
   st = place_blocks(p, b, n, (mem_strategy)strategy, err);
@@ -297,24 +320,126 @@ nr_status nr_memory_plan(nr_plan *p, int strategy, bool inplace, nr_error *err) 
   return st;
 }
 
+nr_status nr_memory_plan(nr_plan *p, int strategy, bool inplace, nr_error *err) {
+  return nr_memory_plan_aligned(p, strategy, inplace, ALIGN, err);
+}
+
 static nr_status run_memory(nr_compile_ctx *c) {
   const char *how = c->route ? nr_route_get(c->route, "memory.plan", NULL) : NULL;
   const char *inplace = c->route ? nr_route_get(c->route, "memory.inplace", NULL) : NULL;
+  const char *align = c->route ? nr_route_get(c->route, "memory.align", NULL) : NULL;
   mem_strategy s = MEM_GREEDY_SIZE;
   if (how && !strcmp(how, "naive"))
     s = MEM_NAIVE;
   else if (how && !strcmp(how, "greedy_first_use"))
     s = MEM_GREEDY_FIRST_USE;
-  return nr_memory_plan(c->plan, s, !inplace || strcmp(inplace, "off") != 0, c->err);
+  return nr_memory_plan_aligned(c->plan, s, !inplace || strcmp(inplace, "off") != 0,
+                                align ? strtoull(align, NULL, 10) : ALIGN, c->err);
 }
 
 const nr_pass nr_pass_memory = {"memory", run_memory};
 
+/* ---- which values can matter for a graph ---------------------------------------- */
+
+/* The knobs' listing simulates the allocator on the graph: one block per activation of
+ * a node that keeps its step at the default route (fate.h), alive from its producer to
+ * its last reader, in node order. That stands in for the plan's slots (fusions drop
+ * some tensors, layouts add some), so it is an estimate; a value whose simulated
+ * offsets equal the default's is not listed. */
+static int graph_blocks(const nr_graph *g, uint64_t align, block *b) {
+  int n = 0;
+  for (int k = 0; k < g->n_nodes; k++) {
+    const nr_node *nd = &g->nodes[k];
+    if (!nr_fate_survives(g, nd))
+      continue;
+    for (int o = 0; o < nd->n_outputs; o++) {
+      int t = nd->outputs[o];
+      if (t < 0 || !nr_value_nbytes(&g->tensors[t].value))
+        continue;
+      int last = k;
+      for (int j = k + 1; j < g->n_nodes; j++)
+        for (int i = 0; i < g->nodes[j].n_inputs; i++)
+          if (g->nodes[j].inputs[i] == t)
+            last = j;
+      if (g->tensors[t].flags & NR_TENSOR_OUTPUT)
+        last = g->n_nodes;
+      b[n++] = (block){t, k, last, align_to(nr_value_nbytes(&g->tensors[t].value), align), 0};
+    }
+  }
+  return n;
+}
+
+/* Simulated offsets per tensor for a strategy and alignment; false on no memory. */
+static bool simulate(const nr_graph *g, mem_strategy how, uint64_t align, uint64_t *off,
+                     uint64_t *end) {
+  block *b = malloc(sizeof *b * ((size_t)g->n_tensors + 1));
+  if (!b)
+    return false;
+  int n = graph_blocks(g, align, b);
+  *end = place(b, n, how);
+  for (int t = 0; t < g->n_tensors; t++)
+    off[t] = UINT64_MAX;
+  for (int i = 0; i < n; i++)
+    off[b[i].slot] = b[i].offset;
+  free(b);
+  return *end != UINT64_MAX;
+}
+
+/* Bit i set when (strategy, align) of value i simulates differently from the default
+ * (greedy_size at 64 bytes); the default's own bit always. */
+static uint64_t differs(const nr_graph *g, const mem_strategy *how, const uint64_t *align,
+                        int nv, int dflt) {
+  uint64_t bits = 1ull << dflt, e0, e1;
+  uint64_t *a = malloc(sizeof *a * ((size_t)g->n_tensors + 1));
+  uint64_t *c = malloc(sizeof *c * ((size_t)g->n_tensors + 1));
+  if (!a || !c || !simulate(g, MEM_GREEDY_SIZE, ALIGN, a, &e0)) {
+    free(a);
+    free(c);
+    return (1ull << nv) - 1;
+  }
+  for (int i = 0; i < nv; i++)
+    if (i != dflt && (!simulate(g, how[i], align[i], c, &e1) || e1 != e0 ||
+                      memcmp(a, c, sizeof *a * (size_t)g->n_tensors)))
+      bits |= 1ull << i;
+  free(a);
+  free(c);
+  return bits;
+}
+
+static uint64_t plan_valid(const nr_graph *g, const nr_node *n) {
+  static const mem_strategy how[] = {MEM_NAIVE, MEM_GREEDY_SIZE, MEM_GREEDY_FIRST_USE};
+  static const uint64_t align[] = {ALIGN, ALIGN, ALIGN};
+  (void)n;
+  return g ? differs(g, how, align, 3, 1) : 7;
+}
+
+static uint64_t align_valid(const nr_graph *g, const nr_node *n) {
+  static const mem_strategy how[] = {MEM_GREEDY_SIZE, MEM_GREEDY_SIZE, MEM_GREEDY_SIZE};
+  static const uint64_t align[] = {64, 256, 4096};
+  (void)n;
+  return g ? differs(g, how, align, 3, 0) : 7;
+}
+
+/* In-place needs an elementwise step that keeps its own step by default. */
+static bool inplace_applies(const nr_graph *g, const nr_node *unused) {
+  (void)unused;
+  for (int k = 0; g && k < g->n_nodes; k++)
+    if (op_inplace(&g->nodes[k]) && nr_fate_survives(g, &g->nodes[k]))
+      return true;
+  return !g;
+}
+
 const nr_knob_def nr_knobs_memory[] = {
     {"memory.plan", "naive|greedy_size|greedy_first_use", "greedy_size", NR_KNOB_GLOBAL,
      NR_KNOB_MEMORY, 0,
-     "arena offsets: one region per tensor, or greedy reuse by size or by first use"},
+     "arena offsets: one region per tensor, or greedy reuse by size or by first use",
+     NULL, plan_valid},
     {"memory.inplace", "off|on", "on", NR_KNOB_GLOBAL, NR_KNOB_MEMORY, 0,
-     "let elementwise steps write their output over a dying input 0"},
+     "let elementwise steps write their output over a dying input 0", inplace_applies,
+     NULL},
+    {"memory.align", "64|256|4096", "64", NR_KNOB_GLOBAL, NR_KNOB_MEMORY, 0,
+     "alignment of every arena tensor's offset and size in bytes (4096: page-aligned "
+     "offsets)",
+     NULL, align_valid},
     {0},
 };

@@ -71,6 +71,10 @@ nr_status nr_pu_finish(nr_graph *g, nr_error *err);
  * activation, residual Add or bias Add behind a Conv/Gemm/MatMul). The elementwise
  * pass uses it so that its knob is listed only for chains that survive fuse_act. */
 bool nr_fuse_act_absorbs(const nr_graph *g, const nr_node *n);
+/* True when the default route's horizontal fusion merges node n into an earlier
+ * node of its group (n's own step disappears; knobs on it would be dead). Defined in
+ * horizontal.c. */
+bool nr_horizontal_absorbs(const nr_graph *g, const nr_node *n);
 
 
 

@@ -10,6 +10,7 @@
 #include "compiler/plan.h"
 #include "kernels/cpu/eltwise/vmath.h"
 #include "kernels/ref/executor.h"
+#include "passes/pass_util.h"
 #include "runtime/threadpool.h"
 #include "unit.h"
 
@@ -103,6 +104,8 @@ nr_status cpuop_init(cpuop *o, const char *op, int opset, int n_attrs, const nr_
     char name[16];
     snprintf(name, sizeof name, "y%d", i);
     int t = nr_graph_add_tensor(o->g, name, 0);
+    o->g->tensors[t].value = outs[i]; /* knobs read output shapes */
+    o->g->tensors[t].value.data = NULL;
     nd->outputs[i] = t;
     o->out[i] = outs[i];
     o->out[i].data = guarded(vbytes(&outs[i]));
@@ -525,4 +528,106 @@ NR_TEST(cpu_eltwise_knobs_apply) {
   CHECK(nr_knob_space_find(&o.space, "gelu.approx@n0") >= 0);
   CHECK(nr_knob_space_find(&o.space, "reduce.reassoc") < 0);
   cpuop_free(&o);
+}
+
+/* eltwise.threads=1: the step records one thread and still matches the reference; a
+ * tensor below two parallel chunks does not list the knob (it would change nothing). */
+NR_TEST(cpu_eltwise_threads_knob) {
+  nr_threadpool *pool = nr_threadpool_create(2);
+  int64_t big[1] = {70000}, small[1] = {1000};
+  unsigned seed = 7;
+  float *x = rnd(big[0], &seed, -3, 3);
+  for (int k = 0; k < 2; k++) {
+    nr_value v = fval(1, k ? small : big, x);
+    const nr_value *ins[] = {&v};
+    cpuop *o = cpuop_new();
+    nr_status st = cpuop_init(o, "Relu", 14, 0, NULL, 1, ins, NULL, 1, &v,
+                              "-eltwise.threads@n0=1");
+    if (k) {
+      CHECK(st, "eltwise.threads must not be listed for %lld elements", (long long)small[0]);
+    } else {
+      REQUIRE(!st, "%s", o->err.message);
+      REQUIRE(cpuop_supports(o, "nr_f32_vrelu__portable"));
+      bool g;
+      nr_value ref[1];
+      CHECK(!cpuop_run(o, pool, &g) && g);
+      CHECK(o->step.threads == 1, "step->threads = %d", o->step.threads);
+      REQUIRE(!cpuop_ref(o, 0, NULL, ref));
+      CHECK(cpuop_err(cpuop_out(o, 0), ref[0].data, big[0], 0, 0) <= 1.0);
+      nr_value_free(&ref[0]);
+    }
+    cpuop_free(o);
+    free(o);
+  }
+  free(x);
+  nr_threadpool_destroy(pool);
+}
+
+/* ---- listing on whole graphs ------------------------------------------------------ */
+
+static int lg_tensor(nr_graph *g, const char *name, unsigned flags, int rank,
+                     const int64_t *dims) {
+  int t = nr_graph_add_tensor(g, name, flags);
+  nr_value *v = &g->tensors[t].value;
+  v->dtype = NR_DTYPE_FLOAT;
+  v->rank = rank;
+  memcpy(v->dims, dims, sizeof(int64_t) * (size_t)rank);
+  if (flags & NR_TENSOR_CONST) {
+    nr_value_alloc(v, NR_DTYPE_FLOAT, rank, dims, NULL);
+    for (int64_t i = 0; i < nr_value_count(v); i++)
+      ((float *)v->data)[i] = 0.01f * (float)(i % 17) - 0.08f;
+  }
+  if (flags & NR_TENSOR_INPUT) {
+    g->inputs = realloc(g->inputs, sizeof(int) * (size_t)(g->n_inputs + 1));
+    g->inputs[g->n_inputs++] = t;
+  }
+  return t;
+}
+
+/* X -> Conv -> Relu -> Y1 (the Relu is fused by fuse.conv_act by default), and
+ * X -> Relu -> Y2 (a standalone Relu on a graph input). */
+static nr_graph *conv_relu_graph(void) {
+  nr_graph *g = nr_graph_create(NULL);
+  g->opsets = calloc(1, sizeof *g->opsets);
+  g->opsets[0].domain = strdup("");
+  g->opsets[0].version = 13;
+  g->n_opsets = 1;
+  g->owns_opsets = true;
+  g->ir_version = 8;
+  int64_t xd[4] = {1, 4, 128, 128}, wd[4] = {4, 4, 1, 1};
+  int x = lg_tensor(g, "x", NR_TENSOR_INPUT, 4, xd), w = lg_tensor(g, "w", NR_TENSOR_CONST, 4, wd);
+  int c = nr_graph_add_tensor(g, "c", 0), y1 = nr_graph_add_tensor(g, "y1", 0),
+      y2 = nr_graph_add_tensor(g, "y2", 0);
+  int cin[2] = {x, w};
+  nr_pu_add_node(g, "conv", "Conv", "", 2, cin, 1, &c);
+  nr_pu_add_node(g, "fused_relu", "Relu", "", 1, &c, 1, &y1);
+  nr_pu_add_node(g, "lone_relu", "Relu", "", 1, &x, 1, &y2);
+  g->outputs = malloc(2 * sizeof(int));
+  g->outputs[0] = y1, g->outputs[1] = y2;
+  g->n_outputs = 2;
+  g->tensors[y1].flags |= NR_TENSOR_OUTPUT;
+  g->tensors[y2].flags |= NR_TENSOR_OUTPUT;
+  nr_error err = {0};
+  if (nr_graph_toposort(g, &err) || nr_graph_bind_ops(g, &err) || nr_graph_infer(g, &err) ||
+      nr_compiler_name_nodes(g, &err)) {
+    nr_graph_destroy(g);
+    return NULL;
+  }
+  return g;
+}
+
+NR_TEST(cpu_eltwise_listing_skips_fused_nodes) {
+  nr_graph *g = conv_relu_graph();
+  REQUIRE(g, "building the graph");
+  nr_knob_space s;
+  nr_error err = {0};
+  REQUIRE(!nr_knob_space_build(g, &s, &err), "%s", err.message);
+  CHECK(nr_knob_space_find(&s, "eltwise.tactic@fused_relu") < 0,
+        "a Relu fuse.conv_act absorbs must not be listed");
+  CHECK(nr_knob_space_find(&s, "eltwise.threads@fused_relu") < 0);
+  CHECK(nr_knob_space_find(&s, "eltwise.tactic@lone_relu") >= 0, "standalone Relu listed");
+  CHECK(nr_knob_space_find(&s, "eltwise.threads@lone_relu") >= 0, "65536 elements: listed");
+  CHECK(nr_knob_space_find(&s, "fuse.conv_act@conv") >= 0, "the fusion that absorbs it");
+  nr_knob_space_free(&s);
+  nr_graph_destroy(g);
 }

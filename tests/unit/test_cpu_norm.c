@@ -246,3 +246,35 @@ NR_TEST(cpu_norm_knobs_apply) {
   cpuop_free(o);
   free(o);
 }
+
+/* pool.tactic is listed on a supported MaxPool; eltwise.threads only when the pool has
+ * two parallel chunks of work, and with it the step runs on one thread and still
+ * matches the reference. */
+NR_TEST(cpu_norm_pool_knobs) {
+  nr_threadpool *pool = nr_threadpool_create(2);
+  int64_t ks[2] = {3, 3}, pd[4] = {1, 1, 1, 1};
+  nr_attr at[] = {{.name = "kernel_shape", .type = NR_ATTR_INTS, .n = 2, .ints = ks},
+                  {.name = "pads", .type = NR_ATTR_INTS, .n = 4, .ints = pd}};
+  int64_t big[4] = {1, 8, 64, 64}, small[4] = {1, 1, 8, 8};
+  unsigned seed = 11;
+  float *x = rnd(8 * 64 * 64, &seed, -2, 2);
+  for (int k = 0; k < 2; k++) {
+    nr_value v = fval(4, k ? small : big, x);
+    const nr_value *ins[] = {&v};
+    cpuop *o = cpuop_new();
+    CHECK(!cpuop_init(o, "MaxPool", 12, 2, at, 1, ins, NULL, 1, &v, "-pool.tactic@n0=ref"),
+          "pool.tactic must be listed on a 2-D float MaxPool");
+    cpuop_free(o);
+    nr_status st = cpuop_init(o, "MaxPool", 12, 2, at, 1, ins, NULL, 1, &v,
+                              "-eltwise.threads@n0=1");
+    CHECK(k ? st != NR_OK : st == NR_OK, "eltwise.threads listed only for large pools");
+    cpuop_free(o);
+    free(o);
+  }
+  nr_value v = fval(4, big, x);
+  const nr_value *ins[] = {&v};
+  check(t, "MaxPool", "maxpool2d", 12, 2, at, 1, ins, 1, &v, "-eltwise.threads@n0=1", 0, 0,
+        seed, pool, true);
+  free(x);
+  nr_threadpool_destroy(pool);
+}

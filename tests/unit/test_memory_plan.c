@@ -9,6 +9,8 @@
 #include <string.h>
 
 nr_status nr_memory_plan(nr_plan *p, int strategy, bool inplace, nr_error *err);
+nr_status nr_memory_plan_aligned(nr_plan *p, int strategy, bool inplace, uint64_t align,
+                                 nr_error *err);
 
 static const nr_tactic fast = {"test_fast", "", NULL, "nnroute"};
 static const nr_tactic dnnl = {"test_dnnl", "", NULL, "onednn"};
@@ -322,5 +324,41 @@ NR_TEST(memory_inplace_domains) {
   nr_error err = {0};
   REQUIRE(nr_memory_plan(p, 2, true, &err) == NR_OK, "%s", err.message);
   CHECK(p->slots[b].alias_of == a && p->slots[c].alias_of == -1);
+  nr_plan_destroy(p);
+}
+
+/* memory.align: every value keeps the no-overlap invariants, aligns every offset, and
+ * (sizes here are not multiples of 256) changes the arena - not always upwards: the
+ * greedy placement is a heuristic. */
+NR_TEST(memory_align_values) {
+  static const uint64_t aligns[] = {64, 256, 4096};
+  for (uint64_t seed = 1; seed <= 20; seed++) {
+    uint64_t arena[3];
+    for (int a = 0; a < 3; a++)
+      for (int s = 0; s < 3; s++) {
+        uint64_t rs = seed;
+        nr_plan *p = random_plan(&rs, 5 + (int)(seed % 30));
+        nr_error err = {0};
+        REQUIRE(nr_memory_plan_aligned(p, s, true, aligns[a], &err) == NR_OK, "%s",
+                err.message);
+        char what[96];
+        snprintf(what, sizeof what, "seed %llu align %llu plan %d",
+                 (unsigned long long)seed, (unsigned long long)aligns[a], s);
+        check_plan(t, p, what);
+        for (int i = 0; i < p->n_slots; i++)
+          CHECK(p->slots[i].kind != NR_SLOT_ARENA || p->slots[i].offset % aligns[a] == 0,
+                "%s: slot %d at %llu", what, i, (unsigned long long)p->slots[i].offset);
+        if (s == 1)
+          arena[a] = p->arena_size;
+        nr_plan_destroy(p);
+      }
+    CHECK(arena[1] != arena[0] && arena[2] != arena[0] && arena[2] % 4096 == 0,
+          "seed %llu: arenas %llu %llu %llu",
+          (unsigned long long)seed, (unsigned long long)arena[0],
+          (unsigned long long)arena[1], (unsigned long long)arena[2]);
+  }
+  nr_plan *p = plan_new(4);
+  nr_error err = {0};
+  CHECK(nr_memory_plan_aligned(p, 1, true, 100, &err) == NR_ERR_INVALID_ARGUMENT);
   nr_plan_destroy(p);
 }

@@ -6,7 +6,9 @@
  * Key decision: a 1x1 stride-1 unpadded conv needs no copy at all, X itself is the B
  * (PLAIN, [C x HW]) or A (NHWC, [HW x C], lda = C per group) operand; otherwise the
  * column matrix of one image and group is built in scratch (rows in parallel) and the
- * GEMM's epilogue adds bias and residual and applies the activation while C is hot. */
+ * GEMM's epilogue adds bias and residual and applies the activation while C is hot
+ * (conv.epilogue=separate: the GEMM writes raw products and nr_conv_epilogue_pass
+ * follows). With conv.prepack=off W is packed into the front of scratch on each run. */
 #include "kernels/cpu/conv/conv_internal.h"
 
 #include <string.h>
@@ -63,25 +65,33 @@ static void col_rows_nhwc(void *arg, int64_t begin, int64_t end, int thread) {
   }
 }
 
+/* The GEMM's epilogue: the whole of it, or nothing with conv.epilogue=separate. */
 static nr_epilogue make_ep(const conv_p *q, const float *bias, bool per_row,
                            const float *res, int64_t ldr) {
   nr_epilogue ep = {bias, per_row, res, ldr, 1.0f, (nr_act)q->act, q->act_a, q->act_b};
-  return ep;
+  nr_epilogue none = {0};
+  return (q->opts & CONV_OPT_SPLIT_EPI) ? none : ep;
+}
+
+static bool is_direct(const conv_p *q) {
+  return q->kh == 1 && q->kw == 1 && q->sh == 1 && q->sw == 1 && q->pt == 0 && q->pl == 0 &&
+         q->oh == q->h && q->ow == q->w;
 }
 
 nr_status nr_conv_im2col_run(const nr_exec_args *a) {
   conv_p q = *conv_params(a->step);
-  bool post, direct = q.kh == 1 && q.kw == 1 && q.sh == 1 && q.sw == 1 && q.pt == 0 &&
-                      q.pl == 0 && q.oh == q.h && q.ow == q.w;
+  bool post, direct = is_direct(&q);
   const float *res = nr_conv_res(a, NR_LAYOUT_PLAIN, &q, &post);
   const float *x = a->in[0], *bias = q.has_bias ? a->in[2] : NULL;
   float *y = a->out[0];
   int64_t mg = q.m / q.group, cg = q.c / q.group, k = cg * q.kh * q.kw;
   int64_t hw = (int64_t)q.h * q.w, ohw = (int64_t)q.oh * q.ow;
+  char *s = a->scratch;
+  const char *packed = nr_conv_packed_w(a, &q, CONV_PACK_GEMM_A, &s);
   size_t sa = nr_conv_align64(nr_gemm_packed_a_size(q.gemm, mg, k));
   size_t cols = direct ? 0 : nr_conv_align64(sizeof(float) * (size_t)(ohw * k));
-  float *col = a->scratch;
-  void *gs = (char *)a->scratch + cols;
+  float *col = (float *)s;
+  void *gs = s + cols;
   int threads = nr_conv_threads(a);
   for (int64_t n = 0; n < q.n; n++)
     for (int64_t g = 0; g < q.group; g++) {
@@ -93,10 +103,12 @@ nr_status nr_conv_im2col_run(const nr_exec_args *a) {
       int64_t yo = (n * q.m + g * mg) * ohw;
       nr_epilogue ep = make_ep(&q, bias ? bias + g * mg : NULL, true, res ? res + yo : NULL,
                                ohw);
-      nr_gemm_operand A = {(const float *)((const char *)a->packed + sa * g), k, false, true};
+      nr_gemm_operand A = {(const float *)(packed + sa * g), k, false, true};
       nr_gemm_operand B = {direct ? xg : col, ohw, false, false};
       nr_gemm(q.gemm, mg, ohw, k, 1.0f, A, B, y + yo, ohw, &ep, gs, a->pool, threads);
     }
+  if (q.opts & CONV_OPT_SPLIT_EPI)
+    nr_conv_epilogue_pass(a, NR_LAYOUT_PLAIN, &q, bias, res, threads);
   nr_conv_finish(a, NR_LAYOUT_PLAIN, conv_params(a->step), post);
   return NR_OK;
 }
@@ -105,17 +117,18 @@ nr_status nr_conv_1x1_run(const nr_exec_args *a) { return nr_conv_im2col_run(a);
 
 nr_status nr_conv_nhwc_run(const nr_exec_args *a) {
   conv_p q = *conv_params(a->step);
-  bool post, direct = q.kh == 1 && q.kw == 1 && q.sh == 1 && q.sw == 1 && q.pt == 0 &&
-                      q.pl == 0 && q.oh == q.h && q.ow == q.w;
+  bool post, direct = is_direct(&q);
   const float *res = nr_conv_res(a, NR_LAYOUT_NHWC, &q, &post);
   const float *x = a->in[0], *bias = q.has_bias ? a->in[2] : NULL;
   float *y = a->out[0];
   int64_t mg = q.m / q.group, cg = q.c / q.group, k = cg * q.kh * q.kw;
   int64_t hw = (int64_t)q.h * q.w, ohw = (int64_t)q.oh * q.ow;
+  char *s = a->scratch;
+  const char *packed = nr_conv_packed_w(a, &q, CONV_PACK_NHWC_B, &s);
   size_t sb = nr_conv_align64(nr_gemm_packed_b_size(q.gemm, k, mg));
   size_t cols = direct ? 0 : nr_conv_align64(sizeof(float) * (size_t)(ohw * k));
-  float *col = a->scratch;
-  void *gs = (char *)a->scratch + cols;
+  float *col = (float *)s;
+  void *gs = s + cols;
   int threads = nr_conv_threads(a);
   for (int64_t n = 0; n < q.n; n++)
     for (int64_t g = 0; g < q.group; g++) {
@@ -128,9 +141,11 @@ nr_status nr_conv_nhwc_run(const nr_exec_args *a) {
       nr_epilogue ep = make_ep(&q, bias ? bias + g * mg : NULL, false,
                                res ? res + yo : NULL, q.m);
       nr_gemm_operand A = {direct ? xn + g * cg : col, direct ? q.c : k, false, false};
-      nr_gemm_operand B = {(const float *)((const char *)a->packed + sb * g), mg, false, true};
+      nr_gemm_operand B = {(const float *)(packed + sb * g), mg, false, true};
       nr_gemm(q.gemm, ohw, mg, k, 1.0f, A, B, y + yo, q.m, &ep, gs, a->pool, threads);
     }
+  if (q.opts & CONV_OPT_SPLIT_EPI)
+    nr_conv_epilogue_pass(a, NR_LAYOUT_NHWC, &q, bias, res, threads);
   nr_conv_finish(a, NR_LAYOUT_NHWC, conv_params(a->step), post);
   return NR_OK;
 }

@@ -21,13 +21,30 @@ typedef struct conv_p {
   int32_t n, c, h, w;        /* input X (logical NCHW) */
   int32_t m, oh, ow, group;  /* output Y channels and size; groups */
   uint8_t kh, kw, sh, sw, dh, dw, pt, pl; /* kernel, stride, dilation, top/left pad */
-  uint8_t act, has_bias, has_res, res_layout; /* res_layout: layout R arrives in */
+  uint8_t act, res_layout;   /* res_layout: layout R arrives in */
+  uint8_t has_bias : 1, has_res : 1;
+  uint8_t opts;              /* CONV_OPT_*: the per-node knobs' choices */
   float act_a, act_b;
   nr_gemm_cfg gemm;          /* GEMM-based tactics */
-  uint32_t extra;            /* tactic specific (winograd: tiles per image) */
+  uint32_t extra;            /* tactic specific (winograd: output tile 2|4; NCHW8C and
+                                dw NCHW8C: float offset of the packed bias) */
 } conv_p;
 
 _Static_assert(sizeof(conv_p) <= NR_TACTIC_PARAMS, "conv_p must fit nr_step.params");
+
+/* conv_p.opts bits, set by prepare() from the node's knobs (tactics_conv.c). */
+enum {
+  CONV_OPT_RAW_W = 1u << 0,     /* conv.prepack=off: pack W into scratch on every run */
+  CONV_OPT_SPLIT_EPI = 1u << 1, /* conv.epilogue=separate: a second pass applies it */
+  CONV_OPT_SERIAL = 1u << 2,    /* conv.threads=1 (step->threads is 1 too) */
+};
+
+/* What a GEMM-based tactic packs W into (conv_pack.c). */
+typedef enum conv_pack_kind {
+  CONV_PACK_GEMM_A,   /* im2col, 1x1 (PLAIN): W_g as the GEMM's A, per group */
+  CONV_PACK_NHWC_B,   /* NHWC: W_g^T with rows (kh, kw, c) as the GEMM's B, per group */
+  CONV_PACK_WINOGRAD, /* U[xi] = G g G^T per tile position, each as a GEMM A */
+} conv_pack_kind;
 
 /* Fills p from a Conv / FusedConv step. False when the step is not a 2-D float32
  * conv with constant weights (and constant bias) whose numbers fit the record. */
@@ -47,6 +64,11 @@ void nr_conv_epilogue(float *y, const float *r, int64_t n, float bias, const con
 void nr_conv_residual_post(float *y, nr_layout ly, const float *r, nr_layout lr,
                            const conv_p *p, bool apply_bias, const float *bias);
 
+/* conv.epilogue=separate: bias (when apply_bias), residual r (same layout l as y, or
+ * NULL) and p's activation over the whole output y, in parallel on `threads`. */
+void nr_conv_epilogue_pass(const nr_exec_args *a, nr_layout l, const conv_p *p,
+                           const float *bias, const float *r, int threads);
+
 /* Conv kernels (conv_*.c), one per algorithm; all take the step's exec args. */
 nr_status nr_conv_direct_run(const nr_exec_args *a);
 nr_status nr_conv_dw_run(const nr_exec_args *a);          /* PLAIN, portable */
@@ -65,12 +87,16 @@ nr_status nr_conv_nchw8c_direct__avx2_run(const nr_exec_args *a);
 
 /* Packing at build time (conv_pack.c). Each reads the constant W (and B) and appends
  * the packed form to the weights; sets step->packed_*. */
-nr_status nr_conv_pack_gemm_a(const nr_tactic_ctx *c, nr_plan *plan, nr_step *st);
-nr_status nr_conv_pack_nhwc_b(const nr_tactic_ctx *c, nr_plan *plan, nr_step *st);
+/* GEMM-based tactics: packs W of kind k (params already in st) into the engine, or,
+ * with CONV_OPT_RAW_W, only adds the room for packing at run time to st->scratch. */
+nr_status nr_conv_pack_gemm(const nr_tactic_ctx *c, nr_plan *plan, nr_step *st,
+                            conv_pack_kind k);
+/* Run time: the packed W of kind k: the engine's, or (CONV_OPT_RAW_W) packed from the
+ * raw W into the start of *scratch, which then advances past it. */
+const void *nr_conv_packed_w(const nr_exec_args *a, const conv_p *p, conv_pack_kind k,
+                             char **scratch);
 nr_status nr_conv_pack_nchw8c(const nr_tactic_ctx *c, nr_plan *plan, nr_step *st);
 nr_status nr_conv_pack_dw8(const nr_tactic_ctx *c, nr_plan *plan, nr_step *st);
-nr_status nr_conv_pack_winograd(const nr_tactic_ctx *c, nr_plan *plan, nr_step *st,
-                                int tile);
 nr_status nr_conv_pack_copy(const nr_tactic_ctx *c, nr_plan *plan, nr_step *st);
 
 /* Threads the GEMM-based tactics size their scratch for. */
@@ -118,5 +144,10 @@ const nr_tactic *nr_reorder_tactic(nr_layout from, nr_layout to);
 /* Converts a float32 [n, c, h, w] tensor between layouts (pad lanes zeroed). */
 void nr_reorder_f32(const float *src, nr_layout from, float *dst, nr_layout to,
                     const int64_t *dims, nr_threadpool *pool);
+
+/* The layout the default route's tactic runs conv node n in (PLAIN when no conv
+ * tactic applies); the layout pass lists layout.propagate only where a blocked layout
+ * is in use by default. */
+nr_layout nr_conv_default_layout(const nr_graph *g, const nr_node *n);
 
 #endif

@@ -166,6 +166,11 @@ nr_status nr_conv_onednn_run(const nr_exec_args *a) {
   dnnl_stream_destroy(s);
   if (!ok)
     return nr_errorf(a->err, NR_ERR_INTERNAL, "oneDNN convolution failed");
+  /* An activation oneDNN has no eltwise kind for (hard_sigmoid, hard_swish) runs after
+   * the primitive, which already added bias and residual. */
+  float al, be;
+  if (q.act != NR_ACT_NONE && act_alg(&q, &al, &be) == dnnl_alg_kind_undef && !post)
+    nr_act_apply((nr_act)q.act, q.act_a, q.act_b, a->out[0], yn);
   nr_conv_finish(a, NR_LAYOUT_PLAIN, conv_params(a->step), post);
   return NR_OK;
 }

@@ -7,7 +7,11 @@
  * GEMM B per group (NHWC: rows ordered (kh, kw, c)), NCHW8C blocks
  * [M/8][C/8][kh][kw][8 in][8 out] + bias padded to 8, depthwise blocks
  * [C/8][kh][kw][8] + bias, Winograd U[xi] = (G g G^T)[xi] as M x C per tile
- * position xi, each packed as a GEMM A. */
+ * position xi, each packed as a GEMM A.
+ *
+ * The GEMM-based forms (gemm_a, nhwc_b, winograd) are written once as pure functions
+ * of (params, raw W, buffers), so conv.prepack=off runs the very same packer into
+ * scratch at run time that =on runs into the engine at build time. */
 #include "kernels/cpu/conv/conv_internal.h"
 
 #include "util/error.h"
@@ -32,45 +36,6 @@ static conv_p *params_rw(nr_step *st) { return (conv_p *)(void *)st->params; }
 nr_status nr_conv_pack_copy(const nr_tactic_ctx *c, nr_plan *plan, nr_step *st) {
   (void)c, (void)plan, (void)st; /* W and B are read in place from the constants */
   return NR_OK;
-}
-
-nr_status nr_conv_pack_gemm_a(const nr_tactic_ctx *c, nr_plan *plan, nr_step *st) {
-  const conv_p *p = conv_params(st);
-  const float *w = nr_step_const(c, 1);
-  int64_t mg = p->m / p->group, k = (int64_t)(p->c / p->group) * p->kh * p->kw;
-  size_t sa = nr_conv_align64(nr_gemm_packed_a_size(p->gemm, mg, k));
-  float *buf = aligned_alloc(64, (sa * p->group + 63) / 64 * 64 + 64);
-  if (!buf)
-    return oom(c);
-  for (int g = 0; g < p->group; g++) {
-    nr_gemm_operand a = {w + (int64_t)g * mg * k, k, false, false};
-    nr_gemm_pack_a(p->gemm, mg, k, a, (float *)((char *)buf + sa * g));
-  }
-  return append(c, plan, st, buf, sa * p->group);
-}
-
-nr_status nr_conv_pack_nhwc_b(const nr_tactic_ctx *c, nr_plan *plan, nr_step *st) {
-  const conv_p *p = conv_params(st);
-  const float *w = nr_step_const(c, 1);
-  int64_t mg = p->m / p->group, cg = p->c / p->group, kk = (int64_t)p->kh * p->kw;
-  int64_t k = cg * kk;
-  size_t sb = nr_conv_align64(nr_gemm_packed_b_size(p->gemm, k, mg));
-  float *tmp = malloc(sizeof(float) * (size_t)(k * mg));
-  float *buf = aligned_alloc(64, (sb * p->group + 63) / 64 * 64 + 64);
-  if (!tmp || !buf) {
-    free(tmp), free(buf);
-    return oom(c);
-  }
-  for (int g = 0; g < p->group; g++) {
-    for (int64_t m = 0; m < mg; m++)
-      for (int64_t ci = 0; ci < cg; ci++)
-        for (int64_t q = 0; q < kk; q++)
-          tmp[(q * cg + ci) * mg + m] = w[((g * mg + m) * cg + ci) * kk + q];
-    nr_gemm_operand b = {tmp, mg, false, false};
-    nr_gemm_pack_b(p->gemm, k, mg, b, (float *)((char *)buf + sb * g));
-  }
-  free(tmp);
-  return append(c, plan, st, buf, sb * p->group);
 }
 
 /* Appends bias padded to a multiple of 8 after n floats of packed weights. */
@@ -126,20 +91,66 @@ static const float g43[6][3] = {{1.0f / 4, 0, 0},
                                 {1.0f / 24, -1.0f / 12, 1.0f / 6},
                                 {0, 0, 1}};
 
-nr_status nr_conv_pack_winograd(const nr_tactic_ctx *c, nr_plan *plan, nr_step *st,
-                                int tile) {
-  const conv_p *p = conv_params(st);
-  const float *w = nr_step_const(c, 1);
-  int a = tile + 2;
-  const float *G = tile == 2 ? &g23[0][0] : &g43[0][0];
-  int64_t mc = (int64_t)p->m * p->c;
-  float *u = malloc(sizeof(float) * (size_t)(a * a * mc));
-  size_t sa = nr_conv_align64(nr_gemm_packed_a_size(p->gemm, p->m, p->c));
-  float *buf = aligned_alloc(64, (sa * a * a + 63) / 64 * 64 + 64);
-  if (!u || !buf) {
-    free(u), free(buf);
-    return oom(c);
+/* ---- the GEMM-based forms ----------------------------------------------------------- */
+
+/* Bytes of one packed matrix (a group's, or a Winograd tile position's), 64-aligned. */
+static size_t unit_bytes(const conv_p *p, conv_pack_kind k) {
+  int64_t mg = p->m / p->group, k_ = (int64_t)(p->c / p->group) * p->kh * p->kw;
+  switch (k) {
+  case CONV_PACK_GEMM_A: return nr_conv_align64(nr_gemm_packed_a_size(p->gemm, mg, k_));
+  case CONV_PACK_NHWC_B: return nr_conv_align64(nr_gemm_packed_b_size(p->gemm, k_, mg));
+  case CONV_PACK_WINOGRAD: return nr_conv_align64(nr_gemm_packed_a_size(p->gemm, p->m, p->c));
   }
+  return 0;
+}
+
+static int64_t units(const conv_p *p, conv_pack_kind k) {
+  int64_t a = (int64_t)p->extra + 2;
+  return k == CONV_PACK_WINOGRAD ? a * a : p->group;
+}
+
+/* Bytes of the packed form and of the temporary the packer needs beside it. */
+static size_t packed_bytes(const conv_p *p, conv_pack_kind k) {
+  return unit_bytes(p, k) * (size_t)units(p, k);
+}
+static size_t tmp_bytes(const conv_p *p, conv_pack_kind k) {
+  int64_t mg = p->m / p->group, kk = (int64_t)(p->c / p->group) * p->kh * p->kw;
+  int64_t a = (int64_t)p->extra + 2;
+  switch (k) {
+  case CONV_PACK_GEMM_A: return 0;
+  case CONV_PACK_NHWC_B: return nr_conv_align64(sizeof(float) * (size_t)(kk * mg));
+  case CONV_PACK_WINOGRAD: return nr_conv_align64(sizeof(float) * (size_t)(a * a * p->m * p->c));
+  }
+  return 0;
+}
+
+static void pack_gemm_a(const conv_p *p, const float *w, char *out) {
+  int64_t mg = p->m / p->group, k = (int64_t)(p->c / p->group) * p->kh * p->kw;
+  size_t sa = unit_bytes(p, CONV_PACK_GEMM_A);
+  for (int g = 0; g < p->group; g++) {
+    nr_gemm_operand a = {w + (int64_t)g * mg * k, k, false, false};
+    nr_gemm_pack_a(p->gemm, mg, k, a, (float *)(out + sa * g));
+  }
+}
+
+static void pack_nhwc_b(const conv_p *p, const float *w, float *tmp, char *out) {
+  int64_t mg = p->m / p->group, cg = p->c / p->group, kk = (int64_t)p->kh * p->kw;
+  int64_t k = cg * kk;
+  size_t sb = unit_bytes(p, CONV_PACK_NHWC_B);
+  for (int g = 0; g < p->group; g++) {
+    for (int64_t m = 0; m < mg; m++)
+      for (int64_t ci = 0; ci < cg; ci++)
+        for (int64_t q = 0; q < kk; q++)
+          tmp[(q * cg + ci) * mg + m] = w[((g * mg + m) * cg + ci) * kk + q];
+    nr_gemm_operand b = {tmp, mg, false, false};
+    nr_gemm_pack_b(p->gemm, k, mg, b, (float *)(out + sb * g));
+  }
+}
+
+static void pack_winograd(const conv_p *p, const float *w, float *u, char *out) {
+  int a = (int)p->extra + 2;
+  const float *G = a == 4 ? &g23[0][0] : &g43[0][0];
+  int64_t mc = (int64_t)p->m * p->c;
   for (int64_t mcix = 0; mcix < mc; mcix++) {
     const float *g = w + mcix * 9;
     float t[6][3]; /* G g */
@@ -151,10 +162,49 @@ nr_status nr_conv_pack_winograd(const nr_tactic_ctx *c, nr_plan *plan, nr_step *
         u[(i * a + j) * mc + mcix] =
             t[i][0] * G[j * 3] + t[i][1] * G[j * 3 + 1] + t[i][2] * G[j * 3 + 2];
   }
+  size_t sa = unit_bytes(p, CONV_PACK_WINOGRAD);
   for (int xi = 0; xi < a * a; xi++) {
     nr_gemm_operand op = {u + xi * mc, p->c, false, false};
-    nr_gemm_pack_a(p->gemm, p->m, p->c, op, (float *)((char *)buf + sa * xi));
+    nr_gemm_pack_a(p->gemm, p->m, p->c, op, (float *)(out + sa * xi));
   }
-  free(u);
-  return append(c, plan, st, buf, sa * a * a);
+}
+
+static void pack_into(const conv_p *p, conv_pack_kind k, const float *w, void *tmp,
+                      void *out) {
+  switch (k) {
+  case CONV_PACK_GEMM_A: pack_gemm_a(p, w, out); break;
+  case CONV_PACK_NHWC_B: pack_nhwc_b(p, w, tmp, out); break;
+  case CONV_PACK_WINOGRAD: pack_winograd(p, w, tmp, out); break;
+  }
+}
+
+nr_status nr_conv_pack_gemm(const nr_tactic_ctx *c, nr_plan *plan, nr_step *st,
+                            conv_pack_kind k) {
+  const conv_p *p = conv_params(st);
+  size_t size = packed_bytes(p, k), tmp = tmp_bytes(p, k);
+  if (p->opts & CONV_OPT_RAW_W) { /* the engine keeps only the raw W (a constant slot) */
+    st->packed_offset = st->packed_size = 0;
+    st->scratch += size + tmp;
+    return NR_OK;
+  }
+  void *t = tmp ? aligned_alloc(64, tmp) : NULL;
+  void *buf = aligned_alloc(64, size + 64);
+  if ((tmp && !t) || !buf) {
+    free(t), free(buf);
+    return oom(c);
+  }
+  pack_into(p, k, nr_step_const(c, 1), t, buf);
+  free(t);
+  return append(c, plan, st, buf, size);
+}
+
+const void *nr_conv_packed_w(const nr_exec_args *a, const conv_p *p, conv_pack_kind k,
+                             char **scratch) {
+  if (!(p->opts & CONV_OPT_RAW_W))
+    return a->packed;
+  char *out = *scratch;
+  size_t size = packed_bytes(p, k);
+  pack_into(p, k, a->in[1], out + size, out);
+  *scratch = out + size + tmp_bytes(p, k);
+  return out;
 }

@@ -7,7 +7,8 @@
  * tile x tile outputs, then the epilogue adds bias and residual and applies the
  * activation per output plane. F(4,3) does 36 products for 16 outputs instead of 144
  * multiplies, at the price of larger transform constants (more rounding); the
- * conv.algo knob carries the accuracy flag for both. */
+ * conv.algo knob carries the accuracy flag for both. The epilogue runs per output
+ * plane in the output transform, or (conv.epilogue=separate) in a pass of its own. */
 #include "kernels/cpu/conv/conv_internal.h"
 
 #include <string.h>
@@ -90,8 +91,9 @@ static void output_task(void *arg, int64_t begin, int64_t end, int thread) {
         for (int v = 0; v < r && ow0 + v < p->ow; v++)
           y[(oh0 + u) * p->ow + ow0 + v] = o[u * r + v];
     }
-    nr_conv_epilogue(y, j->res ? j->res + m * ohw : NULL, ohw, j->bias ? j->bias[m] : 0.0f,
-                     p);
+    if (!(p->opts & CONV_OPT_SPLIT_EPI))
+      nr_conv_epilogue(y, j->res ? j->res + m * ohw : NULL, ohw,
+                       j->bias ? j->bias[m] : 0.0f, p);
   }
 }
 
@@ -103,10 +105,11 @@ nr_status nr_conv_winograd_run(const nr_exec_args *a) {
   j.th = (q.oh + j.tile - 1) / j.tile, j.tw = (q.ow + j.tile - 1) / j.tile;
   j.t = j.th * j.tw;
   int64_t aa = (int64_t)j.alpha * j.alpha;
-  j.v = a->scratch;
+  char *s = a->scratch;
+  const char *packed = nr_conv_packed_w(a, &q, CONV_PACK_WINOGRAD, &s);
+  j.v = (float *)s;
   j.mb = j.v + aa * q.c * j.t;
-  void *gs = (char *)a->scratch +
-             nr_conv_align64(sizeof(float) * (size_t)(aa * j.t * (q.c + q.m)));
+  void *gs = s + nr_conv_align64(sizeof(float) * (size_t)(aa * j.t * (q.c + q.m)));
   size_t sa = nr_conv_align64(nr_gemm_packed_a_size(q.gemm, q.m, q.c));
   int threads = nr_conv_threads(a);
   int64_t hw = (int64_t)q.h * q.w, ohw = (int64_t)q.oh * q.ow;
@@ -118,14 +121,15 @@ nr_status nr_conv_winograd_run(const nr_exec_args *a) {
     j.res = res ? res + n * q.m * ohw : NULL;
     nr_parallel_for(a->pool, q.c, 1, threads, input_task, &j);
     for (int64_t xi = 0; xi < aa; xi++) {
-      nr_gemm_operand A = {(const float *)((const char *)a->packed + sa * xi), q.c, false,
-                           true};
+      nr_gemm_operand A = {(const float *)(packed + sa * xi), q.c, false, true};
       nr_gemm_operand B = {j.v + xi * q.c * j.t, j.t, false, false};
       nr_gemm(q.gemm, q.m, j.t, q.c, 1.0f, A, B, j.mb + xi * q.m * j.t, j.t, &none, gs,
               a->pool, threads);
     }
     nr_parallel_for(a->pool, q.m, 1, threads, output_task, &j);
   }
+  if (q.opts & CONV_OPT_SPLIT_EPI)
+    nr_conv_epilogue_pass(a, NR_LAYOUT_PLAIN, &q, j.bias, res, threads);
   nr_conv_finish(a, NR_LAYOUT_PLAIN, conv_params(a->step), post);
   return NR_OK;
 }

@@ -8,6 +8,7 @@
  * node's tensors in a throwaway plan; a knob value is offered exactly when some
  * tactic of that algorithm (or layout) could run the node on this machine. */
 #include "kernels/cpu/conv/conv_internal.h"
+#include "passes/pass_util.h"
 
 #include "kernels/ref/conv_util.h"
 #include "kernels/ref/fused.h"
@@ -149,6 +150,43 @@ void nr_conv_epilogue(float *y, const float *r, int64_t n, float bias, const con
   }
 }
 
+typedef struct epi_job {
+  const conv_p *p;
+  float *y;
+  const float *bias, *r;
+  int64_t hw;
+} epi_job;
+
+/* PLAIN: one (image, channel) plane per index. */
+static void epi_planes(void *arg, int64_t begin, int64_t end, int thread) {
+  const epi_job *j = arg;
+  for (int64_t i = begin; i < end; i++)
+    nr_conv_epilogue(j->y + i * j->hw, j->r ? j->r + i * j->hw : NULL, j->hw,
+                     j->bias ? j->bias[i % j->p->m] : 0.0f, j->p);
+}
+
+/* NHWC: one pixel (all m channels, contiguous) per index. */
+static void epi_pixels(void *arg, int64_t begin, int64_t end, int thread) {
+  const epi_job *j = arg;
+  int64_t m = j->p->m;
+  for (int64_t i = begin; i < end; i++) {
+    float *y = j->y + i * m;
+    const float *r = j->r ? j->r + i * m : NULL;
+    for (int64_t c = 0; c < m; c++)
+      y[c] += (j->bias ? j->bias[c] : 0.0f) + (r ? r[c] : 0.0f);
+    nr_conv_epilogue(y, NULL, m, 0.0f, j->p);
+  }
+}
+
+void nr_conv_epilogue_pass(const nr_exec_args *a, nr_layout l, const conv_p *p,
+                           const float *bias, const float *r, int threads) {
+  epi_job j = {p, a->out[0], bias, r, (int64_t)p->oh * p->ow};
+  if (l == NR_LAYOUT_NHWC)
+    nr_parallel_for(a->pool, (int64_t)p->n * j.hw, 64, threads, epi_pixels, &j);
+  else
+    nr_parallel_for(a->pool, (int64_t)p->n * p->m, 1, threads, epi_planes, &j);
+}
+
 /* Offset of logical (n, c, hw) in a [N, C, HW] tensor stored in layout l. */
 static int64_t phys_index(nr_layout l, int64_t n, int64_t c, int64_t hw, int64_t C,
                           int64_t HW) {
@@ -199,19 +237,40 @@ static bool is_wino(const conv_p *p) {
     conv_p p_, *p = &p_;                                                               \
     return nr_conv_parse(c, p) && (cond);                                              \
   }
+/* conv.winograd_from: a 3x3 stride-1 node with at least that many input channels
+ * leaves PLAIN im2col to Winograd F(4,3) (next in priority). A pinned conv.algo=im2col
+ * outranks the heuristic threshold. */
+static bool wino_preferred(const nr_tactic_ctx *c, const conv_p *p) {
+  const char *v = nr_route_get(c->route, "conv.winograd_from", c->node);
+  if (!v || !strcmp(v, "never") || !is_wino(p) || p->c < atoi(v))
+    return false;
+  return !nr_route_is(c->route, "conv.algo", c->node, "im2col");
+}
+
 SUPPORTS(sup_any, true)
-SUPPORTS(sup_im2col, has_gemm())
+SUPPORTS(sup_im2col, has_gemm() && !wino_preferred(c, p))
+SUPPORTS(sup_nhwc_im2col, has_gemm())
 SUPPORTS(sup_1x1, has_gemm() && is_1x1_s1(p))
-SUPPORTS(sup_nhwc, has_gemm())
 SUPPORTS(sup_nhwc_1x1, has_gemm() && is_1x1_s1(p))
 SUPPORTS(sup_dw, is_dw(p))
 SUPPORTS(sup_nchw8c, p->group == 1)
 SUPPORTS(sup_wino, has_gemm() && is_wino(p))
-SUPPORTS(sup_onednn, p->act <= NR_ACT_LEAKY_RELU || p->act == NR_ACT_SIGMOID ||
-                         p->act == NR_ACT_TANH || p->act == NR_ACT_SILU ||
-                         p->act == NR_ACT_GELU || p->act == NR_ACT_GELU_TANH)
+SUPPORTS(sup_onednn, p->act < NR_ACT_COUNT) /* others run after the primitive */
 
 /* ---- prepare() ------------------------------------------------------------------ */
+
+/* conv.prepack / conv.epilogue / conv.threads as opts bits; threads=1 also sets
+ * step->threads, which every kernel passes to nr_parallel_for and nr_gemm. */
+static uint8_t knob_opts(const nr_tactic_ctx *c) {
+  uint8_t o = 0;
+  if (nr_route_is(c->route, "conv.prepack", c->node, "off"))
+    o |= CONV_OPT_RAW_W;
+  if (nr_route_is(c->route, "conv.epilogue", c->node, "separate"))
+    o |= CONV_OPT_SPLIT_EPI;
+  if (nr_route_is(c->route, "conv.threads", c->node, "1"))
+    o |= CONV_OPT_SERIAL;
+  return o;
+}
 
 static nr_status store(const nr_tactic_ctx *c, nr_step *st, conv_p *p) {
   if (!nr_conv_parse(c, p)) {
@@ -219,6 +278,9 @@ static nr_status store(const nr_tactic_ctx *c, nr_step *st, conv_p *p) {
     return nr_errorf(c->err, NR_ERR_INTERNAL, "%s: %s cannot run it",
                      nr_node_describe(c->node, b, sizeof b), st->tactic->id);
   }
+  p->opts = knob_opts(c);
+  if (p->opts & CONV_OPT_SERIAL)
+    st->threads = 1;
   memcpy(st->params, p, sizeof *p);
   return NR_OK;
 }
@@ -246,21 +308,71 @@ static nr_status prep_nchw8c(const nr_tactic_ctx *c, nr_plan *plan, nr_step *st)
   return s ? s : nr_conv_pack_nchw8c(c, plan, st);
 }
 
+/* ---- the GEMM blocking knobs ---------------------------------------------------- */
+
+/* One product of a GEMM-based tactic: M x N x K. */
+typedef struct gemm_dims {
+  int64_t m, n, k;
+} gemm_dims;
+
+static bool is_gemm_algo(const nr_tactic *t) {
+  return !strcmp(t->algo, "im2col") || !strcmp(t->algo, "gemm1x1") ||
+         !strncmp(t->algo, "winograd", 8);
+}
+
+/* Per group (PLAIN: W_g x col, NHWC: col x W_g^T) or per Winograd tile position. */
+static gemm_dims gemm_shape(const nr_tactic *t, const conv_p *p) {
+  int64_t ohw = (int64_t)p->oh * p->ow, mg = p->m / p->group;
+  int64_t k = (int64_t)(p->c / p->group) * p->kh * p->kw;
+  if (!strncmp(t->algo, "winograd", 8)) {
+    int tile = !strcmp(t->algo, "winograd23") ? 2 : 4;
+    int64_t tiles = (int64_t)((p->oh + tile - 1) / tile) * ((p->ow + tile - 1) / tile);
+    return (gemm_dims){p->m, tiles, p->c};
+  }
+  return t->layout == NR_LAYOUT_NHWC ? (gemm_dims){ohw, mg, k} : (gemm_dims){mg, ohw, k};
+}
+
+static int ukernel_index(const char *name) {
+  for (int i = 0; name && i < nr_gemm_ukernel_count(); i++)
+    if (!strcmp(nr_gemm_ukernel_get(i)->name, name))
+      return i;
+  return -1;
+}
+
+static int knob_int(const nr_tactic_ctx *c, const char *name, int dflt) {
+  const char *v = nr_route_get(c->route, name, c->node);
+  return v && strcmp(v, "auto") ? atoi(v) : dflt;
+}
+
+/* The default cfg for the product, then conv.ukernel and conv.gemm_{mc,kc,nc}. */
+static nr_gemm_cfg gemm_cfg(const nr_tactic_ctx *c, gemm_dims d) {
+  nr_gemm_cfg cfg = nr_gemm_default_cfg(d.m, d.n, d.k);
+  int uk = ukernel_index(nr_route_get(c->route, "conv.ukernel", c->node));
+  if (uk >= 0 && !(nr_gemm_ukernel_get(uk)->isa & ~nr_cpu_isa()))
+    cfg.ukernel = (uint16_t)uk;
+  cfg.mc = (uint16_t)knob_int(c, "conv.gemm_mc", cfg.mc);
+  cfg.kc = (uint16_t)knob_int(c, "conv.gemm_kc", cfg.kc);
+  cfg.nc = (uint16_t)knob_int(c, "conv.gemm_nc", cfg.nc);
+  return cfg;
+}
+
+static int scratch_threads(const nr_step *st) {
+  return st->threads > 0 ? st->threads : NR_CONV_MAX_THREADS;
+}
+
 /* GEMM tactics: m x n x k of one group's product, scratch for the columns. */
 static nr_status prep_gemm(const nr_tactic_ctx *c, nr_plan *plan, nr_step *st, bool nhwc) {
   conv_p p;
   nr_status s = store(c, st, &p);
   if (s)
     return s;
-  int64_t ohw = (int64_t)p.oh * p.ow, mg = p.m / p.group;
-  int64_t k = (int64_t)(p.c / p.group) * p.kh * p.kw;
-  p.gemm = nhwc ? nr_gemm_default_cfg(ohw, mg, k) : nr_gemm_default_cfg(mg, ohw, k);
+  gemm_dims d = gemm_shape(st->tactic, &p);
+  p.gemm = gemm_cfg(c, d);
   memcpy(st->params, &p, sizeof p);
-  uint64_t cols = is_1x1_s1(&p) ? 0 : (uint64_t)(ohw * k) * sizeof(float);
+  uint64_t cols = is_1x1_s1(&p) ? 0 : (uint64_t)p.oh * p.ow * d.k * sizeof(float);
   st->scratch = (cols + 63) / 64 * 64 +
-                (nhwc ? nr_gemm_scratch_size(p.gemm, ohw, mg, k, NR_CONV_MAX_THREADS)
-                      : nr_gemm_scratch_size(p.gemm, mg, ohw, k, NR_CONV_MAX_THREADS));
-  return nhwc ? nr_conv_pack_nhwc_b(c, plan, st) : nr_conv_pack_gemm_a(c, plan, st);
+                nr_gemm_scratch_size(p.gemm, d.m, d.n, d.k, scratch_threads(st));
+  return nr_conv_pack_gemm(c, plan, st, nhwc ? CONV_PACK_NHWC_B : CONV_PACK_GEMM_A);
 }
 static nr_status prep_im2col(const nr_tactic_ctx *c, nr_plan *pl, nr_step *st) {
   return prep_gemm(c, pl, st, false);
@@ -274,15 +386,15 @@ static nr_status prep_wino(const nr_tactic_ctx *c, nr_plan *plan, nr_step *st, i
   nr_status s = store(c, st, &p);
   if (s)
     return s;
-  int64_t a = tile + 2, th = (p.oh + tile - 1) / tile, tw = (p.ow + tile - 1) / tile;
-  int64_t t = th * tw;
+  int64_t a = tile + 2;
   p.extra = (uint32_t)tile;
-  p.gemm = nr_gemm_default_cfg(p.m, t, p.c);
+  gemm_dims d = gemm_shape(st->tactic, &p);
+  p.gemm = gemm_cfg(c, d);
   memcpy(st->params, &p, sizeof p);
-  uint64_t v = (uint64_t)(a * a * t * (p.c + p.m)) * sizeof(float);
+  uint64_t v = (uint64_t)(a * a * d.n * (p.c + p.m)) * sizeof(float);
   st->scratch = (v + 63) / 64 * 64 +
-                nr_gemm_scratch_size(p.gemm, p.m, t, p.c, NR_CONV_MAX_THREADS);
-  return nr_conv_pack_winograd(c, plan, st, tile);
+                nr_gemm_scratch_size(p.gemm, d.m, d.n, d.k, scratch_threads(st));
+  return nr_conv_pack_gemm(c, plan, st, CONV_PACK_WINOGRAD);
 }
 static nr_status prep_wino23(const nr_tactic_ctx *c, nr_plan *pl, nr_step *st) {
   return prep_wino(c, pl, st, 2);
@@ -332,7 +444,7 @@ const nr_tactic nr_tactics_conv[] = {
          nr_conv_im2col_run)
     CONV("nr_f32_conv_nhwc_1x1", "nnroute", "gemm1x1", H, 0, 45, sup_nhwc_1x1, prep_nhwc,
          nr_conv_nhwc_run)
-    CONV("nr_f32_conv_nhwc_im2col", "nnroute", "im2col", H, 0, 40, sup_nhwc, prep_nhwc,
+    CONV("nr_f32_conv_nhwc_im2col", "nnroute", "im2col", H, 0, 40, sup_nhwc_im2col, prep_nhwc,
          nr_conv_nhwc_run)
     ONEDNN_ROW
     CONV("nr_f32_conv_nchw8c_direct__avx2", "nnroute", "direct", B8, AVX, 20, sup_nchw8c,
@@ -348,7 +460,7 @@ static bool conv_applies(const nr_graph *g, const nr_node *n) {
   if (!is_conv_node(n) || n->n_inputs < 2 || n->inputs[0] < 0)
     return false;
   const nr_value *x = &g->tensors[n->inputs[0]].value;
-  return x->dtype == NR_DTYPE_FLOAT && x->rank == 4;
+  return x->dtype == NR_DTYPE_FLOAT && x->rank == 4 && !nr_horizontal_absorbs(g, n);
 }
 
 /* Wraps node n's tensors in a plan of one step so supports() can run on them. */
@@ -409,11 +521,171 @@ static uint64_t conv_valid(const nr_graph *g, const nr_node *n, bool by_layout) 
   }
   return bits;
 }
+static const nr_tactic *default_tactic(const nr_graph *g, const nr_node *n, conv_p *p);
+
+/* Restricting to the default tactic's own algorithm or layout keeps the default
+ * tactic the best candidate, so that value builds what "auto" builds: drop it. */
+static uint64_t without_default(const nr_graph *g, const nr_node *n, bool by_layout,
+                                uint64_t bits) {
+  conv_p p;
+  const nr_tactic *t = default_tactic(g, n, &p);
+  if (!t)
+    return bits;
+  int nv = by_layout ? 4 : 8;
+  for (int i = 1; i < nv; i++)
+    if (by_layout ? t->layout == layout_values[i] : !strcmp(t->algo, algo_values[i]))
+      bits &= ~(1ull << i);
+  return bits;
+}
+
 static uint64_t algo_valid(const nr_graph *g, const nr_node *n) {
-  return conv_valid(g, n, false);
+  return without_default(g, n, false, conv_valid(g, n, false));
 }
 static uint64_t layout_valid(const nr_graph *g, const nr_node *n) {
-  return conv_valid(g, n, true);
+  return without_default(g, n, true, conv_valid(g, n, true));
+}
+
+/* ---- knobs on the GEMM the default tactic runs -------------------------------------- */
+
+/* The tactic the heuristic picks for n on the default route (select.c: the highest
+ * priority among those that support it); NULL when none does. *p is its record. */
+static const nr_tactic *default_tactic(const nr_graph *g, const nr_node *n, conv_p *p) {
+  fake_plan f;
+  fake_build(g, n, &f);
+  nr_tactic_ctx c = {&f.plan, n, &f.step, NULL, NULL};
+  const nr_tactic *best = NULL;
+  for (const nr_tactic *t = nr_tactics_conv; t->id; t++)
+    if (!(t->isa & ~nr_cpu_isa()) && !strcmp(t->op_type, n->op_type) && t->supports(&c) &&
+        (!best || t->priority > best->priority))
+      best = t;
+  if (best && !nr_conv_parse(&c, p))
+    best = NULL;
+  return best;
+}
+
+nr_layout nr_conv_default_layout(const nr_graph *g, const nr_node *n) {
+  conv_p p;
+  const nr_tactic *t = conv_applies(g, n) ? default_tactic(g, n, &p) : NULL;
+  return t ? t->layout : NR_LAYOUT_PLAIN;
+}
+
+/* The default tactic's product when it is GEMM-based (the blocking knobs only act
+ * there; a depthwise or direct node does not list them). */
+static bool default_gemm(const nr_graph *g, const nr_node *n, conv_p *p, gemm_dims *d,
+                         nr_gemm_cfg *cfg) {
+  if (!conv_applies(g, n))
+    return false;
+  const nr_tactic *t = default_tactic(g, n, p);
+  if (!t || !is_gemm_algo(t))
+    return false;
+  *d = gemm_shape(t, p);
+  *cfg = nr_gemm_default_cfg(d->m, d->n, d->k);
+  return true;
+}
+
+static bool gemm_applies(const nr_graph *g, const nr_node *n) {
+  conv_p p;
+  gemm_dims d;
+  nr_gemm_cfg cfg;
+  return default_gemm(g, n, &p, &d, &cfg);
+}
+
+/* A blocking value acts as min(v rounded down to the tile, extent rounded up to it);
+ * only values whose effective block differs from the default's are choices. */
+static int64_t eff_block(int64_t v, int64_t extent, int tile) {
+  int64_t b = v < tile ? tile : v / tile * tile, e = (extent + tile - 1) / tile * tile;
+  return b < e ? b : e;
+}
+static uint64_t blocking_bits(const int *vals, int nvals, int64_t dflt, int64_t extent,
+                              int tile) {
+  uint64_t bits = 1;
+  for (int i = 0; i < nvals; i++)
+    if (eff_block(vals[i], extent, tile) != eff_block(dflt, extent, tile))
+      bits |= 1ull << (1 + i);
+  return bits;
+}
+
+static const int kc_vals[] = {128, 256, 384, 512}, mc_vals[] = {48, 72, 96, 144},
+                 nc_vals[] = {512, 1024, 2048, 4096};
+
+#define BLOCKING_VALID(name, vals, field, ext, tile)                                   \
+  static uint64_t name(const nr_graph *g, const nr_node *n) {                          \
+    conv_p p;                                                                          \
+    gemm_dims d;                                                                       \
+    nr_gemm_cfg cfg;                                                                   \
+    if (!default_gemm(g, n, &p, &d, &cfg))                                             \
+      return 1;                                                                        \
+    const nr_gemm_ukernel *u = nr_gemm_ukernel_get(cfg.ukernel);                       \
+    (void)u;                                                                           \
+    return blocking_bits(vals, 4, cfg.field, d.ext, tile);                             \
+  }
+BLOCKING_VALID(kc_valid, kc_vals, kc, k, 1)
+BLOCKING_VALID(mc_valid, mc_vals, mc, m, u->mr)
+BLOCKING_VALID(nc_valid, nc_vals, nc, n, u->nr)
+
+#define NR_GEMM_UKERNEL(name, mr, nr, isa) "|" #name
+static const char ukernel_values[] = "auto"
+#include "kernels/cpu/gemm/gemm_ukernels.inc"
+    ;
+#undef NR_GEMM_UKERNEL
+
+/* Micro-kernels this machine runs, other than the default one; the 1-row kernels
+ * only for products of at most 4 rows (as gemm.tactic). */
+static uint64_t ukernel_valid(const nr_graph *g, const nr_node *n) {
+  conv_p p;
+  gemm_dims d;
+  nr_gemm_cfg cfg;
+  uint64_t bits = 1;
+  if (!default_gemm(g, n, &p, &d, &cfg))
+    return bits;
+  for (int i = 0; i < nr_gemm_ukernel_count(); i++) {
+    const nr_gemm_ukernel *u = nr_gemm_ukernel_get(i);
+    if (!(u->isa & ~nr_cpu_isa()) && i != cfg.ukernel && (u->mr > 1 || d.m <= 4))
+      bits |= 1ull << (1 + i);
+  }
+  return bits;
+}
+
+/* Something for the epilogue to apply: a bias, FusedConv's activation or residual, or
+ * a reader the default fusion passes fold into the conv (BatchNormalization becomes a
+ * bias; Add and activations join FusedConv). */
+static bool has_epilogue(const nr_graph *g, const nr_node *n, const conv_p *p) {
+  static const char *const fold[] = {"BatchNormalization", "Add", "Relu", "Clip",
+                                     "LeakyRelu", "Sigmoid", "HardSigmoid", "HardSwish",
+                                     "Tanh", NULL};
+  if (p->has_bias || p->has_res || p->act != NR_ACT_NONE)
+    return true;
+  int y = n->n_outputs > 0 ? n->outputs[0] : -1;
+  for (int k = 0; y >= 0 && k < g->n_nodes; k++)
+    for (int i = 0; i < g->nodes[k].n_inputs; i++)
+      for (int f = 0; fold[f] && g->nodes[k].inputs[i] == y; f++)
+        if (!strcmp(g->nodes[k].op_type, fold[f]) && !g->nodes[k].domain[0])
+          return true;
+  return false;
+}
+
+static bool epilogue_applies(const nr_graph *g, const nr_node *n) {
+  conv_p p;
+  gemm_dims d;
+  nr_gemm_cfg cfg;
+  return default_gemm(g, n, &p, &d, &cfg) && has_epilogue(g, n, &p);
+}
+
+/* conv.winograd_from: where the default is PLAIN im2col on a Winograd-able node. */
+static const int wino_from_vals[] = {32, 64, 128};
+static uint64_t wino_from_valid(const nr_graph *g, const nr_node *n) {
+  conv_p p;
+  uint64_t bits = 1;
+  const nr_tactic *t = conv_applies(g, n) ? default_tactic(g, n, &p) : NULL;
+  if (!t || strcmp(t->id, "nr_f32_conv_im2col") || !has_gemm() || !is_wino(&p))
+    return bits;
+  for (int i = 0; i < 3; i++)
+    if (p.c >= wino_from_vals[i])
+      bits |= 1ull << (1 + i);
+  return bits;
+}
+static bool wino_from_applies(const nr_graph *g, const nr_node *n) {
+  return wino_from_valid(g, n) > 1;
 }
 
 const nr_knob_def nr_knobs_conv[] = {
@@ -424,5 +696,29 @@ const nr_knob_def nr_knobs_conv[] = {
     {"conv.layout", "auto|plain|nhwc|nchw8c", "auto", NR_KNOB_NODE, NR_KNOB_LAYOUT, 0.0,
      "activation layout the convolution runs in (the layout pass inserts reorders)",
      conv_applies, layout_valid},
+    {"conv.gemm_kc", "auto|128|256|384|512", "auto", NR_KNOB_NODE, 0, 0.0,
+     "K blocking of the conv's GEMM (im2col, 1x1, NHWC, Winograd products)",
+     gemm_applies, kc_valid},
+    {"conv.gemm_mc", "auto|48|72|96|144", "auto", NR_KNOB_NODE, 0, 0.0,
+     "M blocking (rounded down to the micro-tile) of the conv's GEMM", gemm_applies,
+     mc_valid},
+    {"conv.gemm_nc", "auto|512|1024|2048|4096", "auto", NR_KNOB_NODE, 0, 0.0,
+     "N blocking (rounded down to the micro-tile) of the conv's GEMM", gemm_applies,
+     nc_valid},
+    {"conv.ukernel", ukernel_values, "auto", NR_KNOB_NODE, 0, 0.0,
+     "GEMM micro-kernel of the conv's GEMM (weights are packed for it)", gemm_applies,
+     ukernel_valid},
+    {"conv.prepack", "on|off", "on", NR_KNOB_NODE, 0, 0.0,
+     "pack the conv's GEMM weights into the engine (off: raw weights, packed per run)",
+     gemm_applies, NULL},
+    {"conv.epilogue", "fused|separate", "fused", NR_KNOB_NODE, 0, 0.0,
+     "bias/residual/activation inside the GEMM epilogue, or in a second pass over Y",
+     epilogue_applies, NULL},
+    {"conv.winograd_from", "never|32|64|128", "never", NR_KNOB_NODE, NR_KNOB_ACCURACY,
+     1e-4, "3x3 stride-1 convs with at least this many input channels use Winograd F(4,3)",
+     wino_from_applies, wino_from_valid},
+    {"conv.threads", "auto|1", "auto", NR_KNOB_NODE, 0, 0.0,
+     "threads of the conv step: the whole pool, or the calling thread only",
+     conv_applies, NULL},
     {0},
 };

@@ -13,6 +13,8 @@
  * so they run in any layout when f(0) = 0 keeps NCHW8C's padding at zero. */
 #include "compiler/plan.h"
 #include "kernels/cpu/eltwise/vmath.h"
+#include "kernels/cpu/norm/fate.h"
+#include "kernels/cpu/norm/norm.h"
 #include "kernels/ref/fused.h"
 #include "runtime/threadpool.h"
 #include "util/error.h"
@@ -45,6 +47,13 @@ static int64_t phys_count(const nr_slot *s) {
 static bool knob_is(const nr_tactic_ctx *c, const char *name, const nr_node *n,
                     const char *v) {
   return nr_route_is(c->route, name, n, v);
+}
+
+/* eltwise.threads=1: the step runs on the calling thread (nr_parallel_for honours
+ * step->threads). */
+static void set_threads(const nr_tactic_ctx *c, nr_step *step) {
+  if (knob_is(c, "eltwise.threads", c->node, "1"))
+    step->threads = 1;
 }
 
 /* Does the op use exp/tanh/erf/sigmoid (and so eltwise.math)? */
@@ -145,6 +154,7 @@ static nr_status unary_prepare(const nr_tactic_ctx *c, nr_plan *plan, nr_step *s
   default: break;
   }
   memcpy(step->params, &p, sizeof p);
+  set_threads(c, step);
   return NR_OK;
 }
 
@@ -305,6 +315,7 @@ static nr_status binary_prepare(const nr_tactic_ctx *c, nr_plan *plan, nr_step *
   if (code < 0)
     return nr_errorf(c->err, NR_ERR_INTERNAL, "no binary kernel for %s", c->node->op_type);
   step->params[0] = (uint8_t)code;
+  set_threads(c, step);
   return NR_OK;
 }
 
@@ -369,6 +380,11 @@ static bool where_supports(const nr_tactic_ctx *c) {
          bc_build(&g, nr_step_out(c, 0), 3, in);
 }
 
+static nr_status where_prepare(const nr_tactic_ctx *c, nr_plan *plan, nr_step *step) {
+  set_threads(c, step);
+  return NR_OK;
+}
+
 typedef struct where_job {
   const uint8_t *c;
   const float *x, *z;
@@ -420,32 +436,54 @@ static nr_status where_run(const nr_exec_args *a) {
 const nr_tactic nr_tactics_cpu_eltwise[] = {
     NR_EWU_LIST(UNARY_ROWS) NR_EWB_LIST(BINARY_ROWS)
     {"nr_f32_vwhere_bcast__portable", "", "Where", "nnroute", "vector", NR_LAYOUT_PLAIN, 0,
-     10, where_supports, NULL, where_run},
+     10, where_supports, where_prepare, where_run},
     {0},
 };
 
 /* ---- knobs ---------------------------------------------------------------------- */
 
+/* Listed when a node using the math functions keeps its own step by default (a
+ * Softmax inside a recognized attention or an Erf inside a recognized GELU does not). */
 static bool applies_math(const nr_graph *g, const nr_node *n) {
   if (n)
-    return float_node(g, n) && uses_math(n->op_type);
+    return float_node(g, n) && uses_math(n->op_type) && nr_fate_survives(g, n);
   for (int i = 0; g && i < g->n_nodes; i++)
-    if (float_node(g, &g->nodes[i]) && uses_math(g->nodes[i].op_type))
+    if (float_node(g, &g->nodes[i]) && uses_math(g->nodes[i].op_type) &&
+        nr_fate_survives(g, &g->nodes[i]))
       return true;
   return !g;
 }
 
+/* Per-node knobs of this family are listed only on nodes that keep their own step
+ * under the default route (fate.h): an activation fused into a Conv/Gemm, a link of
+ * an EltwiseChain or a piece of a recognized GELU is gone by then. */
 static bool applies_gelu(const nr_graph *g, const nr_node *n) {
   return n && float_node(g, n) && !strcmp(n->op_type, "Gelu") &&
-         !strcmp(nr_attr_string(n, "approximate", "none"), "none");
+         !strcmp(nr_attr_string(n, "approximate", "none"), "none") &&
+         nr_fate_survives(g, n);
 }
 
-static bool applies_tactic(const nr_graph *g, const nr_node *n) {
+static bool eltwise_node(const nr_graph *g, const nr_node *n) {
   if (n && !n->domain[0] && !strcmp(n->op_type, "Where"))
     return n->n_inputs == 3 && n->inputs[1] >= 0 &&
            g->tensors[n->inputs[1]].value.dtype == NR_DTYPE_FLOAT;
   return n && float_node(g, n) &&
          (unary_code(n->op_type) >= 0 || binary_code(n->op_type) >= 0);
+}
+
+static bool applies_tactic(const nr_graph *g, const nr_node *n) {
+  return eltwise_node(g, n) && nr_fate_survives(g, n);
+}
+
+/* Where the vector tactics split the work at all: at least two chunks of GRAIN
+ * elements (smaller outputs run on the calling thread whatever the knob says). Norm
+ * and pool nodes follow their own row rule (nr_norm_parallel, tactics_norm.c). */
+static bool applies_threads(const nr_graph *g, const nr_node *n) {
+  if (!n)
+    return false;
+  if (eltwise_node(g, n))
+    return nr_fate_out_count(g, n) >= 2 * GRAIN && nr_fate_survives(g, n);
+  return nr_norm_parallel(g, n);
 }
 
 const nr_knob_def nr_knobs_cpu_eltwise[] = {
@@ -455,8 +493,12 @@ const nr_knob_def nr_knobs_cpu_eltwise[] = {
      applies_math, NULL},
     {"gelu.approx", "exact|tanh", "exact", NR_KNOB_NODE, NR_KNOB_ACCURACY, 1e-3,
      "GELU with erf (exact) or the tanh formula (max abs diff 4.7e-4)", applies_gelu, NULL},
-    {"eltwise.tactic", "auto|vector|ref", "auto", NR_KNOB_NODE, 0, 0,
-     "vector = the nr_f32_v<op>[_bcast]__{avx2,portable} tactics (algo \"vector\"); "
+    {"eltwise.tactic", "auto|ref", "auto", NR_KNOB_NODE, 0, 0,
+     "auto = the vector nr_f32_v<op>[_bcast]__{avx2,portable} tactics (algo \"vector\"), "
      "ref = the reference tactic", applies_tactic, NULL},
+    {"eltwise.threads", "all|1", "all", NR_KNOB_NODE, 0, 0,
+     "threads of an elementwise, softmax, layernorm or pooling step: all of the pool, or "
+     "1 (the calling thread only; frees the other cores for parallel steps)",
+     applies_threads, NULL},
     {0},
 };

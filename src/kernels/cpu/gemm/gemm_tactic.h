@@ -20,6 +20,7 @@ enum {
   GEMM_F_BATCHED = 1u << 4, /* MatMul over broadcast batch dims: one product each */
   GEMM_F_A_CONST = 1u << 5,
   GEMM_F_B_CONST = 1u << 6,
+  GEMM_F_SEP_EP = 1u << 7,  /* gemm.epilogue=separate: epilogue as a second pass over C */
 };
 
 enum {

@@ -9,8 +9,16 @@
  * chosen micro-kernel and kc; a constant C of Gemm is pre-scaled by beta and
  * pre-broadcast into a bias vector next to it. Runtime operands (attention's
  * Q K^T) are packed into per-thread scratch at run time. Tactic ids repeat once per
- * op type with the same functions, so finding a tactic by id alone is safe. */
+ * op type with the same functions, so finding a tactic by id alone is safe.
+ *
+ * Knobs are listed on the prepared graph, so a MatMul that recognize.attention
+ * swallows by default gets none (kernels/cpu/norm/fate.h); gemm.prepack=off keeps
+ * the constant operand raw (packed into scratch on every run), gemm.epilogue=separate
+ * applies bias/residual/activation in a second pass over C, gemm.threads_max=1 sets
+ * step->threads so the step runs on the calling thread. */
 #include "kernels/cpu/gemm/gemm_tactic.h"
+#include "passes/pass_util.h"
+#include "kernels/cpu/norm/fate.h"
 #include "kernels/ref/fused.h"
 #include "util/error.h"
 
@@ -267,6 +275,13 @@ static void build_bias(const nr_tactic_ctx *c, const gemm_params *p, float *out)
     out[i] = beta * src[cnt == 1 ? 0 : i];
 }
 
+/* gemm.threads_max=1: the step runs on the calling thread (nn_run and the epilogue
+ * pass cap their threads at step->threads). */
+static void set_threads(const nr_tactic_ctx *c, nr_step *st) {
+  if (nr_route_is(c->route, "gemm.threads_max", c->node, "1"))
+    st->threads = 1;
+}
+
 static int default_threads(const nr_step *st) {
   if (st->threads > 0)
     return st->threads;
@@ -356,10 +371,14 @@ static nr_status nn_prepare(const nr_tactic_ctx *c, nr_plan *plan, nr_step *st, 
   p.split = split && !strcmp(split, "m")   ? NR_GEMM_SPLIT_M
             : split && !strcmp(split, "n") ? NR_GEMM_SPLIT_N
                                            : NR_GEMM_SPLIT_AUTO;
+  if (nr_route_is(c->route, "gemm.epilogue", c->node, "separate"))
+    p.flags |= GEMM_F_SEP_EP;
+  set_threads(c, st);
   int t = default_threads(st);
   p.threads = (uint16_t)(t > 65535 ? 65535 : t);
   st->scratch = (uint64_t)p.threads * nr_gemm_scratch_size(p.cfg, p.m, p.n, p.k, 1);
-  return prepare_common(c, plan, st, &p, true);
+  return prepare_common(c, plan, st, &p,
+                        !nr_route_is(c->route, "gemm.prepack", c->node, "off"));
 }
 
 typedef struct batch_job {
@@ -367,6 +386,27 @@ typedef struct batch_job {
   const gemm_params *p;
   size_t per_thread;
 } batch_job;
+
+typedef struct ep_job {
+  const nr_epilogue *ep;
+  float *c;
+  int64_t n;
+} ep_job;
+
+static void ep_task(void *arg, int64_t begin, int64_t end, int thread) {
+  const ep_job *j = arg;
+  nr_gemm_epilogue_apply(j->ep, begin, 0, end - begin, j->n, j->c + begin * j->n, j->n);
+}
+
+/* gemm.epilogue=separate: the epilogue as its own pass over the m x n C, by rows. */
+static void epilogue_pass(const nr_epilogue *ep, int64_t m, int64_t n, float *c,
+                          nr_threadpool *pool, int threads) {
+  if (!ep->bias && !ep->residual && ep->act == NR_ACT_NONE)
+    return;
+  ep_job j = {ep, c, n};
+  int64_t grain = n > 0 && n < 16384 ? 16384 / n : 1;
+  nr_parallel_for(pool, m, grain, threads, ep_task, &j);
+}
 
 static void run_product(const nr_exec_args *x, const gemm_params *p, int64_t i,
                         void *scratch, nr_threadpool *pool, int threads) {
@@ -380,8 +420,11 @@ static void run_product(const nr_exec_args *x, const gemm_params *p, int64_t i,
     a = (nr_gemm_operand){x->packed, 0, false, true};
   if (p->flags & GEMM_F_PB)
     b.packed = true, b.trans = false;
+  bool sep = (p->flags & GEMM_F_SEP_EP) != 0;
   nr_gemm_split_run(p->cfg, (nr_gemm_split)p->split, p->m, p->n, p->k, p->alpha, a, b,
-                    pr.c, p->n, &ep, scratch, pool, threads);
+                    pr.c, p->n, sep ? NULL : &ep, scratch, pool, threads);
+  if (sep)
+    epilogue_pass(&ep, p->m, p->n, pr.c, pool, threads);
 }
 
 static void batch_task(void *arg, int64_t begin, int64_t end, int thread) {
@@ -445,6 +488,7 @@ static nr_status lib_prepare(const nr_tactic_ctx *c, nr_plan *plan, nr_step *st)
   if (!gemm_analyze(&v, &p))
     return nr_errorf(c->err, NR_ERR_INTERNAL, "gemm: node %s not supported", c->node->name);
   st->scratch = 0;
+  set_threads(c, st);
   return prepare_common(c, plan, st, &p, false);
 }
 
@@ -491,19 +535,43 @@ const nr_tactic nr_tactics_gemm[] = {
 
 /* ---- knobs ----------------------------------------------------------------------- */
 
+/* A float GEMM node that keeps its step by default (not part of a recognized
+ * attention). */
 static bool knob_applies(const nr_graph *g, const nr_node *n) {
   gemm_view v;
   gemm_params p;
   if (!gemm_node_is_gemm(n))
     return false;
   gemm_view_from_graph(g, n, &v);
-  return v.out_dtype == NR_DTYPE_FLOAT && gemm_analyze(&v, &p);
+  return v.out_dtype == NR_DTYPE_FLOAT && gemm_analyze(&v, &p) &&
+         !nr_fate_recognized(g, n) && !nr_horizontal_absorbs(g, n);
 }
 
 static bool node_problem(const nr_graph *g, const nr_node *n, gemm_params *p) {
   gemm_view v;
   gemm_view_from_graph(g, n, &v);
   return gemm_analyze(&v, p);
+}
+
+/* A constant operand the nnroute tactics pack at build time (prepare_common). */
+static bool applies_prepack(const nr_graph *g, const nr_node *n) {
+  gemm_params p;
+  if (!knob_applies(g, n) || !node_problem(g, n, &p))
+    return false;
+  return (p.flags & GEMM_F_B_CONST) ||
+         ((p.flags & GEMM_F_A_CONST) && !(p.flags & GEMM_F_BATCHED));
+}
+
+/* Something for the epilogue to do: the node's own bias / residual / activation, or
+ * the bias Add and activation fuse.gemm_act gives it at the default route. */
+static bool applies_epilogue(const nr_graph *g, const nr_node *n) {
+  gemm_params p;
+  if (!knob_applies(g, n) || !node_problem(g, n, &p))
+    return false;
+  if (p.bias != GEMM_BIAS_NONE || p.resid != GEMM_RES_NONE || p.act != NR_ACT_NONE)
+    return true;
+  const nr_knob_def *fuse = nr_knob_find("fuse.gemm_act");
+  return fuse && fuse->applies && fuse->applies(g, n);
 }
 
 #define NR_GEMM_UKERNEL(name, mr, nr, isa) "|" #name
@@ -518,9 +586,11 @@ static uint64_t tactic_valid(const nr_graph *g, const nr_node *n) {
   uint64_t bits = 1;
   if (!node_problem(g, n, &p))
     return bits;
+  /* The micro-kernel the heuristic picks is what "auto" already builds. */
+  int dflt = nr_gemm_default_cfg(p.m, p.n, p.k).ukernel;
   for (int i = 0; i < nr_gemm_ukernel_count(); i++) {
     const nr_gemm_ukernel *u = nr_gemm_ukernel_get(i);
-    if ((u->isa & nr_cpu_isa()) == u->isa && (u->mr > 1 || p.m <= 4))
+    if ((u->isa & nr_cpu_isa()) == u->isa && (u->mr > 1 || p.m <= 4) && i != dflt)
       bits |= 1ull << (1 + i);
   }
   int lib = 1 + nr_gemm_ukernel_count();
@@ -530,30 +600,45 @@ static uint64_t tactic_valid(const nr_graph *g, const nr_node *n) {
   return bits;
 }
 
-/* A blocking value at or above the problem's extent acts like the whole extent, so
- * only values below it are distinct choices. */
-static uint64_t below(const int *vals, int nvals, int64_t extent) {
+/* A blocking value at or above the problem's extent acts like the whole extent, and
+ * one whose effective block (rounded down to the tile `unit`) equals the default's
+ * builds what "auto" builds, so only the rest are distinct choices. */
+static uint64_t below(const int *vals, int nvals, int64_t extent, int64_t unit,
+                      int64_t dflt) {
   uint64_t bits = 1;
-  for (int i = 0; i < nvals; i++)
-    if (vals[i] < extent)
+  int64_t d = dflt < extent ? dflt / unit * unit : extent;
+  for (int i = 0; i < nvals; i++) {
+    int64_t v = vals[i] / unit * unit;
+    if (v < unit)
+      v = unit;
+    if (vals[i] < extent && v != d)
       bits |= 1ull << (1 + i);
+  }
   return bits;
 }
 
 static const int kc_vals[] = {128, 256, 384, 512}, mc_vals[] = {48, 72, 96, 144},
-                 nc_vals[] = {1024, 2048, 4096};
+                 nc_vals[] = {256, 512, 1024, 2048, 4096};
 
 static uint64_t kc_valid(const nr_graph *g, const nr_node *n) {
   gemm_params p;
-  return node_problem(g, n, &p) ? below(kc_vals, 4, p.k) : 1;
+  if (!node_problem(g, n, &p))
+    return 1;
+  return below(kc_vals, 4, p.k, 1, nr_gemm_default_cfg(p.m, p.n, p.k).kc);
 }
 static uint64_t mc_valid(const nr_graph *g, const nr_node *n) {
   gemm_params p;
-  return node_problem(g, n, &p) ? below(mc_vals, 4, p.m) : 1;
+  if (!node_problem(g, n, &p))
+    return 1;
+  nr_gemm_cfg c = nr_gemm_default_cfg(p.m, p.n, p.k);
+  return below(mc_vals, 4, p.m, nr_gemm_ukernel_get(c.ukernel)->mr, c.mc);
 }
 static uint64_t nc_valid(const nr_graph *g, const nr_node *n) {
   gemm_params p;
-  return node_problem(g, n, &p) ? below(nc_vals, 3, p.n) : 1;
+  if (!node_problem(g, n, &p))
+    return 1;
+  nr_gemm_cfg c = nr_gemm_default_cfg(p.m, p.n, p.k);
+  return below(nc_vals, 5, p.n, nr_gemm_ukernel_get(c.ukernel)->nr, c.nc);
 }
 
 const nr_knob_def nr_knobs_gemm[] = {
@@ -566,10 +651,22 @@ const nr_knob_def nr_knobs_gemm[] = {
     {"gemm.mc", "auto|48|72|96|144", "auto", NR_KNOB_NODE, 0, 0,
      "M blocking (rounded down to the tile) of the nnroute GEMM kernels",
      knob_applies, mc_valid},
-    {"gemm.nc", "auto|1024|2048|4096", "auto", NR_KNOB_NODE, 0, 0,
+    {"gemm.nc", "auto|256|512|1024|2048|4096", "auto", NR_KNOB_NODE, 0, 0,
      "N blocking (rounded down to the tile) of the nnroute GEMM kernels",
      knob_applies, nc_valid},
     {"gemm.threads", "auto|m|n", "auto", NR_KNOB_NODE, 0, 0,
      "which dimension the nnroute GEMM kernels split across threads", knob_applies, NULL},
+    {"gemm.threads_max", "all|1", "all", NR_KNOB_NODE, 0, 0,
+     "threads of this GEMM step: all of the pool, or 1 (the calling thread; the "
+     "openblas/onednn tactics keep their own threading)",
+     knob_applies, NULL},
+    {"gemm.prepack", "on|off", "on", NR_KNOB_NODE, 0, 0,
+     "on: the constant operand is packed for the micro-kernel at build time; off: the "
+     "engine keeps it raw and each run packs it into scratch",
+     applies_prepack, NULL},
+    {"gemm.epilogue", "fused|separate", "fused", NR_KNOB_NODE, 0, 0,
+     "bias/residual/activation on each C tile while it is in cache, or as a second "
+     "pass over C",
+     applies_epilogue, NULL},
     {0},
 };

@@ -51,6 +51,12 @@ typedef struct nr_pool2d {
   int32_t kh, kw, sh, sw, dh, dw, pt, pl, pb, pr;
 } nr_pool2d;
 
+/* Knob listing (tactics_norm.c): does a norm or pool tactic run node n, under the
+ * default route, on more than one parallel chunk? (eltwise.threads lists it then.) */
+struct nr_graph;
+struct nr_node;
+bool nr_norm_parallel(const struct nr_graph *g, const struct nr_node *n);
+
 void nr_f32_pool2d__portable(const nr_pool2d *p, const float *x, int64_t ih, int64_t iw,
                              float *y, int64_t oh, int64_t ow);
 

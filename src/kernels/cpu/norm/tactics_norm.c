@@ -1,7 +1,7 @@
 /* tactics_norm.c - the normalization family's tactics (Softmax, LogSoftmax,
  * LayerNormalization over trailing axes, GlobalAveragePool, 2-D MaxPool and
  * AveragePool, all float32 PLAIN) and its knobs (softmax.algo, layernorm.algo,
- * reduce.reassoc).
+ * pool.tactic, reduce.reassoc; the prepares also honour eltwise.threads).
  *
  * Key decision: every knob lands in the step's params record at prepare (the row
  * config of norm.h, the resolved pool window), so run() only walks rows. Rows are
@@ -10,6 +10,7 @@
  * resolved with the reference's nr_window code, so pads, ceil_mode and auto_pad agree
  * with the oracle by construction. */
 #include "compiler/plan.h"
+#include "kernels/cpu/norm/fate.h"
 #include "kernels/cpu/norm/norm.h"
 #include "kernels/ref/conv_util.h"
 #include "runtime/threadpool.h"
@@ -43,10 +44,21 @@ static bool reassoc(const nr_tactic_ctx *c) {
   return nr_route_is(c->route, "reduce.reassoc", NULL, "on");
 }
 
+/* eltwise.threads=1 (tactics_eltwise.c's knob): run on the calling thread only. */
+static void set_threads(const nr_tactic_ctx *c, nr_step *step) {
+  if (nr_route_is(c->route, "eltwise.threads", c->node, "1"))
+    step->threads = 1;
+}
+
+/* Does run_rows split rows x n elements across threads? */
+static bool rows_parallel(int64_t rows, int64_t n) {
+  return rows >= 2 && rows * n >= 2 * GRAIN;
+}
+
 /* Rows of n elements, rows per task so that a task covers ~GRAIN elements. */
 static void run_rows(const nr_exec_args *a, int64_t rows, int64_t n, nr_task_fn fn,
                      void *job) {
-  if (rows * n < 2 * GRAIN || rows < 2) {
+  if (!rows_parallel(rows, n)) {
     fn(job, 0, rows, 0);
     return;
   }
@@ -80,6 +92,7 @@ static nr_status softmax_prepare(const nr_tactic_ctx *c, nr_plan *plan, nr_step 
                                                                    : NR_VMATH_ACCURATE,
   };
   memcpy(step->params, &cfg, sizeof cfg);
+  set_threads(c, step);
   return NR_OK;
 }
 
@@ -162,6 +175,7 @@ static nr_status ln_prepare(const nr_tactic_ctx *c, nr_plan *plan, nr_step *step
       .axis = ln_axis(c->node, nr_step_in(c, 0)->rank),
   };
   memcpy(step->params, &p, sizeof p);
+  set_threads(c, step);
   return NR_OK;
 }
 
@@ -212,6 +226,7 @@ static bool gap_supports(const nr_tactic_ctx *c) {
 
 static nr_status gap_prepare(const nr_tactic_ctx *c, nr_plan *plan, nr_step *step) {
   step->params[0] = reassoc(c);
+  set_threads(c, step);
   return NR_OK;
 }
 
@@ -244,27 +259,32 @@ static nr_status gap_run(const nr_exec_args *a) {
 
 /* Resolves the node's window with the reference's code; false if it is not a plain
  * float32 2-D pool this tactic runs. */
-static bool pool_window(const nr_tactic_ctx *c, nr_pool2d *p) {
-  const nr_slot *x = nr_step_in(c, 0), *y = nr_step_out(c, 0);
-  if (!c->node || !is_f32(x) || !is_f32(y) || x->rank != 4 || y->rank != 4 ||
-      c->step->n_in != 1 || (c->step->n_out > 1 && nr_step_out(c, 1)))
-    return false;
+static bool window_of(const nr_node *n, const int64_t *xdims, const int64_t *ydims,
+                      nr_pool2d *p) {
   nr_error err = {0};
-  nr_op_ctx oc = {.node = c->node, .err = &err};
+  nr_op_ctx oc = {.node = n, .err = &err};
   nr_window w;
-  if (nr_window_read(&oc, 2, NULL, &w) || nr_window_forward(&oc, &w, x->dims + 2))
+  if (nr_window_read(&oc, 2, NULL, &w) || nr_window_forward(&oc, &w, xdims + 2))
     return false;
-  if (w.out[0] != y->dims[2] || w.out[1] != y->dims[3])
+  if (w.out[0] != ydims[2] || w.out[1] != ydims[3])
     return false;
   *p = (nr_pool2d){
-      .max = !strcmp(c->node->op_type, "MaxPool"),
-      .count_pad = nr_attr_int(c->node, "count_include_pad", 0) != 0,
+      .max = !strcmp(n->op_type, "MaxPool"),
+      .count_pad = nr_attr_int(n, "count_include_pad", 0) != 0,
       .kh = (int32_t)w.kernel[0], .kw = (int32_t)w.kernel[1],
       .sh = (int32_t)w.stride[0], .sw = (int32_t)w.stride[1],
       .dh = (int32_t)w.dil[0], .dw = (int32_t)w.dil[1],
       .pt = (int32_t)w.pad_b[0], .pl = (int32_t)w.pad_b[1],
       .pb = (int32_t)w.pad_e[0], .pr = (int32_t)w.pad_e[1]};
   return true;
+}
+
+static bool pool_window(const nr_tactic_ctx *c, nr_pool2d *p) {
+  const nr_slot *x = nr_step_in(c, 0), *y = nr_step_out(c, 0);
+  if (!c->node || !is_f32(x) || !is_f32(y) || x->rank != 4 || y->rank != 4 ||
+      c->step->n_in != 1 || (c->step->n_out > 1 && nr_step_out(c, 1)))
+    return false;
+  return window_of(c->node, x->dims, y->dims, p);
 }
 
 static bool pool_supports(const nr_tactic_ctx *c) {
@@ -277,6 +297,7 @@ static nr_status pool_prepare(const nr_tactic_ctx *c, nr_plan *plan, nr_step *st
   if (!pool_window(c, &p))
     return nr_errorf(c->err, NR_ERR_INTERNAL, "pool window no longer supported");
   memcpy(step->params, &p, sizeof p);
+  set_threads(c, step);
   return NR_OK;
 }
 
@@ -331,16 +352,62 @@ static bool f32_input(const nr_graph *g, const nr_node *n) {
          g->tensors[n->inputs[0]].value.dtype == NR_DTYPE_FLOAT;
 }
 
+static const nr_value *in_value(const nr_graph *g, const nr_node *n, int i) {
+  return i < n->n_inputs && n->inputs[i] >= 0 ? &g->tensors[n->inputs[i]].value : NULL;
+}
+
+static const nr_value *out_value(const nr_graph *g, const nr_node *n) {
+  return n->n_outputs > 0 && n->outputs[0] >= 0 ? &g->tensors[n->outputs[0]].value : NULL;
+}
+
+/* A Softmax that recognize.attention turns into Attention is gone by default. */
 static bool applies_softmax(const nr_graph *g, const nr_node *n) {
   if (!n || !f32_input(g, n))
     return false;
   if (strcmp(n->op_type, "Softmax") && strcmp(n->op_type, "LogSoftmax"))
     return false;
-  return softmax_last_axis(n, g->tensors[n->inputs[0]].value.rank);
+  return softmax_last_axis(n, in_value(g, n, 0)->rank) && nr_fate_survives(g, n);
 }
 
 static bool applies_layernorm(const nr_graph *g, const nr_node *n) {
   return n && f32_input(g, n) && !strcmp(n->op_type, "LayerNormalization");
+}
+
+/* The nodes pool.tactic steers: what pool_supports / gap_supports accept. */
+static bool applies_pool(const nr_graph *g, const nr_node *n) {
+  if (!n || !f32_input(g, n))
+    return false;
+  const nr_value *x = in_value(g, n, 0), *y = out_value(g, n);
+  if (!y || y->dtype != NR_DTYPE_FLOAT || y->rank != x->rank)
+    return false;
+  if (!strcmp(n->op_type, "GlobalAveragePool"))
+    return x->rank >= 3 && prod(x->dims, 2, x->rank) > 0;
+  nr_pool2d p;
+  if (strcmp(n->op_type, "MaxPool") && strcmp(n->op_type, "AveragePool"))
+    return false;
+  if (x->rank != 4 || n->n_inputs != 1 || (n->n_outputs > 1 && n->outputs[1] >= 0))
+    return false;
+  return window_of(n, x->dims, y->dims, &p);
+}
+
+bool nr_norm_parallel(const nr_graph *g, const nr_node *n) {
+  if (!n || !f32_input(g, n))
+    return false;
+  const nr_value *x = in_value(g, n, 0), *y = out_value(g, n);
+  nr_pool2d p;
+  if (applies_softmax(g, n))
+    return rows_parallel(prod(x->dims, 0, x->rank - 1), x->dims[x->rank - 1]);
+  if (applies_layernorm(g, n)) {
+    int axis = ln_axis(n, x->rank);
+    return axis >= 0 && axis < x->rank &&
+           rows_parallel(prod(x->dims, 0, axis), prod(x->dims, axis, x->rank));
+  }
+  if (!applies_pool(g, n))
+    return false;
+  if (!strcmp(n->op_type, "GlobalAveragePool"))
+    return rows_parallel(x->dims[0] * x->dims[1], prod(x->dims, 2, x->rank));
+  window_of(n, x->dims, y->dims, &p);
+  return rows_parallel(x->dims[0] * x->dims[1], (int64_t)p.kh * p.kw * y->dims[2] * y->dims[3]);
 }
 
 static bool applies_reduce(const nr_graph *g, const nr_node *n) {
@@ -360,6 +427,10 @@ const nr_knob_def nr_knobs_cpu_norm[] = {
     {"layernorm.algo", "two_pass|one_pass", "two_pass", NR_KNOB_NODE, NR_KNOB_ACCURACY,
      2e-6, "one_pass: mean and variance from sum and sum of squares (double) in one sweep",
      applies_layernorm, NULL},
+    {"pool.tactic", "auto|ref", "auto", NR_KNOB_NODE, 0, 0,
+     "auto = the nr_f32_{max,avg}pool2d / nr_f32_gavgpool tactics (algo \"vector\"), ref "
+     "= the reference tactic",
+     applies_pool, NULL},
     {"reduce.reassoc", "off|on", "off", NR_KNOB_GLOBAL, NR_KNOB_ACCURACY, 1e-5,
      "on: softmax/layernorm/global-pool sums in 8 vector partial sums instead of one "
      "sequential double sum", applies_reduce, NULL},
