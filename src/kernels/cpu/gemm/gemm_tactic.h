@@ -84,5 +84,10 @@ void gemm_epilogue_get(const nr_exec_args *x, const gemm_params *p, const float 
 /* Engines other than the nnroute kernels (gemm_openblas.c, gemm_onednn.c). */
 nr_status gemm_openblas_run(const nr_exec_args *x);
 nr_status gemm_onednn_run(const nr_exec_args *x);
+/* oneDNN inner product (gemm_onednn_ip.c): a 2-D product with constant B, bias per
+ * column, alpha 1; the scratch its weight reorder needs; the run. */
+bool gemm_onednn_ip_fits(const gemm_params *p);
+nr_status gemm_onednn_ip_scratch(const gemm_params *p, uint64_t *bytes, nr_error *err);
+nr_status gemm_onednn_ip_run(const nr_exec_args *x);
 
 #endif

@@ -492,6 +492,26 @@ static nr_status lib_prepare(const nr_tactic_ctx *c, nr_plan *plan, nr_step *st)
   return prepare_common(c, plan, st, &p, false);
 }
 
+static bool ip_supports(const nr_tactic_ctx *c) {
+  gemm_view v;
+  gemm_params p;
+  gemm_view_from_ctx(c, &v);
+  return gemm_analyze(&v, &p) && gemm_onednn_ip_fits(&p);
+}
+
+static nr_status ip_prepare(const nr_tactic_ctx *c, nr_plan *plan, nr_step *st) {
+  gemm_view v;
+  gemm_params p;
+  gemm_view_from_ctx(c, &v);
+  if (!gemm_analyze(&v, &p))
+    return nr_errorf(c->err, NR_ERR_INTERNAL, "gemm: node %s not supported", c->node->name);
+  set_threads(c, st);
+  nr_status s = prepare_common(c, plan, st, &p, false);
+  gemm_params q;
+  memcpy(&q, st->params, sizeof q); /* the record as run() will read it */
+  return s ? s : gemm_onednn_ip_scratch(&q, &st->scratch, c->err);
+}
+
 /* ---- the table ------------------------------------------------------------------- */
 
 /* Heuristic order on AVX2: 1x16 for M <= 4 (it only supports those), then 6x16; the
@@ -506,7 +526,9 @@ static nr_status lib_prepare(const nr_tactic_ctx *c, nr_plan *plan, nr_step *st)
   {"openblas_sgemm", GEMM_DOMAIN, GEMM_OP, "openblas", "gemm", NR_LAYOUT_PLAIN, 0, 40,   \
    lib_supports, lib_prepare, gemm_openblas_run},                                      \
   {"onednn_matmul", GEMM_DOMAIN, GEMM_OP, "onednn", "gemm", NR_LAYOUT_PLAIN, 0, 30,      \
-   onednn_supports, lib_prepare, gemm_onednn_run},
+   onednn_supports, lib_prepare, gemm_onednn_run},                                     \
+  {"onednn_inner_product", GEMM_DOMAIN, GEMM_OP, "onednn", "gemm", NR_LAYOUT_PLAIN, 0,   \
+   29, ip_supports, ip_prepare, gemm_onednn_ip_run},
 
 const nr_tactic nr_tactics_gemm[] = {
 #define GEMM_DOMAIN ""
@@ -577,10 +599,11 @@ static bool applies_epilogue(const nr_graph *g, const nr_node *n) {
 #define NR_GEMM_UKERNEL(name, mr, nr, isa) "|" #name
 static const char tactic_values[] = "auto"
 #include "kernels/cpu/gemm/gemm_ukernels.inc"
-    "|openblas_sgemm|onednn_matmul";
+    "|openblas_sgemm|onednn_matmul|onednn_inner_product";
 #undef NR_GEMM_UKERNEL
 
-/* Values in table order: auto, the micro-kernels, openblas, onednn. */
+/* Values in table order: auto, the micro-kernels, openblas, onednn matmul, onednn
+ * inner product. */
 static uint64_t tactic_valid(const nr_graph *g, const nr_node *n) {
   gemm_params p;
   uint64_t bits = 1;
@@ -597,6 +620,8 @@ static uint64_t tactic_valid(const nr_graph *g, const nr_node *n) {
   bits |= 1ull << lib;
   if (!(p.flags & GEMM_F_BATCHED) && p.m > 0 && p.n > 0 && p.k > 0)
     bits |= 1ull << (lib + 1);
+  if (gemm_onednn_ip_fits(&p))
+    bits |= 1ull << (lib + 2);
   return bits;
 }
 
