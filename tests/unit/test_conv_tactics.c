@@ -285,7 +285,7 @@ NR_TEST(test_conv_reorder_round_trip) {
         const nr_tactic *tac = nr_reorder_tactic(ls[a], ls[b]);
         REQUIRE(tac, "no reorder %d -> %d", a, b);
         nr_slot sa = {.dtype = NR_DTYPE_FLOAT, .rank = 4, .layout = ls[a]};
-        memcpy(sa.dims, d, sizeof sa.dims);
+        memcpy(sa.dims, d, sizeof(int64_t) * 4);
         nr_slot sb = sa;
         sb.layout = ls[b];
         void *in[1] = {pa}, *out[1] = {pb};
