@@ -13,6 +13,7 @@
 #include "kernels/ref/executor.h"
 #include "passes/pass_util.h"
 #include "unit.h"
+#include "graph_build.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -44,28 +45,10 @@ static nr_graph *fg_new(int opset) {
   return g;
 }
 
-static int fg_tensor(nr_graph *g, const char *name, unsigned flags, int rank,
-                     const int64_t *dims) {
-  int t = nr_graph_add_tensor(g, name, flags);
-  nr_value *v = &g->tensors[t].value;
-  v->dtype = NR_DTYPE_FLOAT;
-  v->rank = rank;
-  for (int d = 0; d < rank; d++)
-    v->dims[d] = dims[d];
-  return t;
-}
-
-static int fg_input(nr_graph *g, const char *name, int rank, const int64_t *dims) {
-  int t = fg_tensor(g, name, NR_TENSOR_INPUT, rank, dims);
-  g->inputs = realloc(g->inputs, sizeof(int) * (size_t)(g->n_inputs + 1));
-  g->inputs[g->n_inputs++] = t;
-  return t;
-}
-
 /* A constant of values in [lo, lo + span) drawn from seed. */
 static int fg_const(nr_graph *g, const char *name, int rank, const int64_t *dims,
                     float lo, float span, unsigned seed) {
-  int t = fg_tensor(g, name, NR_TENSOR_CONST, rank, dims);
+  int t = tg_tensor(g, name, NR_TENSOR_CONST, rank, dims);
   nr_value *v = &g->tensors[t].value;
   nr_value_alloc(v, NR_DTYPE_FLOAT, rank, dims, NULL);
   for (int64_t i = 0; i < nr_value_count(v); i++)
@@ -78,32 +61,7 @@ static int fg_scalar(nr_graph *g, const char *name, float x) {
   return t;
 }
 
-static int fg_node(nr_graph *g, const char *op, const char *name, int n_in, const int *ins) {
-  char out[256];
-  snprintf(out, sizeof out, "%s_out", name);
-  int t = nr_graph_add_tensor(g, out, 0);
-  nr_pu_add_node(g, name, op, "", n_in, ins, 1, &t);
-  return t;
-}
-
 static int last_node(const nr_graph *g) { return g->n_nodes - 1; }
-
-static bool fg_finish(nr_test_state *t, nr_graph *g, int out) {
-  nr_error err = {0};
-  g->outputs = malloc(sizeof(int));
-  g->outputs[0] = out;
-  g->n_outputs = 1;
-  g->tensors[out].flags |= NR_TENSOR_OUTPUT;
-  nr_status st = nr_graph_toposort(g, &err);
-  if (!st)
-    st = nr_graph_bind_ops(g, &err);
-  if (!st)
-    st = nr_graph_infer(g, &err);
-  if (!st)
-    st = nr_compiler_name_nodes(g, &err);
-  CHECK(!st, "building the test graph: %s", err.message);
-  return !st;
-}
 
 /* ---- subjects ---------------------------------------------------------------------- */
 
@@ -112,12 +70,6 @@ typedef struct subject {
   nr_value *inputs, *ref_out;
   nr_knob_space space;
 } subject;
-
-static void free_values(nr_value *v, int n) {
-  for (int i = 0; v && i < n; i++)
-    nr_value_free(&v[i]);
-  free(v);
-}
 
 static nr_value *random_inputs(const nr_graph *g, unsigned seed) {
   nr_value *in = calloc((size_t)g->n_inputs + 1, sizeof *in);
@@ -361,7 +313,7 @@ static int conv(nr_graph *g, const char *name, int x, int64_t cin, int64_t cout,
   snprintf(bn, sizeof bn, "%s_b", name);
   int ins[3] = {x, fg_const(g, wn, 4, wd, -0.5f, 1.0f, seed),
                 bias ? fg_const(g, bn, 1, &cout, -0.2f, 0.4f, seed + 1) : -1};
-  int y = fg_node(g, "Conv", name, bias ? 3 : 2, ins);
+  int y = tg_node(g, "Conv", name, bias ? 3 : 2, ins);
   int64_t pads[4] = {k / 2, k / 2, k / 2, k / 2};
   nr_pu_set_attr_ints(g, last_node(g), "pads", 4, pads, NULL);
   return y;
@@ -376,25 +328,25 @@ static int batchnorm(nr_graph *g, const char *name, int x, int64_t c, unsigned s
                 fg_const(g, n[1], 1, &c, -0.5f, 1.0f, seed + 1),
                 fg_const(g, n[2], 1, &c, -0.3f, 0.6f, seed + 2),
                 fg_const(g, n[3], 1, &c, 0.2f, 1.0f, seed + 3)};
-  return fg_node(g, "BatchNormalization", name, 5, ins);
+  return tg_node(g, "BatchNormalization", name, 5, ins);
 }
 
 NR_TEST(fusion_conv_bn_relu) {
   nr_graph *g = fg_new(13);
   int64_t xd[4] = {1, 3, 8, 8};
-  int y = conv(g, "conv", fg_input(g, "x", 4, xd), 3, 4, 3, true, 1);
+  int y = conv(g, "conv", tg_input(g, "x", 4, xd), 3, 4, 3, true, 1);
   y = batchnorm(g, "bn", y, 4, 5);
-  y = fg_node(g, "Relu", "relu", 1, &y);
-  if (fg_finish(t, g, y))
+  y = tg_node(g, "Relu", "relu", 1, &y);
+  if (tg_finish(t, g, y))
     check_small(t, g, "fuse.bn", 1, "FusedConv", 1);
 }
 
 NR_TEST(fusion_conv_bn_without_bias) {
   nr_graph *g = fg_new(15);
   int64_t xd[4] = {2, 3, 5, 5};
-  int y = conv(g, "conv", fg_input(g, "x", 4, xd), 3, 6, 1, false, 2);
+  int y = conv(g, "conv", tg_input(g, "x", 4, xd), 3, 6, 1, false, 2);
   y = batchnorm(g, "bn", y, 6, 9);
-  if (fg_finish(t, g, y))
+  if (tg_finish(t, g, y))
     check_small(t, g, "fuse.bn", 1, "BatchNormalization", 0);
 }
 
@@ -402,14 +354,14 @@ NR_TEST(fusion_conv_bn_without_bias) {
 NR_TEST(fusion_conv_bias_residual) {
   nr_graph *g = fg_new(13);
   int64_t xd[4] = {1, 4, 6, 6}, bd[3] = {4, 1, 1};
-  int r = fg_input(g, "r", 4, xd);
-  int y = conv(g, "conv", fg_input(g, "x", 4, xd), 4, 4, 1, true, 3);
+  int r = tg_input(g, "r", 4, xd);
+  int y = conv(g, "conv", tg_input(g, "x", 4, xd), 4, 4, 1, true, 3);
   int a[2] = {y, fg_const(g, "bias", 3, bd, -1, 2, 4)};
-  a[0] = fg_node(g, "Add", "add_bias", 2, a);
+  a[0] = tg_node(g, "Add", "add_bias", 2, a);
   a[1] = r;
-  y = fg_node(g, "Add", "add_res", 2, a);
-  y = fg_node(g, "Relu", "relu", 1, &y);
-  if (!fg_finish(t, g, y))
+  y = tg_node(g, "Add", "add_res", 2, a);
+  y = tg_node(g, "Relu", "relu", 1, &y);
+  if (!tg_finish(t, g, y))
     return;
   subject s;
   if (!setup(t, &s, g, NULL))
@@ -427,22 +379,22 @@ NR_TEST(fusion_conv_bias_residual) {
 NR_TEST(fusion_residual_claimed_once) {
   nr_graph *g = fg_new(13);
   int64_t xd[4] = {1, 2, 5, 5};
-  int x = fg_input(g, "x", 4, xd);
+  int x = tg_input(g, "x", 4, xd);
   int a[2] = {conv(g, "conv_a", x, 2, 3, 3, true, 5), conv(g, "conv_b", x, 2, 3, 1, true, 6)};
-  int y = fg_node(g, "Add", "add", 2, a);
-  y = fg_node(g, "Relu", "relu", 1, &y);
-  if (fg_finish(t, g, y))
+  int y = tg_node(g, "Add", "add", 2, a);
+  y = tg_node(g, "Relu", "relu", 1, &y);
+  if (tg_finish(t, g, y))
     check_small(t, g, "fuse.conv_act", 1, "FusedConv", 1);
 }
 
 NR_TEST(fusion_conv_without_epilogue_has_no_knob) {
   nr_graph *g = fg_new(13);
   int64_t xd[4] = {1, 2, 5, 5};
-  int y = conv(g, "conv", fg_input(g, "x", 4, xd), 2, 3, 3, true, 7);
-  y = fg_node(g, "MaxPool", "pool", 1, &y);
+  int y = conv(g, "conv", tg_input(g, "x", 4, xd), 2, 3, 3, true, 7);
+  y = tg_node(g, "MaxPool", "pool", 1, &y);
   int64_t ks[2] = {2, 2};
   nr_pu_set_attr_ints(g, last_node(g), "kernel_shape", 2, ks, NULL);
-  if (fg_finish(t, g, y))
+  if (tg_finish(t, g, y))
     check_small(t, g, "fuse.conv_act", 0, "Conv", 1);
 }
 
@@ -457,7 +409,7 @@ static int activation(nr_graph *g, int kind, int x) {
     ins[1] = fg_scalar(g, "lo", 0.0f);
     ins[2] = fg_scalar(g, "hi", 0.5f);
   }
-  int y = fg_node(g, ops[kind], "act", kind == ACT_CLIP ? 3 : 1, ins);
+  int y = tg_node(g, ops[kind], "act", kind == ACT_CLIP ? 3 : 1, ins);
   if (kind == ACT_LEAKY)
     nr_pu_set_attr_float(g, last_node(g), "alpha", 0.1f, NULL);
   if (kind == ACT_HSWISH) {
@@ -466,7 +418,7 @@ static int activation(nr_graph *g, int kind, int x) {
   }
   if (kind == ACT_SILU || kind == ACT_HSWISH) {
     int m[2] = {x, y};
-    y = fg_node(g, "Mul", "gate", 2, m);
+    y = tg_node(g, "Mul", "gate", 2, m);
   }
   return y;
 }
@@ -475,9 +427,9 @@ NR_TEST(fusion_conv_activations) {
   for (int kind = 0; kind < ACT_COUNT_; kind++) {
     nr_graph *g = fg_new(13);
     int64_t xd[4] = {1, 3, 6, 6};
-    int y = conv(g, "conv", fg_input(g, "x", 4, xd), 3, 4, 3, true, 10 + (unsigned)kind);
+    int y = conv(g, "conv", tg_input(g, "x", 4, xd), 3, 4, 3, true, 10 + (unsigned)kind);
     y = activation(g, kind, y);
-    if (fg_finish(t, g, y))
+    if (tg_finish(t, g, y))
       check_small(t, g, "fuse.conv_act", 1, "FusedConv", 1);
   }
 }
@@ -485,7 +437,7 @@ NR_TEST(fusion_conv_activations) {
 static int matmul(nr_graph *g, const char *op, int x, int64_t k, int64_t n, bool trans_b) {
   int64_t wd[2] = {trans_b ? n : k, trans_b ? k : n};
   int ins[2] = {x, fg_const(g, "w", 2, wd, -0.5f, 1.0f, 21)};
-  int y = fg_node(g, op, "mm", 2, ins);
+  int y = tg_node(g, op, "mm", 2, ins);
   if (trans_b)
     nr_pu_set_attr_int(g, last_node(g), "transB", 1, NULL);
   return y;
@@ -494,22 +446,22 @@ static int matmul(nr_graph *g, const char *op, int x, int64_t k, int64_t n, bool
 NR_TEST(fusion_gemm_bias_relu) {
   nr_graph *g = fg_new(13);
   int64_t xd[2] = {3, 8}, n = 5;
-  int a[2] = {matmul(g, "Gemm", fg_input(g, "x", 2, xd), 8, 5, false),
+  int a[2] = {matmul(g, "Gemm", tg_input(g, "x", 2, xd), 8, 5, false),
               fg_const(g, "c", 1, &n, -1, 2, 3)};
-  int y = fg_node(g, "Add", "add", 2, a);
-  y = fg_node(g, "Relu", "relu", 1, &y);
-  if (fg_finish(t, g, y))
+  int y = tg_node(g, "Add", "add", 2, a);
+  y = tg_node(g, "Relu", "relu", 1, &y);
+  if (tg_finish(t, g, y))
     check_small(t, g, "fuse.gemm_act", 1, "FusedGemm", 1);
 }
 
 NR_TEST(fusion_matmul_bias_sigmoid_3d) {
   nr_graph *g = fg_new(13);
   int64_t xd[3] = {2, 3, 8}, n = 5;
-  int a[2] = {matmul(g, "MatMul", fg_input(g, "x", 3, xd), 8, 5, false),
+  int a[2] = {matmul(g, "MatMul", tg_input(g, "x", 3, xd), 8, 5, false),
               fg_const(g, "c", 1, &n, -1, 2, 3)};
-  int y = fg_node(g, "Add", "add", 2, a);
-  y = fg_node(g, "Sigmoid", "sig", 1, &y);
-  if (fg_finish(t, g, y))
+  int y = tg_node(g, "Add", "add", 2, a);
+  y = tg_node(g, "Sigmoid", "sig", 1, &y);
+  if (tg_finish(t, g, y))
     check_small(t, g, "fuse.gemm_act", 1, "FusedMatMul", 1);
 }
 
@@ -517,17 +469,17 @@ NR_TEST(fusion_matmul_bias_sigmoid_3d) {
 NR_TEST(fusion_matmul_bn_tanh) {
   nr_graph *g = fg_new(13);
   int64_t xd[2] = {4, 8};
-  int y = matmul(g, "MatMul", fg_input(g, "x", 2, xd), 8, 6, false);
+  int y = matmul(g, "MatMul", tg_input(g, "x", 2, xd), 8, 6, false);
   y = batchnorm(g, "bn", y, 6, 31);
-  y = fg_node(g, "Tanh", "tanh", 1, &y);
-  if (fg_finish(t, g, y))
+  y = tg_node(g, "Tanh", "tanh", 1, &y);
+  if (tg_finish(t, g, y))
     check_small(t, g, "fuse.bn", 1, "FusedGemm", 1);
 }
 
 NR_TEST(fusion_gemm_transb_bias_bn) {
   nr_graph *g = fg_new(13);
   int64_t xd[2] = {4, 8}, n = 6;
-  int y = matmul(g, "Gemm", fg_input(g, "x", 2, xd), 8, 6, true);
+  int y = matmul(g, "Gemm", tg_input(g, "x", 2, xd), 8, 6, true);
   nr_node *mm = &g->nodes[last_node(g)];
   int c = fg_const(g, "c", 1, &n, -1, 2, 41);
   mm = &g->nodes[last_node(g)];
@@ -536,7 +488,7 @@ NR_TEST(fusion_gemm_transb_bias_bn) {
   nr_pu_set_attr_float(g, last_node(g), "beta", 0.5f, NULL);
   nr_pu_set_attr_float(g, last_node(g), "alpha", 1.5f, NULL);
   y = batchnorm(g, "bn", y, 6, 43);
-  if (fg_finish(t, g, y))
+  if (tg_finish(t, g, y))
     check_small(t, g, "fuse.bn", 1, "BatchNormalization", 0);
 }
 
@@ -545,19 +497,19 @@ NR_TEST(fusion_gemm_transb_bias_bn) {
 NR_TEST(fusion_eltwise_chain) {
   nr_graph *g = fg_new(13);
   int64_t xd[3] = {2, 3, 4}, yd[2] = {3, 1};
-  int x = fg_input(g, "x", 3, xd), b = fg_input(g, "b", 2, yd);
+  int x = tg_input(g, "x", 3, xd), b = tg_input(g, "b", 2, yd);
   int a[3] = {fg_scalar(g, "one", 1.0f), x};
-  int v = fg_node(g, "Sub", "sub", 2, a); /* 1 - x: swapped */
+  int v = tg_node(g, "Sub", "sub", 2, a); /* 1 - x: swapped */
   a[0] = v, a[1] = b;
-  v = fg_node(g, "Mul", "mul", 2, a); /* broadcast input */
-  v = fg_node(g, "Sigmoid", "sig", 1, &v);
+  v = tg_node(g, "Mul", "mul", 2, a); /* broadcast input */
+  v = tg_node(g, "Sigmoid", "sig", 1, &v);
   a[0] = v, a[1] = fg_scalar(g, "two", 2.0f);
-  v = fg_node(g, "Pow", "pow", 2, a);
+  v = tg_node(g, "Pow", "pow", 2, a);
   a[0] = x, a[1] = v;
-  v = fg_node(g, "Mul", "mulx", 2, a); /* reads X0 again */
+  v = tg_node(g, "Mul", "mulx", 2, a); /* reads X0 again */
   a[0] = v, a[1] = fg_scalar(g, "lo", -0.3f), a[2] = fg_scalar(g, "hi", 0.3f);
-  v = fg_node(g, "Clip", "clip", 3, a);
-  if (fg_finish(t, g, v))
+  v = tg_node(g, "Clip", "clip", 3, a);
+  if (tg_finish(t, g, v))
     check_small(t, g, "eltwise.fuse", 1, "EltwiseChain", 1);
 }
 
@@ -565,19 +517,19 @@ NR_TEST(fusion_eltwise_chain) {
 NR_TEST(fusion_eltwise_branch) {
   nr_graph *g = fg_new(13);
   int64_t xd[2] = {3, 5};
-  int x = fg_input(g, "x", 2, xd);
-  int r = fg_node(g, "Relu", "relu", 1, &x);
-  int a[2] = {fg_node(g, "Neg", "neg", 1, &r), fg_node(g, "Abs", "abs", 1, &r)};
-  int v = fg_node(g, "Add", "add", 2, a);
-  v = fg_node(g, "Exp", "exp", 1, &v);
-  if (fg_finish(t, g, v))
+  int x = tg_input(g, "x", 2, xd);
+  int r = tg_node(g, "Relu", "relu", 1, &x);
+  int a[2] = {tg_node(g, "Neg", "neg", 1, &r), tg_node(g, "Abs", "abs", 1, &r)};
+  int v = tg_node(g, "Add", "add", 2, a);
+  v = tg_node(g, "Exp", "exp", 1, &v);
+  if (tg_finish(t, g, v))
     check_small(t, g, "eltwise.fuse", 1, "EltwiseChain", 1);
 }
 
 /* ---- transpose and fold ---------------------------------------------------------------- */
 
 static int transpose(nr_graph *g, const char *name, int x, int rank, const int64_t *perm) {
-  int y = fg_node(g, "Transpose", name, 1, &x);
+  int y = tg_node(g, "Transpose", name, 1, &x);
   nr_pu_set_attr_ints(g, last_node(g), "perm", rank, perm, NULL);
   return y;
 }
@@ -589,11 +541,11 @@ NR_TEST(fusion_transpose_patterns) {
   for (int v = 0; v < 3; v++) {
     nr_graph *g = fg_new(13);
     int64_t xd[3] = {2, 3, 4};
-    int y = transpose(g, "t1", fg_input(g, "x", 3, xd), 3, firsts[v]);
+    int y = transpose(g, "t1", tg_input(g, "x", 3, xd), 3, firsts[v]);
     if (v < 2)
       y = transpose(g, "t2", y, 3, p021);
-    y = fg_node(g, "Relu", "relu", 1, &y);
-    if (fg_finish(t, g, y))
+    y = tg_node(g, "Relu", "relu", 1, &y);
+    if (tg_finish(t, g, y))
       check_small(t, g, "transpose.elim", 1, "Transpose", want[v]);
   }
 }
@@ -603,10 +555,10 @@ NR_TEST(fusion_transpose_into_gemm) {
   for (int side = 0; side < 2; side++) {
     nr_graph *g = fg_new(13);
     int64_t ad[2] = {side ? 6 : 4, side ? 4 : 6}, bd[2] = {5, 6};
-    int a = fg_input(g, "a", 2, ad), b = fg_input(g, "b", 2, bd);
+    int a = tg_input(g, "a", 2, ad), b = tg_input(g, "b", 2, bd);
     int ins[2] = {side ? transpose(g, "ta", a, 2, p10) : a, transpose(g, "tb", b, 2, p10)};
-    int y = fg_node(g, "MatMul", "mm", 2, ins);
-    if (fg_finish(t, g, y))
+    int y = tg_node(g, "MatMul", "mm", 2, ins);
+    if (tg_finish(t, g, y))
       check_small(t, g, "transpose.elim", 1, "FusedGemm", 1);
   }
 }
@@ -615,10 +567,10 @@ NR_TEST(fusion_fold_constants) {
   static const int64_t p10[2] = {1, 0};
   nr_graph *g = fg_new(13);
   int64_t xd[2] = {2, 6}, wd[2] = {6, 2};
-  int a[2] = {fg_input(g, "x", 2, xd),
+  int a[2] = {tg_input(g, "x", 2, xd),
               transpose(g, "tw", fg_const(g, "w", 2, wd, -1, 2, 5), 2, p10)};
-  int y = fg_node(g, "Add", "add", 2, a);
-  if (fg_finish(t, g, y))
+  int y = tg_node(g, "Add", "add", 2, a);
+  if (tg_finish(t, g, y))
     check_small(t, g, "fold.constants", 1, "Transpose", 0);
 }
 

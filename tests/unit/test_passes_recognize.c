@@ -13,6 +13,7 @@
 #include "kernels/ref/executor.h"
 #include "passes/pass_util.h"
 #include "unit.h"
+#include "graph_build.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -38,24 +39,6 @@ static nr_graph *tg_new(int opset) {
   return g;
 }
 
-static int tg_tensor(nr_graph *g, const char *name, unsigned flags, int rank,
-                     const int64_t *dims) {
-  int t = nr_graph_add_tensor(g, name, flags);
-  nr_value *v = &g->tensors[t].value;
-  v->dtype = NR_DTYPE_FLOAT;
-  v->rank = rank;
-  for (int d = 0; d < rank; d++)
-    v->dims[d] = dims[d];
-  return t;
-}
-
-static int tg_input(nr_graph *g, const char *name, int rank, const int64_t *dims) {
-  int t = tg_tensor(g, name, NR_TENSOR_INPUT, rank, dims);
-  g->inputs = realloc(g->inputs, sizeof(int) * (size_t)(g->n_inputs + 1));
-  g->inputs[g->n_inputs++] = t;
-  return t;
-}
-
 /* A constant filled from seed (data NULL) or from data. */
 static int tg_const(nr_graph *g, const char *name, int rank, const int64_t *dims,
                     const float *data, unsigned seed) {
@@ -73,35 +56,11 @@ static int tg_scalar(nr_graph *g, const char *name, float x) {
 }
 
 /* Adds node `op` named name reading ins, writing a new tensor named after the node. */
-static int tg_node(nr_graph *g, const char *op, const char *name, int n_in, const int *ins) {
-  char out[256];
-  snprintf(out, sizeof out, "%s_out", name);
-  int t = nr_graph_add_tensor(g, out, 0);
-  nr_pu_add_node(g, name, op, "", n_in, ins, 1, &t);
-  return t;
-}
 
 #define NODE(g, op, name, ...)                                                         \
   tg_node(g, op, name, (int)(sizeof((int[]){__VA_ARGS__}) / sizeof(int)),              \
           (int[]){__VA_ARGS__})
 #define LAST(g) ((g)->n_nodes - 1)
-
-static bool tg_finish(nr_test_state *t, nr_graph *g, int out) {
-  nr_error err = {0};
-  g->outputs = malloc(sizeof(int));
-  g->outputs[0] = out;
-  g->n_outputs = 1;
-  g->tensors[out].flags |= NR_TENSOR_OUTPUT;
-  nr_status st = nr_graph_toposort(g, &err);
-  if (!st)
-    st = nr_graph_bind_ops(g, &err);
-  if (!st)
-    st = nr_graph_infer(g, &err);
-  if (!st)
-    st = nr_compiler_name_nodes(g, &err);
-  CHECK(!st, "building the test graph: %s", err.message);
-  return !st;
-}
 
 /* Random inputs for g (owned values; free with free_inputs). */
 static nr_value *random_inputs(const nr_graph *g, unsigned seed) {
@@ -114,12 +73,6 @@ static nr_value *random_inputs(const nr_graph *g, unsigned seed) {
       x[j] = 2.0f * ((float)(rand_r(&seed) % 2001) / 1000.0f - 1.0f);
   }
   return in;
-}
-
-static void free_values(nr_value *v, int n) {
-  for (int i = 0; v && i < n; i++)
-    nr_value_free(&v[i]);
-  free(v);
 }
 
 /* ---- running a pass along a route ----------------------------------------------- */

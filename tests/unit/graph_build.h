@@ -1,0 +1,65 @@
+/* graph_build.h - building small graphs by hand for the pass tests: tensors, inputs,
+ * nodes (through pass_util), and finishing a graph (order, bind, infer, name nodes).
+ * Static inline, shared by test_passes_fusion.c and test_passes_recognize.c. */
+#ifndef NR_TESTS_GRAPH_BUILD_H
+#define NR_TESTS_GRAPH_BUILD_H
+
+#include "compiler/knob.h"
+#include "ir/ir.h"
+#include "passes/pass_util.h"
+#include "unit.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static inline int tg_tensor(nr_graph *g, const char *name, unsigned flags, int rank,
+                     const int64_t *dims) {
+  int t = nr_graph_add_tensor(g, name, flags);
+  nr_value *v = &g->tensors[t].value;
+  v->dtype = NR_DTYPE_FLOAT;
+  v->rank = rank;
+  for (int d = 0; d < rank; d++)
+    v->dims[d] = dims[d];
+  return t;
+}
+
+static inline int tg_input(nr_graph *g, const char *name, int rank, const int64_t *dims) {
+  int t = tg_tensor(g, name, NR_TENSOR_INPUT, rank, dims);
+  g->inputs = realloc(g->inputs, sizeof(int) * (size_t)(g->n_inputs + 1));
+  g->inputs[g->n_inputs++] = t;
+  return t;
+}
+
+static inline int tg_node(nr_graph *g, const char *op, const char *name, int n_in, const int *ins) {
+  char out[256];
+  snprintf(out, sizeof out, "%s_out", name);
+  int t = nr_graph_add_tensor(g, out, 0);
+  nr_pu_add_node(g, name, op, "", n_in, ins, 1, &t);
+  return t;
+}
+
+static inline bool tg_finish(nr_test_state *t, nr_graph *g, int out) {
+  nr_error err = {0};
+  g->outputs = malloc(sizeof(int));
+  g->outputs[0] = out;
+  g->n_outputs = 1;
+  g->tensors[out].flags |= NR_TENSOR_OUTPUT;
+  nr_status st = nr_graph_toposort(g, &err);
+  if (!st)
+    st = nr_graph_bind_ops(g, &err);
+  if (!st)
+    st = nr_graph_infer(g, &err);
+  if (!st)
+    st = nr_compiler_name_nodes(g, &err);
+  CHECK(!st, "building the test graph: %s", err.message);
+  return !st;
+}
+
+static inline void free_values(nr_value *v, int n) {
+  for (int i = 0; v && i < n; i++)
+    nr_value_free(&v[i]);
+  free(v);
+}
+
+#endif
