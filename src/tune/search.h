@@ -1,0 +1,82 @@
+/* search.h - search algorithms over a discrete space of build routes, as ask/tell
+ * state machines that know nothing about models or engines.
+ *
+ * The space is a list of dimensions, each with n_values values and a default index;
+ * a point is one value index per dimension (int[n_dims]); the all-default point is
+ * the default route. The driver asks for a point (nr_search_next), evaluates it and
+ * tells the result (nr_search_tell) before asking again. Every algorithm is
+ * deterministic given its seed and the sequence of results it is told, which is what
+ * makes `nnroute tune --continue` exact: the driver replays recorded results and the
+ * search proposes the same points again. No algorithm proposes a point twice.
+ *
+ * Results: feasible (within the accuracy tolerance) and, when feasible, a cost
+ * (median latency) with the bounds of its 95% confidence interval. Infeasible points
+ * are never "better" than anything; algorithms may still use them to learn which
+ * values break accuracy.
+ *
+ *   fast   the default point, then every one-dimension change from it
+ *   full   the Cartesian product, in odometer order starting from the default
+ *   mixed  fast, then full over the values that were feasible and significantly
+ *          faster than the default in the first phase (cost_hi below the default's
+ *          cost_lo and cost below (1 - min_gain) x the default's), skipping points
+ *          already measured
+ *   random uniform points (each dimension drawn independently), no repeats
+ *   evolve the default point and a random population, then generations of
+ *          tournament selection, uniform crossover and mutation of the best feasible
+ *          points, no repeats */
+#ifndef NR_TUNE_SEARCH_H
+#define NR_TUNE_SEARCH_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+typedef enum nr_search_kind {
+  NR_SEARCH_FAST = 0,
+  NR_SEARCH_FULL,
+  NR_SEARCH_MIXED,
+  NR_SEARCH_RANDOM,
+  NR_SEARCH_EVOLVE,
+  NR_SEARCH_COUNT
+} nr_search_kind;
+
+const char *nr_search_name(nr_search_kind k); /* "fast", ...; static storage */
+bool nr_search_parse(const char *text, nr_search_kind *out);
+
+typedef struct nr_search_config {
+  nr_search_kind kind;
+  int n_dims;
+  const int *n_values;  /* per dimension, >= 1 (copied) */
+  const int *dflt;      /* per dimension, the default value index (copied) */
+  uint64_t seed;
+  /* random/evolve: stop after this many points (they are otherwise endless);
+   * fast/full/mixed ignore it (the driver's budgets cut them). 0: 64. */
+  int max_points;
+  double min_gain;      /* mixed: significance threshold; 0: 0.01 */
+  /* Optional priors (may be NULL): prior[d][v] is a score where lower is more
+   * promising (e.g. a latency ratio recorded on another machine). They only order
+   * the points fast/mixed propose and seed evolve's first population; they never
+   * stand in for a measurement. */
+  const double *const *prior;
+} nr_search_config;
+
+typedef struct nr_search nr_search;
+
+/* NULL when out of memory or the config is unusable (n_dims < 0, n_values < 1,
+ * default out of range). */
+nr_search *nr_search_create(const nr_search_config *cfg);
+void nr_search_destroy(nr_search *s);
+/* Writes the next point to evaluate into point[n_dims]; returns 1, or 0 when the
+ * algorithm has nothing more to propose. */
+int nr_search_next(nr_search *s, int *point);
+/* The result of the point last returned by nr_search_next. */
+void nr_search_tell(nr_search *s, const int *point, bool feasible, double cost,
+                    double cost_lo, double cost_hi);
+/* Number of points the algorithm will propose in all, when known in advance
+ * (fast, full; for mixed the first phase's size until it ends); -1 otherwise.
+ * Saturates at INT64_MAX. */
+int64_t nr_search_total(const nr_search *s);
+/* The phase name of the last proposed point ("fast", "full", "random", "evolve:3"),
+ * recorded with each candidate; static or owned by s. */
+const char *nr_search_phase(const nr_search *s);
+
+#endif

@@ -1,0 +1,93 @@
+/* worker.h - one candidate, evaluated in a child process that may crash, hang or
+ * run out of memory without taking the tuning session down.
+ *
+ * The parent forks (the model and the reference pairs are inherited, nothing is
+ * re-read); the child sets its memory limit (RLIMIT_AS), builds the engine along the
+ * route (or loads an engine file), saves it, runs every reference pair, computes
+ * every loss (accuracy.h), then, when every output is finite, times the engine:
+ * warm-up runs, then timed runs until both min_runs and min_time_ms are reached (or
+ * max_runs). It writes one result record to a pipe and exits. The parent waits with
+ * a wall-clock deadline and kills the child's process group on expiry.
+ *
+ * Classification (first that applies):
+ *   timeout       the deadline passed (the parent killed it)
+ *   oom           the build or run reported NR_ERR_NOMEM under the limit, or the
+ *                 child died of SIGKILL that the parent did not send (the kernel's
+ *                 OOM killer)
+ *   crash         the child died of any other signal (recorded), or exited without
+ *                 a complete record
+ *   build_error   nr_engine_build/nr_engine_load failed (the message is recorded)
+ *   nonfinite     a NaN or Inf in any output of any pair (or a run error)
+ *   accuracy_fail some loss is outside the tolerance (timings are still measured, so
+ *                 `nnroute report` can choose again at a looser tolerance)
+ *   ok
+ * The parent must be single-threaded when it forks (the CLI is). */
+#ifndef NR_TUNE_WORKER_H
+#define NR_TUNE_WORKER_H
+
+#include "nnroute.h"
+#include "tune/accuracy.h"
+#include "tune/pairs.h"
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+typedef enum nr_cand_status {
+  NR_CAND_OK = 0,
+  NR_CAND_BUILD_ERROR,
+  NR_CAND_CRASH,
+  NR_CAND_TIMEOUT,
+  NR_CAND_OOM,
+  NR_CAND_NONFINITE,
+  NR_CAND_ACCURACY_FAIL,
+  NR_CAND_STATUS_COUNT
+} nr_cand_status;
+
+/* "ok", "build_error", "crash", "timeout", "oom", "nonfinite", "accuracy_fail". */
+const char *nr_cand_status_name(nr_cand_status s);
+bool nr_cand_status_parse(const char *text, nr_cand_status *out);
+
+typedef struct nr_worker_job {
+  nr_model *model;          /* prepared; used when engine_in is NULL */
+  const char *route;        /* build route text ("" = default) */
+  int threads;              /* engine and context threads; 0: all CPUs */
+  const char *engine_in;    /* load this engine file instead of building */
+  const char *engine_out;   /* save the built engine here (NULL: don't keep it) */
+  const nr_pair_set *pairs; /* accuracy data; NULL or empty: skip the accuracy check */
+  const nr_tolerance *tol;  /* feasibility; NULL: every finite result is ok */
+  const char *const *output_names; /* for per-output tolerances (model order) */
+  double timeout_s;         /* wall clock for the whole child; <= 0: 600 */
+  uint64_t mem_limit;       /* bytes of address space; 0: no limit */
+  bool measure;             /* time the engine (on pair 0's inputs, else zeros) */
+  int warmup_runs;          /* default 2 when 0 */
+  int min_runs;             /* default 5 when 0 */
+  int max_runs;             /* default 1000 when 0 */
+  double min_time_ms;       /* default 50 when 0 */
+} nr_worker_job;
+
+typedef struct nr_worker_result {
+  nr_cand_status status;
+  int signal;               /* crash: the signal number */
+  char message[512];        /* build error, run error or crash description */
+  double build_ms;          /* building (or loading) the engine */
+  uint64_t engine_bytes;    /* size of the saved engine file (0 if not saved) */
+  int n_pairs, n_outputs;
+  double *losses;           /* [pair][output][NR_METRIC_COUNT] (owned; NULL if none) */
+  double *times_ms;         /* per timed run (owned; NULL if not measured) */
+  int n_times;
+  double wall_ms;           /* the child's whole life */
+} nr_worker_result;
+
+/* Runs one job in a child process and classifies it. Returns NR_OK whenever a
+ * result was classified (whatever the candidate's status); an error only when the
+ * parent itself failed (fork, pipe, memory). res is overwritten; free it with
+ * nr_worker_result_free. */
+nr_status nr_worker_run(const nr_worker_job *job, nr_worker_result *res, nr_error *err);
+void nr_worker_result_free(nr_worker_result *res);
+/* Kills the child of the running nr_worker_run (async-signal-safe; for the SIGINT
+ * handler). The interrupted run then reports NR_CAND_CRASH with signal SIGINT and
+ * the caller discards it. */
+void nr_worker_abort(void);
+
+#endif
