@@ -17,6 +17,8 @@ int nr_cli_check_knobs(int argc, char **argv);
 int nr_cli_knobs(int argc, char **argv);
 int nr_cli_inspect(int argc, char **argv);
 int nr_cli_bench(int argc, char **argv);
+int nr_cli_tune(int argc, char **argv);
+int nr_cli_report(int argc, char **argv);
 
 /* Parses "1x3x224x224" (also "1,3,224,224"; "" or "scalar" = rank 0). */
 bool nr_cli_parse_dims(const char *text, int *rank, int64_t *dims);

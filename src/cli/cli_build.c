@@ -40,7 +40,8 @@ static void print_summary(const nr_engine *e, const char *path) {
   int ref_steps = 0, reorders = 0;
   for (int k = 0; k < p->n_steps; k++) {
     ref_steps += !strcmp(p->steps[k].tactic->source, "ref");
-    reorders += p->steps[k].node < 0;
+    const char *algo = p->steps[k].tactic->algo;
+    reorders += p->steps[k].node < 0 && !(algo && !strcmp(algo, "fault"));
   }
   print_changes(p->route);
   if (p->ignored_knobs)

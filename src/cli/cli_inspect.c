@@ -41,9 +41,10 @@ static const nr_slot *step_slot(const nr_plan *p, const nr_step *s, bool out, in
 
 static void view_step(const nr_plan *p, const nr_step *s, step_view *v) {
   const nr_node *n = s->node >= 0 ? &p->graph->nodes[s->node] : NULL;
-  v->node = n ? n->name : "(reorder)";
+  bool fault = !n && s->tactic->algo && !strcmp(s->tactic->algo, "fault");
+  v->node = n ? n->name : fault ? "(test fault)" : "(reorder)";
   v->op_domain = n ? n->domain : "";
-  v->op = n ? n->op_type : "Reorder";
+  v->op = n ? n->op_type : fault ? "TestFault" : "Reorder";
   v->tactic = s->tactic->id;
   v->source = s->tactic->source ? s->tactic->source : "";
   const nr_slot *in = step_slot(p, s, false, 0), *out = step_slot(p, s, true, 0);

@@ -9,11 +9,11 @@
 /* Knob tables. */
 #define NR_KNOB_FAMILIES(X)                                                            \
   X(compile) X(fold) X(fuse) X(eltwise_fuse) X(recognize) X(horizontal) X(transpose)   \
-  X(layout) X(memory) X(gemm) X(conv) X(cpu_eltwise) X(cpu_norm)
+  X(layout) X(memory) X(gemm) X(conv) X(cpu_eltwise) X(cpu_norm) X(fault)
 
 /* Tactic tables. */
 #define NR_TACTIC_FAMILIES(X)                                                          \
-  X(ref) X(gemm) X(conv) X(reorder) X(cpu_eltwise) X(cpu_norm)
+  X(ref) X(gemm) X(conv) X(reorder) X(cpu_eltwise) X(cpu_norm) X(fault)
 
 /* Graph passes (rewrite the logical graph), in order. */
 #define NR_GRAPH_PASSES(X)                                                             \
@@ -21,6 +21,6 @@
   X(eltwise_fuse)
 
 /* Plan passes (after the plan skeleton exists), in order. */
-#define NR_PLAN_PASSES(X) X(select) X(layout) X(prepare) X(memory)
+#define NR_PLAN_PASSES(X) X(select) X(layout) X(prepare) X(memory) X(fault)
 
 #endif

@@ -268,7 +268,8 @@ static nr_status run_step(nr_context *c, int k, const nr_buffer *inputs, nr_erro
     nr_error_prefix(err, "step %d, node '%s' (%s, tactic %s): ", k, node->name,
                     node->op_type, st->tactic->id);
   else
-    nr_error_prefix(err, "step %d (reorder, tactic %s): ", k, st->tactic->id);
+    nr_error_prefix(err, "step %d (%s, tactic %s): ", k,
+                    st->tactic->algo ? st->tactic->algo : "reorder", st->tactic->id);
   return s;
 }
 

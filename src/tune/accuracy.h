@@ -31,8 +31,12 @@ bool nr_metric_parse(const char *text, nr_metric *out);
 
 /* Every metric of got against ref into out[NR_METRIC_COUNT]. Returns false (and
  * fills out with +inf) when got holds a NaN or Inf, or when shape or dtype differ
- * (then *shape_mismatch is set when non-NULL). Integer and bool outputs are compared
- * as numbers. atol and rtol only matter for l0. */
+ * (then *shape_mismatch is set when non-NULL; it is cleared otherwise). Integer and
+ * bool outputs are compared as numbers. atol and rtol only matter for l0.
+ * Edge cases: empty tensors give 0 for every loss; a NaN or Inf in ref alone gives
+ * +inf for every loss but returns true (the candidate is finite, it just cannot be
+ * shown close); top1 counts a row as agreeing when got's argmax is one of ref's
+ * maxima (ties in ref are not disagreements). */
 bool nr_losses_compute(const nr_buffer *got, const nr_buffer *ref, double atol,
                        double rtol, double out[NR_METRIC_COUNT], bool *shape_mismatch);
 
@@ -48,11 +52,15 @@ typedef struct nr_tolerance {
   double override_eps[NR_TOL_MAX_OVERRIDES];
 } nr_tolerance;
 
-/* The bound for an output. */
+/* The bound for an output: its override (first match by name), else t->eps.
+ * NULL name: t->eps; NULL t: +inf. */
 double nr_tolerance_eps(const nr_tolerance *t, const char *output_name);
 /* Feasibility of a loss table laid out [pair][output][metric]: every output of every
  * pair within its bound under t->metric. *worst_margin (may be NULL) gets the
- * smallest (bound - loss) over all of them (negative when infeasible). */
+ * smallest (bound - loss) over all of them (negative when infeasible). A NaN loss
+ * is infeasible with margin -inf; a loss equal to its bound (inf included) has
+ * margin 0; an empty table is feasible with margin +inf. output_names may be NULL
+ * (no override applies). A NULL t or an unknown metric: false, margin -inf. */
 bool nr_tolerance_check(const nr_tolerance *t, const double *losses, int n_pairs,
                         int n_outputs, const char *const *output_names,
                         double *worst_margin);

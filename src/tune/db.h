@@ -2,7 +2,7 @@
  * tried and measured, so a session can be resumed exactly, results can be chosen
  * again at another tolerance, and stale results are never mistaken for fresh ones.
  *
- * Tables (the schema is written out in db.c and in docs/tuner.md):
+ * Tables (the schema is written out in db.c and described in docs/tuner-db.md):
  *   meta          schema version and the application tag
  *   environments  one row per (fingerprint, nnroute version, knob schema)
  *   models        one row per (model sha256, input shapes)
@@ -26,7 +26,11 @@
 
 typedef struct nr_db nr_db;
 
-/* Opens (creating when absent) the database at path. */
+/* Opens (creating when absent) the database at path. A file that is not SQLite, is
+ * another application's database or has a newer schema is refused, unchanged, with
+ * NR_ERR_INVALID_ARGUMENT; a file that cannot be opened or written gives NR_ERR_IO.
+ * A handle is for one thread, and must not be used in a forked child (open another
+ * there); several processes may open the same file. */
 nr_status nr_db_open(const char *path, nr_db **out, nr_error *err);
 void nr_db_close(nr_db *db);
 
@@ -98,18 +102,28 @@ typedef struct nr_db_candidate {
 void nr_db_candidate_free(nr_db_candidate *c); /* frees the members, not c */
 
 /* Inserts a candidate (id and created_at are filled in). A second candidate with
- * the same (session, route) is refused with NR_ERR_INVALID_ARGUMENT. */
+ * the same (session, route) is refused with NR_ERR_INVALID_ARGUMENT and a message
+ * naming the route. Losses are laid out [pair][output][NR_METRIC_COUNT]; every
+ * double (inf, NaN) is kept bit for bit; a NaN scalar (build_ms, median_ms, ...)
+ * reads back as NaN. */
 nr_status nr_db_candidate_put(nr_db *db, nr_db_candidate *c, nr_error *err);
 /* Looks a candidate up by route; *found false when absent. */
 nr_status nr_db_candidate_get(nr_db *db, int64_t session_id, const char *route,
                               nr_db_candidate *out, bool *found, nr_error *err);
-/* Calls fn for every candidate of a session in seq order; fn returns nonzero to stop.
- * The candidate passed to fn is freed after fn returns. */
+/* Calls fn for every candidate of a session in seq order (insertion order among equal
+ * seqs); fn returns nonzero to stop. The candidate passed to fn is freed after fn
+ * returns. No statement is open while fn runs, so fn may call into db. */
 nr_status nr_db_candidate_foreach(nr_db *db, int64_t session_id,
                                   int (*fn)(const nr_db_candidate *c, void *user),
                                   void *user, nr_error *err);
+/* For resume: how many candidates a session holds, and the seq the next one should
+ * take (largest seq + 1, 0 when none). Either output may be NULL. */
+nr_status nr_db_candidate_count(nr_db *db, int64_t session_id, int *count, int *next_seq,
+                                nr_error *err);
 nr_status nr_db_candidate_set_engine(nr_db *db, int64_t id, const char *engine_path,
                                      nr_error *err); /* NULL clears it */
+/* Holdout losses share the candidate's n_outputs (a candidate recorded with no
+ * reference pairs takes the holdout's); n_pairs 0 clears them. */
 nr_status nr_db_candidate_set_holdout(nr_db *db, int64_t id, const double *losses,
                                       int n_pairs, int n_outputs, nr_error *err);
 
@@ -123,13 +137,15 @@ typedef struct nr_db_measurement {
 } nr_db_measurement;
 
 nr_status nr_db_measurement_put(nr_db *db, const nr_db_measurement *m, nr_error *err);
+/* In insertion order; m is freed after fn returns; fn returns nonzero to stop. */
 nr_status nr_db_measurement_foreach(nr_db *db, int64_t candidate_id,
                                     int (*fn)(const nr_db_measurement *m, void *user),
                                     void *user, nr_error *err);
 
 /* Priors: for the same model sha256 (any shapes) recorded under OTHER environments,
  * calls fn with each ok candidate's route and its screening median divided by the
- * default route's median in the same session. Never used as a measurement. */
+ * default route's median in the same session (sessions without a timed default
+ * route give none). route lives until fn returns. Never used as a measurement. */
 nr_status nr_db_priors(nr_db *db, const char *model_sha256, int64_t exclude_env_id,
                        int (*fn)(const char *route, double ratio, void *user),
                        void *user, nr_error *err);

@@ -28,22 +28,32 @@ typedef struct nr_pair_set {
   int n_inputs, n_outputs;
 } nr_pair_set;
 
-/* A user range for generated inputs: name NULL applies to every input. */
+/* A user range for generated inputs: name NULL applies to every input, a named one
+ * (which must name an input) wins over it. Floats draw uniformly in [lo, hi];
+ * integers draw the k with lo <= k < hi (ceil(lo) .. ceil(hi) - 1), which must be
+ * nonempty and fit the dtype. */
 typedef struct nr_input_range {
   const char *name;
   double lo, hi;
 } nr_input_range;
 
-/* Appends the pairs found in dir to set. The model must be prepared (shapes fixed);
- * inputs whose shape differs from the model's are an error naming the file. */
+/* Appends the pairs found in dir to set. The model is prepared here if it was not
+ * (its input shapes must be fixed); inputs whose shape or dtype differs from the
+ * model's are an error naming the file. With test_data_set_N subfolders, each is one
+ * pair, in numeric order of N; otherwise dir itself is one pair. Outputs are all
+ * given or all absent (then computed). A set holds the pairs of one model. On error
+ * the set is left as it was. A pair's origin is the folder it came from. */
 nr_status nr_pairs_load_dir(nr_model *m, const char *dir, nr_pair_set *set,
                             nr_error *err);
-/* Appends count generated pairs (seeded) to set, outputs from the reference executor. */
+/* Appends count generated pairs (seeded) to set, outputs from the reference executor.
+ * Pair k of a seed is the same whatever count is; pair 0 of seed S has the inputs
+ * the CLI's --seed S random inputs have (when no range or table applies). Origins
+ * read "generated seed S #k". On error the set is left as it was. */
 nr_status nr_pairs_generate(nr_model *m, int count, uint64_t seed,
                             const nr_input_range *ranges, int n_ranges,
                             nr_pair_set *set, nr_error *err);
-/* 64-bit hash of every input and output byte of the set (for the database: a resumed
- * session must use the same data). */
+/* 64-bit hash (FNV-1a) of every input and output of the set: dtype, shape and bytes,
+ * not origins (for the database: a resumed session must use the same data). */
 uint64_t nr_pairs_hash(const nr_pair_set *set);
 void nr_pair_set_free(nr_pair_set *set);
 

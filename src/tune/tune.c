@@ -1,0 +1,741 @@
+/* tune.c - the tuning session: setup (space, data, database), the search loop over
+ * isolated candidates, and the end (winner engine, report, summary).
+ *
+ * Resume is replay: the search is deterministic given its seed and the results it is
+ * told, so a resumed session asks the same questions again and the database answers
+ * those it already recorded; only new routes are built. Each candidate is committed
+ * as one row the moment it is classified, so kill -9 loses at most the candidate in
+ * flight, and no route is ever recorded twice (the table refuses it).
+ *
+ * Only the few best feasible candidates keep their engine file (in a folder beside
+ * the database); the measurement stages re-time those files in fresh processes. */
+#include "engine/engine.h"
+#include "runtime/model_internal.h"
+#include "tune/tune_internal.h"
+#include "util/error.h"
+
+#include <cjson/cJSON.h>
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+volatile sig_atomic_t nr_tune_stop;
+
+double tune_now(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+static void on_sigint(int sig) {
+  (void)sig;
+  nr_tune_stop = 1;
+  nr_worker_abort();
+}
+
+static void hex(const uint8_t *b, size_t n, char *out) {
+  for (size_t i = 0; i < n; i++)
+    sprintf(out + 2 * i, "%02x", b[i]);
+}
+
+/* ---- settings: everything that decides results, hashed to match a resume ------- */
+
+static void add_dirs(cJSON *o, const char *key, const char *const *dirs, int n) {
+  cJSON *a = cJSON_AddArrayToObject(o, key);
+  for (int i = 0; i < n; i++)
+    cJSON_AddItemToArray(a, cJSON_CreateString(dirs[i]));
+}
+
+static cJSON *settings_json(const tune_session *s) {
+  const nr_tune_options *o = s->o;
+  cJSON *j = cJSON_CreateObject();
+  cJSON_AddStringToObject(j, "routes", o->routes ? o->routes : "");
+  cJSON_AddStringToObject(j, "search", nr_search_name(o->search));
+  cJSON_AddNumberToObject(j, "budget_builds", o->budget_builds);
+  cJSON_AddNumberToObject(j, "budget_time_s", o->budget_time_s);
+  cJSON_AddNumberToObject(j, "seed", (double)o->seed);
+  cJSON_AddStringToObject(j, "metric", nr_metric_name(o->tol.metric));
+  cJSON_AddNumberToObject(j, "tolerance", o->tol.eps);
+  cJSON_AddNumberToObject(j, "atol", o->tol.atol);
+  cJSON_AddNumberToObject(j, "rtol", o->tol.rtol);
+  cJSON *ov = cJSON_AddObjectToObject(j, "output_tolerance");
+  for (int i = 0; i < o->tol.n_overrides; i++)
+    cJSON_AddNumberToObject(ov, o->tol.override_name[i], o->tol.override_eps[i]);
+  cJSON_AddNumberToObject(j, "threads", o->threads);
+  add_dirs(j, "reference", o->reference_dirs, o->n_reference_dirs);
+  add_dirs(j, "holdout", o->holdout_dirs, o->n_holdout_dirs);
+  char h[17];
+  snprintf(h, sizeof h, "%016llx", (unsigned long long)nr_pairs_hash(&s->pairs));
+  cJSON_AddStringToObject(j, "reference_hash", h);
+  snprintf(h, sizeof h, "%016llx", (unsigned long long)nr_pairs_hash(&s->holdout));
+  cJSON_AddStringToObject(j, "holdout_hash", h);
+  cJSON_AddNumberToObject(j, "screen_ms", o->screen_ms);
+  cJSON_AddNumberToObject(j, "finalists", o->finalists);
+  cJSON_AddNumberToObject(j, "confirm_rounds", o->confirm_rounds);
+  cJSON_AddBoolToObject(j, "priors", o->priors);
+  cJSON *outs = cJSON_AddArrayToObject(j, "outputs");
+  for (int i = 0; i < s->n_outputs; i++)
+    cJSON_AddItemToArray(outs, cJSON_CreateString(s->output_names[i]));
+  cJSON_AddNumberToObject(j, "dimensions", s->space.n_dims);
+  return j;
+}
+
+/* ---- setup ---------------------------------------------------------------------- */
+
+static nr_status setup_pairs(tune_session *s, nr_error *err) {
+  const nr_tune_options *o = s->o;
+  nr_status st = NR_OK;
+  for (int i = 0; !st && i < o->n_reference_dirs; i++)
+    st = nr_pairs_load_dir(s->model, o->reference_dirs[i], &s->pairs, err);
+  if (!st && !o->n_reference_dirs)
+    st = nr_pairs_generate(s->model, o->n_generated > 0 ? o->n_generated : 4, o->seed,
+                           o->ranges, o->n_ranges, &s->pairs, err);
+  for (int i = 0; !st && i < o->n_holdout_dirs; i++)
+    st = nr_pairs_load_dir(s->model, o->holdout_dirs[i], &s->holdout, err);
+  if (!st && !o->n_holdout_dirs)
+    st = nr_pairs_generate(s->model, o->n_holdout_generated > 0 ? o->n_holdout_generated : 2,
+                           o->seed ^ 0x5eedf00dull, o->ranges, o->n_ranges, &s->holdout,
+                           err);
+  if (!st && nr_pairs_hash(&s->pairs) == nr_pairs_hash(&s->holdout))
+    st = nr_errorf(err, NR_ERR_INVALID_ARGUMENT, "the holdout pairs are the reference "
+                   "pairs; holdout data must never be used to choose");
+  return st;
+}
+
+static nr_status setup_outputs(tune_session *s, nr_error *err) {
+  s->n_outputs = nr_model_output_count(s->model);
+  s->output_names = calloc((size_t)(s->n_outputs ? s->n_outputs : 1), sizeof(char *));
+  if (!s->output_names)
+    return nr_errorf(err, NR_ERR_NOMEM, "out of memory");
+  for (int i = 0; i < s->n_outputs; i++) {
+    nr_io_info info;
+    nr_model_output_info(s->model, i, &info);
+    s->output_names[i] = info.name;
+  }
+  for (int i = 0; i < s->o->tol.n_overrides; i++) {
+    bool found = false;
+    for (int k = 0; k < s->n_outputs; k++)
+      found |= !strcmp(s->o->tol.override_name[i], s->output_names[k]);
+    if (!found)
+      return nr_errorf(err, NR_ERR_INVALID_ARGUMENT, "--output-tolerance names '%s', "
+                       "which is not an output of the model", s->o->tol.override_name[i]);
+  }
+  return NR_OK;
+}
+
+static void env_text(char *out, size_t cap) {
+  nr_fingerprint fp;
+  nr_fingerprint_current(&fp);
+  snprintf(out, cap, "cpu_vendor=%s;cpu_model=%s;isa=%s;cores=%d;openblas=%s;onednn=%s;"
+           "compiler=%s", fp.cpu_vendor, fp.cpu_model, fp.isa, fp.cores, fp.openblas,
+           fp.onednn, fp.compiler);
+}
+
+static void shapes_text(nr_model *m, char *out, size_t cap) {
+  size_t used = 0;
+  out[0] = '\0';
+  for (int i = 0; i < nr_model_input_count(m) && used < cap; i++) {
+    nr_io_info info;
+    nr_model_input_info(m, i, &info);
+    used += (size_t)snprintf(out + used, cap - used, "%s%s=", i ? ";" : "", info.name);
+    for (int d = 0; d < info.rank && used < cap; d++)
+      used += (size_t)snprintf(out + used, cap - used, "%s%lld", d ? "x" : "",
+                               (long long)info.dims[d]);
+  }
+}
+
+static nr_status open_session(tune_session *s, nr_error *err) {
+  const nr_tune_options *o = s->o;
+  char env[1024], schema[17], sha[65], shapes[2048];
+  env_text(env, sizeof env);
+  hex(nr_model_sha256(s->model), 32, sha);
+  shapes_text(s->model, shapes, sizeof shapes);
+  nr_db_env e = {env, NR_VERSION_STRING, nr_knob_schema(schema)};
+  nr_status st = nr_db_open(o->db_path, &s->db, err);
+  if (!st)
+    st = nr_db_env_id(s->db, &e, &s->env_id, err);
+  if (!st)
+    st = nr_db_model_id(s->db, sha, shapes, &s->model_id, err);
+  if (st)
+    return st;
+  cJSON *j = settings_json(s);
+  char *text = j ? cJSON_PrintUnformatted(j) : NULL;
+  cJSON_Delete(j);
+  if (!text)
+    return nr_errorf(err, NR_ERR_NOMEM, "out of memory");
+  uint8_t digest[32];
+  nr_sha256(text, strlen(text), digest);
+  hex(digest, 32, s->settings_hash);
+  int64_t id = 0;
+  if (o->resume)
+    st = nr_db_session_find_resumable(s->db, s->env_id, s->model_id, s->settings_hash, &id,
+                                      err);
+  if (!st && id) {
+    s->session_id = id;
+    st = nr_db_session_reopen(s->db, id, err);
+    fprintf(stderr, "nnroute tune: resuming session %lld\n", (long long)id);
+  } else if (!st) {
+    if (o->resume)
+      fprintf(stderr, "nnroute tune: --continue found no unfinished session with these "
+              "settings on this machine; starting a new one\n");
+    st = nr_db_session_begin(s->db, s->env_id, s->model_id, text, s->settings_hash,
+                             o->argv ? o->argv : "", &s->session_id, err);
+  }
+  s->settings = text;
+  return st;
+}
+
+static nr_status make_engine_dir(tune_session *s, nr_error *err) {
+  char base[3900];
+  snprintf(base, sizeof base, "%s.engines", s->o->db_path);
+  snprintf(s->engine_dir, sizeof s->engine_dir, "%s/session%lld", base,
+           (long long)s->session_id);
+  if ((mkdir(base, 0755) && errno != EEXIST) ||
+      (mkdir(s->engine_dir, 0755) && errno != EEXIST))
+    return nr_errorf(err, NR_ERR_IO, "cannot create the engine folder %s: %s",
+                     s->engine_dir, strerror(errno));
+  return NR_OK;
+}
+
+/* ---- candidates ----------------------------------------------------------------- */
+
+static int find_cand(const tune_session *s, const char *route) {
+  for (int i = 0; i < s->n_cands; i++)
+    if (!strcmp(s->cands[i].route, route))
+      return i;
+  return -1;
+}
+
+static double worst_loss(const double *losses, int n_pairs, int n_outputs, nr_metric m) {
+  double w = 0;
+  for (int i = 0; i < n_pairs * n_outputs; i++) {
+    double l = losses[(size_t)i * NR_METRIC_COUNT + m];
+    if (!(l <= w))
+      w = l;
+  }
+  return w;
+}
+
+static int count_changes(const tune_session *s, const char *route) {
+  nr_route r;
+  if (nr_route_init(&r, &s->space.knobs, NULL))
+    return 0;
+  int n = nr_route_parse(&r, route, NULL) ? 0 : nr_route_changes(&r);
+  nr_route_free(&r);
+  return n;
+}
+
+static tune_cand *push_cand(tune_session *s, const char *route, const int *point,
+                            const char *phase) {
+  if (s->n_cands == s->cap_cands) {
+    int cap = s->cap_cands ? 2 * s->cap_cands : 64;
+    tune_cand *c = realloc(s->cands, sizeof *c * (size_t)cap);
+    if (!c)
+      return NULL;
+    s->cands = c;
+    s->cap_cands = cap;
+  }
+  tune_cand *c = &s->cands[s->n_cands];
+  memset(c, 0, sizeof *c);
+  c->route = strdup(route);
+  c->phase = strdup(phase);
+  if (point) {
+    c->point = malloc(sizeof *c->point * (size_t)(s->space.n_dims ? s->space.n_dims : 1));
+    if (c->point)
+      memcpy(c->point, point, sizeof *c->point * (size_t)s->space.n_dims);
+  }
+  if (!c->route || !c->phase || (point && !c->point)) {
+    free(c->route);
+    free(c->phase);
+    free(c->point);
+    return NULL;
+  }
+  c->changes = count_changes(s, route);
+  s->n_cands++;
+  return c;
+}
+
+/* Fills the in-memory summary from a database row. */
+static void summarize(tune_session *s, tune_cand *c, const nr_db_candidate *row) {
+  nr_cand_status_parse(row->status, &c->status);
+  c->median = row->median_ms;
+  c->lo = row->ci_lo_ms;
+  c->hi = row->ci_hi_ms;
+  c->build_ms = row->build_ms;
+  c->engine_bytes = row->engine_bytes;
+  c->db_id = row->id;
+  c->worst_loss = INFINITY;
+  c->margin = -INFINITY;
+  if (row->losses && row->n_pairs > 0) {
+    c->worst_loss = worst_loss(row->losses, row->n_pairs, row->n_outputs, s->o->tol.metric);
+    nr_tolerance_check(&s->o->tol, row->losses, row->n_pairs, row->n_outputs,
+                       s->output_names, &c->margin);
+  } else if (c->status == NR_CAND_OK) {
+    c->worst_loss = 0; /* no reference data: nothing to lose */
+    c->margin = 0;
+  }
+  c->feasible = c->status == NR_CAND_OK;
+  struct stat sb;
+  if (row->engine_path && !stat(row->engine_path, &sb))
+    c->engine_path = strdup(row->engine_path);
+}
+
+static nr_status record(tune_session *s, const char *route, const int *point,
+                        const char *phase, const nr_worker_result *r, const char *path,
+                        nr_db_candidate *row, nr_error *err) {
+  nr_stats st = {0};
+  if (r->n_times)
+    nr_stats_compute(r->times_ms, (size_t)r->n_times, 1, &st);
+  char *pt = point ? tune_point_text(point, s->space.n_dims) : NULL;
+  *row = (nr_db_candidate){
+      .session_id = s->session_id, .seq = s->n_cands, .route = (char *)route,
+      .point = pt, .phase = (char *)phase,
+      .status = (char *)nr_cand_status_name(r->status), .signal = r->signal,
+      .message = (char *)r->message, .build_ms = r->build_ms,
+      .engine_bytes = r->engine_bytes, .engine_path = (char *)path,
+      .n_pairs = r->n_pairs, .n_outputs = r->n_outputs, .losses = r->losses,
+      .times_ms = r->times_ms, .n_times = r->n_times, .median_ms = st.median,
+      .ci_lo_ms = st.ci95_lo, .ci_hi_ms = st.ci95_hi};
+  nr_status rc = nr_db_candidate_put(s->db, row, err);
+  free(pt);
+  row->point = NULL;
+  return rc;
+}
+
+void tune_drop_engine(tune_session *s, tune_cand *c) {
+  if (!c->engine_path)
+    return;
+  unlink(c->engine_path);
+  nr_db_candidate_set_engine(s->db, c->db_id, NULL, NULL);
+  free(c->engine_path);
+  c->engine_path = NULL;
+}
+
+static int median_cmp(const void *a, const void *b) {
+  const tune_cand *x = *(tune_cand *const *)a, *y = *(tune_cand *const *)b;
+  return (x->median > y->median) - (x->median < y->median);
+}
+
+/* Keeps the engine files of the s->keep fastest feasible candidates (and the
+ * default route's); deletes the others' files. */
+static void prune_engines(tune_session *s) {
+  tune_cand **v = malloc(sizeof *v * (size_t)(s->n_cands ? s->n_cands : 1));
+  if (!v)
+    return;
+  int n = 0;
+  for (int i = 0; i < s->n_cands; i++)
+    if (s->cands[i].engine_path && i != s->default_idx)
+      v[n++] = &s->cands[i];
+  qsort(v, (size_t)n, sizeof *v, median_cmp);
+  for (int i = s->keep; i < n; i++)
+    tune_drop_engine(s, v[i]);
+  free(v);
+}
+
+nr_worker_job tune_job(const tune_session *s, const char *route) {
+  return (nr_worker_job){.model = s->model, .route = route, .threads = s->o->threads,
+                         .pairs = &s->pairs, .tol = &s->o->tol,
+                         .output_names = s->output_names, .timeout_s = s->timeout_s,
+                         .mem_limit = s->mem_limit, .measure = true,
+                         .min_time_ms = s->o->screen_ms};
+}
+
+static int evaluate(tune_session *s, const char *route, const int *point, const char *phase,
+                    nr_error *err) {
+  char path[4200];
+  snprintf(path, sizeof path, "%s/c%d.nre", s->engine_dir, s->n_cands);
+  nr_worker_job job = tune_job(s, route);
+  job.engine_out = path;
+  nr_worker_result r = {0};
+  if (nr_worker_run(&job, &r, err))
+    return -1;
+  if (nr_tune_stop) { /* the child was killed by Ctrl-C: not a result */
+    unlink(path);
+    nr_worker_result_free(&r);
+    return -1;
+  }
+  bool keep = r.status == NR_CAND_OK || r.status == NR_CAND_ACCURACY_FAIL;
+  if (!keep)
+    unlink(path);
+  nr_db_candidate row;
+  nr_status st = record(s, route, point, phase, &r, keep ? path : NULL, &row, err);
+  tune_cand *c = st ? NULL : push_cand(s, route, point, phase);
+  if (c)
+    summarize(s, c, &row);
+  nr_worker_result_free(&r);
+  if (!c) {
+    if (!st)
+      nr_errorf(err, NR_ERR_NOMEM, "out of memory recording a candidate");
+    return -1;
+  }
+  if (!c->feasible && s->n_cands - 1 != s->default_idx)
+    tune_drop_engine(s, c); /* infeasible engines are never measured again */
+  prune_engines(s);
+  return s->n_cands - 1;
+}
+
+int tune_candidate(tune_session *s, const char *route, const int *point, const char *phase,
+                   bool *replayed, nr_error *err) {
+  *replayed = true;
+  int i = find_cand(s, route);
+  if (i >= 0)
+    return i;
+  nr_db_candidate row;
+  bool found = false;
+  if (nr_db_candidate_get(s->db, s->session_id, route, &row, &found, err))
+    return -1;
+  if (found) {
+    tune_cand *c = push_cand(s, route, point, row.phase ? row.phase : phase);
+    if (c)
+      summarize(s, c, &row);
+    nr_db_candidate_free(&row);
+    if (!c)
+      return nr_errorf(err, NR_ERR_NOMEM, "out of memory"), -1;
+    return s->n_cands - 1;
+  }
+  *replayed = false;
+  return evaluate(s, route, point, phase, err);
+}
+
+/* ---- the search loop ------------------------------------------------------------ */
+
+static int count_feasible(const tune_session *s) {
+  int n = 0;
+  for (int i = 0; i < s->n_cands; i++)
+    n += s->cands[i].feasible;
+  return n;
+}
+
+static const tune_cand *best_screened(const tune_session *s) {
+  const tune_cand *b = NULL;
+  for (int i = 0; i < s->n_cands; i++)
+    if (s->cands[i].feasible && s->cands[i].median > 0 && (!b || s->cands[i].median < b->median))
+      b = &s->cands[i];
+  return b;
+}
+
+static double search_elapsed(const tune_session *s) {
+  return s->prior_elapsed + tune_now() - s->t0;
+}
+
+static void progress(const tune_session *s, int64_t total, const tune_cand *last,
+                     bool replayed) {
+  const tune_cand *b = best_screened(s), *d = &s->cands[s->default_idx];
+  double el = search_elapsed(s), eta = -1;
+  int done = s->builds;
+  if (s->o->budget_time_s > 0)
+    eta = s->o->budget_time_s - el;
+  if (total > 0 && done > 0) {
+    double e2 = el / done * (double)(total - done);
+    eta = eta < 0 || e2 < eta ? e2 : eta;
+  }
+  char tot[32];
+  snprintf(tot, sizeof tot, total > 0 ? "%lld" : "?", (long long)total);
+  char best[64] = "-";
+  if (b && d->median > 0)
+    snprintf(best, sizeof best, "%.3f ms (%.2fx)", b->median, d->median / b->median);
+  if (s->o->progress)
+    fprintf(stderr, "\r\033[K[%d/%s] feasible %d  best %s  elapsed %.0fs  eta %s%.0fs",
+            done, tot, count_feasible(s), best, el, eta < 0 ? "?" : "", eta < 0 ? 0 : eta);
+  else
+    fprintf(stderr, "[%d/%s] %-13s %s%8.3f ms  %s  best %s  elapsed %.0fs\n", done, tot,
+            nr_cand_status_name(last->status), replayed ? "(recorded) " : "",
+            last->median, *last->route ? last->route : "(default route)", best, el);
+}
+
+static bool budget_left(const tune_session *s) {
+  const nr_tune_options *o = s->o;
+  if (o->budget_builds > 0 && s->builds >= o->budget_builds)
+    return false;
+  return !(o->budget_time_s > 0 && search_elapsed(s) >= o->budget_time_s);
+}
+
+static nr_search *make_search(const tune_session *s, double **prior_rows) {
+  int n = s->space.n_dims;
+  int *nv = malloc(sizeof(int) * (size_t)(n ? n : 1));
+  int *df = malloc(sizeof(int) * (size_t)(n ? n : 1));
+  nr_search *r = NULL;
+  if (nv && df) {
+    for (int d = 0; d < n; d++) {
+      nv[d] = s->space.dims[d].n_values;
+      df[d] = s->space.dims[d].dflt;
+    }
+    nr_search_config cfg = {.kind = s->o->search, .n_dims = n, .n_values = nv, .dflt = df,
+                            .seed = s->o->seed,
+                            .max_points = s->o->budget_builds > 0 ? s->o->budget_builds
+                                                                  : 256,
+                            .prior = (const double *const *)prior_rows};
+    r = nr_search_create(&cfg);
+  }
+  free(nv);
+  free(df);
+  return r;
+}
+
+static nr_status search_loop(tune_session *s, nr_search *search, nr_error *err) {
+  int *point = malloc(sizeof(int) * (size_t)(s->space.n_dims ? s->space.n_dims : 1));
+  if (!point)
+    return nr_errorf(err, NR_ERR_NOMEM, "out of memory");
+  nr_status st = NR_OK;
+  while (!nr_tune_stop && budget_left(s) && nr_search_next(search, point)) {
+    char *route = tune_space_route(&s->space, point);
+    if (!route) {
+      st = nr_errorf(err, NR_ERR_NOMEM, "out of memory");
+      break;
+    }
+    bool replayed;
+    int before = s->n_cands;
+    int i = tune_candidate(s, route, point, nr_search_phase(search), &replayed, err);
+    free(route);
+    if (i < 0) {
+      st = nr_tune_stop ? NR_OK : err->status;
+      break;
+    }
+    const tune_cand *c = &s->cands[i];
+    nr_search_tell(search, point, c->feasible, c->median, c->lo, c->hi);
+    if (s->n_cands > before) {
+      s->builds++;
+      progress(s, nr_search_total(search), c, replayed);
+    }
+  }
+  if (s->o->progress)
+    fprintf(stderr, "\n");
+  free(point);
+  return st;
+}
+
+/* ---- priors --------------------------------------------------------------------- */
+
+typedef struct prior_ctx {
+  tune_session *s;
+  double **rows;
+} prior_ctx;
+
+/* A recorded route from another environment scores each (dimension, value) it uses:
+ * the best ratio to that session's default route seen with it. */
+static int add_prior(const char *route, double ratio, void *user) {
+  prior_ctx *p = user;
+  tune_space *sp = &p->s->space;
+  for (int d = 0; d < sp->n_dims; d++)
+    for (int v = 0; v < sp->dims[d].n_values; v++) {
+      char tok[256];
+      snprintf(tok, sizeof tok, "=%s", sp->dims[d].values[v]);
+      const tune_dim *dim = &sp->dims[d];
+      for (int j = 0; j < dim->n_insts; j++) {
+        const char *id = sp->knobs.inst[dim->insts[j]].id;
+        const char *at = strstr(route, id);
+        if (at && !strncmp(at + strlen(id), tok, strlen(tok)) && ratio < p->rows[d][v])
+          p->rows[d][v] = ratio;
+      }
+    }
+  return 0;
+}
+
+static double **load_priors(tune_session *s) {
+  if (!s->o->priors)
+    return NULL;
+  int n = s->space.n_dims;
+  double **rows = calloc((size_t)(n ? n : 1), sizeof *rows);
+  for (int d = 0; rows && d < n; d++) {
+    rows[d] = malloc(sizeof(double) * NR_KNOB_MAX_VALUES);
+    for (int v = 0; rows[d] && v < NR_KNOB_MAX_VALUES; v++)
+      rows[d][v] = 1.0;
+  }
+  char sha[65];
+  hex(nr_model_sha256(s->model), 32, sha);
+  prior_ctx p = {s, rows};
+  if (rows)
+    nr_db_priors(s->db, sha, s->env_id, add_prior, &p, NULL);
+  return rows;
+}
+
+static void free_priors(double **rows, int n) {
+  for (int d = 0; rows && d < n; d++)
+    free(rows[d]);
+  free(rows);
+}
+
+/* ---- dry run -------------------------------------------------------------------- */
+
+static nr_status dry_run(tune_session *s, nr_error *err) {
+  const tune_space *sp = &s->space;
+  uint64_t size = 1;
+  for (int d = 0; d < sp->n_dims; d++)
+    size = size > UINT64_MAX / (uint64_t)sp->dims[d].n_values
+               ? UINT64_MAX : size * (uint64_t)sp->dims[d].n_values;
+  printf("search space: %d dimensions, %s%llu routes\n", sp->n_dims,
+         size == UINT64_MAX ? ">= " : "", (unsigned long long)size);
+  for (int d = 0; d < sp->n_dims; d++) {
+    printf("  %-40s", sp->dims[d].name);
+    for (int v = 0; v < sp->dims[d].n_values; v++)
+      printf("%s%s%s", v ? "|" : "", sp->dims[d].values[v], v == sp->dims[d].dflt ? "*" : "");
+    printf("\n");
+  }
+  nr_search *search = make_search(s, NULL);
+  if (!search)
+    return nr_errorf(err, NR_ERR_NOMEM, "out of memory");
+  int64_t total = nr_search_total(search);
+  printf("search %s proposes %s%lld routes%s\n", nr_search_name(s->o->search),
+         total < 0 ? "up to " : "",
+         (long long)(total < 0 ? (s->o->budget_builds > 0 ? s->o->budget_builds : 256) : total),
+         s->o->search == NR_SEARCH_MIXED ? " in its first phase" : "");
+  int *point = malloc(sizeof(int) * (size_t)(sp->n_dims ? sp->n_dims : 1));
+  for (int k = 0; point && k < 1000 && (total >= 0 && total <= 1000) &&
+                  nr_search_next(search, point); k++) {
+    char *r = tune_space_route(sp, point);
+    printf("%s\n", r && *r ? r : "(default route)");
+    free(r);
+    nr_search_tell(search, point, true, 1.0, 1.0, 1.0);
+  }
+  free(point);
+  nr_search_destroy(search);
+  return NR_OK;
+}
+
+/* ---- the session ---------------------------------------------------------------- */
+
+static uint64_t physical_memory(void) {
+  long pages = sysconf(_SC_PHYS_PAGES), size = sysconf(_SC_PAGESIZE);
+  return pages > 0 && size > 0 ? (uint64_t)pages * (uint64_t)size : 0;
+}
+
+/* The search time a resumed session already spent: the gaps between consecutive
+ * candidates' commit times, where a gap longer than any candidate may take is the
+ * interruption itself and counts as nothing. */
+typedef struct elapsed_ctx {
+  double last, sum, max_gap;
+} elapsed_ctx;
+
+static int add_gap(const nr_db_candidate *c, void *user) {
+  elapsed_ctx *e = user;
+  double gap = c->created_at - e->last;
+  if (gap > 0 && gap <= e->max_gap)
+    e->sum += gap;
+  if (c->created_at > e->last)
+    e->last = c->created_at;
+  return 0;
+}
+
+static void restore_elapsed(tune_session *s) {
+  nr_db_session ses;
+  bool found = false;
+  if (nr_db_session_get(s->db, s->session_id, &ses, &found, NULL) || !found)
+    return;
+  elapsed_ctx e = {ses.started_at, 0, s->timeout_s + 60};
+  if (!nr_db_candidate_foreach(s->db, s->session_id, add_gap, &e, NULL))
+    s->prior_elapsed = e.sum;
+  nr_db_session_free(&ses);
+}
+
+/* The default route first: the baseline every speedup is measured against, and the
+ * cost that sets the other candidates' timeout. */
+static nr_status run_default(tune_session *s, nr_error *err) {
+  bool replayed;
+  s->timeout_s = s->o->candidate_timeout_s > 0 ? s->o->candidate_timeout_s : 600;
+  int i = tune_candidate(s, "", NULL, "default", &replayed, err);
+  if (i < 0)
+    return nr_tune_stop ? NR_OK : err->status;
+  s->default_idx = i;
+  s->builds++;
+  tune_cand *d = &s->cands[i];
+  if (d->status != NR_CAND_OK && d->status != NR_CAND_ACCURACY_FAIL)
+    return nr_errorf(err, NR_ERR_RUNTIME, "the default route failed (%s); nothing to "
+                     "compare against. `nnroute run MODEL --route ''` shows why",
+                     nr_cand_status_name(d->status));
+  if (d->status == NR_CAND_ACCURACY_FAIL)
+    fprintf(stderr, "nnroute tune: warning: the default route itself is outside the "
+            "tolerance (worst %s loss %.3g > %.3g); only routes within it are kept\n",
+            nr_metric_name(s->o->tol.metric), d->worst_loss, s->o->tol.eps);
+  if (s->o->candidate_timeout_s <= 0) {
+    double cost_s = (d->build_ms + 50 * d->median) / 1000;
+    s->timeout_s = 60 + 20 * cost_s;
+  }
+  if (replayed)
+    restore_elapsed(s);
+  return NR_OK;
+}
+
+static nr_status session_body(tune_session *s, cJSON *report, nr_error *err) {
+  nr_status st = run_default(s, err);
+  if (!st && !nr_tune_stop)
+    st = tune_noise_check(s, report, err);
+  double **priors = NULL;
+  nr_search *search = NULL;
+  if (!st && !nr_tune_stop) {
+    priors = load_priors(s);
+    search = make_search(s, priors);
+    if (!search)
+      st = nr_errorf(err, NR_ERR_NOMEM, "out of memory creating the search");
+  }
+  if (search)
+    st = search_loop(s, search, err);
+  nr_search_destroy(search);
+  free_priors(priors, s->space.n_dims);
+  if (!st && !nr_tune_stop)
+    st = tune_measure_finalists(s, report, err);
+  if (!st)
+    st = tune_finish(s, report, err);
+  return st;
+}
+
+static void session_free(tune_session *s) {
+  for (int i = 0; i < s->n_cands; i++) {
+    free(s->cands[i].route);
+    free(s->cands[i].point);
+    free(s->cands[i].engine_path);
+    free(s->cands[i].phase);
+  }
+  free(s->cands);
+  free(s->winner_route);
+  free(s->settings);
+  free(s->output_names);
+  nr_pair_set_free(&s->pairs);
+  nr_pair_set_free(&s->holdout);
+  tune_space_free(&s->space);
+  nr_db_close(s->db);
+}
+
+nr_status nr_tune_run(const nr_tune_options *o, bool *interrupted, nr_error *err) {
+  tune_session s = {.o = o, .model = o->model, .keep = 8};
+  s.mem_limit = o->mem_limit ? o->mem_limit : physical_memory() / 4 * 3;
+  s.t0 = tune_now();
+  *interrupted = false;
+  nr_tune_stop = 0;
+  struct sigaction sa = {.sa_handler = on_sigint}, old_int, old_term;
+  sigemptyset(&sa.sa_mask);
+  sigaction(SIGINT, &sa, &old_int);
+  sigaction(SIGTERM, &sa, &old_term);
+  nr_status st = tune_space_build(o->model, o->routes, &s.space, err);
+  if (!st)
+    st = setup_outputs(&s, err);
+  if (!st && o->dry_run)
+    st = dry_run(&s, err);
+  if (!st && !o->dry_run) {
+    fprintf(stderr, "nnroute tune: %d search dimensions; preparing reference data\n",
+            s.space.n_dims);
+    st = setup_pairs(&s, err);
+    if (!st)
+      st = open_session(&s, err);
+    if (!st)
+      st = make_engine_dir(&s, err);
+    cJSON *report = st ? NULL : cJSON_CreateObject();
+    if (!st && !report)
+      st = nr_errorf(err, NR_ERR_NOMEM, "out of memory");
+    if (!st)
+      st = session_body(&s, report, err);
+    if (st && s.db && s.session_id)
+      nr_db_session_end(s.db, s.session_id, nr_tune_stop ? "interrupted" : "failed", NULL,
+                        NULL, NULL);
+    cJSON_Delete(report);
+  }
+  *interrupted = nr_tune_stop != 0;
+  sigaction(SIGINT, &old_int, NULL);
+  sigaction(SIGTERM, &old_term, NULL);
+  session_free(&s);
+  return st;
+}

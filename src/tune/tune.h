@@ -1,0 +1,71 @@
+/* tune.h - a tuning session: from a model, a route space and a tolerance to the
+ * fastest engine whose outputs stay within the tolerance, measured so that the win
+ * is real.
+ *
+ * The session (tune.c) proposes routes with a search algorithm (search.h), evaluates
+ * each in an isolated child (worker.h), records everything in the database (db.h),
+ * then spends measurement where it matters: successive halving over the best
+ * screened candidates, and an interleaved confirmation of the finalists against the
+ * default route in fresh processes (tune_measure.c). A winner must be significantly
+ * faster than the default route (the 95% confidence interval of its latency ratio
+ * excludes 1) and pass the holdout pairs; otherwise the default route is the result.
+ * The report (tune_report.c) holds every candidate, the confirmation, per-knob
+ * attribution, the Pareto frontier and the break-even point. */
+#ifndef NR_TUNE_TUNE_H
+#define NR_TUNE_TUNE_H
+
+#include "nnroute.h"
+#include "tune/accuracy.h"
+#include "tune/pairs.h"
+#include "tune/search.h"
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#define NR_TUNE_MAX_DIRS 16
+
+typedef struct nr_tune_options {
+  nr_model *model;            /* loaded, input shapes set (prepared by the session) */
+  const char *model_path;     /* for the report */
+  const char *argv;           /* the command line, recorded */
+  const char *routes;         /* route expression; NULL: the default space */
+  nr_search_kind search;
+  int budget_builds;          /* candidates built; 0: unlimited */
+  double budget_time_s;       /* wall time of the search phase; 0: unlimited */
+  uint64_t seed;
+  const char *reference_dirs[NR_TUNE_MAX_DIRS];
+  int n_reference_dirs;
+  const char *holdout_dirs[NR_TUNE_MAX_DIRS];
+  int n_holdout_dirs;
+  int n_generated;            /* generated reference pairs when no dirs (default 4) */
+  int n_holdout_generated;    /* generated holdout pairs when no dirs (default 2) */
+  nr_input_range ranges[NR_TUNE_MAX_DIRS];
+  int n_ranges;
+  nr_tolerance tol;
+  const char *db_path;        /* default "nnroute-tune.db" */
+  bool resume;                /* --continue */
+  bool priors;                /* order the search by other environments' results */
+  int threads;                /* 0: all CPUs */
+  const char *engine_out;     /* -o */
+  const char *report_path;    /* --report */
+  bool dry_run;
+  double candidate_timeout_s; /* 0: derived from the default route's cost */
+  uint64_t mem_limit;         /* bytes; 0: 3/4 of physical memory */
+  int finalists;              /* default 3 */
+  int confirm_rounds;         /* default 9 (minimum 9) */
+  double screen_ms;           /* timed milliseconds per screening (default 40) */
+  bool progress;              /* a live progress line (a terminal) or log lines */
+} nr_tune_options;
+
+/* Runs a session. NR_OK when it completed or was interrupted cleanly (Ctrl-C: the
+ * database is consistent and the best engine so far is written); *interrupted tells
+ * which. Failing candidates never fail the session. */
+nr_status nr_tune_run(const nr_tune_options *o, bool *interrupted, nr_error *err);
+
+/* `nnroute report`: chooses again from recorded losses and screening timings (a
+ * database file or a report JSON), at another metric or tolerance (NULL / < 0: the
+ * session's own), and prints the frontier and the choice. session 0: the newest. */
+nr_status nr_tune_rechoose(const char *path, int64_t session, const char *metric,
+                           double tolerance, nr_error *err);
+
+#endif

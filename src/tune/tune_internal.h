@@ -1,0 +1,114 @@
+/* tune_internal.h - the state one tuning session shares between its files: the
+ * search space as the search sees it (dimensions over knob instances), the
+ * candidates evaluated so far, and the session's data and database handles. */
+#ifndef NR_TUNE_TUNE_INTERNAL_H
+#define NR_TUNE_TUNE_INTERNAL_H
+
+#include "compiler/route.h"
+#include "runtime/stats.h"
+#include "tune/db.h"
+#include "tune/tune.h"
+#include "tune/worker.h"
+
+#include <signal.h>
+
+/* One search dimension. In the default space a per-node knob is ONE dimension whose
+ * value is applied to every node where it is valid ("conv.algo@*"); with a route
+ * expression each instance the expression leaves free is its own dimension. */
+typedef struct tune_dim {
+  char *name;
+  int n_values;
+  char **values;   /* owned copies */
+  int dflt;
+  int *insts;      /* knob instances this dimension sets */
+  int n_insts;
+} tune_dim;
+
+typedef struct tune_space {
+  nr_knob_space knobs;
+  nr_route base;   /* instances pinned by the expression (else the default route) */
+  tune_dim *dims;
+  int n_dims;
+} tune_space;
+
+nr_status tune_space_build(nr_model *m, const char *expr, tune_space *s, nr_error *err);
+void tune_space_free(tune_space *s);
+/* Canonical route text of a point (malloc'ed). */
+char *tune_space_route(const tune_space *s, const int *point);
+/* "i,j,k" (malloc'ed) and back (false when it does not fit the space). */
+char *tune_point_text(const int *point, int n);
+bool tune_point_parse(const char *text, int *point, int n);
+/* Number of search dimensions where two points differ. */
+int tune_point_distance(const int *a, const int *b, int n);
+
+/* A candidate as the session keeps it in memory (the database has everything). */
+typedef struct tune_cand {
+  int64_t db_id;
+  char *route;
+  int *point;           /* NULL for candidates outside the search (default, ...) */
+  nr_cand_status status;
+  bool feasible;        /* within tolerance on the reference pairs */
+  double median, lo, hi;/* screening latency (ms); 0 when not measured */
+  double worst_loss;    /* max over pairs and outputs, session metric */
+  double margin;        /* min over outputs of (bound - loss) */
+  double build_ms;
+  uint64_t engine_bytes;
+  char *engine_path;    /* kept engine file, or NULL */
+  int changes;          /* non-default knob instances in the route */
+  char *phase;
+} tune_cand;
+
+typedef struct tune_session {
+  const nr_tune_options *o;
+  nr_model *model;
+  tune_space space;
+  nr_pair_set pairs, holdout;
+  const char **output_names;
+  int n_outputs;
+  nr_db *db;
+  int64_t session_id, env_id, model_id;
+  char engine_dir[4096];
+  tune_cand *cands;
+  int n_cands, cap_cands;
+  int default_idx;       /* index of the default route's candidate */
+  int builds;            /* candidates evaluated (replayed ones included) */
+  double t0;             /* session start (monotonic seconds) */
+  double prior_elapsed;  /* search time spent before a resume */
+  double timeout_s;
+  uint64_t mem_limit;
+  int keep;              /* engine files kept for the measurement stages */
+  bool noisy;
+  double noise_spread, noise_cv, loadavg;
+  char *winner_route;
+  bool interrupted;
+  char settings_hash[65];
+  char *settings;        /* the settings JSON text (owned) */
+} tune_session;
+
+extern volatile sig_atomic_t nr_tune_stop;
+
+double tune_now(void);
+/* Evaluates (or replays from the database) a route; returns its index in s->cands,
+ * or -1 when the parent itself failed (err set). *replayed tells which. */
+int tune_candidate(tune_session *s, const char *route, const int *point, const char *phase,
+                   bool *replayed, nr_error *err);
+/* Measures kept engines again: successive halving over the best screened feasible
+ * candidates, then the interleaved confirmation of the finalists against the default
+ * route and the holdout check; chooses the winner (s->winner_route). Fills json
+ * (a cJSON object) with what it measured. */
+/* A worker job for route with the session's settings (screening measurement). */
+nr_worker_job tune_job(const tune_session *s, const char *route);
+/* Deletes a candidate's kept engine file and forgets it. */
+void tune_drop_engine(tune_session *s, tune_cand *c);
+struct cJSON;
+/* Writes the winner engine and the report, ends the session in the database. */
+nr_status tune_finish(tune_session *s, struct cJSON *report, nr_error *err);
+nr_status tune_measure_finalists(tune_session *s, struct cJSON *json, nr_error *err);
+/* The short noise check of the default route. */
+nr_status tune_noise_check(tune_session *s, struct cJSON *json, nr_error *err);
+/* The per-candidate JSON (status, losses, timings) read back from the database. */
+struct cJSON *tune_candidates_json(tune_session *s, nr_error *err);
+/* Pareto frontier of latency against worst loss over measured candidates. */
+struct cJSON *tune_pareto_json(const tune_cand *c, int n);
+
+#endif

@@ -1,0 +1,341 @@
+/* tune_measure.c - where measurement effort goes after the search: a noise check
+ * before it, then successive halving over the best screened candidates, an
+ * interleaved confirmation of the finalists against the default route, the holdout
+ * check, the choice of the winner and the per-knob attribution of its gain.
+ *
+ * Every timing here is taken in a fresh process that loads a kept engine file, so a
+ * candidate is never favoured by a warm cache or allocator state left by the search.
+ * The confirmation compares each finalist with the default route round by round (the
+ * order alternates: D F1 F2 .., then .. F2 F1 D), so slow drift of the machine hits
+ * both sides of each ratio; the decision uses the bootstrap confidence interval of
+ * the median per-round ratio and accepts a winner only when it excludes 1. */
+#include "tune/tune_internal.h"
+#include "util/error.h"
+
+#include <cjson/cJSON.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+/* Times a kept engine in a fresh process; records it; *median 0 when it failed. */
+static nr_status measure(tune_session *s, tune_cand *c, double min_ms, const char *stage,
+                         int round, double *median, nr_error *err) {
+  nr_worker_job job = tune_job(s, c->route);
+  job.engine_in = c->engine_path;
+  job.pairs = NULL;
+  job.min_time_ms = min_ms;
+  nr_worker_result r = {0};
+  *median = 0;
+  nr_status st = nr_worker_run(&job, &r, err);
+  if (st || nr_tune_stop) {
+    nr_worker_result_free(&r);
+    return st;
+  }
+  nr_stats sts = {0};
+  if (r.status == NR_CAND_OK && r.n_times) {
+    nr_stats_compute(r.times_ms, (size_t)r.n_times, (uint64_t)round + 1, &sts);
+    *median = sts.median;
+    nr_db_measurement m = {c->db_id, (char *)stage, round, r.times_ms, r.n_times,
+                           sts.median, sts.ci95_lo, sts.ci95_hi};
+    st = nr_db_measurement_put(s->db, &m, err);
+  } else {
+    fprintf(stderr, "nnroute tune: re-measuring '%s' failed (%s: %s); it is dropped\n",
+            c->route, nr_cand_status_name(r.status), r.message);
+  }
+  nr_worker_result_free(&r);
+  return st;
+}
+
+/* ---- noise ---------------------------------------------------------------------- */
+
+nr_status tune_noise_check(tune_session *s, cJSON *json, nr_error *err) {
+  tune_cand *d = &s->cands[s->default_idx];
+  double m[3] = {d->median, 0, 0};
+  nr_status st = NR_OK;
+  for (int i = 1; i < 3 && !st && d->engine_path; i++)
+    st = measure(s, d, s->o->screen_ms, "noise", i, &m[i], err);
+  if (st || nr_tune_stop)
+    return st;
+  double lo = m[0], hi = m[0];
+  for (int i = 1; i < 3; i++)
+    if (m[i] > 0) {
+      lo = m[i] < lo ? m[i] : lo;
+      hi = m[i] > hi ? m[i] : hi;
+    }
+  double load[1] = {0};
+  getloadavg(load, 1);
+  long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+  s->noise_spread = m[0] > 0 ? (hi - lo) / m[0] : 0;
+  s->noise_cv = d->median > 0 ? (d->hi - d->lo) / d->median : 0;
+  s->loadavg = load[0];
+  s->noisy = s->noise_spread > 0.05 || load[0] > (double)cpus * 0.75;
+  cJSON *n = cJSON_AddObjectToObject(json, "noise");
+  cJSON_AddItemToObject(n, "default_medians_ms", cJSON_CreateDoubleArray(m, 3));
+  cJSON_AddNumberToObject(n, "spread", s->noise_spread);
+  cJSON_AddNumberToObject(n, "ci_width_over_median", s->noise_cv);
+  cJSON_AddNumberToObject(n, "loadavg_1min", load[0]);
+  cJSON_AddNumberToObject(n, "cpus", (double)cpus);
+  cJSON_AddBoolToObject(n, "noisy", s->noisy);
+  fprintf(stderr, "nnroute tune: noise check: default route %.3f ms, spread %.1f%% over "
+          "three processes, load average %.2f on %ld CPUs%s\n", m[0], 100 * s->noise_spread,
+          load[0], cpus, s->noisy ? " -- NOISY machine: expect wider intervals" : "");
+  return NR_OK;
+}
+
+/* ---- successive halving --------------------------------------------------------- */
+
+typedef struct entry {
+  tune_cand *c;
+  double median;      /* latest measurement */
+  double ratio, lo, hi; /* confirmation: median per-round ratio to default and CI */
+  bool accepted;
+} entry;
+
+static int entry_cmp(const void *a, const void *b) {
+  const entry *x = a, *y = b;
+  return (x->median > y->median) - (x->median < y->median);
+}
+
+/* The pool: feasible kept candidates whose screening is not clearly slower than the
+ * default route's. */
+static int gather(tune_session *s, entry *v) {
+  const tune_cand *d = &s->cands[s->default_idx];
+  int n = 0;
+  for (int i = 0; i < s->n_cands; i++) {
+    tune_cand *c = &s->cands[i];
+    if (i == s->default_idx || !c->feasible || !c->engine_path || c->median <= 0)
+      continue;
+    if (c->lo > d->hi && c->median > d->median * 1.02)
+      continue;
+    v[n++] = (entry){.c = c, .median = c->median};
+  }
+  qsort(v, (size_t)n, sizeof *v, entry_cmp);
+  return n;
+}
+
+static nr_status halving(tune_session *s, entry *v, int *n, cJSON *json, nr_error *err) {
+  int fin = s->o->finalists > 0 ? s->o->finalists : 3;
+  cJSON *rounds = cJSON_AddArrayToObject(json, "halving");
+  double ms = s->o->screen_ms;
+  for (int r = 1; *n > fin && !nr_tune_stop; r++) {
+    ms *= 2;
+    char stage[32];
+    snprintf(stage, sizeof stage, "halving:%d", r);
+    cJSON *round = cJSON_CreateObject();
+    cJSON_AddItemToArray(rounds, round);
+    cJSON_AddNumberToObject(round, "round", r);
+    cJSON_AddNumberToObject(round, "min_time_ms", ms);
+    cJSON *list = cJSON_AddArrayToObject(round, "candidates");
+    int kept = 0;
+    for (int i = 0; i < *n; i++) {
+      double med;
+      nr_status st = measure(s, v[i].c, ms, stage, r, &med, err);
+      if (st)
+        return st;
+      cJSON *e = cJSON_CreateObject();
+      cJSON_AddStringToObject(e, "route", v[i].c->route);
+      cJSON_AddNumberToObject(e, "median_ms", med);
+      cJSON_AddItemToArray(list, e);
+      if (med > 0)
+        v[kept++] = (entry){.c = v[i].c, .median = med};
+    }
+    qsort(v, (size_t)kept, sizeof *v, entry_cmp);
+    int half = (kept + 1) / 2;
+    *n = half > fin ? half : (kept < fin ? kept : fin);
+  }
+  return NR_OK;
+}
+
+/* ---- confirmation --------------------------------------------------------------- */
+
+static nr_status confirm_rounds(tune_session *s, entry *v, int n, double *ratios,
+                                nr_error *err) {
+  int rounds = s->o->confirm_rounds > 9 ? s->o->confirm_rounds : 9;
+  tune_cand *d = &s->cands[s->default_idx];
+  double ms = s->o->screen_ms * 2;
+  for (int r = 0; r < rounds && !nr_tune_stop; r++) {
+    double td = 0, *tf = ratios + (size_t)r * n;
+    bool forward = r % 2 == 0;
+    nr_status st = NR_OK;
+    if (forward)
+      st = measure(s, d, ms, "confirm", r, &td, err);
+    for (int k = 0; !st && k < n; k++) {
+      int i = forward ? k : n - 1 - k;
+      st = measure(s, v[i].c, ms, "confirm", r, &tf[i], err);
+    }
+    if (!st && !forward)
+      st = measure(s, d, ms, "confirm", r, &td, err);
+    if (st)
+      return st;
+    for (int i = 0; i < n; i++)
+      tf[i] = td > 0 && tf[i] > 0 ? tf[i] / td : NAN;
+    fprintf(stderr, "nnroute tune: confirmation round %d/%d: default %.3f ms\n", r + 1,
+            rounds, td);
+  }
+  return NR_OK;
+}
+
+static void ratio_stats(entry *e, const double *ratios, int rounds, int n, int i) {
+  double *x = malloc(sizeof *x * (size_t)rounds);
+  int m = 0;
+  for (int r = 0; x && r < rounds; r++)
+    if (isfinite(ratios[(size_t)r * n + i]))
+      x[m++] = ratios[(size_t)r * n + i];
+  e->ratio = m ? nr_stats_quantile(x, (size_t)m, 0.5) : NAN;
+  e->lo = e->hi = e->ratio;
+  if (m >= 2)
+    nr_stats_median_ci(x, (size_t)m, NR_STATS_RESAMPLES, 7, &e->lo, &e->hi);
+  e->accepted = m >= 9 && e->hi < 1.0;
+  free(x);
+}
+
+/* Best accepted first; among those whose intervals overlap the best's, fewer
+ * non-default knobs first (a tie goes to the simpler route). */
+static int accepted_cmp(const void *a, const void *b) {
+  const entry *x = a, *y = b;
+  if (x->accepted != y->accepted)
+    return x->accepted ? -1 : 1;
+  bool overlap = x->lo <= y->hi && y->lo <= x->hi;
+  if (overlap && x->c->changes != y->c->changes)
+    return x->c->changes - y->c->changes;
+  return (x->ratio > y->ratio) - (x->ratio < y->ratio);
+}
+
+/* ---- holdout -------------------------------------------------------------------- */
+
+static nr_status holdout_check(tune_session *s, tune_cand *c, bool *ok, double *margin,
+                               nr_error *err) {
+  nr_worker_job job = tune_job(s, c->route);
+  job.engine_in = c->engine_path;
+  job.pairs = &s->holdout;
+  job.measure = false;
+  nr_worker_result r = {0};
+  nr_status st = nr_worker_run(&job, &r, err);
+  *ok = !st && r.status == NR_CAND_OK;
+  *margin = -INFINITY;
+  if (!st && r.losses) {
+    nr_tolerance_check(&s->o->tol, r.losses, r.n_pairs, r.n_outputs, s->output_names,
+                       margin);
+    st = nr_db_candidate_set_holdout(s->db, c->db_id, r.losses, r.n_pairs, r.n_outputs,
+                                     err);
+  }
+  nr_worker_result_free(&r);
+  return st;
+}
+
+static cJSON *entry_json(const entry *e, const tune_cand *d, bool holdout_ok,
+                         double holdout_margin) {
+  cJSON *j = cJSON_CreateObject();
+  cJSON_AddStringToObject(j, "route", e->c->route);
+  cJSON_AddNumberToObject(j, "non_default_knobs", e->c->changes);
+  cJSON_AddNumberToObject(j, "screening_speedup", d->median / e->c->median);
+  cJSON_AddNumberToObject(j, "confirmed_speedup", 1 / e->ratio);
+  double ci[2] = {1 / e->hi, 1 / e->lo};
+  cJSON_AddItemToObject(j, "confirmed_speedup_ci95", cJSON_CreateDoubleArray(ci, 2));
+  cJSON_AddNumberToObject(j, "latency_ratio_to_default", e->ratio);
+  cJSON_AddBoolToObject(j, "significant", e->accepted);
+  cJSON_AddNumberToObject(j, "reference_margin", e->c->margin);
+  cJSON_AddNumberToObject(j, "holdout_margin", holdout_margin);
+  cJSON_AddBoolToObject(j, "holdout_ok", holdout_ok);
+  return j;
+}
+
+/* Validates the accepted finalists on the holdout pairs in preference order; the first
+ * that passes wins. */
+static nr_status choose(tune_session *s, entry *v, int n, cJSON *conf, nr_error *err) {
+  qsort(v, (size_t)n, sizeof *v, accepted_cmp);
+  const tune_cand *d = &s->cands[s->default_idx];
+  cJSON *list = cJSON_AddArrayToObject(conf, "finalists");
+  const char *winner = NULL;
+  for (int i = 0; i < n; i++) {
+    bool ok = false;
+    double margin = -INFINITY;
+    nr_status st = v[i].accepted ? holdout_check(s, v[i].c, &ok, &margin, err) : NR_OK;
+    if (st)
+      return st;
+    if (v[i].accepted && !ok)
+      fprintf(stderr, "nnroute tune: '%s' is faster but fails the holdout pairs "
+              "(margin %.3g); rejected\n", v[i].c->route, margin);
+    cJSON_AddItemToArray(list, entry_json(&v[i], d, ok, margin));
+    if (!winner && v[i].accepted && ok)
+      winner = v[i].c->route;
+  }
+  cJSON_AddBoolToObject(conf, "significant_gain", winner != NULL);
+  s->winner_route = strdup(winner ? winner : "");
+  return s->winner_route ? NR_OK : nr_errorf(err, NR_ERR_NOMEM, "out of memory");
+}
+
+/* ---- attribution ---------------------------------------------------------------- */
+
+/* From the winner back to the default one knob (dimension) at a time: how much
+ * slower the winner gets without each of its changes. Bounded: at most 8 knobs and
+ * 15% over the time budget. */
+static nr_status attribution(tune_session *s, cJSON *json, nr_error *err) {
+  int w = -1;
+  for (int i = 0; i < s->n_cands; i++)
+    if (!strcmp(s->cands[i].route, s->winner_route) && s->cands[i].point)
+      w = i;
+  cJSON *list = cJSON_AddArrayToObject(json, "attribution");
+  if (w < 0 || !*s->winner_route)
+    return NR_OK;
+  int nd = s->space.n_dims, done = 0;
+  int *p = malloc(sizeof *p * (size_t)nd);
+  if (!p)
+    return nr_errorf(err, NR_ERR_NOMEM, "out of memory");
+  double limit = s->o->budget_time_s > 0 ? s->o->budget_time_s * 1.15 : INFINITY;
+  for (int d = 0; d < nd && done < 8 && !nr_tune_stop; d++) {
+    const int *wp = s->cands[w].point;
+    if (wp[d] == s->space.dims[d].dflt || s->prior_elapsed + tune_now() - s->t0 > limit)
+      continue;
+    memcpy(p, wp, sizeof *p * (size_t)nd);
+    p[d] = s->space.dims[d].dflt;
+    char *route = tune_space_route(&s->space, p);
+    bool replayed;
+    int i = route ? tune_candidate(s, route, p, "attribution", &replayed, err) : -1;
+    free(route);
+    if (i < 0) {
+      free(p);
+      return nr_tune_stop ? NR_OK : err->status;
+    }
+    const tune_cand *c = &s->cands[i], *wc = &s->cands[w];
+    cJSON *e = cJSON_CreateObject();
+    cJSON_AddStringToObject(e, "knob", s->space.dims[d].name);
+    cJSON_AddStringToObject(e, "value", s->space.dims[d].values[wp[d]]);
+    cJSON_AddStringToObject(e, "without_it", c->route);
+    cJSON_AddStringToObject(e, "status_without_it", nr_cand_status_name(c->status));
+    if (c->median > 0 && wc->median > 0)
+      cJSON_AddNumberToObject(e, "slowdown_without_it", c->median / wc->median);
+    cJSON_AddItemToArray(list, e);
+    done++;
+  }
+  free(p);
+  return NR_OK;
+}
+
+nr_status tune_measure_finalists(tune_session *s, cJSON *json, nr_error *err) {
+  entry *v = calloc((size_t)(s->n_cands ? s->n_cands : 1), sizeof *v);
+  if (!v)
+    return nr_errorf(err, NR_ERR_NOMEM, "out of memory");
+  int n = gather(s, v);
+  fprintf(stderr, "nnroute tune: %d feasible candidates kept for re-measurement\n", n);
+  nr_status st = halving(s, v, &n, json, err);
+  int rounds = s->o->confirm_rounds > 9 ? s->o->confirm_rounds : 9;
+  double *ratios = st ? NULL : calloc((size_t)(rounds * (n ? n : 1)), sizeof *ratios);
+  if (!st && !ratios)
+    st = nr_errorf(err, NR_ERR_NOMEM, "out of memory");
+  if (!st && n)
+    st = confirm_rounds(s, v, n, ratios, err);
+  cJSON *conf = cJSON_AddObjectToObject(json, "confirmation");
+  cJSON_AddNumberToObject(conf, "rounds", rounds);
+  for (int i = 0; !st && i < n; i++)
+    ratio_stats(&v[i], ratios, rounds, n, i);
+  if (!st && !nr_tune_stop)
+    st = choose(s, v, n, conf, err);
+  if (!st && !nr_tune_stop)
+    st = attribution(s, json, err);
+  free(ratios);
+  free(v);
+  return st;
+}

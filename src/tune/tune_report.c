@@ -1,0 +1,535 @@
+/* tune_report.c - the end of a session (the winner's engine, the JSON report, the
+ * database's closing row, the summary table) and `nnroute report`, which chooses
+ * again from what a session recorded.
+ *
+ * The report is built from the database rows, not from the session's memory, so a
+ * resumed session reports every candidate of the whole session, and `nnroute report`
+ * on the database and on the JSON report see the same data. Non-finite losses are
+ * written as JSON null (JSON has no Inf/NaN) and read back as +inf. */
+#include "tune/tune_internal.h"
+#include "util/error.h"
+
+#include <cjson/cJSON.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+
+/* ---- candidates and the frontier ------------------------------------------------ */
+
+static cJSON *loss_json(const double *l, int n_pairs, int n_outputs,
+                        const char *const *names) {
+  cJSON *pairs = cJSON_CreateArray();
+  for (int p = 0; p < n_pairs; p++) {
+    cJSON *outs = cJSON_CreateObject();
+    for (int o = 0; o < n_outputs; o++) {
+      cJSON *m = cJSON_CreateObject();
+      for (int k = 0; k < NR_METRIC_COUNT; k++) {
+        double v = l[((size_t)p * n_outputs + o) * NR_METRIC_COUNT + k];
+        if (isfinite(v))
+          cJSON_AddNumberToObject(m, nr_metric_name((nr_metric)k), v);
+        else
+          cJSON_AddNullToObject(m, nr_metric_name((nr_metric)k));
+      }
+      char fallback[32];
+      snprintf(fallback, sizeof fallback, "output_%d", o);
+      cJSON_AddItemToObject(outs, names ? names[o] : fallback, m);
+    }
+    cJSON_AddItemToArray(pairs, outs);
+  }
+  return pairs;
+}
+
+typedef struct cand_list {
+  cJSON *arr;
+  const char *const *names;
+} cand_list;
+
+static int add_cand_json(const nr_db_candidate *c, void *user) {
+  cand_list *l = user;
+  cJSON *j = cJSON_CreateObject();
+  cJSON_AddNumberToObject(j, "seq", c->seq);
+  cJSON_AddStringToObject(j, "route", c->route);
+  cJSON_AddStringToObject(j, "phase", c->phase ? c->phase : "");
+  cJSON_AddStringToObject(j, "status", c->status);
+  if (c->signal)
+    cJSON_AddNumberToObject(j, "signal", c->signal);
+  if (c->message && *c->message)
+    cJSON_AddStringToObject(j, "message", c->message);
+  cJSON_AddNumberToObject(j, "build_ms", c->build_ms);
+  cJSON_AddNumberToObject(j, "engine_bytes", (double)c->engine_bytes);
+  cJSON *t = cJSON_AddObjectToObject(j, "screening");
+  cJSON_AddNumberToObject(t, "median_ms", c->median_ms);
+  double ci[2] = {c->ci_lo_ms, c->ci_hi_ms};
+  cJSON_AddItemToObject(t, "ci95_ms", cJSON_CreateDoubleArray(ci, 2));
+  cJSON_AddNumberToObject(t, "runs", c->n_times);
+  if (c->losses)
+    cJSON_AddItemToObject(j, "losses", loss_json(c->losses, c->n_pairs, c->n_outputs,
+                                                 l->names));
+  if (c->holdout_losses)
+    cJSON_AddItemToObject(j, "holdout_losses",
+                          loss_json(c->holdout_losses, c->n_holdout_pairs, c->n_outputs,
+                                    l->names));
+  cJSON_AddItemToArray(l->arr, j);
+  return 0;
+}
+
+cJSON *tune_candidates_json(tune_session *s, nr_error *err) {
+  cand_list l = {cJSON_CreateArray(), s->output_names};
+  if (l.arr && nr_db_candidate_foreach(s->db, s->session_id, add_cand_json, &l, err)) {
+    cJSON_Delete(l.arr);
+    return NULL;
+  }
+  return l.arr;
+}
+
+static int cand_ptr_cmp(const void *a, const void *b) {
+  const tune_cand *x = *(tune_cand *const *)a, *y = *(tune_cand *const *)b;
+  if (x->median != y->median)
+    return (x->median > y->median) - (x->median < y->median);
+  return (x->worst_loss > y->worst_loss) - (x->worst_loss < y->worst_loss);
+}
+
+/* Measured candidates sorted by latency; a candidate is on the frontier when its
+ * worst loss is below that of every faster one. */
+static int frontier(const tune_cand *c, int n, const tune_cand **out) {
+  const tune_cand **v = malloc(sizeof *v * (size_t)(n ? n : 1));
+  int m = 0, k = 0;
+  for (int i = 0; v && i < n; i++)
+    if (c[i].median > 0 && isfinite(c[i].worst_loss))
+      v[m++] = &c[i];
+  if (v)
+    qsort(v, (size_t)m, sizeof *v, cand_ptr_cmp);
+  double best = INFINITY;
+  for (int i = 0; i < m; i++)
+    if (v[i]->worst_loss < best) {
+      best = v[i]->worst_loss;
+      out[k++] = v[i];
+    }
+  free(v);
+  return k;
+}
+
+cJSON *tune_pareto_json(const tune_cand *c, int n) {
+  const tune_cand **f = malloc(sizeof *f * (size_t)(n ? n : 1));
+  cJSON *a = cJSON_CreateArray();
+  int k = f ? frontier(c, n, f) : 0;
+  for (int i = 0; i < k; i++) {
+    cJSON *e = cJSON_CreateObject();
+    cJSON_AddStringToObject(e, "route", f[i]->route);
+    cJSON_AddNumberToObject(e, "median_ms", f[i]->median);
+    cJSON_AddNumberToObject(e, "worst_loss", f[i]->worst_loss);
+    cJSON_AddStringToObject(e, "status", nr_cand_status_name(f[i]->status));
+    cJSON_AddItemToArray(a, e);
+  }
+  free(f);
+  return a;
+}
+
+/* ---- finishing a session -------------------------------------------------------- */
+
+static int find(const tune_session *s, const char *route) {
+  for (int i = 0; i < s->n_cands; i++)
+    if (!strcmp(s->cands[i].route, route))
+      return i;
+  return -1;
+}
+
+/* Interrupted before confirmation: the best screened feasible route, only when its
+ * screening interval lies wholly below the default's; else the default route. */
+static void unconfirmed_winner(tune_session *s) {
+  const tune_cand *d = &s->cands[s->default_idx], *b = NULL;
+  for (int i = 0; i < s->n_cands; i++) {
+    const tune_cand *c = &s->cands[i];
+    if (c->feasible && c->median > 0 && c->engine_path && (!b || c->median < b->median))
+      b = c;
+  }
+  s->winner_route = strdup(b && d->median > 0 && b->hi < d->lo ? b->route : "");
+}
+
+static nr_status copy_file(const char *from, const char *to, nr_error *err) {
+  FILE *in = fopen(from, "rb"), *out = in ? fopen(to, "wb") : NULL;
+  char buf[1 << 16];
+  size_t n;
+  bool ok = in && out;
+  while (ok && (n = fread(buf, 1, sizeof buf, in)) > 0)
+    ok = fwrite(buf, 1, n, out) == n;
+  ok = ok && !ferror(in);
+  if (in)
+    fclose(in);
+  if (out && fclose(out))
+    ok = false;
+  return ok ? NR_OK : nr_errorf(err, NR_ERR_IO, "cannot copy the engine %s to %s", from, to);
+}
+
+/* The winner's kept engine file, or a rebuild (checked on the reference pairs again)
+ * when the file is gone. */
+static nr_status write_engine(tune_session *s, const tune_cand *w, nr_error *err) {
+  if (w->engine_path)
+    return copy_file(w->engine_path, s->o->engine_out, err);
+  nr_worker_job job = tune_job(s, w->route);
+  job.engine_out = s->o->engine_out;
+  job.measure = false;
+  nr_worker_result r = {0};
+  nr_status st = nr_worker_run(&job, &r, err);
+  if (!st && r.status != NR_CAND_OK)
+    st = nr_errorf(err, NR_ERR_RUNTIME, "rebuilding the chosen route failed (%s: %s)",
+                   nr_cand_status_name(r.status), r.message);
+  nr_worker_result_free(&r);
+  return st;
+}
+
+static void add_winner(tune_session *s, cJSON *report, const tune_cand *w, double wall_s) {
+  const tune_cand *d = &s->cands[s->default_idx];
+  cJSON *j = cJSON_AddObjectToObject(report, "winner");
+  cJSON_AddStringToObject(j, "route", w->route);
+  cJSON_AddNumberToObject(j, "non_default_knobs", w->changes);
+  cJSON_AddNumberToObject(j, "screening_median_ms", w->median);
+  cJSON_AddNumberToObject(j, "screening_speedup", w->median > 0 ? d->median / w->median : 1);
+  double speedup = 1;
+  cJSON *fin = cJSON_GetObjectItem(cJSON_GetObjectItem(report, "confirmation"), "finalists");
+  cJSON *e;
+  cJSON_ArrayForEach(e, fin) {
+    cJSON *r = cJSON_GetObjectItem(e, "route");
+    if (cJSON_IsString(r) && !strcmp(r->valuestring, w->route)) {
+      speedup = cJSON_GetObjectItem(e, "confirmed_speedup")->valuedouble;
+      cJSON_AddItemReferenceToObject(j, "confirmed", e);
+    }
+  }
+  cJSON_AddNumberToObject(j, "confirmed_speedup", speedup);
+  cJSON_AddNumberToObject(j, "reference_margin", w->margin);
+  double gain_ms = d->median * (1 - 1 / speedup);
+  cJSON_AddNumberToObject(report, "tuning_wall_s", wall_s);
+  if (gain_ms > 0)
+    cJSON_AddNumberToObject(report, "break_even_inferences", ceil(wall_s * 1000 / gain_ms));
+  else
+    cJSON_AddNullToObject(report, "break_even_inferences");
+}
+
+static void add_header(tune_session *s, cJSON *report) {
+  const tune_cand *d = &s->cands[s->default_idx];
+  cJSON_AddStringToObject(report, "nnroute_version", NR_VERSION_STRING);
+  cJSON_AddStringToObject(report, "model", s->o->model_path ? s->o->model_path : "");
+  cJSON_AddNumberToObject(report, "session", (double)s->session_id);
+  cJSON_AddStringToObject(report, "database", s->o->db_path);
+  cJSON_AddBoolToObject(report, "interrupted", nr_tune_stop != 0);
+  cJSON_AddNumberToObject(report, "builds", s->builds);
+  cJSON *set = s->settings ? cJSON_Parse(s->settings) : NULL;
+  if (set)
+    cJSON_AddItemToObject(report, "settings", set);
+  cJSON *space = cJSON_AddArrayToObject(report, "space");
+  for (int k = 0; k < s->space.n_dims; k++) {
+    cJSON *dj = cJSON_CreateObject();
+    cJSON_AddStringToObject(dj, "name", s->space.dims[k].name);
+    cJSON_AddItemToObject(dj, "values", cJSON_CreateStringArray(
+                                            (const char *const *)s->space.dims[k].values,
+                                            s->space.dims[k].n_values));
+    cJSON_AddStringToObject(dj, "default", s->space.dims[k].values[s->space.dims[k].dflt]);
+    cJSON_AddItemToArray(space, dj);
+  }
+  cJSON *dj = cJSON_AddObjectToObject(report, "default");
+  cJSON_AddNumberToObject(dj, "screening_median_ms", d->median);
+  double ci[2] = {d->lo, d->hi};
+  cJSON_AddItemToObject(dj, "screening_ci95_ms", cJSON_CreateDoubleArray(ci, 2));
+  cJSON_AddNumberToObject(dj, "reference_margin", d->margin);
+}
+
+static void summary(const tune_session *s, const tune_cand *w, const cJSON *report) {
+  int count[NR_CAND_STATUS_COUNT] = {0};
+  for (int i = 0; i < s->n_cands; i++)
+    count[s->cands[i].status]++;
+  printf("\n%-14s %s\n", "status", "candidates");
+  for (int k = 0; k < NR_CAND_STATUS_COUNT; k++)
+    if (count[k])
+      printf("%-14s %d\n", nr_cand_status_name((nr_cand_status)k), count[k]);
+  const tune_cand *d = &s->cands[s->default_idx];
+  const tune_cand **f = malloc(sizeof *f * (size_t)s->n_cands);
+  int k = f ? frontier(s->cands, s->n_cands, f) : 0;
+  printf("\nPareto frontier (screening median vs worst %s loss):\n",
+         nr_metric_name(s->o->tol.metric));
+  printf("  %10s %12s  %s\n", "median ms", "worst loss", "route");
+  for (int i = 0; i < k && i < 12; i++)
+    printf("  %10.3f %12.3g  %s\n", f[i]->median, f[i]->worst_loss,
+           *f[i]->route ? f[i]->route : "(default route)");
+  free(f);
+  cJSON *wj = cJSON_GetObjectItem(report, "winner");
+  double cs = cJSON_GetObjectItem(wj, "confirmed_speedup")->valuedouble;
+  printf("\ndefault route: %.3f ms\n", d->median);
+  if (*w->route)
+    printf("winner: %s\n  screening speedup %.3fx, confirmed speedup %.3fx\n", w->route,
+           d->median / w->median, cs);
+  else
+    printf("winner: the default route (%s)\n",
+           nr_tune_stop ? "interrupted before a confirmed gain"
+                        : "no route was significantly faster within the tolerance");
+}
+
+nr_status tune_finish(tune_session *s, cJSON *report, nr_error *err) {
+  if (!s->winner_route)
+    unconfirmed_winner(s);
+  int wi = s->winner_route ? find(s, s->winner_route) : -1;
+  if (wi < 0)
+    return nr_errorf(err, NR_ERR_INTERNAL, "the chosen route has no candidate");
+  const tune_cand *w = &s->cands[wi];
+  double wall_s = s->prior_elapsed + tune_now() - s->t0;
+  add_header(s, report);
+  add_winner(s, report, w, wall_s);
+  cJSON_AddItemToObject(report, "pareto", tune_pareto_json(s->cands, s->n_cands));
+  cJSON *cands = tune_candidates_json(s, err);
+  if (!cands)
+    return err->status ? err->status : NR_ERR_NOMEM;
+  cJSON_AddItemToObject(report, "candidates", cands);
+  nr_status st = s->o->engine_out ? write_engine(s, w, err) : NR_OK;
+  char *text = st ? NULL : cJSON_Print(report);
+  if (!st && !text)
+    st = nr_errorf(err, NR_ERR_NOMEM, "out of memory writing the report");
+  if (!st && s->o->report_path) {
+    FILE *f = fopen(s->o->report_path, "w");
+    if (!f || fputs(text, f) < 0 || fclose(f))
+      st = nr_errorf(err, NR_ERR_IO, "cannot write the report %s", s->o->report_path);
+  }
+  if (!st)
+    st = nr_db_session_end(s->db, s->session_id, nr_tune_stop ? "interrupted" : "done",
+                           w->route, text, err);
+  if (!st)
+    summary(s, w, report);
+  free(text);
+  return st;
+}
+
+/* ---- nnroute report: choosing again --------------------------------------------- */
+
+typedef struct rec {
+  char *route, *status;
+  double median, worst, margin;
+  bool feasible;
+} rec;
+
+typedef struct rec_list {
+  rec *v;
+  int n, cap;
+  nr_tolerance tol;
+  const char **names;
+  int n_names;
+} rec_list;
+
+static void rec_push(rec_list *l, const char *route, const char *status, double median,
+                     const double *losses, int n_pairs, int n_outputs) {
+  if (l->n == l->cap) {
+    int cap = l->cap ? 2 * l->cap : 64;
+    rec *v = realloc(l->v, sizeof *v * (size_t)cap);
+    if (!v)
+      return;
+    l->v = v;
+    l->cap = cap;
+  }
+  rec *r = &l->v[l->n++];
+  *r = (rec){strdup(route), strdup(status), median, INFINITY, -INFINITY, false};
+  bool measured = !strcmp(status, "ok") || !strcmp(status, "accuracy_fail");
+  if (losses && n_pairs > 0 && n_outputs == l->n_names) {
+    r->feasible = nr_tolerance_check(&l->tol, losses, n_pairs, n_outputs, l->names,
+                                     &r->margin) && measured;
+    r->worst = 0;
+    for (int i = 0; i < n_pairs * n_outputs; i++) {
+      double x = losses[(size_t)i * NR_METRIC_COUNT + l->tol.metric];
+      r->worst = x > r->worst || isnan(x) ? (isnan(x) ? INFINITY : x) : r->worst;
+    }
+  } else if (!strcmp(status, "ok")) {
+    r->feasible = true;
+    r->worst = r->margin = 0;
+  }
+}
+
+static int db_rec(const nr_db_candidate *c, void *user) {
+  rec_push(user, c->route, c->status, c->median_ms, c->losses, c->n_pairs, c->n_outputs);
+  return 0;
+}
+
+/* The session's tolerance from its settings JSON, with the caller's overrides. */
+static nr_status tol_from_settings(const cJSON *set, rec_list *l, const char *metric,
+                                   double eps, nr_error *err) {
+  const cJSON *m = cJSON_GetObjectItem(set, "metric");
+  if (!cJSON_IsString(m) || !nr_metric_parse(m->valuestring, &l->tol.metric))
+    return nr_errorf(err, NR_ERR_INVALID_ARGUMENT, "the recorded session has no metric");
+  l->tol.eps = cJSON_GetNumberValue(cJSON_GetObjectItem(set, "tolerance"));
+  l->tol.atol = cJSON_GetNumberValue(cJSON_GetObjectItem(set, "atol"));
+  l->tol.rtol = cJSON_GetNumberValue(cJSON_GetObjectItem(set, "rtol"));
+  if (metric && !nr_metric_parse(metric, &l->tol.metric))
+    return nr_errorf(err, NR_ERR_INVALID_ARGUMENT, "unknown metric '%s' (l0, l1, l2, linf, "
+                     "rel_l2, cos, top1)", metric);
+  if (eps >= 0)
+    l->tol.eps = eps;
+  const cJSON *o;
+  if (!metric && eps < 0)
+    cJSON_ArrayForEach(o, cJSON_GetObjectItem(set, "output_tolerance")) {
+      if (l->tol.n_overrides < NR_TOL_MAX_OVERRIDES && cJSON_IsNumber(o)) {
+        l->tol.override_name[l->tol.n_overrides] = o->string;
+        l->tol.override_eps[l->tol.n_overrides++] = o->valuedouble;
+      }
+    }
+  const cJSON *outs = cJSON_GetObjectItem(set, "outputs");
+  l->n_names = cJSON_GetArraySize(outs);
+  l->names = calloc((size_t)(l->n_names ? l->n_names : 1), sizeof *l->names);
+  for (int i = 0; l->names && i < l->n_names; i++)
+    l->names[i] = cJSON_GetStringValue(cJSON_GetArrayItem(outs, i));
+  return l->names ? NR_OK : nr_errorf(err, NR_ERR_NOMEM, "out of memory");
+}
+
+/* Loss table [pair][output][metric] back from the report's JSON (null = +inf). */
+static double *losses_from_json(const cJSON *pairs, const rec_list *l, int *n_pairs) {
+  *n_pairs = cJSON_GetArraySize(pairs);
+  double *v = malloc(sizeof *v * (size_t)(*n_pairs * l->n_names * NR_METRIC_COUNT + 1));
+  for (int p = 0; v && p < *n_pairs; p++)
+    for (int o = 0; o < l->n_names; o++) {
+      const cJSON *m = cJSON_GetObjectItem(cJSON_GetArrayItem(pairs, p), l->names[o]);
+      for (int k = 0; k < NR_METRIC_COUNT; k++) {
+        const cJSON *x = cJSON_GetObjectItem(m, nr_metric_name((nr_metric)k));
+        v[((size_t)p * l->n_names + o) * NR_METRIC_COUNT + k] =
+            cJSON_IsNumber(x) ? x->valuedouble : INFINITY;
+      }
+    }
+  return v;
+}
+
+static void json_recs(const cJSON *report, rec_list *l) {
+  const cJSON *c;
+  cJSON_ArrayForEach(c, cJSON_GetObjectItem(report, "candidates")) {
+    int np = 0;
+    const cJSON *losses = cJSON_GetObjectItem(c, "losses");
+    double *v = losses ? losses_from_json(losses, l, &np) : NULL;
+    rec_push(l, cJSON_GetStringValue(cJSON_GetObjectItem(c, "route")),
+             cJSON_GetStringValue(cJSON_GetObjectItem(c, "status")),
+             cJSON_GetNumberValue(cJSON_GetObjectItem(
+                 cJSON_GetObjectItem(c, "screening"), "median_ms")),
+             v, np, l->n_names);
+    free(v);
+  }
+}
+
+static char *read_text(const char *path) {
+  FILE *f = fopen(path, "rb");
+  if (!f)
+    return NULL;
+  fseek(f, 0, SEEK_END);
+  long n = ftell(f);
+  fseek(f, 0, SEEK_SET);
+  char *t = n >= 0 ? malloc((size_t)n + 1) : NULL;
+  if (t && fread(t, 1, (size_t)n, f) != (size_t)n) {
+    free(t);
+    t = NULL;
+  }
+  if (t)
+    t[n] = '\0';
+  fclose(f);
+  return t;
+}
+
+static void print_choice(const rec_list *l) {
+  const rec *d = NULL, *b = NULL;
+  int feasible = 0;
+  for (int i = 0; i < l->n; i++) {
+    const rec *r = &l->v[i];
+    if (r->route && !*r->route)
+      d = r;
+    feasible += r->feasible;
+    if (r->feasible && r->median > 0 && (!b || r->median < b->median))
+      b = r;
+  }
+  printf("metric %s, tolerance %g: %d of %d candidates feasible\n",
+         nr_metric_name(l->tol.metric), l->tol.eps, feasible, l->n);
+  printf("\n  %10s %12s %12s  %s\n", "median ms", "worst loss", "feasible", "route");
+  double best = INFINITY;
+  for (int pass = 0; pass < l->n; pass++) { /* frontier by increasing latency */
+    const rec *next = NULL;
+    for (int i = 0; i < l->n; i++) {
+      const rec *r = &l->v[i];
+      if (r->median > 0 && r->worst < best &&
+          (!next || r->median < next->median))
+        next = r;
+    }
+    if (!next)
+      break;
+    best = next->worst;
+    printf("  %10.3f %12.3g %12s  %s\n", next->median, next->worst,
+           next->feasible ? "yes" : "no", *next->route ? next->route : "(default route)");
+  }
+  if (!b) {
+    printf("\nno candidate is feasible at this tolerance\n");
+    return;
+  }
+  printf("\nchoice: %s\n", *b->route ? b->route : "(default route)");
+  if (d && d->median > 0)
+    printf("  screening speedup over the default route %.3fx (not confirmed: run `nnroute "
+           "tune` with this tolerance to confirm it)\n", d->median / b->median);
+}
+
+static nr_status rechoose_db(const char *path, int64_t session, rec_list *l,
+                             const char *metric, double eps, nr_error *err) {
+  nr_db *db = NULL;
+  nr_db_session ses = {0};
+  bool found = false;
+  struct stat sb;
+  nr_status st = stat(path, &sb) ? nr_errorf(err, NR_ERR_IO, "cannot read %s", path)
+                                 : nr_db_open(path, &db, err);
+  if (!st)
+    st = nr_db_session_get(db, session, &ses, &found, err);
+  if (!st && !found)
+    st = nr_errorf(err, NR_ERR_INVALID_ARGUMENT, "%s holds no tuning session%s", path,
+                   session ? " with that id" : "");
+  cJSON *set = st ? NULL : cJSON_Parse(ses.settings);
+  if (!st && !set)
+    st = nr_errorf(err, NR_ERR_INVALID_MODEL, "session %lld: unreadable settings",
+                   (long long)ses.id);
+  if (!st)
+    st = tol_from_settings(set, l, metric, eps, err);
+  if (!st) {
+    printf("session %lld (%s): %s\n", (long long)ses.id, ses.state ? ses.state : "?",
+           ses.argv ? ses.argv : "");
+    st = nr_db_candidate_foreach(db, ses.id, db_rec, l, err);
+  }
+  cJSON_Delete(set);
+  nr_db_session_free(&ses);
+  nr_db_close(db);
+  return st;
+}
+
+static nr_status rechoose_json(const char *path, rec_list *l, const char *metric, double eps,
+                               nr_error *err) {
+  char *text = read_text(path);
+  cJSON *rep = text ? cJSON_Parse(text) : NULL;
+  free(text);
+  nr_status st = NR_OK;
+  if (!rep)
+    st = nr_errorf(err, NR_ERR_IO, "%s is neither a tuning database nor a readable JSON "
+                   "report", path);
+  const cJSON *set = rep ? cJSON_GetObjectItem(rep, "settings") : NULL;
+  if (!st && !set)
+    st = nr_errorf(err, NR_ERR_INVALID_ARGUMENT, "%s: not an nnroute tuning report (no "
+                   "settings)", path);
+  if (!st)
+    st = tol_from_settings(set, l, metric, eps, err);
+  if (!st)
+    json_recs(rep, l);
+  cJSON_Delete(rep);
+  return st;
+}
+
+nr_status nr_tune_rechoose(const char *path, int64_t session, const char *metric,
+                           double tolerance, nr_error *err) {
+  rec_list l = {0};
+  const char *dot = strrchr(path, '.');
+  nr_status st = dot && !strcmp(dot, ".json")
+                     ? rechoose_json(path, &l, metric, tolerance, err)
+                     : rechoose_db(path, session, &l, metric, tolerance, err);
+  if (!st)
+    print_choice(&l);
+  for (int i = 0; i < l.n; i++) {
+    free(l.v[i].route);
+    free(l.v[i].status);
+  }
+  free(l.v);
+  free(l.names);
+  return st;
+}

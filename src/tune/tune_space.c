@@ -1,0 +1,219 @@
+/* tune_space.c - the search space of a session: knob instances turned into the
+ * dimensions a search algorithm walks, and points turned back into routes.
+ *
+ * Default space: every global knob is a dimension, and every per-node knob is ONE
+ * dimension whose value is set on every node where that value is valid. A model like
+ * resnet50 has ~500 per-node instances; enumerating each would make even the `fast`
+ * search hundreds of builds, while the grouped dimension asks the question that
+ * matters first ("does winograd pay on this model?"). Per-node choices are searched
+ * when the user asks for them in the expression (`-conv.algo@*=*`): there every
+ * instance the expression leaves free is its own dimension. */
+#include "compiler/knob_internal.h"
+#include "runtime/model_internal.h"
+#include "tune/tune_internal.h"
+#include "util/error.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static int popcount64(uint64_t m) { return __builtin_popcountll(m); }
+
+static nr_status add_dim(tune_space *s, const char *name, nr_error *err) {
+  tune_dim *d = realloc(s->dims, sizeof *d * (size_t)(s->n_dims + 1));
+  if (!d)
+    return nr_errorf(err, NR_ERR_NOMEM, "out of memory for the search space");
+  s->dims = d;
+  d = &s->dims[s->n_dims++];
+  memset(d, 0, sizeof *d);
+  d->name = strdup(name);
+  d->values = calloc(NR_KNOB_MAX_VALUES, sizeof *d->values);
+  d->insts = malloc(sizeof *d->insts * (size_t)(s->knobs.n ? s->knobs.n : 1));
+  if (!d->name || !d->values || !d->insts)
+    return nr_errorf(err, NR_ERR_NOMEM, "out of memory for the search space");
+  return NR_OK;
+}
+
+static nr_status add_value(tune_dim *d, const char *v, nr_error *err) {
+  for (int i = 0; i < d->n_values; i++)
+    if (!strcmp(d->values[i], v))
+      return NR_OK;
+  if (d->n_values >= NR_KNOB_MAX_VALUES)
+    return nr_errorf(err, NR_ERR_INTERNAL, "dimension %s: too many values", d->name);
+  d->values[d->n_values] = strdup(v);
+  if (!d->values[d->n_values])
+    return nr_errorf(err, NR_ERR_NOMEM, "out of memory for the search space");
+  d->n_values++;
+  return NR_OK;
+}
+
+/* An expression: each instance with more than one allowed value is a dimension;
+ * one allowed value that is not the default pins it in the base route. */
+static nr_status dims_from_expr(tune_space *s, const char *expr, nr_error *err) {
+  nr_route_expr e = {0};
+  nr_status st = nr_route_expr_parse(&e, &s->knobs, expr, err);
+  for (int i = 0; !st && i < s->knobs.n; i++) {
+    const nr_knob_inst *k = &s->knobs.inst[i];
+    uint64_t m = e.allowed[i];
+    if (popcount64(m) == 1) {
+      s->base.choice[i] = __builtin_ctzll(m);
+      continue;
+    }
+    if (!(st = add_dim(s, k->id, err))) {
+      tune_dim *d = &s->dims[s->n_dims - 1];
+      d->insts[d->n_insts++] = i;
+      for (int v = 0; !st && v < k->n_values; v++)
+        if (m >> v & 1) {
+          if (v == k->dflt)
+            d->dflt = d->n_values;
+          st = add_value(d, k->values[v], err);
+        }
+      s->base.choice[i] = __builtin_ctzll(m);
+      if (m >> k->dflt & 1)
+        s->base.choice[i] = k->dflt;
+    }
+  }
+  nr_route_expr_free(&e);
+  return st;
+}
+
+static int find_dim(const tune_space *s, const char *name) {
+  for (int d = 0; d < s->n_dims; d++)
+    if (!strcmp(s->dims[d].name, name))
+      return d;
+  return -1;
+}
+
+/* The default space: globals one by one, per-node knobs grouped by definition, the
+ * group's values in table order (those valid on at least one node). */
+static nr_status dims_default(tune_space *s, nr_error *err) {
+  nr_status st = NR_OK;
+  for (int i = 0; !st && i < s->knobs.n; i++) {
+    const nr_knob_inst *k = &s->knobs.inst[i];
+    char name[160];
+    snprintf(name, sizeof name, k->node ? "%s@*" : "%s", k->node ? k->def->name : k->id);
+    int d = find_dim(s, name);
+    if (d < 0 && !(st = add_dim(s, name, err)))
+      d = s->n_dims - 1;
+    if (st)
+      break;
+    s->dims[d].insts[s->dims[d].n_insts++] = i;
+  }
+  for (int d = 0; !st && d < s->n_dims; d++) {
+    tune_dim *dim = &s->dims[d];
+    const nr_knob_def *def = s->knobs.inst[dim->insts[0]].def;
+    const char *v;
+    size_t len;
+    for (int t = 0; !st && nr_knob_value_at(def->values, t, &v, &len); t++) {
+      char val[128];
+      snprintf(val, sizeof val, "%.*s", (int)len, v);
+      for (int j = 0; j < dim->n_insts; j++)
+        if (nr_knob_value_index(&s->knobs.inst[dim->insts[j]], val) >= 0) {
+          if (!strcmp(val, def->dflt))
+            dim->dflt = dim->n_values;
+          st = add_value(dim, val, err);
+          break;
+        }
+    }
+  }
+  return st;
+}
+
+/* Dimensions with a single value choose nothing; drop them. */
+static void drop_fixed(tune_space *s) {
+  int n = 0;
+  for (int d = 0; d < s->n_dims; d++) {
+    if (s->dims[d].n_values > 1) {
+      s->dims[n++] = s->dims[d];
+      continue;
+    }
+    for (int v = 0; v < s->dims[d].n_values; v++)
+      free(s->dims[d].values[v]);
+    free(s->dims[d].values);
+    free(s->dims[d].insts);
+    free(s->dims[d].name);
+  }
+  s->n_dims = n;
+}
+
+nr_status tune_space_build(nr_model *m, const char *expr, tune_space *s, nr_error *err) {
+  memset(s, 0, sizeof *s);
+  nr_graph *g = nr_model_graph(m);
+  nr_status st = nr_model_prepare(m, err);
+  if (!st)
+    st = nr_compiler_name_nodes(g, err);
+  if (!st)
+    st = nr_knob_space_build(g, &s->knobs, err);
+  if (!st)
+    st = nr_route_init(&s->base, &s->knobs, err);
+  if (!st)
+    st = expr && *expr ? dims_from_expr(s, expr, err) : dims_default(s, err);
+  if (!st)
+    drop_fixed(s);
+  if (st)
+    tune_space_free(s);
+  return st;
+}
+
+void tune_space_free(tune_space *s) {
+  for (int d = 0; d < s->n_dims; d++) {
+    for (int v = 0; v < s->dims[d].n_values; v++)
+      free(s->dims[d].values[v]);
+    free(s->dims[d].values);
+    free(s->dims[d].insts);
+    free(s->dims[d].name);
+  }
+  free(s->dims);
+  nr_route_free(&s->base);
+  nr_knob_space_free(&s->knobs);
+  memset(s, 0, sizeof *s);
+}
+
+char *tune_space_route(const tune_space *s, const int *point) {
+  nr_route r;
+  if (nr_route_copy(&r, &s->base, NULL))
+    return NULL;
+  for (int d = 0; d < s->n_dims; d++) {
+    const tune_dim *dim = &s->dims[d];
+    const char *val = dim->values[point[d]];
+    for (int j = 0; j < dim->n_insts; j++) {
+      int v = nr_knob_value_index(&s->knobs.inst[dim->insts[j]], val);
+      if (v >= 0)
+        r.choice[dim->insts[j]] = v;
+    }
+  }
+  char *text = nr_route_canonical(&r);
+  nr_route_free(&r);
+  return text;
+}
+
+char *tune_point_text(const int *point, int n) {
+  char *s = malloc((size_t)n * 12 + 1);
+  if (!s)
+    return NULL;
+  size_t used = 0;
+  s[0] = '\0';
+  for (int i = 0; i < n; i++)
+    used += (size_t)sprintf(s + used, "%s%d", i ? "," : "", point[i]);
+  return s;
+}
+
+bool tune_point_parse(const char *text, int *point, int n) {
+  const char *p = text ? text : "";
+  for (int i = 0; i < n; i++) {
+    char *end;
+    long v = strtol(p, &end, 10);
+    if (end == p || v < 0 || v > NR_KNOB_MAX_VALUES || (*end != ',' && i + 1 < n))
+      return false;
+    point[i] = (int)v;
+    p = *end == ',' ? end + 1 : end;
+  }
+  return *p == '\0';
+}
+
+int tune_point_distance(const int *a, const int *b, int n) {
+  int k = 0;
+  for (int i = 0; i < n; i++)
+    k += a[i] != b[i];
+  return k;
+}

@@ -1,0 +1,135 @@
+#!/usr/bin/env bash
+# check_tune.sh - end-to-end tests of `nnroute tune` with the test-only fault knobs.
+#
+#   NNROUTE=build/nnroute bash tests/tune/check_tune.sh MODELS_DIR
+#
+# With NNROUTE_TEST_KNOBS=1 the compiler has three extra knobs (src/passes/fault.c):
+# test.fault (none|build_error|crash|hang|nan|inf|oom), test.perturb (multiplies the
+# outputs by 1+p) and test.delay_ms (a sleep per inference, 5 ms on the default
+# route). They give the tuner a landscape whose answer is known: every failure status
+# must be classified and survived, and the only winner is the route that removes the
+# sleep without a fault or a perturbation (a 5 ms sleep against none, so the outcome
+# does not hinge on timing noise).
+#
+# Tests: (1) every candidate status is seen and the session completes with the known
+# winner, a loadable engine and a report; (2) `nnroute report` chooses again at a
+# looser tolerance from the recorded losses; (3) kill -9 in the middle of a session,
+# then --continue: every route is recorded exactly once and the winner is the same;
+# (4) --dry-run counts. Prints `N passed, N failed`.
+set -uo pipefail
+
+models=${1:?usage: check_tune.sh MODELS_DIR}
+nnroute=$(realpath "${NNROUTE:-build/nnroute}")
+py=/usr/bin/python3
+model=$(realpath "$models/mlp_op13.onnx")
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+export NNROUTE_TEST_KNOBS=1
+passed=0 failed=0
+
+ok() { echo "PASS $1"; passed=$((passed + 1)); }
+bad() { echo "FAIL $1"; failed=$((failed + 1)); }
+check() { local name=$1; shift; if "$@"; then ok "$name"; else bad "$name"; fi; }
+
+routes='-test.fault=* -test.perturb=[0|1e-2] -test.delay_ms=[0|5]'
+common=(--threads 1 --candidate-timeout 4 --mem-limit 2048 --screen-ms 20
+        --confirm-rounds 9 --tolerance 1e-3 --metric rel_l2 --seed 3)
+
+# sql DB QUERY: prints the rows of a query (values separated by '|').
+sql() {
+  "$py" - "$1" "$2" <<'EOF'
+import sqlite3, sys
+con = sqlite3.connect(sys.argv[1])
+for row in con.execute(sys.argv[2]):
+    print("|".join("" if v is None else str(v) for v in row))
+EOF
+}
+
+# ---- (1) every status, the known winner -----------------------------------------
+db1=$work/t1.db
+"$nnroute" tune "$model" --routes "$routes" --search full --db "$db1" \
+  -o "$work/t1.nre" --report "$work/t1.json" "${common[@]}" >"$work/t1.out" 2>"$work/t1.err"
+rc=$?
+check "tune completes (exit $rc)" test $rc -eq 0
+[[ $rc -ne 0 ]] && tail -n 30 "$work/t1.err"
+statuses=$(sql "$db1" "select distinct status from candidates order by status" | tr '\n' ' ')
+for s in ok build_error crash timeout oom nonfinite accuracy_fail; do
+  check "status $s classified" grep -qw "$s" <<<"$statuses"
+done
+check "crash records SIGSEGV" test "$(sql "$db1" \
+  "select count(*) from candidates where status='crash' and signal=11")" -ge 1
+total=$(sql "$db1" "select count(*) from candidates")
+distinct=$(sql "$db1" "select count(distinct route) from candidates")
+# 7 faults x 2 perturbations x 2 delays, the default route among them.
+check "all 28 routes recorded once ($total rows, $distinct distinct)" \
+  test "$total" -eq 28 -a "$distinct" -eq 28
+winner=$(sql "$db1" "select winner_route from sessions")
+check "winner is the route without the sleep ('$winner')" test "$winner" = "-test.delay_ms=0"
+check "session done" test "$(sql "$db1" "select state from sessions")" = done
+check "engine written and loadable" \
+  bash -c "'$nnroute' inspect '$work/t1.nre' | grep -q 'test.delay_ms=0'"
+check "report names the winner, confirmation and frontier" "$py" - "$work/t1.json" <<'EOF'
+import json, sys
+r = json.load(open(sys.argv[1]))
+w = r["winner"]
+assert w["route"] == "-test.delay_ms=0", w
+assert w["confirmed_speedup"] > 1, w
+assert r["confirmation"]["significant_gain"] is True
+assert r["confirmation"]["rounds"] >= 9
+assert len(r["candidates"]) == 28
+assert any(c["status"] == "nonfinite" for c in r["candidates"])
+assert r["pareto"] and r["break_even_inferences"] is not None
+att = r["attribution"]
+assert att and att[0]["knob"] == "test.delay_ms" and att[0]["slowdown_without_it"] > 1
+EOF
+
+# ---- (2) choosing again at a looser tolerance -----------------------------------
+feasible() { "$nnroute" report "$1" "${@:2}" | sed -n 's/.*: \([0-9]*\) of [0-9]* candidates feasible/\1/p'; }
+f_tight=$(feasible "$db1")
+f_loose=$(feasible "$db1" --tolerance 0.1)
+f_json=$(feasible "$work/t1.json" --tolerance 0.1)
+# perturb=1e-2 gives rel_l2 = 1e-2 exactly: feasible at 0.1, not at 1e-3 (two such
+# routes run cleanly, delay 0 and 5).
+check "report re-chooses: $f_tight feasible at 1e-3, $f_loose at 0.1" \
+  test -n "$f_tight" -a "$f_loose" = "$((f_tight + 2))"
+check "report reads the JSON report the same way ($f_json)" test "$f_json" = "$f_loose"
+
+# ---- (3) kill -9 and --continue --------------------------------------------------
+db2=$work/t2.db
+"$nnroute" tune "$model" --routes "$routes" --search full --db "$db2" "${common[@]}" \
+  >"$work/t2a.out" 2>"$work/t2a.err" &
+pid=$!
+for _ in $(seq 1 600); do
+  n=$(sql "$db2" "select count(*) from candidates" 2>/dev/null || echo 0)
+  [[ ${n:-0} -ge 10 ]] && break
+  sleep 0.1
+done
+kill -9 $pid
+wait $pid 2>/dev/null
+before=$(sql "$db2" "select count(*) from candidates")
+check "killed mid-session ($before of 28 recorded)" test "$before" -ge 10 -a "$before" -lt 28
+"$nnroute" tune "$model" --routes "$routes" --search full --db "$db2" "${common[@]}" \
+  --continue -o "$work/t2.nre" >"$work/t2b.out" 2>"$work/t2b.err"
+rc=$?
+check "--continue completes (exit $rc)" test $rc -eq 0
+check "resumed the same session" grep -q "resuming session 1" "$work/t2b.err"
+total=$(sql "$db2" "select count(*) from candidates")
+distinct=$(sql "$db2" "select count(distinct route) from candidates")
+check "every route exactly once after resume ($total rows, $distinct distinct)" \
+  test "$total" -eq 28 -a "$distinct" -eq 28
+check "one session in the database" test "$(sql "$db2" "select count(*) from sessions")" -eq 1
+check "recorded candidates were replayed, not rebuilt" \
+  test "$(grep -c '(recorded)' "$work/t2b.err")" -ge "$((before - 1))"
+check "same winner after resume" \
+  test "$(sql "$db2" "select winner_route from sessions")" = "$winner"
+
+# ---- (4) dry runs ----------------------------------------------------------------
+n_full=$("$nnroute" tune "$model" --routes "$routes" --search full --dry-run |
+  sed -n 's/^search full proposes \([0-9]*\) routes.*/\1/p')
+n_fast=$("$nnroute" tune "$model" --routes "$routes" --search fast --dry-run |
+  sed -n 's/^search fast proposes \([0-9]*\) routes.*/\1/p')
+# fast: the default plus every one-knob change: 1 + 6 + 1 + 1.
+check "dry run counts full=$n_full fast=$n_fast" test "$n_full" = 28 -a "$n_fast" = 9
+
+echo "$passed passed, $failed failed"
+((failed == 0))
