@@ -9,7 +9,10 @@
 # missing (without torch), builds build/nnroute, runs
 #   nnroute run examples/tiny_cnn/model.onnx --inputs-dir examples/tiny_cnn \
 #       --output-dir build/example-out
-# and compares what it wrote with the expected output (rtol 1e-3, atol 1e-4).
+# and compares what it wrote with the expected output (rtol 1e-3, atol 1e-4). Then it
+# tunes the model (`nnroute tune --search fast`: the default route and every one-knob
+# change, each built and checked in its own process, the finalists confirmed against
+# the default route), runs the tuned engine and compares its output the same way.
 # NR_BUILD_DIR picks another build tree (default build), NR_JOBS the parallelism.
 set -euo pipefail
 
@@ -30,10 +33,21 @@ set -x
 "$build/nnroute" run "$example/model.onnx" --inputs-dir "$example" --output-dir "$out"
 { set +x; } 2>/dev/null
 echo "== compare with ONNX Runtime"
-if .venv/bin/python tests/models/compare.py "$example/expected" "$out" --show \
-    --label "$example"; then
-  echo "example: nnroute matches ONNX Runtime ($out/logits.npy)"
-else
-  echo "example: nnroute's output differs from ONNX Runtime's (see above)"
-  exit 1
-fi
+compare() {
+  if .venv/bin/python tests/models/compare.py "$example/expected" "$1" --show \
+      --label "$example"; then
+    echo "example: nnroute matches ONNX Runtime ($1/logits.npy)"
+  else
+    echo "example: nnroute's output differs from ONNX Runtime's (see above)"
+    exit 1
+  fi
+}
+compare "$out"
+echo "== tune"
+set -x
+"$build/nnroute" tune "$example/model.onnx" --search fast --db "$out/tune.db" \
+  -o "$out/tuned.engine" --report "$out/tune.json"
+"$build/nnroute" run "$out/tuned.engine" --inputs-dir "$example" --output-dir "$out/tuned"
+{ set +x; } 2>/dev/null
+echo "== compare the tuned engine with ONNX Runtime"
+compare "$out/tuned"

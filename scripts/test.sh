@@ -18,6 +18,9 @@
 #               built, run and compared with ONNX Runtime within its knobs' error bound
 #   knobs       nnroute check-knobs on smaller models: every non-default knob value must
 #               change the built plan (no dead knobs)
+#   tune        tests/tune/check_tune.sh: `nnroute tune` with the fault-injection knobs:
+#               every candidate status, the known winner, `nnroute report`, kill -9 and
+#               --continue
 # The last line is `N passed, N failed` over the stages (`, N skipped` when some were
 # skipped); the exit status is non-zero when any stage failed.
 #
@@ -124,6 +127,10 @@ do_knobs() {
   return $ok
 }
 
+do_tune() {
+  NNROUTE=$build/nnroute bash tests/tune/check_tune.sh "$build/models"
+}
+
 stage bootstrap "" do_bootstrap
 stage build "bootstrap" do_build
 stage ctest "build" do_ctest
@@ -132,6 +139,7 @@ stage check "build models" do_check
 stage reference "build models" do_reference
 stage routes "build models" do_routes
 stage knobs "build models" do_knobs
+stage tune "build models" do_tune
 stage asan "bootstrap" do_asan
 
 echo

@@ -159,14 +159,14 @@ def git_describe():
     return f"commit {out.strip()}" + (", uncommitted changes" if dirty.strip() else "")
 
 
-def versions(nr, sample_engine):
+def versions(nr, sample_engine, git):
     _, out, _ = sh([nr, "--version"], 10)
     libs = "engine fingerprint n/a"
     if sample_engine:
         fp = sample_engine.get("fingerprint", {})
         libs = ", ".join(f"{k} {fp[k]}" for k in ("openblas", "onednn", "compiler") if k in fp)
     return {"nnroute": out.strip().replace("nnroute ", "") or "unknown",
-            "nnroute_binary": display(nr), "nnroute_git": git_describe(),
+            "nnroute_binary": display(nr), "nnroute_git": git,
             "nnroute_libs": libs,
             "onnxruntime": ort.__version__, "onnx": onnx.__version__,
             "numpy": np.__version__, "python": platform.python_version()}
@@ -328,7 +328,7 @@ def prepare(a, model, path, threads, tune_help, tune_why):
         row["tuned"].update(status="n/a", note=tune_why)
     else:
         t_engine, cached, t_err = tuned_engine(a, tune_help, model, path, threads)
-        row["tuned"].update(engine=str(t_engine) if t_engine else None, cached=cached,
+        row["tuned"].update(engine=display(t_engine) if t_engine else None, cached=cached,
                             error=t_err)
     specs = ([(i["name"], i["dtype"], i["shape"]) for i in info["inputs"]] if info
              else ort_runner.graph_input_specs(str(path)))
@@ -351,7 +351,7 @@ def measure_row(a, row, timer):
             if s == "ort":
                 v, err = ort_round(timer, a)
             else:
-                v, err = nnroute_round(a, d["engine"], threads)
+                v, err = nnroute_round(a, ROOT / d["engine"], threads)
             d["rounds"].append(v)
             if err:
                 d["error"] = err
@@ -391,6 +391,7 @@ def run_all(a, tune_help, tune_why):
             row["flops"] = counts[model]
             rows.append(measure_row(a, row, timer))
             del timer  # free the session's memory before the next model
+            drop_default_engine(row)
         except Exception as e:  # a harness bug on one model still leaves the others' table
             row = new_row(model, threads, counts[model])
             for s in report.SYSTEMS:
@@ -398,6 +399,15 @@ def run_all(a, tune_help, tune_why):
             rows.append(report.summarize(row))
         progress(rows[-1], i, len(configs), start)
     return rows, sample
+
+
+def drop_default_engine(row):
+    """Default engines are rebuilt every run, so keeping them would only hold ~2 GB of
+    disk for the full suite; the row keeps where it was built, relative to the repo."""
+    engine = row["default"].get("engine")
+    if engine:
+        Path(engine).unlink(missing_ok=True)
+        row["default"]["engine"] = display(engine)
 
 
 def count_flops(path):
@@ -422,12 +432,17 @@ def main():
     if max(a.threads) > (machine["cpus"] or 1):
         log(f"warning: {max(a.threads)} threads on {machine['cpus']} CPUs oversubscribes")
     machine["load_start"] = " ".join(f"{x:.2f}" for x in os.getloadavg())
+    git = git_describe()  # at the start: others may commit while a full run goes on
     peak_exe = peak_binary(a)
     peak_start = measure_peak(peak_exe, a.threads)
     floor = {t: ort_runner.call_floor_ms(t) for t in a.threads}
     tune_help, tune_why = tune_support(a)
     log(f"{len(a.models)} models x threads {a.threads}, {a.rounds} rounds; tuned: "
         f"{tune_why or 'nnroute tune'}")
+    if tune_help is not None:
+        budget = f"{a.tune_budget:g} s" if a.tune_budget else "the tuner's default budget"
+        log(f"engines not cached in {display(Path(a.work_dir) / 'tuned')}/ are tuned first, "
+            f"each for up to {budget}; --no-tune skips the column")
     rows, sample = run_all(a, tune_help, tune_why)
     peak, best = merge_peaks(peak_start, measure_peak(peak_exe, a.threads))
     peak = {"isa_reference": PEAK_ISA, "results": peak}
@@ -440,7 +455,7 @@ def main():
         "mode": a.mode, "full_suite": a.full_suite,
         "date": datetime.datetime.now().astimezone().strftime("%Y-%m-%d %H:%M %Z"),
         "command": " ".join([entry] + [shlex.quote(x) for x in sys.argv[1:]]),
-        "machine": machine, "versions": versions(a.nnroute, sample),
+        "machine": machine, "versions": versions(a.nnroute, sample, git),
         "settings": {"threads": a.threads, "rounds": a.rounds, "warmup_ms": a.warmup_ms,
                      "duration_ms": a.duration_ms, "min_iters": a.min_iters,
                      "seed": a.seed, "tune": tune_desc},

@@ -8,20 +8,11 @@
  * single splitmix64 stream consumed in proposal order, ties are broken by proposal
  * index, and nothing depends on the hash set's layout. A second search with the same
  * config, told the same results, therefore proposes the same sequence, which is what
- * `nnroute tune --continue` replays.
+ * `nnroute tune --continue` replays. Mixed's third phase keeps no state of its own for
+ * the same reason: its current point is recomputed from the record at every step.
  *
- * Conventions the header leaves open:
- *   - random proposes the default point first, like every other algorithm: each
- *     session needs its baseline (the report and the priors are ratios to it).
- *   - inside mixed, nr_search_phase says "fast" for phase 1 and "full" for phase 2,
- *     the names of the algorithms each phase runs.
- *   - a point asked for but never told counts as unmeasured: it is not an
- *     improvement for mixed and never a parent for evolve. nr_search_tell accepts any
- *     proposed point (not only the last one) and ignores points never proposed.
- *   - nr_search_next returns 0 when it runs out of memory, as when it is done.
- *   - a NaN prior counts as +infinity (least promising), and so does a NaN cost.
- *   - evolve also climbs: half its children (after the first generation) are
- *     one-change neighbours of the best feasible point so far; see breed(). */
+ * The contract (default first, untold points, out of memory, NaN) is in search.h; the
+ * algorithms and their benchmark in docs/tuner-search.md. */
 #include "tune/search.h"
 
 #include <math.h>
@@ -40,7 +31,8 @@ typedef struct result {
   double cost, lo, hi;
 } result;
 
-/* A one-dimension change from the default: fast's points, in proposal order. */
+/* A (dimension, value) pair; sorted, the order of fast's one-change points and of
+ * mixed's climbing steps. */
 typedef struct move {
   double key; /* prior score (0 without priors) */
   int d, v;
@@ -81,10 +73,10 @@ struct nr_search {
   int *tmp; /* scratch points */
   int *tmp2;
 
-  move *moves; /* fast and mixed phase 1 */
+  move *moves; /* every (dimension, value): fast, mixed phases 1 and 3 */
   int64_t n_moves, next_move;
   odometer odo;  /* full and mixed phase 2 */
-  int stage;     /* mixed: 1 or 2 */
+  int stage;     /* mixed: 1, 2 or 3 */
   int64_t total; /* nr_search_total's answer */
 
   int64_t *remaining; /* random fallback: unproposed point indices (lazy, see below) */
@@ -280,36 +272,39 @@ static int by_key(const void *a, const void *b) {
   return (x->v > y->v) - (x->v < y->v);
 }
 
-/* Every one-dimension change, ordered by prior score (ties, and no priors: by
- * dimension, then value). */
+/* Every (dimension, value), defaults included, ordered by prior score (ties, and no
+ * priors: by dimension, then value). Fast skips the defaults; mixed's climb skips the
+ * current point's values. */
 static bool init_moves(nr_search *s) {
-  int64_t n = 0;
-  for (int d = 0; d < s->n_dims; d++)
-    n += s->n_values[d] - 1;
-  s->moves = malloc((size_t)(n ? n : 1) * sizeof *s->moves);
+  s->moves = malloc((size_t)(s->n_flat ? s->n_flat : 1) * sizeof *s->moves);
   if (!s->moves)
     return false;
   for (int d = 0; d < s->n_dims; d++)
-    for (int v = 0; v < s->n_values[d]; v++)
-      if (v != s->dflt[d]) {
-        double key = s->prior ? s->prior[s->voff[d] + v] : 0;
-        s->moves[s->n_moves++] = (move){isnan(key) ? INFINITY : key, d, v};
-      }
+    for (int v = 0; v < s->n_values[d]; v++) {
+      double key = s->prior ? s->prior[s->voff[d] + v] : 0;
+      s->moves[s->n_moves++] = (move){isnan(key) ? INFINITY : key, d, v};
+    }
   qsort(s->moves, (size_t)s->n_moves, sizeof *s->moves, by_key);
   return true;
 }
+
+/* The default and its one-change points. */
+static int64_t fast_size(const nr_search *s) { return 1 + s->n_flat - s->n_dims; }
 
 static bool next_fast(nr_search *s, int *p) {
   if (s->n_pts == 0) {
     memcpy(p, s->dflt, (size_t)s->n_dims * sizeof *p);
     return true;
   }
-  if (s->next_move >= s->n_moves)
-    return false;
-  const move *m = &s->moves[s->next_move++];
-  memcpy(p, s->dflt, (size_t)s->n_dims * sizeof *p);
-  p[m->d] = m->v;
-  return true;
+  while (s->next_move < s->n_moves) {
+    const move *m = &s->moves[s->next_move++];
+    if (m->v == s->dflt[m->d])
+      continue;
+    memcpy(p, s->dflt, (size_t)s->n_dims * sizeof *p);
+    p[m->d] = m->v;
+    return true;
+  }
+  return false;
 }
 
 /* ---- mixed phase 2 ---------------------------------------------------------------- */
@@ -365,8 +360,43 @@ static bool mixed_begin_phase2(nr_search *s) {
     prod = mul_sat(prod, s->odo.len[d]);
     sum += s->odo.len[d] - 1;
   }
-  s->total = prod == INT64_MAX ? INT64_MAX : add_sat(s->n_moves + 1, prod - 1 - sum);
+  s->total = prod == INT64_MAX ? INT64_MAX : add_sat(fast_size(s), prod - 1 - sum);
   return true;
+}
+
+/* ---- mixed phase 3 ---------------------------------------------------------------- */
+
+/* The feasible told point with the lowest cost, ties to the earlier proposal; -1 when
+ * there is none. */
+static int64_t best_feasible(const nr_search *s) {
+  int64_t best = -1;
+  for (int64_t k = 0; k < s->n_pts; k++)
+    if (told_feasible(s, k) && (best < 0 || s->res[k].cost < s->res[best].cost))
+      best = k;
+  return best;
+}
+
+/* Hill climbing from the best point so far: its first unproposed one-change neighbour
+ * in the moves' order. Moving needs no state: a neighbour told a lower cost is the new
+ * best, and the next step scans around it. A plain comparison, not phase 2's test:
+ * under noise that test only passes gains of several percent, the very gains this
+ * phase exists to combine; a lucky measurement costs at most a few wasted steps, and
+ * the driver re-measures the finalists. The total counts the best's unproposed
+ * neighbours, what remains if the climb makes no further move. */
+static bool next_refine(nr_search *s, int *p) {
+  int64_t best = best_feasible(s), n_free = 0;
+  for (int64_t i = 0; best >= 0 && i < s->n_moves; i++) {
+    const move *m = &s->moves[i];
+    const int *b = point_at(s, best);
+    if (m->v == b[m->d])
+      continue;
+    memcpy(s->tmp2, b, (size_t)s->n_dims * sizeof *s->tmp2);
+    s->tmp2[m->d] = m->v;
+    if (!proposed(s, s->tmp2) && n_free++ == 0)
+      memcpy(p, s->tmp2, (size_t)s->n_dims * sizeof *p);
+  }
+  s->total = add_sat(s->n_pts, n_free);
+  return n_free > 0;
 }
 
 static bool next_mixed(nr_search *s, int *p) {
@@ -376,7 +406,12 @@ static bool next_mixed(nr_search *s, int *p) {
     if (!mixed_begin_phase2(s))
       return false;
   }
-  return odo_next_new(s, p);
+  if (s->stage == 2) {
+    if (odo_next_new(s, p))
+      return true;
+    s->stage = 3;
+  }
+  return next_refine(s, p);
 }
 
 /* ---- random ------------------------------------------------------------------------ */
@@ -641,7 +676,7 @@ static bool init_kind(nr_search *s) {
     s->stage = 1;
     if (!init_moves(s))
       return false;
-    s->total = s->n_moves + 1;
+    s->total = fast_size(s);
     return true;
   case NR_SEARCH_FULL:
     s->total = s->space;
@@ -710,7 +745,7 @@ static bool propose(nr_search *s) {
   case NR_SEARCH_MIXED:
     if (!next_mixed(s, s->tmp))
       return false;
-    strcpy(s->phase, s->stage == 1 ? "fast" : "full");
+    strcpy(s->phase, s->stage == 1 ? "fast" : s->stage == 2 ? "full" : "refine");
     return true;
   case NR_SEARCH_RANDOM:
     return s->n_pts < s->max_points && next_random(s, s->tmp);

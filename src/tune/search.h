@@ -3,27 +3,41 @@
  *
  * The space is a list of dimensions, each with n_values values and a default index;
  * a point is one value index per dimension (int[n_dims]); the all-default point is
- * the default route. The driver asks for a point (nr_search_next), evaluates it and
- * tells the result (nr_search_tell) before asking again. Every algorithm is
- * deterministic given its seed and the sequence of results it is told, which is what
- * makes `nnroute tune --continue` exact: the driver replays recorded results and the
- * search proposes the same points again. No algorithm proposes a point twice.
+ * the default route, and every algorithm proposes it first (each session needs its
+ * baseline: the report and the priors are ratios to it). The driver asks for a point
+ * (nr_search_next), evaluates it and tells the result (nr_search_tell). Every
+ * algorithm is deterministic given its seed and the sequence of results it is told,
+ * which is what makes `nnroute tune --continue` exact: the driver replays recorded
+ * results and the search proposes the same points again. No algorithm proposes a
+ * point twice.
  *
  * Results: feasible (within the accuracy tolerance) and, when feasible, a cost
- * (median latency) with the bounds of its 95% confidence interval. Infeasible points
- * are never "better" than anything; algorithms may still use them to learn which
- * values break accuracy.
+ * (median latency) with the bounds of its 95% confidence interval; a NaN cost counts
+ * as +infinity. Infeasible points are never "better" than anything; algorithms may
+ * still use them to learn which values break accuracy. A point asked for but never
+ * told (its build crashed before a result) counts as unmeasured: never better, never
+ * a parent.
  *
  *   fast   the default point, then every one-dimension change from it
  *   full   the Cartesian product, in odometer order starting from the default
- *   mixed  fast, then full over the values that were feasible and significantly
- *          faster than the default in the first phase (cost_hi below the default's
- *          cost_lo and cost below (1 - min_gain) x the default's), skipping points
- *          already measured
- *   random uniform points (each dimension drawn independently), no repeats
- *   evolve the default point and a random population, then generations of
- *          tournament selection, uniform crossover and mutation of the best feasible
- *          points, no repeats */
+ *   mixed  three phases, reported by nr_search_phase:
+ *          "fast"   phase 1, fast;
+ *          "full"   phase 2, full over the values that were feasible and
+ *                   significantly faster than the default in phase 1 (cost_hi below
+ *                   the default's cost_lo and cost below (1 - min_gain) x the
+ *                   default's), skipping points already measured;
+ *          "refine" phase 3, hill climbing from the best feasible point so far: its
+ *                   unproposed one-change neighbours in a fixed order (by prior when
+ *                   given, else by dimension, then value), moving to a neighbour as
+ *                   soon as one is told a lower cost; it ends when the best point has
+ *                   no unproposed neighbour. It combines the gains too small for
+ *                   phase 2's test under noise.
+ *   random the default, then uniform points (each dimension drawn independently),
+ *          no repeats
+ *   evolve the default point and a random population, then generations: half the
+ *          children climb (an unproposed one-change neighbour of the best feasible
+ *          point so far), the others come from tournament selection, uniform
+ *          crossover and mutation of the best feasible points; no repeats */
 #ifndef NR_TUNE_SEARCH_H
 #define NR_TUNE_SEARCH_H
 
@@ -55,7 +69,7 @@ typedef struct nr_search_config {
   /* Optional priors (may be NULL): prior[d][v] is a score where lower is more
    * promising (e.g. a latency ratio recorded on another machine). They only order
    * the points fast/mixed propose and seed evolve's first population; they never
-   * stand in for a measurement. */
+   * stand in for a measurement. A NaN prior counts as +infinity (least promising). */
   const double *const *prior;
 } nr_search_config;
 
@@ -66,17 +80,21 @@ typedef struct nr_search nr_search;
 nr_search *nr_search_create(const nr_search_config *cfg);
 void nr_search_destroy(nr_search *s);
 /* Writes the next point to evaluate into point[n_dims]; returns 1, or 0 when the
- * algorithm has nothing more to propose. */
+ * algorithm has nothing more to propose, and also when it runs out of memory. */
 int nr_search_next(nr_search *s, int *point);
-/* The result of the point last returned by nr_search_next. */
+/* The result of a point: any point nr_search_next returned, not only the last one
+ * (results may come late or out of order); telling a point again replaces its result,
+ * and a point never proposed is ignored. point is read during the call only. */
 void nr_search_tell(nr_search *s, const int *point, bool feasible, double cost,
                     double cost_lo, double cost_hi);
-/* Number of points the algorithm will propose in all, when known in advance
- * (fast, full; for mixed the first phase's size until it ends); -1 otherwise.
- * Saturates at INT64_MAX. */
+/* Number of points the algorithm will propose in all, when known: fast, full; for
+ * mixed, the count through its current phase (phase 1's size, then phases 1-2's, then
+ * in phase 3 the points so far plus the best point's unproposed neighbours, which
+ * changes when the climb moves), exact once nr_search_next has returned 0. -1 for
+ * random and evolve. Saturates at INT64_MAX. */
 int64_t nr_search_total(const nr_search *s);
-/* The phase name of the last proposed point ("fast", "full", "random", "evolve:3"),
- * recorded with each candidate; static or owned by s. */
+/* The phase name of the last proposed point ("fast", "full", "refine", "random",
+ * "evolve:3"), recorded with each candidate; static or owned by s. */
 const char *nr_search_phase(const nr_search *s);
 
 #endif

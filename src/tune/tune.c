@@ -434,18 +434,21 @@ static void progress(const tune_session *s, int64_t total, const tune_cand *last
     double e2 = el / done * (double)(total - done);
     eta = eta < 0 || e2 < eta ? e2 : eta;
   }
-  char tot[32];
+  char tot[32], best[64] = "-";
   snprintf(tot, sizeof tot, total > 0 ? "%lld" : "?", (long long)total);
-  char best[64] = "-";
   if (b && d->median > 0)
     snprintf(best, sizeof best, "%.3f ms (%.2fx)", b->median, d->median / b->median);
-  if (s->o->progress)
+  if (s->o->progress) {
     fprintf(stderr, "\r\033[K[%d/%s] feasible %d  best %s  elapsed %.0fs  eta %s%.0fs",
             done, tot, count_feasible(s), best, el, eta < 0 ? "?" : "", eta < 0 ? 0 : eta);
-  else
-    fprintf(stderr, "[%d/%s] %-13s %s%8.3f ms  %s  best %s  elapsed %.0fs\n", done, tot,
-            nr_cand_status_name(last->status), replayed ? "(recorded) " : "",
-            last->median, *last->route ? last->route : "(default route)", best, el);
+    return;
+  }
+  char *what = last->point ? tune_space_describe(&s->space, last->point) : NULL;
+  const char *shown = what ? what : last->route;
+  fprintf(stderr, "[%d/%s] %-13s %s%8.3f ms  %s  (best %s, %.0fs)\n", done, tot,
+          nr_cand_status_name(last->status), replayed ? "(recorded) " : "", last->median,
+          *shown ? shown : "(default route)", best, el);
+  free(what);
 }
 
 static bool budget_left(const tune_session *s) {

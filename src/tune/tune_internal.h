@@ -35,6 +35,9 @@ nr_status tune_space_build(nr_model *m, const char *expr, tune_space *s, nr_erro
 void tune_space_free(tune_space *s);
 /* Canonical route text of a point (malloc'ed). */
 char *tune_space_route(const tune_space *s, const int *point);
+/* The point as dimension settings ("-conv.algo@*=winograd23"), for people: shorter
+ * than the route when a dimension sets many nodes (malloc'ed; "" = all defaults). */
+char *tune_space_describe(const tune_space *s, const int *point);
 /* "i,j,k" (malloc'ed) and back (false when it does not fit the space). */
 char *tune_point_text(const int *point, int n);
 bool tune_point_parse(const char *text, int *point, int n);

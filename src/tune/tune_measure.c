@@ -5,10 +5,12 @@
  *
  * Every timing here is taken in a fresh process that loads a kept engine file, so a
  * candidate is never favoured by a warm cache or allocator state left by the search.
- * The confirmation compares each finalist with the default route round by round (the
- * order alternates: D F1 F2 .., then .. F2 F1 D), so slow drift of the machine hits
- * both sides of each ratio; the decision uses the bootstrap confidence interval of
- * the median per-round ratio and accepts a winner only when it excludes 1. */
+ * The confirmation compares each finalist with the default route round by round; in a
+ * round the default route is timed between every two finalists (D F1 D F2 D F3 D, the
+ * finalists reversed on odd rounds), and each finalist is compared with the default
+ * runs right before and after it, so load from elsewhere hits both sides of each
+ * ratio. The decision uses the bootstrap confidence interval of the median per-round
+ * ratio and accepts a winner only when it excludes 1. */
 #include "tune/tune_internal.h"
 #include "util/error.h"
 
@@ -150,29 +152,37 @@ static nr_status halving(tune_session *s, entry *v, int *n, cJSON *json, nr_erro
 
 /* ---- confirmation --------------------------------------------------------------- */
 
-static nr_status confirm_rounds(tune_session *s, entry *v, int n, double *ratios,
-                                nr_error *err) {
-  int rounds = s->o->confirm_rounds > 9 ? s->o->confirm_rounds : 9;
+/* One round: D F1 D F2 .. Fn D (the finalists in reverse order on odd rounds). Each
+ * finalist's ratio is its time over the geometric mean of the default route's times
+ * measured just before and just after it, so a burst of load from elsewhere that
+ * lasts a few seconds cannot make one side look faster. */
+static nr_status confirm_round(tune_session *s, entry *v, int n, int r, double ms,
+                               double *ratio, nr_error *err) {
   tune_cand *d = &s->cands[s->default_idx];
+  double before = 0, after = 0, t = 0;
+  nr_status st = measure(s, d, ms, "confirm", r, &before, err);
+  for (int k = 0; !st && k < n && !nr_tune_stop; k++) {
+    int i = r % 2 == 0 ? k : n - 1 - k;
+    st = measure(s, v[i].c, ms, "confirm", r, &t, err);
+    if (!st)
+      st = measure(s, d, ms, "confirm", r, &after, err);
+    ratio[i] = t > 0 && before > 0 && after > 0 ? t / sqrt(before * after) : NAN;
+    before = after;
+  }
+  return st;
+}
+
+static nr_status confirm_rounds(tune_session *s, entry *v, int n, int rounds,
+                                double *ratios, nr_error *err) {
   double ms = s->o->screen_ms * 2;
   for (int r = 0; r < rounds && !nr_tune_stop; r++) {
-    double td = 0, *tf = ratios + (size_t)r * n;
-    bool forward = r % 2 == 0;
-    nr_status st = NR_OK;
-    if (forward)
-      st = measure(s, d, ms, "confirm", r, &td, err);
-    for (int k = 0; !st && k < n; k++) {
-      int i = forward ? k : n - 1 - k;
-      st = measure(s, v[i].c, ms, "confirm", r, &tf[i], err);
-    }
-    if (!st && !forward)
-      st = measure(s, d, ms, "confirm", r, &td, err);
+    nr_status st = confirm_round(s, v, n, r, ms, ratios + (size_t)r * n, err);
     if (st)
       return st;
+    fprintf(stderr, "nnroute tune: confirmation round %d/%d:", r + 1, rounds);
     for (int i = 0; i < n; i++)
-      tf[i] = td > 0 && tf[i] > 0 ? tf[i] / td : NAN;
-    fprintf(stderr, "nnroute tune: confirmation round %d/%d: default %.3f ms\n", r + 1,
-            rounds, td);
+      fprintf(stderr, " %.3f", ratios[(size_t)r * n + i]);
+    fprintf(stderr, " (latency ratios to the default route)\n");
   }
   return NR_OK;
 }
@@ -321,12 +331,13 @@ nr_status tune_measure_finalists(tune_session *s, cJSON *json, nr_error *err) {
   int n = gather(s, v);
   fprintf(stderr, "nnroute tune: %d feasible candidates kept for re-measurement\n", n);
   nr_status st = halving(s, v, &n, json, err);
-  int rounds = s->o->confirm_rounds > 9 ? s->o->confirm_rounds : 9;
+  /* A machine the noise check found noisy gets twice the rounds. */
+  int rounds = (s->o->confirm_rounds > 9 ? s->o->confirm_rounds : 9) * (s->noisy ? 2 : 1);
   double *ratios = st ? NULL : calloc((size_t)(rounds * (n ? n : 1)), sizeof *ratios);
   if (!st && !ratios)
     st = nr_errorf(err, NR_ERR_NOMEM, "out of memory");
   if (!st && n)
-    st = confirm_rounds(s, v, n, ratios, err);
+    st = confirm_rounds(s, v, n, rounds, ratios, err);
   cJSON *conf = cJSON_AddObjectToObject(json, "confirmation");
   cJSON_AddNumberToObject(conf, "rounds", rounds);
   for (int i = 0; !st && i < n; i++)

@@ -217,3 +217,20 @@ int tune_point_distance(const int *a, const int *b, int n) {
     k += a[i] != b[i];
   return k;
 }
+
+char *tune_space_describe(const tune_space *s, const int *point) {
+  size_t cap = 1;
+  for (int d = 0; d < s->n_dims; d++)
+    if (point[d] != s->dims[d].dflt)
+      cap += strlen(s->dims[d].name) + strlen(s->dims[d].values[point[d]]) + 3;
+  char *t = malloc(cap);
+  if (!t)
+    return NULL;
+  size_t used = 0;
+  t[0] = '\0';
+  for (int d = 0; d < s->n_dims; d++)
+    if (point[d] != s->dims[d].dflt)
+      used += (size_t)snprintf(t + used, cap - used, "%s-%s=%s", used ? " " : "",
+                               s->dims[d].name, s->dims[d].values[point[d]]);
+  return t;
+}

@@ -1,8 +1,9 @@
 /* test_tune_search.c - the tuner's search algorithms on synthetic cost functions whose
  * optimum the test computes by brute force: point counts and coverage of fast and
- * full, mixed's exact optimum on a separable function, no repeats and termination of
- * random and evolve (tiny spaces included), evolve on a rugged function, priors, and
- * the ask/tell replay that `nnroute tune --continue` relies on.
+ * full, mixed's exact optimum on a separable function and its climb (phase 3) to an
+ * optimum the significance test cannot see, no repeats and termination of random and
+ * evolve (tiny spaces included), evolve on a rugged function, priors, and the ask/tell
+ * replay that `nnroute tune --continue` relies on.
  *
  * The driver loop here plays the tuner: it asks, evaluates, tells, and keeps the best
  * feasible point itself, so "infeasible is never best" is checked where it is decided. */
@@ -37,6 +38,7 @@ typedef struct run {
   bool feas[MAX_PTS];
   double cost[MAX_PTS];
   char phase[MAX_PTS][24];
+  int64_t total[MAX_PTS]; /* nr_search_total after each proposal */
   int best; /* index into pts, -1 when nothing feasible */
 } run;
 
@@ -80,6 +82,7 @@ static void drive(nr_search *s, const problem *pb, run *r) {
     int i = r->n++;
     memcpy(r->pts[i], p, sizeof p);
     strcpy(r->phase[i], nr_search_phase(s));
+    r->total[i] = nr_search_total(s);
     r->feas[i] = pb->feasible(pb, p);
     r->cost[i] = pb->cost(pb, p);
     nr_search_tell(s, p, r->feas[i], r->cost[i], r->cost[i] * (1 - pb->ci),
@@ -119,6 +122,52 @@ static bool all_distinct(const problem *pb, const run *r) {
   }
   free(seen);
   return ok;
+}
+
+/* Number of points of r in phase `phase`. */
+static int count_phase(const run *r, const char *phase) {
+  int n = 0;
+  for (int i = 0; i < r->n; i++)
+    n += !strcmp(r->phase[i], phase);
+  return n;
+}
+
+static int n_changes(const problem *pb, const int *p, const int *q) {
+  int n = 0;
+  for (int d = 0; d < pb->n_dims; d++)
+    n += p[d] != q[d];
+  return n;
+}
+
+/* Index of p in r, or -1. */
+static int find_in_run(const problem *pb, const run *r, const int *p) {
+  for (int i = 0; i < r->n; i++)
+    if (same_point(pb, r->pts[i], p))
+      return i;
+  return -1;
+}
+
+/* Mixed's phase 3 is a climb: each "refine" point is a one-change neighbour of the
+ * best feasible point told before it (lowest cost, ties to the earlier), and the run
+ * ends only when every neighbour of its best point was proposed. */
+static void check_climb(nr_test_state *t, const problem *pb, const run *r) {
+  int best = -1;
+  for (int i = 0; i < r->n; i++) {
+    if (!strcmp(r->phase[i], "refine"))
+      CHECK(best >= 0 && n_changes(pb, r->pts[i], r->pts[best]) == 1,
+            "refine point %d is not a neighbour of the best so far (%d)", i, best);
+    if (r->feas[i] && (best < 0 || r->cost[i] < r->cost[best]))
+      best = i;
+  }
+  REQUIRE(best == r->best);
+  int p[MAX_DIMS];
+  for (int d = 0; best >= 0 && d < pb->n_dims; d++)
+    for (int v = 0; v < pb->n_values[d]; v++) {
+      memcpy(p, r->pts[best], sizeof p);
+      p[d] = v;
+      CHECK(find_in_run(pb, r, p) >= 0, "neighbour (%d=%d) of the best never proposed", d,
+            v);
+    }
 }
 
 /* Brute force: the cheapest feasible point into best; its cost. */
@@ -310,6 +359,36 @@ NR_TEST(tune_search_full_huge_space_is_lazy) {
   }
 }
 
+/* Tells p's true cost with the problem's interval. */
+static void tell_true(nr_search *s, const problem *pb, const int *p) {
+  double c = pb->cost(pb, p);
+  nr_search_tell(s, p, pb->feasible(pb, p), c, c * (1 - pb->ci), c * (1 + pb->ci));
+}
+
+/* A second search with rec's config, answered from the recording (not by evaluating),
+ * proposes rec's sequence with the same phases; a stray point told first is ignored. */
+static void replay_matches(nr_test_state *t, const problem *pb, nr_search_kind kind,
+                           uint64_t seed, int max_points, const run *rec) {
+  nr_search *s = make(pb, kind, seed, max_points, NULL);
+  REQUIRE(s);
+  int p[MAX_DIMS], i = 0, stray[MAX_DIMS];
+  for (int d = 0; d < MAX_DIMS; d++)
+    stray[d] = 9;
+  nr_search_tell(s, stray, true, 0, 0, 0);
+  for (; nr_search_next(s, p); i++) {
+    if (i >= rec->n || !same_point(pb, p, rec->pts[i])) {
+      CHECK(false, "%s: position %d differs", nr_search_name(kind), i);
+      break;
+    }
+    CHECK(!strcmp(nr_search_phase(s), rec->phase[i]), "%s: position %d",
+          nr_search_name(kind), i);
+    double c = rec->cost[i];
+    nr_search_tell(s, p, rec->feas[i], c, c * (1 - pb->ci), c * (1 + pb->ci));
+  }
+  CHECK(i == rec->n, "%s: %d of %d", nr_search_name(kind), i, rec->n);
+  nr_search_destroy(s);
+}
+
 /* ---- mixed -------------------------------------------------------------------------- */
 
 /* Per-dimension factors: the improving values (< 0.99, beyond a 1% interval) are
@@ -327,8 +406,11 @@ NR_TEST(tune_search_mixed_separable_exact_optimum) {
   for (int d = 0; d < 5; d++)
     for (int v = 0; v < nv[d]; v++)
       pb.a[d][v] = f[d][v];
-  /* improving values: d0 {1,2}, d1 {0,2}, d2 {3,4}, d3 none, d4 {0,1} -> 3*3*3*1*3 */
-  int fast_n = 1 + 3 + 2 + 4 + 1 + 2, prod = 81, sum = 2 + 2 + 2 + 0 + 2;
+  /* improving values: d0 {1,2}, d1 {0,2}, d2 {3,4}, d3 none, d4 {0,1} -> 3*3*3*1*3;
+   * phase 3 then tries the optimum's neighbours phases 1-2 left out: d0=3, d2=0,
+   * d2=1, d3=1, none better */
+  int fast_n = 1 + 3 + 2 + 4 + 1 + 2, prod = 81, sum = 2 + 2 + 2 + 0 + 2, refine_n = 4;
+  int full_n = prod - 1 - sum;
   nr_search *s = make(&pb, NR_SEARCH_MIXED, 1, 0, NULL);
   REQUIRE(s);
   CHECK(nr_search_total(s) == fast_n);
@@ -339,13 +421,19 @@ NR_TEST(tune_search_mixed_separable_exact_optimum) {
   CHECK(same_point(&pb, best, expect_best), "the test's own brute force");
   REQUIRE(r.best >= 0);
   CHECK(same_point(&pb, r.pts[r.best], expect_best), "mixed missed the optimum");
-  CHECK(r.n == fast_n + prod - 1 - sum, "proposed %d", r.n);
+  CHECK(r.n == fast_n + full_n + refine_n, "proposed %d", r.n);
   CHECK(r.n < space_size(&pb) && all_distinct(&pb, &r));
   CHECK(nr_search_total(s) == r.n, "total %lld", (long long)nr_search_total(s));
-  CHECK(!strcmp(r.phase[fast_n - 1], "fast") && !strcmp(r.phase[fast_n], "full"));
-  for (int i = fast_n; i < r.n; i++)
+  CHECK(count_phase(&r, "fast") == fast_n && count_phase(&r, "full") == full_n &&
+        count_phase(&r, "refine") == refine_n);
+  CHECK(!strcmp(r.phase[fast_n - 1], "fast") && !strcmp(r.phase[fast_n], "full") &&
+        !strcmp(r.phase[fast_n + full_n], "refine"));
+  CHECK(r.total[0] == fast_n && r.total[fast_n] == fast_n + full_n,
+        "totals %lld, %lld", (long long)r.total[0], (long long)r.total[fast_n]);
+  for (int i = fast_n; i < fast_n + full_n; i++)
     CHECK(r.pts[i][3] == 0 && r.pts[i][0] != 3 && r.pts[i][2] >= 2,
           "phase-2 point %d holds a value that did not improve", i);
+  check_climb(t, &pb, &r);
   nr_search_destroy(s);
 }
 
@@ -364,17 +452,22 @@ NR_TEST(tune_search_mixed_skips_infeasible_and_insignificant) {
   nr_search *s = make(&pb, NR_SEARCH_MIXED, 1, 0, NULL);
   REQUIRE(s);
   drive(s, &pb, &r);
-  for (int i = 7; i < r.n; i++)
-    CHECK(r.pts[i][0] == 0 && r.pts[i][1] != 1, "phase-2 point %d", i);
-  CHECK(r.n == 7 + 2 * 3 - 1 - 3, "proposed %d", r.n);
+  for (int i = 0; i < r.n; i++)
+    CHECK(strcmp(r.phase[i], "full") || (r.pts[i][0] == 0 && r.pts[i][1] != 1),
+          "phase-2 point %d", i);
+  /* phase 3 from (0,2,2): (1,2,2), (2,2,2) (infeasible) and (0,1,2), none better */
+  CHECK(count_phase(&r, "full") == 2 * 3 - 1 - 3 && count_phase(&r, "refine") == 3);
+  CHECK(r.n == 7 + 2 + 3, "proposed %d", r.n);
+  check_climb(t, &pb, &r);
   const int expect_best[] = {0, 2, 2};
   REQUIRE(r.best >= 0);
   CHECK(same_point(&pb, r.pts[r.best], expect_best) && r.feas[r.best]);
   nr_search_destroy(s);
 }
 
-/* Overlapping intervals are not significant: mixed then ends after phase 1. */
-NR_TEST(tune_search_mixed_without_gain_ends_after_fast) {
+/* Overlapping intervals are not significant: phase 2 is empty, and phase 3 combines
+ * the two 3% gains that phase 2's test rejected; priors order its steps. */
+NR_TEST(tune_search_mixed_without_significant_gain_skips_full) {
   static run r;
   problem pb;
   const int nv[] = {3, 4}, df[] = {1, 1};
@@ -384,8 +477,26 @@ NR_TEST(tune_search_mixed_without_gain_ends_after_fast) {
   nr_search *s = make(&pb, NR_SEARCH_MIXED, 1, 0, NULL);
   REQUIRE(s);
   drive(s, &pb, &r);
-  CHECK(r.n == 1 + 2 + 3, "proposed %d", r.n);
+  /* from (1,3): (0,3), better; from (0,3): (2,3), (0,0), (0,2), none better */
+  CHECK(count_phase(&r, "fast") == 1 + 2 + 3 && count_phase(&r, "full") == 0);
+  CHECK(r.n == 1 + 2 + 3 + 4, "proposed %d", r.n);
   CHECK(nr_search_total(s) == r.n);
+  const int expect_best[] = {0, 3}, other[] = {2, 3};
+  REQUIRE(r.best >= 0);
+  CHECK(same_point(&pb, r.pts[r.best], expect_best));
+  CHECK(same_point(&pb, r.pts[6], expect_best), "by dimension, then value");
+  check_climb(t, &pb, &r);
+  nr_search_destroy(s);
+
+  const double p0[] = {1, 1, 0.5}, p1[] = {1, 1, 1, 1};
+  const double *const prior[] = {p0, p1};
+  s = make(&pb, NR_SEARCH_MIXED, 1, 0, prior);
+  REQUIRE(s);
+  drive(s, &pb, &r);
+  CHECK(r.n == 10 && same_point(&pb, r.pts[6], other) &&
+            same_point(&pb, r.pts[7], expect_best),
+        "with priors, d0=2 first");
+  check_climb(t, &pb, &r);
   nr_search_destroy(s);
 }
 
@@ -399,10 +510,11 @@ NR_TEST(tune_search_mixed_untold_points_are_unmeasured) {
   for (int late = 0; late < 2; late++) {
     nr_search *s = make(&pb, NR_SEARCH_MIXED, 1, 0, NULL);
     REQUIRE(s);
-    int p[2], skipped[2] = {-1, -1}, n = 0;
-    bool saw_half = false;
+    int p[2], skipped[2] = {-1, -1}, n = 0, n_full = 0, n_refine = 0;
     while (nr_search_next(s, p)) {
       n++;
+      n_full += !strcmp(nr_search_phase(s), "full");
+      n_refine += !strcmp(nr_search_phase(s), "refine");
       if (p[0] == 1 && p[1] == 0) { /* the best one-change point */
         memcpy(skipped, p, sizeof p);
         continue;
@@ -411,12 +523,84 @@ NR_TEST(tune_search_mixed_untold_points_are_unmeasured) {
         nr_search_tell(s, skipped, true, 5, 4.9, 5.1);
       double c = pb.cost(&pb, p);
       nr_search_tell(s, p, true, c, c * 0.99, c * 1.01);
-      saw_half |= p[0] == 1 && n > 5;
     }
-    /* untold: phase 2 = {0, 2} x {0, 1, 2} less phase 1 = 2 points; told late: 4 */
-    CHECK(n == (late ? 9 : 7) && saw_half == (bool)late, "late %d: %d points", late, n);
+    /* untold: phase 2 = {0, 2} x {0, 1, 2} less phase 1 = 2 points, then phase 3
+     * climbs from (2,1), not from the untold point, to (1,1) and tries (1,2); told
+     * late: phase 2 holds those 4 points, and phase 3 finds nothing new */
+    CHECK(n == 9 && n_full == (late ? 4 : 2) && n_refine == (late ? 0 : 2),
+          "late %d: %d points, %d full, %d refine", late, n, n_full, n_refine);
     nr_search_destroy(s);
   }
+}
+
+/* Every value alone gains 3%, inside the +-2% intervals: phases 1-2 see no
+ * significant gain and keep the default's neighbourhood; phase 3 climbs to the
+ * optimum, which combines all of them, with a fraction of the space. A second search
+ * answered from the recording replays it exactly; told each result one ask late, it
+ * climbs only from points already told and still reaches the optimum. */
+NR_TEST(tune_search_mixed_refine_combines_small_gains) {
+  static run r, rec;
+  problem pb;
+  const int nv[] = {3, 3, 3, 3, 3}, df[] = {0, 0, 0, 0, 0};
+  init_problem(&pb, 5, nv, df);
+  for (int d = 0; d < 5; d++)
+    pb.a[d][1] = 0.97 - 0.001 * d, pb.a[d][2] = 1.02;
+  pb.bad[4][2] = true;
+  pb.ci = 0.02;
+  int best[MAX_DIMS];
+  brute_optimum(&pb, best);
+  const int expect_best[] = {1, 1, 1, 1, 1};
+  REQUIRE(same_point(&pb, best, expect_best), "the test's own brute force");
+  nr_search *s = make(&pb, NR_SEARCH_MIXED, 1, 0, NULL);
+  REQUIRE(s);
+  drive(s, &pb, &rec);
+  CHECK(count_phase(&rec, "fast") == 11 && count_phase(&rec, "full") == 0,
+        "phase 2 must be empty: %d full", count_phase(&rec, "full"));
+  REQUIRE(rec.best >= 0);
+  CHECK(same_point(&pb, rec.pts[rec.best], expect_best), "phase 3 missed the optimum");
+  CHECK(rec.n < space_size(&pb) / 3 && all_distinct(&pb, &rec), "proposed %d", rec.n);
+  CHECK(nr_search_total(s) == rec.n);
+  for (int i = 11; i < rec.n; i++)
+    CHECK(rec.total[i] > i && rec.total[i] <= rec.n, "point %d: total %lld", i,
+          (long long)rec.total[i]);
+  check_climb(t, &pb, &rec);
+  nr_search_destroy(s);
+
+  replay_matches(t, &pb, NR_SEARCH_MIXED, 1, 0, &rec);
+
+  /* Each result told one ask late (the driver's build of the next point started
+   * first): the climb steps from the best point told so far, never from the pending
+   * one, so the sequence differs, but it still reaches the optimum, without repeats. */
+  s = make(&pb, NR_SEARCH_MIXED, 1, 0, NULL);
+  REQUIRE(s);
+  int p[MAX_DIMS], pending[MAX_DIMS], told_best[MAX_DIMS] = {0};
+  double told_cost = INFINITY;
+  bool has_pending = false;
+  r.n = 0;
+  for (;;) {
+    int got = nr_search_next(s, p);
+    if (got && !strcmp(nr_search_phase(s), "refine"))
+      CHECK(n_changes(&pb, p, told_best) == 1, "told late: point %d", r.n);
+    if (has_pending) {
+      tell_true(s, &pb, pending);
+      if (pb.feasible(&pb, pending) && pb.cost(&pb, pending) < told_cost)
+        told_cost = pb.cost(&pb, pending), memcpy(told_best, pending, sizeof p);
+      has_pending = false;
+    }
+    if (!got) {
+      if (!nr_search_next(s, p)) /* the last result may start another step */
+        break;
+      CHECK(n_changes(&pb, p, told_best) == 1, "told late: point %d", r.n);
+    }
+    REQUIRE(r.n < MAX_PTS);
+    memcpy(r.pts[r.n++], p, sizeof p);
+    memcpy(pending, p, sizeof p);
+    has_pending = true;
+  }
+  CHECK(find_in_run(&pb, &r, expect_best) >= 0, "told late: optimum missed in %d points",
+        r.n);
+  CHECK(all_distinct(&pb, &r));
+  nr_search_destroy(s);
 }
 
 /* ---- random, evolve ----------------------------------------------------------------- */
@@ -575,8 +759,8 @@ NR_TEST(tune_search_priors_order_fast_and_seed_evolve) {
 
 /* ---- replay ------------------------------------------------------------------------- */
 
-/* A second search with the same config, answered from the first run's recording,
- * proposes the identical sequence; unknown points told to it are ignored. */
+/* For every kind, a second search with the same config, answered from the first run's
+ * recording, proposes the identical sequence; unknown points told to it are ignored. */
 NR_TEST(tune_search_replay_proposes_identical_sequence) {
   static run rec;
   problem pb;
@@ -587,18 +771,8 @@ NR_TEST(tune_search_replay_proposes_identical_sequence) {
     REQUIRE(s);
     drive(s, &pb, &rec);
     nr_search_destroy(s);
-    s = make(&pb, (nr_search_kind)k, 99, 120, NULL);
-    REQUIRE(s);
-    int p[MAX_DIMS], i = 0, stray[5] = {9, 9, 9, 9, 9};
-    nr_search_tell(s, stray, true, 0, 0, 0);
-    for (; nr_search_next(s, p); i++) {
-      REQUIRE(i < rec.n && same_point(&pb, p, rec.pts[i]), "%s: position %d",
-              nr_search_name((nr_search_kind)k), i);
-      CHECK(!strcmp(nr_search_phase(s), rec.phase[i]));
-      double c = rec.cost[i];
-      nr_search_tell(s, p, rec.feas[i], c, c * (1 - pb.ci), c * (1 + pb.ci));
-    }
-    CHECK(i == rec.n, "%s: %d of %d", nr_search_name((nr_search_kind)k), i, rec.n);
-    nr_search_destroy(s);
+    CHECK(k != NR_SEARCH_MIXED || count_phase(&rec, "refine") > 0,
+          "mixed's recording never reached phase 3");
+    replay_matches(t, &pb, (nr_search_kind)k, 99, 120, &rec);
   }
 }
