@@ -27,7 +27,7 @@ static void tune_usage(FILE *f) {
     "tolerance, measures the rest, confirms the finalists against the default route\n"
     "in interleaved rounds and writes the fastest significantly faster route's engine\n"
     "(else the default route's). Defaults: the default space (every knob that applies,\n"
-    "per-node knobs as one dimension each), --search mixed, --budget-time 420,\n"
+    "per-node knobs as one dimension each), --search mixed, --budget-time 300,\n"
     "--metric rel_l2 --tolerance 1e-3, 4 generated reference pairs and 2 holdout pairs,\n"
     "--db nnroute-tune.db. Ctrl-C stops cleanly; --continue resumes the session.\n");
 }
@@ -124,7 +124,7 @@ static int parse_valued(tune_args *a, const char *opt, const char *v) {
 
 static int parse_tune(int argc, char **argv, tune_args *a) {
   nr_tune_options *o = &a->o;
-  *o = (nr_tune_options){.search = NR_SEARCH_MIXED, .budget_time_s = 420, .seed = 1,
+  *o = (nr_tune_options){.search = NR_SEARCH_MIXED, .budget_time_s = 300, .seed = 1,
                          .tol = {.metric = NR_METRIC_REL_L2, .eps = 1e-3, .atol = 1e-5,
                                  .rtol = 1e-3},
                          .db_path = "nnroute-tune.db", .finalists = 3,

@@ -341,6 +341,39 @@ static int phase2_list(nr_search *s, int d, const result *def, int *out) {
   return n;
 }
 
+/* Phase 2's product stays at most this many points: on a noisy machine, or against a
+ * default route that happened to be measured slow, many values pass the test, and an
+ * uncapped product (hundreds of points) would spend the whole budget before phase 3.
+ * The values dropped first are those with the smallest measured gain. */
+#define PHASE2_CAP 96
+
+static int64_t phase2_product(const nr_search *s) {
+  int64_t prod = 1;
+  for (int d = 0; d < s->n_dims; d++)
+    prod = mul_sat(prod, s->odo.len[d]);
+  return prod;
+}
+
+static void cap_phase2(nr_search *s, int64_t *prod) {
+  for (*prod = phase2_product(s); *prod > PHASE2_CAP; *prod = phase2_product(s)) {
+    int worst = -1;
+    double worst_cost = -1;
+    for (int d = 0; d < s->n_dims; d++) {
+      int len = s->odo.len[d];
+      if (len < 2)
+        continue;
+      double c = one_change(s, d, s->odo.vals[s->odo.off[d] + len - 1])->cost;
+      if (c > worst_cost) {
+        worst_cost = c;
+        worst = d;
+      }
+    }
+    if (worst < 0)
+      return;
+    s->odo.len[worst]--;
+  }
+}
+
 /* Sets up phase 2; its points with at most one non-default value were phase-1
  * points, so the new ones number prod(len) - 1 - sum(len - 1). False on OOM. */
 static bool mixed_begin_phase2(nr_search *s) {
@@ -358,8 +391,10 @@ static bool mixed_begin_phase2(nr_search *s) {
     s->odo.len[d] =
         def && def->feasible ? phase2_list(s, d, def, s->odo.vals + s->voff[d]) : 1;
     prod = mul_sat(prod, s->odo.len[d]);
-    sum += s->odo.len[d] - 1;
   }
+  cap_phase2(s, &prod);
+  for (int d = 0; d < s->n_dims; d++)
+    sum += s->odo.len[d] - 1;
   s->total = prod == INT64_MAX ? INT64_MAX : add_sat(fast_size(s), prod - 1 - sum);
   return true;
 }

@@ -25,7 +25,8 @@
  *          "full"   phase 2, full over the values that were feasible and
  *                   significantly faster than the default in phase 1 (cost_hi below
  *                   the default's cost_lo and cost below (1 - min_gain) x the
- *                   default's), skipping points already measured;
+ *                   default's), skipping points already measured; at most 96
+ *                   points (the values with the smallest gains are dropped first);
  *          "refine" phase 3, hill climbing from the best feasible point so far: its
  *                   unproposed one-change neighbours in a fixed order (by prior when
  *                   given, else by dimension, then value), moving to a neighbour as

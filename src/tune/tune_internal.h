@@ -81,7 +81,7 @@ typedef struct tune_session {
   uint64_t mem_limit;
   int keep;              /* engine files kept for the measurement stages */
   bool noisy;
-  double noise_spread, noise_cv, loadavg;
+  double noise_spread, loadavg;
   char *winner_route;
   bool interrupted;
   char settings_hash[65];

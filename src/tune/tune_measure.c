@@ -52,37 +52,62 @@ static nr_status measure(tune_session *s, tune_cand *c, double min_ms, const cha
 
 /* ---- noise ---------------------------------------------------------------------- */
 
+typedef struct noise_rec {
+  double m[3];
+  int n;
+} noise_rec;
+
+static int add_noise(const nr_db_measurement *m, void *user) {
+  noise_rec *r = user;
+  if (!strcmp(m->stage, "noise") && r->n < 3)
+    r->m[r->n++] = m->median_ms;
+  return 0;
+}
+
+static double median3(double a, double b, double c) {
+  return a > b ? (b > c ? b : (a > c ? c : a)) : (a > c ? a : (b > c ? c : b));
+}
+
+/* The default route timed in two more fresh processes (a resumed session reuses the
+ * recorded ones, so the search is told the same numbers again). From then on the
+ * default route's figure is the median of the three processes and its interval their
+ * range: one slow or fast process no longer decides what counts as a gain. */
 nr_status tune_noise_check(tune_session *s, cJSON *json, nr_error *err) {
   tune_cand *d = &s->cands[s->default_idx];
-  double m[3] = {d->median, 0, 0};
-  nr_status st = NR_OK;
-  for (int i = 1; i < 3 && !st && d->engine_path; i++)
-    st = measure(s, d, s->o->screen_ms, "noise", i, &m[i], err);
+  noise_rec rec = {{d->median, 0, 0}, 1};
+  nr_status st = nr_db_measurement_foreach(s->db, d->db_id, add_noise, &rec, err);
+  for (int i = rec.n; i < 3 && !st && d->engine_path; i++)
+    st = measure(s, d, s->o->screen_ms, "noise", i, &rec.m[i], err);
   if (st || nr_tune_stop)
     return st;
-  double lo = m[0], hi = m[0];
+  double *m = rec.m, lo = m[0], hi = m[0];
   for (int i = 1; i < 3; i++)
     if (m[i] > 0) {
       lo = m[i] < lo ? m[i] : lo;
       hi = m[i] > hi ? m[i] : hi;
     }
+  double screened = d->median;
+  if (m[1] > 0 && m[2] > 0) {
+    d->median = median3(m[0], m[1], m[2]);
+    d->lo = lo < d->lo ? lo : d->lo;
+    d->hi = hi > d->hi ? hi : d->hi;
+  }
   double load[1] = {0};
   getloadavg(load, 1);
   long cpus = sysconf(_SC_NPROCESSORS_ONLN);
-  s->noise_spread = m[0] > 0 ? (hi - lo) / m[0] : 0;
-  s->noise_cv = d->median > 0 ? (d->hi - d->lo) / d->median : 0;
+  s->noise_spread = screened > 0 ? (hi - lo) / screened : 0;
   s->loadavg = load[0];
   s->noisy = s->noise_spread > 0.05 || load[0] > (double)cpus * 0.75;
   cJSON *n = cJSON_AddObjectToObject(json, "noise");
   cJSON_AddItemToObject(n, "default_medians_ms", cJSON_CreateDoubleArray(m, 3));
   cJSON_AddNumberToObject(n, "spread", s->noise_spread);
-  cJSON_AddNumberToObject(n, "ci_width_over_median", s->noise_cv);
   cJSON_AddNumberToObject(n, "loadavg_1min", load[0]);
   cJSON_AddNumberToObject(n, "cpus", (double)cpus);
   cJSON_AddBoolToObject(n, "noisy", s->noisy);
   fprintf(stderr, "nnroute tune: noise check: default route %.3f ms, spread %.1f%% over "
-          "three processes, load average %.2f on %ld CPUs%s\n", m[0], 100 * s->noise_spread,
-          load[0], cpus, s->noisy ? " -- NOISY machine: expect wider intervals" : "");
+          "three processes, load average %.2f on %ld CPUs%s\n", d->median,
+          100 * s->noise_spread, load[0], cpus,
+          s->noisy ? " -- NOISY machine: expect wider intervals" : "");
   return NR_OK;
 }
 

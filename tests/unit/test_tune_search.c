@@ -776,3 +776,40 @@ NR_TEST(tune_search_replay_proposes_identical_sequence) {
     replay_matches(t, &pb, (nr_search_kind)k, 99, 120, &rec);
   }
 }
+
+/* Every value of every dimension improves (6 dims x 3 improving values: an uncapped
+ * phase 2 would hold 4^6 = 4096 points). Phase 2 is capped at 96 and keeps the values
+ * with the largest gains: the product of the kept list lengths is at most 96, and a
+ * dropped value never gains more than a kept one. */
+NR_TEST(tune_search_mixed_phase2_is_capped) {
+  static run r;
+  problem pb;
+  const int nv[] = {4, 4, 4, 4, 4, 4}, df[] = {0, 0, 0, 0, 0, 0};
+  init_problem(&pb, 6, nv, df);
+  for (int d = 0; d < 6; d++)
+    for (int v = 1; v < 4; v++)
+      pb.a[d][v] = 0.9 - 0.01 * (d * 3 + v); /* distinct gains, all significant */
+  nr_search *s = make(&pb, NR_SEARCH_MIXED, 1, 0, NULL);
+  REQUIRE(s);
+  drive(s, &pb, &r);
+  int fast_n = 1 + 6 * 3, full_n = count_phase(&r, "full");
+  CHECK(count_phase(&r, "fast") == fast_n);
+  CHECK(full_n > 0 && full_n + fast_n <= 96 + fast_n, "phase 2 proposed %d", full_n);
+  /* the values phase 2 used, per dimension; the largest gains are the highest (d, v) */
+  bool used[6][4] = {{false}};
+  for (int i = fast_n; i < fast_n + full_n; i++)
+    for (int d = 0; d < 6; d++)
+      used[d][r.pts[i][d]] = true;
+  double worst_kept = 0, best_dropped = 1e9;
+  for (int d = 0; d < 6; d++)
+    for (int v = 1; v < 4; v++) {
+      if (used[d][v] && pb.a[d][v] > worst_kept)
+        worst_kept = pb.a[d][v];
+      if (!used[d][v] && pb.a[d][v] < best_dropped)
+        best_dropped = pb.a[d][v];
+    }
+  CHECK(best_dropped >= worst_kept, "dropped factor %g beats kept %g", best_dropped,
+        worst_kept);
+  CHECK(all_distinct(&pb, &r));
+  nr_search_destroy(s);
+}
