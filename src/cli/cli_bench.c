@@ -4,9 +4,12 @@
  * Each iteration is one nr_context_run, timed with the monotonic clock; output
  * buffers are allocated by the first (warm-up) run and reused, so the timed loop does
  * no allocation of its own. Measuring stops once both the duration and the minimum
- * iteration count are reached. The statistics (stats.h) are the ones the tuner uses. */
+ * iteration count are reached. The statistics (stats.h) are the ones the tuner uses.
+ * --profile installs the context's step hook (runtime/profile.h) for the timed loop
+ * and prints where the time went, step by step and per op and tactic. */
 #include "cli/cli.h"
 #include "engine/engine.h"
+#include "runtime/profile.h"
 #include "runtime/stats.h"
 #include "util/error.h"
 
@@ -24,24 +27,37 @@ typedef struct bench_args {
   int n_shapes, threads, min_iters;
   double warmup_ms, duration_ms;
   uint64_t seed;
-  bool json;
+  bool json, profile;
+  int top;
 } bench_args;
+
+/* Per-step totals over the timed iterations (--profile). */
+typedef struct step_prof {
+  double *ms;   /* total per step */
+  int n_steps;
+  size_t runs;  /* iterations seen by step 0 */
+} step_prof;
 
 static void bench_usage(FILE *f) {
   fprintf(f,
           "usage: nnroute bench ENGINE|MODEL [--route ROUTE] [--shape NAME=DIMS]...\n"
           "                     [--threads N] [--warmup-ms MS] [--duration-ms MS]\n"
-          "                     [--min-iters N] [--seed N] [--json]\n\n"
+          "                     [--min-iters N] [--seed N] [--json]\n"
+          "                     [--profile [--top N]]\n\n"
           "Times inferences of ENGINE (a file from `nnroute build`) or of MODEL (.onnx,\n"
           "built first along ROUTE for N threads) on seeded random inputs: warm-up for\n"
           "MS ms (default 200), then measure for at least --duration-ms (default 1000)\n"
           "and --min-iters iterations (default 10). N defaults to the engine's threads.\n"
           "--json prints {median_ms, mean_ms, min_ms, max_ms, p90_ms, p99_ms, stdev_ms,\n"
-          "ci95_median_ms: [lo, hi], iterations, threads}.\n");
+          "ci95_median_ms: [lo, hi], iterations, threads}.\n"
+          "--profile times every step during the timed loop and prints the N slowest\n"
+          "(default 25; 0: all) with their node, op, tactic, output shape, mean ms per\n"
+          "run and share, then the totals per op and tactic (--json: a \"profile\" array\n"
+          "of every step).\n");
 }
 
 static int parse_args(int argc, char **argv, bench_args *a) {
-  *a = (bench_args){.warmup_ms = 200, .duration_ms = 1000, .min_iters = 10};
+  *a = (bench_args){.warmup_ms = 200, .duration_ms = 1000, .min_iters = 10, .top = 25};
   for (int i = 1; i < argc; i++) {
     const char *arg = argv[i];
     bool v = i + 1 < argc;
@@ -64,6 +80,10 @@ static int parse_args(int argc, char **argv, bench_args *a) {
       a->seed = strtoull(argv[++i], NULL, 10);
     } else if (!strcmp(arg, "--json")) {
       a->json = true;
+    } else if (!strcmp(arg, "--profile")) {
+      a->profile = true;
+    } else if (!strcmp(arg, "--top") && v) {
+      a->top = atoi(argv[++i]);
     } else if (arg[0] != '-' && !a->path) {
       a->path = arg;
     } else {

@@ -15,7 +15,9 @@
 # winner, a loadable engine and a report; (2) `nnroute report` chooses again at a
 # looser tolerance from the recorded losses; (3) kill -9 in the middle of a session,
 # then --continue: every route is recorded exactly once and the winner is the same;
-# (4) --dry-run counts. Prints `N passed, N failed`.
+# (4) Ctrl-C ends cleanly (exit 130, session interrupted, best engine written), and a
+# session recorded under another environment is never resumed; (5) --dry-run counts.
+# Prints `N passed, N failed`.
 set -uo pipefail
 
 models=${1:?usage: check_tune.sh MODELS_DIR}
@@ -123,7 +125,36 @@ check "recorded candidates were replayed, not rebuilt" \
 check "same winner after resume" \
   test "$(sql "$db2" "select winner_route from sessions")" = "$winner"
 
-# ---- (4) dry runs ----------------------------------------------------------------
+# ---- (4) Ctrl-C, then a changed environment ------------------------------------
+db3=$work/t3.db
+"$nnroute" tune "$model" --routes "$routes" --search full --db "$db3" "${common[@]}" \
+  -o "$work/t3.nre" >"$work/t3a.out" 2>"$work/t3a.err" &
+pid=$!
+for _ in $(seq 1 600); do
+  n=$(sql "$db3" "select count(*) from candidates" 2>/dev/null || echo 0)
+  [[ ${n:-0} -ge 6 ]] && break
+  sleep 0.1
+done
+kill -INT $pid
+wait $pid
+rc=$?
+check "Ctrl-C exits 130 (exit $rc)" test $rc -eq 130
+check "Ctrl-C marks the session interrupted" \
+  test "$(sql "$db3" "select state from sessions")" = interrupted
+check "Ctrl-C writes the best engine so far" test -s "$work/t3.nre"
+# Results of another machine (here: the same file with its fingerprint edited) are
+# never resumed: --continue starts a new session and builds everything again.
+"$py" -c "import sqlite3,sys; c=sqlite3.connect(sys.argv[1]); c.execute(\"update environments set fingerprint = fingerprint || ';edited'\"); c.commit()" "$db3"
+"$nnroute" tune "$model" --routes "$routes" --search full --db "$db3" "${common[@]}" \
+  --continue >"$work/t3b.out" 2>"$work/t3b.err"
+check "another environment's session is not resumed" \
+  grep -q "found no unfinished session" "$work/t3b.err"
+check "nothing replayed from another environment" \
+  test "$(grep -c '(recorded)' "$work/t3b.err")" -eq 0
+check "a second session holds all 28 routes" \
+  test "$(sql "$db3" "select count(*) from candidates where session_id = 2")" -eq 28
+
+# ---- (5) dry runs ----------------------------------------------------------------
 n_full=$("$nnroute" tune "$model" --routes "$routes" --search full --dry-run |
   sed -n 's/^search full proposes \([0-9]*\) routes.*/\1/p')
 n_fast=$("$nnroute" tune "$model" --routes "$routes" --search fast --dry-run |

@@ -1,0 +1,21 @@
+/* profile.h - the per-step timing hook of a context (internal: `nnroute bench
+ * --profile` and tests use it; it is not part of the public API).
+ *
+ * Key decision: the hook is chosen once per run, not tested per step. Without a hook
+ * nr_context_run walks the steps exactly as before; with one it takes a second loop
+ * that reads the monotonic clock around every step and reports the step index and
+ * its wall time. Steps run in order on the calling thread, so the times of one run
+ * add up to the run's time minus the input checks and the output copies. */
+#ifndef NR_RUNTIME_PROFILE_H
+#define NR_RUNTIME_PROFILE_H
+
+#include "nnroute.h"
+
+/* Called after step `step` of a run finished successfully, with its wall time. */
+typedef void (*nr_step_hook)(void *user, int step, double ms);
+
+/* Installs (fn != NULL) or removes (fn == NULL) the context's step hook. user is
+ * passed back unchanged and must outlive the runs that use it. */
+void nr_context_set_step_hook(nr_context *ctx, nr_step_hook fn, void *user);
+
+#endif
