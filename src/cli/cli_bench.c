@@ -165,14 +165,24 @@ static double now_ms(void) {
   return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
 }
 
-/* Warm-up, then the timed loop; *times (malloc'ed) receives one entry per iteration. */
+static void prof_hook(void *user, int step, double ms) {
+  step_prof *p = user;
+  p->ms[step] += ms;
+  p->runs += step == 0;
+}
+
+/* Warm-up, then the timed loop; *times (malloc'ed) receives one entry per iteration.
+ * With prof, the timed loop also reports every step to it. */
 static nr_status measure(nr_context *ctx, const bench_args *a, const nr_buffer *in,
-                         nr_buffer *out, double **times, size_t *n, nr_error *err) {
+                         nr_buffer *out, step_prof *prof, double **times, size_t *n,
+                         nr_error *err) {
   nr_status st = NR_OK;
   double start = now_ms();
   do /* at least once: the first run allocates the output buffers */
     st = nr_context_run(ctx, in, out, err);
   while (!st && now_ms() - start < a->warmup_ms);
+  if (prof)
+    nr_context_set_step_hook(ctx, prof_hook, prof);
   size_t cap = 1024, len = 0;
   double *t = malloc(cap * sizeof *t);
   if (!t)
@@ -192,12 +202,135 @@ static nr_status measure(nr_context *ctx, const bench_args *a, const nr_buffer *
     st = nr_context_run(ctx, in, out, err);
     t[len++] = now_ms() - t0;
   }
+  nr_context_set_step_hook(ctx, NULL, NULL);
   *times = t;
   *n = len;
   return st;
 }
 
-static void print_json(const nr_stats *s, int threads) {
+/* ---- --profile ------------------------------------------------------------------- */
+
+typedef struct step_row {
+  int step;
+  double ms; /* mean per run */
+} step_row;
+
+static int by_ms_desc(const void *x, const void *y) {
+  const step_row *a = x, *b = y;
+  return a->ms < b->ms ? 1 : a->ms > b->ms ? -1 : a->step - b->step;
+}
+
+/* Rows of every step, slowest first; *total receives the sum. NULL when out of memory. */
+static step_row *prof_rows(const step_prof *p, double *total) {
+  step_row *r = malloc(sizeof *r * ((size_t)p->n_steps + 1));
+  *total = 0;
+  for (int k = 0; r && k < p->n_steps; k++) {
+    r[k] = (step_row){k, p->runs ? p->ms[k] / (double)p->runs : 0};
+    *total += r[k].ms;
+  }
+  if (r)
+    qsort(r, (size_t)p->n_steps, sizeof *r, by_ms_desc);
+  return r;
+}
+
+static const char *step_op(const nr_plan *pl, const nr_step *st) {
+  return st->node >= 0 ? pl->graph->nodes[st->node].op_type : "reorder";
+}
+
+static const char *step_name(const nr_plan *pl, const nr_step *st) {
+  return st->node >= 0 ? pl->graph->nodes[st->node].name : "(reorder)";
+}
+
+static const char *step_shape(const nr_plan *pl, const nr_step *st, char *buf, size_t cap) {
+  if (st->n_out < 1 || st->out[0] < 0)
+    return "-";
+  const nr_slot *s = &pl->slots[st->out[0]];
+  nr_value v = {s->dtype, s->rank, {0}, NULL, false};
+  memcpy(v.dims, s->dims, sizeof v.dims);
+  return nr_value_describe(&v, buf, cap);
+}
+
+/* Sums per (op, tactic) pair, printed slowest first. */
+static void print_by_op(const nr_plan *pl, const step_row *r, int n, double total) {
+  step_row *g = calloc((size_t)n + 1, sizeof *g); /* .step: representative step */
+  int *count = calloc((size_t)n + 1, sizeof *count);
+  int ng = 0;
+  for (int i = 0; g && count && i < n; i++) {
+    const nr_step *st = &pl->steps[r[i].step];
+    int j = 0;
+    while (j < ng && (strcmp(step_op(pl, &pl->steps[g[j].step]), step_op(pl, st)) ||
+                      pl->steps[g[j].step].tactic != st->tactic))
+      j++;
+    if (j == ng)
+      g[ng++] = (step_row){r[i].step, 0};
+    g[j].ms += r[i].ms;
+    count[j]++;
+  }
+  printf("\n  %-22s %-34s %5s %9s %6s\n", "op", "tactic", "steps", "ms/run", "%");
+  for (int j = 0; j < ng; j++) { /* g is in order of each group's slowest step */
+    int best = j;
+    for (int k = j + 1; k < ng; k++)
+      if (g[k].ms > g[best].ms)
+        best = k;
+    step_row tr = g[j];
+    g[j] = g[best], g[best] = tr;
+    int tc = count[j];
+    count[j] = count[best], count[best] = tc;
+    const nr_step *st = &pl->steps[g[j].step];
+    printf("  %-22s %-34s %5d %9.4f %5.1f%%\n", step_op(pl, st), st->tactic->id, count[j],
+           g[j].ms, total > 0 ? 100 * g[j].ms / total : 0);
+  }
+  free(g);
+  free(count);
+}
+
+static void print_profile(const bench_args *a, const nr_engine *e, const step_prof *p) {
+  const nr_plan *pl = e->plan;
+  double total;
+  step_row *r = prof_rows(p, &total);
+  if (!r)
+    return;
+  int n = a->top > 0 && a->top < p->n_steps ? a->top : p->n_steps;
+  char shape[128];
+  printf("\nprofile: %d steps, %zu runs, %.3f ms per run in steps (mean)\n", p->n_steps,
+         p->runs, total);
+  printf("  %4s  %-30s %-18s %-30s %-20s %9s %6s\n", "step", "node", "op", "tactic",
+         "output", "ms/run", "%");
+  for (int i = 0; i < n; i++) {
+    const nr_step *st = &pl->steps[r[i].step];
+    printf("  %4d  %-30.30s %-18.18s %-30.30s %-20.20s %9.4f %5.1f%%\n", r[i].step,
+           step_name(pl, st), step_op(pl, st), st->tactic->id,
+           step_shape(pl, st, shape, sizeof shape), r[i].ms,
+           total > 0 ? 100 * r[i].ms / total : 0);
+  }
+  print_by_op(pl, r, p->n_steps, total);
+  free(r);
+}
+
+static cJSON *profile_json(const nr_engine *e, const step_prof *p) {
+  const nr_plan *pl = e->plan;
+  double total;
+  step_row *r = prof_rows(p, &total);
+  cJSON *arr = cJSON_CreateArray();
+  char shape[128];
+  for (int i = 0; r && arr && i < p->n_steps; i++) {
+    const nr_step *st = &pl->steps[r[i].step];
+    cJSON *o = cJSON_CreateObject();
+    cJSON_AddNumberToObject(o, "step", r[i].step);
+    cJSON_AddStringToObject(o, "node", step_name(pl, st));
+    cJSON_AddStringToObject(o, "op", step_op(pl, st));
+    cJSON_AddStringToObject(o, "tactic", st->tactic->id);
+    cJSON_AddStringToObject(o, "output", step_shape(pl, st, shape, sizeof shape));
+    cJSON_AddNumberToObject(o, "ms", r[i].ms);
+    cJSON_AddNumberToObject(o, "pct", total > 0 ? 100 * r[i].ms / total : 0);
+    cJSON_AddItemToArray(arr, o);
+  }
+  free(r);
+  return arr;
+}
+
+static void print_json(const nr_stats *s, int threads, const nr_engine *e,
+                       const step_prof *prof) {
   cJSON *o = cJSON_CreateObject();
   cJSON_AddNumberToObject(o, "median_ms", s->median);
   cJSON_AddNumberToObject(o, "mean_ms", s->mean);
@@ -210,6 +343,8 @@ static void print_json(const nr_stats *s, int threads) {
   cJSON_AddItemToObject(o, "ci95_median_ms", cJSON_CreateDoubleArray(ci, 2));
   cJSON_AddNumberToObject(o, "iterations", (double)s->n);
   cJSON_AddNumberToObject(o, "threads", threads);
+  if (prof)
+    cJSON_AddItemToObject(o, "profile", profile_json(e, prof));
   char *text = cJSON_PrintUnformatted(o);
   if (text)
     printf("%s\n", text);
@@ -241,16 +376,20 @@ int nr_cli_bench(int argc, char **argv) {
   nr_buffer *in = NULL, *out = NULL;
   double *times = NULL;
   size_t n = 0;
+  step_prof prof = {0};
   if ((rc = get_engine(&a, &e, &err)))
     return rc;
+  prof.n_steps = e->plan->n_steps;
   int n_out = nr_engine_output_count(e);
   nr_status st = nr_context_create(e, a.threads, &ctx, &err);
   if (!st)
     st = make_inputs(e, a.seed, &in, &err);
   if (!st && !(out = calloc((size_t)n_out + 1, sizeof *out)))
     st = nr_errorf(&err, NR_ERR_NOMEM, "out of memory");
+  if (!st && a.profile && !(prof.ms = calloc((size_t)prof.n_steps + 1, sizeof *prof.ms)))
+    st = nr_errorf(&err, NR_ERR_NOMEM, "out of memory");
   if (!st)
-    st = measure(ctx, &a, in, out, &times, &n, &err);
+    st = measure(ctx, &a, in, out, a.profile ? &prof : NULL, &times, &n, &err);
   nr_stats s;
   if (!st && nr_stats_compute(times, n, a.seed, &s))
     st = nr_errorf(&err, NR_ERR_NOMEM, "out of memory computing statistics");
@@ -259,8 +398,15 @@ int nr_cli_bench(int argc, char **argv) {
   } else {
     long cpus = sysconf(_SC_NPROCESSORS_ONLN);
     int threads = a.threads > 0 ? a.threads : e->threads > 0 ? e->threads : (int)cpus;
-    a.json ? print_json(&s, threads) : print_table(&a, e, &s, threads);
+    if (a.json) {
+      print_json(&s, threads, e, a.profile ? &prof : NULL);
+    } else {
+      print_table(&a, e, &s, threads);
+      if (a.profile)
+        print_profile(&a, e, &prof);
+    }
   }
+  free(prof.ms);
   free(times);
   free_buffers(in, nr_engine_input_count(e));
   free_buffers(out, n_out);

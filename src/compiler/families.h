@@ -9,11 +9,11 @@
 /* Knob tables. */
 #define NR_KNOB_FAMILIES(X)                                                            \
   X(compile) X(fold) X(fuse) X(eltwise_fuse) X(recognize) X(horizontal) X(transpose)   \
-  X(layout) X(memory) X(gemm) X(conv) X(cpu_eltwise) X(cpu_norm) X(fault)
+  X(layout) X(memory) X(gemm) X(conv) X(cpu_eltwise) X(cpu_norm) X(cpu_attn) X(fault)
 
 /* Tactic tables. */
 #define NR_TACTIC_FAMILIES(X)                                                          \
-  X(ref) X(gemm) X(conv) X(reorder) X(cpu_eltwise) X(cpu_norm) X(fault)
+  X(ref) X(gemm) X(conv) X(reorder) X(cpu_eltwise) X(cpu_norm) X(cpu_attn) X(fault)
 
 /* Graph passes (rewrite the logical graph), in order. */
 #define NR_GRAPH_PASSES(X)                                                             \

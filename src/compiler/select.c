@@ -31,6 +31,7 @@ static const struct {
     {"conv.layout", MATCH_LAYOUT},
     {"eltwise.tactic", MATCH_ALGO},
     {"pool.tactic", MATCH_ALGO},
+    {"attention.tactic", MATCH_ALGO},
 };
 
 static bool field_matches(const nr_tactic *t, match_field f, const char *v) {

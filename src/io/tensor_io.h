@@ -69,4 +69,13 @@ typedef struct nr_testdata {
 nr_status nr_testdata_open(const char *test_dir, nr_testdata *out, nr_error *err);
 void nr_testdata_free(nr_testdata *td);
 
+/* Lists the input_K.pb and output_K.pb files of the one folder set->dir, which the
+ * caller sets (malloc'ed; the set owns it from then on); nothing else in the folder
+ * is looked at, and no model.onnx is needed. Fails (NR_ERR_IO) when the folder
+ * cannot be read or the K numbers have a gap ("<dir>: input_1.pb is missing"). On
+ * success or failure, release with nr_testdata_set_free(). */
+nr_status nr_testdata_scan_set(nr_testdata_set *set, nr_error *err);
+/* Frees the set's dir and paths and clears it; NULL is a no-op. */
+void nr_testdata_set_free(nr_testdata_set *set);
+
 #endif

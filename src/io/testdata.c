@@ -5,7 +5,9 @@
  *
  * Directory order is arbitrary, so sets and files are sorted by their number (not by
  * name: test_data_set_10 comes after test_data_set_9), and a gap in the input or
- * output numbers is an error rather than a silently shifted binding. */
+ * output numbers is an error rather than a silently shifted binding. The scan of one
+ * set folder is public on its own: the tuner's reference pairs (tune/pairs.c) read
+ * such folders without a model.onnx beside them. */
 #include "io/tensor_io.h"
 
 #include <dirent.h>
@@ -118,7 +120,7 @@ static nr_status list_take(path_list *l, const char *dir, const char *kind, char
 
 /* ---- one data set ----------------------------------------------------------------- */
 
-static nr_status scan_set(nr_testdata_set *set, nr_error *err) {
+nr_status nr_testdata_scan_set(nr_testdata_set *set, nr_error *err) {
   DIR *d = opendir(set->dir);
   if (!d)
     return nr_errorf(err, NR_ERR_IO, "cannot read folder '%s': %s", set->dir,
@@ -145,7 +147,9 @@ static nr_status scan_set(nr_testdata_set *set, nr_error *err) {
   return st;
 }
 
-static void free_set(nr_testdata_set *s) {
+void nr_testdata_set_free(nr_testdata_set *s) {
+  if (!s)
+    return;
   for (int i = 0; s->inputs && i < s->n_inputs; i++)
     free(s->inputs[i]);
   for (int i = 0; s->outputs && i < s->n_outputs; i++)
@@ -153,6 +157,7 @@ static void free_set(nr_testdata_set *s) {
   free(s->inputs);
   free(s->outputs);
   free(s->dir);
+  memset(s, 0, sizeof *s);
 }
 
 /* ---- the test folder -------------------------------------------------------------- */
@@ -182,7 +187,7 @@ static nr_status fill_sets(nr_testdata *td, path_list *sets, nr_error *err) {
     s->index = (int)sets->items[i].k;
     s->dir = sets->items[i].path;
     sets->items[i].path = NULL;
-    nr_status st = scan_set(s, err);
+    nr_status st = nr_testdata_scan_set(s, err);
     if (st)
       return st;
   }
@@ -216,7 +221,7 @@ void nr_testdata_free(nr_testdata *td) {
   if (!td)
     return;
   for (int i = 0; i < td->n_sets; i++)
-    free_set(&td->sets[i]);
+    nr_testdata_set_free(&td->sets[i]);
   free(td->sets);
   free(td->model_path);
   memset(td, 0, sizeof *td);

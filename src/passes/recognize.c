@@ -36,6 +36,12 @@ typedef struct rz_match {
   bool tanh_form;            /* Gelu: the pattern itself is the tanh approximation */
   int q, kt, v, mask;        /* Attention (mask -1 when absent) */
   double attn_scale;
+  /* Attention with its heads folded (recognize.attention_heads=fold): the 3-D tensors
+   * the head Reshape+Transposes start from and the 3-D output they end in. */
+  bool fold;
+  int q3, k3, v3, out3;
+  int64_t q_heads, kv_heads;
+  int fold_nodes[8];          /* the head Reshape+Transpose pairs of Q, K, V, Y */
 } rz_match;
 
 /* ---- small readers of the graph ------------------------------------------------- */
@@ -449,6 +455,70 @@ static bool match_attention(const nr_graph *g, int k, rz_match *m) {
   return attention_shapes(g, m);
 }
 
+/* ---- attention heads ------------------------------------------------------------ */
+
+static bool perm_is(const nr_node *n, const int64_t *want) {
+  size_t np = 0;
+  const int64_t *p = nr_attr_ints(n, "perm", &np);
+  return p && np == 4 && !memcmp(p, want, sizeof(int64_t) * 4);
+}
+
+/* t = Transpose(perm)(Reshape(x)) with x [B, S, C] reshaped to [B, S, H, C / H], both
+ * interior tensors read once. Returns x (and H, the two nodes), or -1. */
+static int split_heads(const nr_graph *g, int t, const int64_t *perm, int64_t *heads,
+                       int *nodes) {
+  const nr_node *tp = producer_op(g, t, "Transpose"), *rs;
+  if (!tp || tp->n_inputs != 1 || !perm_is(tp, perm) || !sole_reader(g, t) ||
+      !(rs = producer_op(g, tp->inputs[0], "Reshape")) || rs->n_inputs < 1 ||
+      sole_reader(g, tp->inputs[0]) != tp)
+    return -1;
+  int x = rs->inputs[0];
+  int64_t r[4];
+  if (!is_float_tensor(g, x) || val(g, x)->rank != 3 || !dims4(g, tp->inputs[0], r))
+    return -1;
+  const int64_t *xd = val(g, x)->dims;
+  if (r[0] != xd[0] || r[1] != xd[1] || r[2] * r[3] != xd[2])
+    return -1;
+  *heads = r[2];
+  nodes[0] = node_index(g, tp);
+  nodes[1] = node_index(g, rs);
+  return x;
+}
+
+/* The attention output [B, H, S, Dv] -> Transpose(0,2,1,3) -> Reshape [B, S, H * Dv];
+ * returns the Reshape's output (and the two nodes), or -1. */
+static int merge_heads(const nr_graph *g, int out, int *nodes) {
+  static const int64_t perm[4] = {0, 2, 1, 3};
+  const nr_node *tp = sole_reader(g, out), *rs;
+  int64_t o[4];
+  if (!tp || !nr_pu_is_op(tp, "Transpose") || tp->n_outputs != 1 || !perm_is(tp, perm) ||
+      !dims4(g, out, o) || !(rs = sole_reader(g, tp->outputs[0])) ||
+      !nr_pu_is_op(rs, "Reshape") || rs->inputs[0] != tp->outputs[0] || rs->n_outputs != 1)
+    return -1;
+  int y = rs->outputs[0];
+  const nr_value *yv = val(g, y);
+  if (!is_float_tensor(g, y) || yv->rank != 3 || yv->dims[0] != o[0] ||
+      yv->dims[1] != o[2] || yv->dims[2] != o[1] * o[3])
+    return -1;
+  nodes[0] = node_index(g, tp);
+  nodes[1] = node_index(g, rs);
+  return y;
+}
+
+/* Can the matched attention read Q, K, V and write Y as 3-D [B, seq, heads * size]?
+ * Q and V come as Transpose(0,2,1,3) of the head Reshape, K^T as Transpose(0,2,3,1)
+ * of it (torch's export), Y leaves through Transpose(0,2,1,3) and a Reshape. Fills the
+ * fold fields; false when any of the four does not match. */
+static bool match_heads(const nr_graph *g, rz_match *m) {
+  static const int64_t qv_perm[4] = {0, 2, 1, 3}, kt_perm[4] = {0, 2, 3, 1};
+  int64_t vh;
+  m->q3 = split_heads(g, m->q, qv_perm, &m->q_heads, m->fold_nodes);
+  m->k3 = split_heads(g, m->kt, kt_perm, &m->kv_heads, m->fold_nodes + 2);
+  m->v3 = split_heads(g, m->v, qv_perm, &vh, m->fold_nodes + 4);
+  m->out3 = merge_heads(g, m->out, m->fold_nodes + 6);
+  return m->q3 >= 0 && m->k3 >= 0 && m->v3 >= 0 && m->out3 >= 0 && vh == m->kv_heads;
+}
+
 /* ---- knobs ---------------------------------------------------------------------- */
 
 static bool applies_layernorm(const nr_graph *g, const nr_node *n) {
@@ -474,6 +544,11 @@ static bool applies_attention(const nr_graph *g, const nr_node *n) {
   return match_attention(g, node_index(g, n), &m);
 }
 
+static bool applies_attention_heads(const nr_graph *g, const nr_node *n) {
+  rz_match m;
+  return match_attention(g, node_index(g, n), &m) && match_heads(g, &m);
+}
+
 const nr_knob_def nr_knobs_recognize[] = {
     {"recognize.layernorm", "on|off", "on", NR_KNOB_NODE, 0, 0,
      "replace a decomposed LayerNorm (anchored at its first ReduceMean) by one "
@@ -487,6 +562,10 @@ const nr_knob_def nr_knobs_recognize[] = {
      "replace MatMul-scale-[mask]-Softmax-MatMul (anchored at the Softmax) by one "
      "Attention",
      applies_attention, NULL},
+    {"recognize.attention_heads", "fold|keep", "fold", NR_KNOB_NODE, 0, 0,
+     "fold the Reshape+Transposes that split Q, K, V into heads and merge Y back into a "
+     "3-D Attention (read in place), or keep them as steps of their own",
+     applies_attention_heads, NULL},
     {0},
 };
 
@@ -579,7 +658,24 @@ static int key_tensor(nr_graph *g, const rz_match *m, int *drop, nr_error *err) 
   return t;
 }
 
+/* The 3-D Attention over the tensors before the heads were split. */
+static nr_status rewrite_attention_3d(nr_graph *g, rz_match *m, nr_error *err) {
+  for (int i = 0; i < 8; i++)
+    take(m, m->fold_nodes[i]);
+  m->out = m->out3;
+  int ins[4] = {m->q3, m->k3, m->v3, m->mask};
+  int k = add_replacement(g, m, "Attention", 23, m->mask < 0 ? 3 : 4, ins, err);
+  if (k < 0)
+    return NR_ERR_NOMEM;
+  nr_status st = nr_pu_set_attr_float(g, k, "scale", (float)m->attn_scale, err);
+  if (!st)
+    st = nr_pu_set_attr_int(g, k, "q_num_heads", m->q_heads, err);
+  return st ? st : nr_pu_set_attr_int(g, k, "kv_num_heads", m->kv_heads, err);
+}
+
 static nr_status rewrite_attention(nr_graph *g, rz_match *m, nr_error *err) {
+  if (m->fold)
+    return rewrite_attention_3d(g, m, err);
   int drop, key = key_tensor(g, m, &drop, err);
   if (key < 0)
     return err->status ? err->status : NR_ERR_NOMEM;
@@ -606,8 +702,13 @@ static bool wanted(const nr_compile_ctx *c, int k, rz_match *m, bool *tanh) {
   const nr_node *n = &g->nodes[k];
   if (match_layernorm(g, k, m))
     return strcmp(knob_value(c, "recognize.layernorm", n, "on"), "off") != 0;
-  if (match_attention(g, k, m))
-    return strcmp(knob_value(c, "recognize.attention", n, "on"), "off") != 0;
+  if (match_attention(g, k, m)) {
+    if (!strcmp(knob_value(c, "recognize.attention", n, "on"), "off"))
+      return false;
+    m->fold = match_heads(g, m) &&
+              strcmp(knob_value(c, "recognize.attention_heads", n, "fold"), "keep") != 0;
+    return true;
+  }
   if (!match_gelu(g, k, m))
     return false;
   const char *v = knob_value(c, "recognize.gelu", n, "exact");

@@ -1,4 +1,6 @@
-/* db.c - the tuning database (db.h) on SQLite.
+/* db.c - the tuning database (db.h) on SQLite: the schema, opening, environments,
+ * models and sessions, and the statement helpers both files use (db_internal.h);
+ * candidates, measurements and priors are in db_candidates.c.
  *
  * The schema is written once, in nr_db_schema below. The file says what it is in two
  * places that are checked before anything is written: PRAGMA application_id in the
@@ -7,9 +9,9 @@
  * refused with a message naming it.
  *
  * Durability is SQLite's, not ours: the journal is WAL with synchronous=FULL, and
- * every write below is ONE statement run in autocommit, i.e. one transaction (the
- * schema's creation is one explicit transaction). A process killed at any instant
- * (SIGKILL included) leaves each row whole or absent.
+ * every write (here and in db_candidates.c) is ONE statement run in autocommit, i.e.
+ * one transaction (the schema's creation is one explicit transaction). A process
+ * killed at any instant (SIGKILL included) leaves each row whole or absent.
  *
  * Float arrays (losses, timings) are BLOBs of little-endian IEEE-754 doubles: exact
  * to the bit, and +inf and NaN survive (JSON could hold neither). Scalar REAL
@@ -17,9 +19,8 @@
  * NULL back to NaN. Statements are prepared per call instead of cached, so the
  * callback of a foreach may call into the database again without clobbering a
  * statement in use; preparing costs microseconds, a candidate costs seconds. */
-#include "tune/db.h"
+#include "tune/db_internal.h"
 
-#include "tune/accuracy.h"
 #include "util/error.h"
 
 #include <math.h>
@@ -34,8 +35,6 @@
 #define NR_DB_APPLICATION_ID 1852994658 /* 0x6E727462, "nrtb": nnroute tuning base */
 #define NR_DB_SCHEMA_VERSION 1
 #define NR_DB_BUSY_TIMEOUT_MS 5000
-/* No array may exceed SQLite's default blob limit (1e9 bytes). */
-#define NR_DB_MAX_DOUBLES (1000000000 / 8)
 #define NR_DB_STR_(x) #x
 #define NR_DB_STR(x) NR_DB_STR_(x)
 
@@ -128,12 +127,7 @@ static const char nr_db_schema[] =
     ") STRICT;\n"
     "CREATE INDEX measurements_by_candidate ON measurements (candidate_id);\n";
 
-struct nr_db {
-  sqlite3 *conn;
-  char *path; /* for messages */
-};
-
-/* ---- errors ---- */
+/* ---- errors (db_internal.h) ---- */
 
 static nr_status db_status(int rc) {
   switch (rc & 0xff) { /* the primary code; rc may be an extended one */
@@ -146,9 +140,7 @@ static nr_status db_status(int rc) {
   }
 }
 
-/* Records a failed SQLite call: the file, what we were doing, SQLite's words. Must be
- * called before the statement is finalized, while sqlite3_errmsg still holds them;
- * a code that did not come from SQLite (our own NOMEM) is described by errstr. */
+/* sqlite3_errmsg describes the connection's last error, which may not be rc. */
 static nr_status db_vfail(nr_db *db, int rc, nr_error *err, const char *fmt, va_list ap) {
   char what[512];
   vsnprintf(what, sizeof what, fmt, ap);
@@ -157,9 +149,7 @@ static nr_status db_vfail(nr_db *db, int rc, nr_error *err, const char *fmt, va_
                    own ? sqlite3_errmsg(db->conn) : sqlite3_errstr(rc));
 }
 
-static nr_status db_fail(nr_db *db, int rc, nr_error *err, const char *fmt, ...)
-    NR_PRINTF(4, 5);
-static nr_status db_fail(nr_db *db, int rc, nr_error *err, const char *fmt, ...) {
+nr_status nr_db_fail(nr_db *db, int rc, nr_error *err, const char *fmt, ...) {
   va_list ap;
   va_start(ap, fmt);
   nr_status s = db_vfail(db, rc, err, fmt, ap);
@@ -167,14 +157,14 @@ static nr_status db_fail(nr_db *db, int rc, nr_error *err, const char *fmt, ...)
   return s;
 }
 
-static nr_status db_invalid(nr_db *db, nr_error *err, const char *what) {
+nr_status nr_db_invalid(nr_db *db, nr_error *err, const char *what) {
   return nr_errorf(err, NR_ERR_INVALID_ARGUMENT, "tuning database '%s': %s",
                    db ? db->path : "(none)", what);
 }
 
-/* ---- values in and out ---- */
+/* ---- values in and out (db_internal.h) ---- */
 
-static double db_now(void) {
+double nr_db_now(void) {
   struct timespec ts;
   clock_gettime(CLOCK_REALTIME, &ts);
   return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
@@ -199,43 +189,35 @@ static void unpack_doubles(double *x, const unsigned char *in, size_t n) {
   }
 }
 
-/* A prepared statement and its parameters, bound left to right. The first failure
- * sticks in rc, so a caller binds everything and checks once, at the step. */
-typedef struct nr_db_stmt {
-  sqlite3_stmt *st;
-  int n;
-  int rc;
-} nr_db_stmt;
-
-static nr_status db_prepare(nr_db *db, const char *sql, nr_db_stmt *q, const char *what,
-                            nr_error *err) {
+nr_status nr_db_prepare(nr_db *db, const char *sql, nr_db_stmt *q, const char *what,
+                        nr_error *err) {
   *q = (nr_db_stmt){NULL, 0, SQLITE_OK};
   int rc = sqlite3_prepare_v2(db->conn, sql, -1, &q->st, NULL);
   if (rc != SQLITE_OK) {
     sqlite3_finalize(q->st);
-    return db_fail(db, rc, err, "preparing to %s", what);
+    return nr_db_fail(db, rc, err, "preparing to %s", what);
   }
   return NR_OK;
 }
 
-static int db_step(nr_db_stmt *q) {
+int nr_db_step(nr_db_stmt *q) {
   return q->rc == SQLITE_OK ? sqlite3_step(q->st) : q->rc;
 }
 
-static void bind_int(nr_db_stmt *q, int64_t v) {
+void nr_db_bind_int(nr_db_stmt *q, int64_t v) {
   int i = ++q->n;
   if (q->rc == SQLITE_OK)
     q->rc = sqlite3_bind_int64(q->st, i, v);
 }
 
-static void bind_real(nr_db_stmt *q, double v) { /* SQLite stores NaN as NULL */
+void nr_db_bind_real(nr_db_stmt *q, double v) { /* SQLite stores NaN as NULL */
   int i = ++q->n;
   if (q->rc == SQLITE_OK)
     q->rc = sqlite3_bind_double(q->st, i, v);
 }
 
 /* Not copied: every caller steps and finalizes before its strings can go away. */
-static void bind_text(nr_db_stmt *q, const char *s) {
+void nr_db_bind_text(nr_db_stmt *q, const char *s) {
   int i = ++q->n;
   if (q->rc == SQLITE_OK)
     q->rc = s ? sqlite3_bind_text(q->st, i, s, -1, SQLITE_STATIC)
@@ -243,7 +225,7 @@ static void bind_text(nr_db_stmt *q, const char *s) {
 }
 
 /* An empty array is a zero-length BLOB, never NULL, so the length CHECKs hold. */
-static void bind_doubles(nr_db_stmt *q, const double *x, size_t n) {
+void nr_db_bind_doubles(nr_db_stmt *q, const double *x, size_t n) {
   int i = ++q->n;
   if (q->rc != SQLITE_OK)
     return;
@@ -260,14 +242,9 @@ static void bind_doubles(nr_db_stmt *q, const double *x, size_t n) {
   q->rc = sqlite3_bind_blob64(q->st, i, bytes, n * 8, free); /* SQLite frees it */
 }
 
-/* Steps a write to completion and finalizes it. With no_change, a write that touched
- * no row (an unknown id) is an invalid argument, and no_change says so. The message
- * is formatted only on failure. */
-static nr_status db_write(nr_db *db, nr_db_stmt *q, const char *no_change, nr_error *err,
-                          const char *fmt, ...) NR_PRINTF(5, 6);
-static nr_status db_write(nr_db *db, nr_db_stmt *q, const char *no_change, nr_error *err,
-                          const char *fmt, ...) {
-  int rc = db_step(q);
+nr_status nr_db_write(nr_db *db, nr_db_stmt *q, const char *no_change, nr_error *err,
+                      const char *fmt, ...) {
+  int rc = nr_db_step(q);
   nr_status s = NR_OK;
   va_list ap;
   va_start(ap, fmt);
@@ -289,7 +266,7 @@ static nr_status db_write(nr_db *db, nr_db_stmt *q, const char *no_change, nr_er
  * to commit (busy) shows there rather than being lost in the finalize. */
 static nr_status db_select_int(nr_db *db, nr_db_stmt *q, int64_t *out, bool *found,
                                const char *what, nr_error *err) {
-  int rc = db_step(q);
+  int rc = nr_db_step(q);
   nr_status s = NR_OK;
   *found = rc == SQLITE_ROW;
   if (rc == SQLITE_ROW)
@@ -297,29 +274,20 @@ static nr_status db_select_int(nr_db *db, nr_db_stmt *q, int64_t *out, bool *fou
   while (rc == SQLITE_ROW)
     rc = sqlite3_step(q->st);
   if (rc != SQLITE_DONE)
-    s = db_fail(db, rc, err, "%s", what);
+    s = nr_db_fail(db, rc, err, "%s", what);
   sqlite3_finalize(q->st);
   return s;
 }
 
-/* Reads columns left to right. A failed allocation, or a row that contradicts its own
- * counts, is remembered and reported once by row_finish. */
-typedef struct nr_db_row {
-  sqlite3_stmt *st;
-  int n;
-  bool oom;
-  const char *bad; /* why the row is unusable, or NULL */
-} nr_db_row;
+int64_t nr_db_row_int(nr_db_row *r) { return sqlite3_column_int64(r->st, r->n++); }
 
-static int64_t row_int(nr_db_row *r) { return sqlite3_column_int64(r->st, r->n++); }
-
-static double row_real(nr_db_row *r) {
+double nr_db_row_real(nr_db_row *r) {
   int i = r->n++;
   return sqlite3_column_type(r->st, i) == SQLITE_NULL ? NAN
                                                        : sqlite3_column_double(r->st, i);
 }
 
-static char *row_text(nr_db_row *r) {
+char *nr_db_row_text(nr_db_row *r) {
   int i = r->n++;
   if (sqlite3_column_type(r->st, i) == SQLITE_NULL)
     return NULL;
@@ -330,9 +298,7 @@ static char *row_text(nr_db_row *r) {
   return copy;
 }
 
-/* a * b elements, or 0 with r->bad set when a count is absurd (a damaged file). The
- * cap keeps every count in an int. */
-static size_t row_count(nr_db_row *r, int64_t a, int64_t b) {
+size_t nr_db_row_count(nr_db_row *r, int64_t a, int64_t b) {
   if (a < 0 || b < 0 || a > NR_DB_MAX_DOUBLES || b > NR_DB_MAX_DOUBLES ||
       (b && a > NR_DB_MAX_DOUBLES / b)) {
     r->bad = "a count is negative or too large";
@@ -341,7 +307,7 @@ static size_t row_count(nr_db_row *r, int64_t a, int64_t b) {
   return (size_t)(a * b);
 }
 
-static double *row_doubles(nr_db_row *r, size_t n) {
+double *nr_db_row_doubles(nr_db_row *r, size_t n) {
   int i = r->n++;
   const unsigned char *bytes = sqlite3_column_blob(r->st, i);
   size_t len = (size_t)sqlite3_column_bytes(r->st, i);
@@ -357,8 +323,8 @@ static double *row_doubles(nr_db_row *r, size_t n) {
   return x;
 }
 
-static nr_status row_finish(nr_db *db, const nr_db_row *r, const char *what, int64_t id,
-                            nr_error *err) {
+nr_status nr_db_row_finish(nr_db *db, const nr_db_row *r, const char *what, int64_t id,
+                           nr_error *err) {
   if (r->oom)
     return nr_errorf(err, NR_ERR_NOMEM,
                      "tuning database '%s': reading %s %lld: out of memory", db->path,
@@ -398,7 +364,7 @@ static nr_status db_identify(nr_db *db, nr_db_kind *kind, nr_error *err) {
     return nr_errorf(err, NR_ERR_INVALID_ARGUMENT,
                      "'%s' is not a tuning database: it is not an SQLite file", db->path);
   if (rc != SQLITE_OK)
-    return db_fail(db, rc, err, "reading the header");
+    return nr_db_fail(db, rc, err, "reading the header");
   *kind = app_id == NR_DB_APPLICATION_ID        ? NR_DB_OURS
           : app_id == 0 && n_objects == 0 ? NR_DB_FRESH
                                           : NR_DB_FOREIGN;
@@ -415,7 +381,7 @@ static nr_status db_identify(nr_db *db, nr_db_kind *kind, nr_error *err) {
 static nr_status db_create(nr_db *db, nr_error *err) {
   int rc = sqlite3_exec(db->conn, "BEGIN IMMEDIATE", NULL, NULL, NULL);
   if (rc != SQLITE_OK)
-    return db_fail(db, rc, err, "locking the new file to create the schema");
+    return nr_db_fail(db, rc, err, "locking the new file to create the schema");
   nr_db_kind kind;
   nr_status s = db_identify(db, &kind, err);
   if (s == NR_OK && kind == NR_DB_FRESH)
@@ -423,7 +389,7 @@ static nr_status db_create(nr_db *db, nr_error *err) {
   if (s == NR_OK && rc == SQLITE_OK)
     rc = sqlite3_exec(db->conn, "COMMIT", NULL, NULL, NULL);
   if (s == NR_OK && rc != SQLITE_OK)
-    s = db_fail(db, rc, err, "creating the schema");
+    s = nr_db_fail(db, rc, err, "creating the schema");
   if (s != NR_OK && !sqlite3_get_autocommit(db->conn))
     sqlite3_exec(db->conn, "ROLLBACK", NULL, NULL, NULL);
   return s;
@@ -438,11 +404,12 @@ static nr_status db_check_meta(nr_db *db, nr_error *err) {
                               " WHERE key = 'schema_version')",
                               -1, &st, NULL);
   if (rc == SQLITE_ERROR) /* no meta table: our application_id, not our schema */
-    return db_invalid(db, err, "not a tuning database (or a damaged one): no meta table");
+    return nr_db_invalid(db, err,
+                         "not a tuning database (or a damaged one): no meta table");
   if (rc != SQLITE_OK)
-    return db_fail(db, rc, err, "preparing to read the meta table");
+    return nr_db_fail(db, rc, err, "preparing to read the meta table");
   if ((rc = sqlite3_step(st)) != SQLITE_ROW) {
-    nr_status s = db_fail(db, rc, err, "reading the meta table");
+    nr_status s = nr_db_fail(db, rc, err, "reading the meta table");
     sqlite3_finalize(st);
     return s;
   }
@@ -451,7 +418,7 @@ static nr_status db_check_meta(nr_db *db, nr_error *err) {
   int64_t version = sqlite3_column_int64(st, 1);
   sqlite3_finalize(st);
   if (!ours)
-    return db_invalid(db, err, "not a tuning database: the meta table lacks the "
+    return nr_db_invalid(db, err, "not a tuning database: the meta table lacks the "
                                "application tag '" NR_DB_APPLICATION "'");
   if (version > NR_DB_SCHEMA_VERSION)
     return nr_errorf(err, NR_ERR_INVALID_ARGUMENT,
@@ -470,13 +437,14 @@ static nr_status db_check_meta(nr_db *db, nr_error *err) {
  * silent loss of the durability db.h promises. */
 static nr_status db_configure(nr_db *db, nr_error *err) {
   nr_db_stmt q;
-  nr_status s = db_prepare(db, "PRAGMA journal_mode = WAL", &q, "set the journal", err);
+  nr_status s =
+      nr_db_prepare(db, "PRAGMA journal_mode = WAL", &q, "set the journal", err);
   if (s != NR_OK)
     return s;
   int rc = sqlite3_step(q.st);
   const char *mode = rc == SQLITE_ROW ? (const char *)sqlite3_column_text(q.st, 0) : NULL;
   if (rc != SQLITE_ROW)
-    s = db_fail(db, rc, err, "switching to the WAL journal");
+    s = nr_db_fail(db, rc, err, "switching to the WAL journal");
   else if (!mode || strcmp(mode, "wal") != 0)
     s = nr_errorf(err, NR_ERR_IO,
                   "tuning database '%s': the file system refused the WAL journal (the "
@@ -487,8 +455,9 @@ static nr_status db_configure(nr_db *db, nr_error *err) {
     return s;
   rc = sqlite3_exec(db->conn, "PRAGMA synchronous = FULL; PRAGMA foreign_keys = ON", NULL,
                     NULL, NULL);
-  return rc == SQLITE_OK ? NR_OK
-                         : db_fail(db, rc, err, "setting synchronous and foreign keys");
+  return rc == SQLITE_OK
+             ? NR_OK
+             : nr_db_fail(db, rc, err, "setting synchronous and foreign keys");
 }
 
 static nr_status db_connect(nr_db *db, nr_error *err) {
@@ -507,7 +476,7 @@ static nr_status db_connect(nr_db *db, nr_error *err) {
 
 nr_status nr_db_open(const char *path, nr_db **out, nr_error *err) {
   if (!path || !*path || !out) /* "" would be a private temporary database */
-    return db_invalid(NULL, err, "opening: no path, or NULL out");
+    return nr_db_invalid(NULL, err, "opening: no path, or NULL out");
   *out = NULL;
   nr_db *db = calloc(1, sizeof *db);
   if (!db || !(db->path = strdup(path))) {
@@ -549,12 +518,12 @@ static nr_status db_get_or_insert(nr_db *db, const char *sql, const char *const 
                                   int n_keys, int64_t *id, const char *what,
                                   nr_error *err) {
   nr_db_stmt q;
-  nr_status s = db_prepare(db, sql, &q, what, err);
+  nr_status s = nr_db_prepare(db, sql, &q, what, err);
   if (s != NR_OK)
     return s;
   for (int i = 0; i < n_keys; i++)
-    bind_text(&q, keys[i]);
-  bind_real(&q, db_now());
+    nr_db_bind_text(&q, keys[i]);
+  nr_db_bind_real(&q, nr_db_now());
   bool found;
   s = db_select_int(db, &q, id, &found, what, err);
   if (s == NR_OK && !found)
@@ -565,7 +534,7 @@ static nr_status db_get_or_insert(nr_db *db, const char *sql, const char *const 
 
 nr_status nr_db_env_id(nr_db *db, const nr_db_env *env, int64_t *id, nr_error *err) {
   if (!db || !env || !id || !env->fingerprint || !env->nnroute_version || !env->knob_schema)
-    return db_invalid(db, err, "recording an environment: NULL argument or field");
+    return nr_db_invalid(db, err, "recording an environment: NULL argument or field");
   const char *keys[] = {env->fingerprint, env->nnroute_version, env->knob_schema};
   return db_get_or_insert(
       db,
@@ -578,7 +547,7 @@ nr_status nr_db_env_id(nr_db *db, const nr_db_env *env, int64_t *id, nr_error *e
 nr_status nr_db_model_id(nr_db *db, const char *sha256, const char *shapes, int64_t *id,
                          nr_error *err) {
   if (!db || !sha256 || !shapes || !id)
-    return db_invalid(db, err, "recording a model: NULL argument");
+    return nr_db_invalid(db, err, "recording a model: NULL argument");
   const char *keys[] = {sha256, shapes};
   return db_get_or_insert(
       db,
@@ -609,23 +578,24 @@ nr_status nr_db_session_begin(nr_db *db, int64_t env_id, int64_t model_id,
                               const char *settings, const char *settings_hash,
                               const char *argv, int64_t *id, nr_error *err) {
   if (!db || !settings || !settings_hash || !id)
-    return db_invalid(db, err, "beginning a session: NULL argument");
+    return nr_db_invalid(db, err, "beginning a session: NULL argument");
   nr_db_stmt q;
-  nr_status s = db_prepare(db,
-                           "INSERT INTO sessions (env_id, model_id, settings,"
-                           " settings_hash, argv, started_at, state)"
-                           " VALUES (?, ?, ?, ?, ?, ?, 'running')",
-                           &q, "begin a session", err);
+  nr_status s = nr_db_prepare(db,
+                              "INSERT INTO sessions (env_id, model_id, settings,"
+                              " settings_hash, argv, started_at, state)"
+                              " VALUES (?, ?, ?, ?, ?, ?, 'running')",
+                              &q, "begin a session", err);
   if (s != NR_OK)
     return s;
-  bind_int(&q, env_id);
-  bind_int(&q, model_id);
-  bind_text(&q, settings);
-  bind_text(&q, settings_hash);
-  bind_text(&q, argv);
-  bind_real(&q, db_now());
-  s = db_write(db, &q, NULL, err, "beginning a session of environment %lld, model %lld",
-               (long long)env_id, (long long)model_id);
+  nr_db_bind_int(&q, env_id);
+  nr_db_bind_int(&q, model_id);
+  nr_db_bind_text(&q, settings);
+  nr_db_bind_text(&q, settings_hash);
+  nr_db_bind_text(&q, argv);
+  nr_db_bind_real(&q, nr_db_now());
+  s = nr_db_write(db, &q, NULL, err,
+                  "beginning a session of environment %lld, model %lld",
+                  (long long)env_id, (long long)model_id);
   if (s == NR_OK)
     *id = sqlite3_last_insert_rowid(db->conn);
   return s;
@@ -635,76 +605,78 @@ nr_status nr_db_session_find_resumable(nr_db *db, int64_t env_id, int64_t model_
                                        const char *settings_hash, int64_t *id,
                                        nr_error *err) {
   if (!db || !settings_hash || !id)
-    return db_invalid(db, err, "finding a resumable session: NULL argument");
+    return nr_db_invalid(db, err, "finding a resumable session: NULL argument");
   *id = 0;
   /* Newest is the highest id: ids only grow (rows are never deleted), while the
    * clock may step back between two sessions. */
   nr_db_stmt q;
-  nr_status s = db_prepare(db,
-                           "SELECT id FROM sessions WHERE model_id = ? AND env_id = ?"
-                           " AND settings_hash = ? AND state <> 'done'"
-                           " ORDER BY id DESC LIMIT 1",
-                           &q, "find a resumable session", err);
+  nr_status s = nr_db_prepare(db,
+                              "SELECT id FROM sessions WHERE model_id = ? AND env_id = ?"
+                              " AND settings_hash = ? AND state <> 'done'"
+                              " ORDER BY id DESC LIMIT 1",
+                              &q, "find a resumable session", err);
   if (s != NR_OK)
     return s;
-  bind_int(&q, model_id);
-  bind_int(&q, env_id);
-  bind_text(&q, settings_hash);
+  nr_db_bind_int(&q, model_id);
+  nr_db_bind_int(&q, env_id);
+  nr_db_bind_text(&q, settings_hash);
   bool found;
   return db_select_int(db, &q, id, &found, "finding a resumable session", err);
 }
 
 nr_status nr_db_session_reopen(nr_db *db, int64_t id, nr_error *err) {
   if (!db)
-    return db_invalid(db, err, "reopening a session: NULL database");
+    return nr_db_invalid(db, err, "reopening a session: NULL database");
   nr_db_stmt q;
-  nr_status s = db_prepare(db,
-                           "UPDATE sessions SET state = 'running', ended_at = 0"
-                           " WHERE id = ?",
-                           &q, "reopen a session", err);
+  nr_status s = nr_db_prepare(db,
+                              "UPDATE sessions SET state = 'running', ended_at = 0"
+                              " WHERE id = ?",
+                              &q, "reopen a session", err);
   if (s != NR_OK)
     return s;
-  bind_int(&q, id);
-  return db_write(db, &q, "no such session", err, "reopening session %lld", (long long)id);
+  nr_db_bind_int(&q, id);
+  return nr_db_write(db, &q, "no such session", err, "reopening session %lld",
+                     (long long)id);
 }
 
 nr_status nr_db_session_end(nr_db *db, int64_t id, const char *state,
                             const char *winner_route, const char *report,
                             nr_error *err) {
   if (!db || !state)
-    return db_invalid(db, err, "ending a session: NULL argument");
+    return nr_db_invalid(db, err, "ending a session: NULL argument");
   nr_db_stmt q;
-  nr_status s = db_prepare(db,
-                           "UPDATE sessions SET state = ?1, winner_route = ?2, report = ?3,"
-                           " ended_at = CASE WHEN ?1 = 'running' THEN 0 ELSE ?4 END"
-                           " WHERE id = ?5",
-                           &q, "end a session", err);
+  nr_status s =
+      nr_db_prepare(db,
+                    "UPDATE sessions SET state = ?1, winner_route = ?2, report = ?3,"
+                    " ended_at = CASE WHEN ?1 = 'running' THEN 0 ELSE ?4 END"
+                    " WHERE id = ?5",
+                    &q, "end a session", err);
   if (s != NR_OK)
     return s;
-  bind_text(&q, state);
-  bind_text(&q, winner_route);
-  bind_text(&q, report);
-  bind_real(&q, db_now());
-  bind_int(&q, id);
-  return db_write(db, &q, "no such session", err, "ending session %lld as '%.40s'",
-                  (long long)id, state);
+  nr_db_bind_text(&q, state);
+  nr_db_bind_text(&q, winner_route);
+  nr_db_bind_text(&q, report);
+  nr_db_bind_real(&q, nr_db_now());
+  nr_db_bind_int(&q, id);
+  return nr_db_write(db, &q, "no such session", err, "ending session %lld as '%.40s'",
+                     (long long)id, state);
 }
 
 static nr_status db_read_session(nr_db *db, sqlite3_stmt *st, nr_db_session *out,
                                  nr_error *err) {
   nr_db_row r = {st, 0, false, NULL};
-  out->id = row_int(&r);
-  out->env_id = row_int(&r);
-  out->model_id = row_int(&r);
-  out->settings = row_text(&r);
-  out->settings_hash = row_text(&r);
-  out->argv = row_text(&r);
-  out->started_at = row_real(&r);
-  out->ended_at = row_real(&r);
-  out->state = row_text(&r);
-  out->winner_route = row_text(&r);
-  out->report = row_text(&r);
-  nr_status s = row_finish(db, &r, "session", out->id, err);
+  out->id = nr_db_row_int(&r);
+  out->env_id = nr_db_row_int(&r);
+  out->model_id = nr_db_row_int(&r);
+  out->settings = nr_db_row_text(&r);
+  out->settings_hash = nr_db_row_text(&r);
+  out->argv = nr_db_row_text(&r);
+  out->started_at = nr_db_row_real(&r);
+  out->ended_at = nr_db_row_real(&r);
+  out->state = nr_db_row_text(&r);
+  out->winner_route = nr_db_row_text(&r);
+  out->report = nr_db_row_text(&r);
+  nr_status s = nr_db_row_finish(db, &r, "session", out->id, err);
   if (s != NR_OK)
     nr_db_session_free(out);
   return s;
@@ -713,475 +685,25 @@ static nr_status db_read_session(nr_db *db, sqlite3_stmt *st, nr_db_session *out
 nr_status nr_db_session_get(nr_db *db, int64_t id, nr_db_session *out, bool *found,
                             nr_error *err) {
   if (!db || !out || !found)
-    return db_invalid(db, err, "loading a session: NULL argument");
+    return nr_db_invalid(db, err, "loading a session: NULL argument");
   memset(out, 0, sizeof *out);
   *found = false;
   nr_db_stmt q;
-  nr_status s = db_prepare(db,
-                           id ? "SELECT " NR_DB_SESSION_COLS " FROM sessions WHERE id = ?"
-                              : "SELECT " NR_DB_SESSION_COLS " FROM sessions"
-                                " ORDER BY id DESC LIMIT 1",
-                           &q, "load a session", err);
+  nr_status s =
+      nr_db_prepare(db,
+                    id ? "SELECT " NR_DB_SESSION_COLS " FROM sessions WHERE id = ?"
+                       : "SELECT " NR_DB_SESSION_COLS " FROM sessions"
+                         " ORDER BY id DESC LIMIT 1",
+                    &q, "load a session", err);
   if (s != NR_OK)
     return s;
   if (id)
-    bind_int(&q, id);
-  int rc = db_step(&q);
+    nr_db_bind_int(&q, id);
+  int rc = nr_db_step(&q);
   if (rc == SQLITE_ROW && (s = db_read_session(db, q.st, out, err)) == NR_OK)
     *found = true;
   else if (rc != SQLITE_ROW && rc != SQLITE_DONE)
-    s = db_fail(db, rc, err, "loading session %lld", (long long)id);
+    s = nr_db_fail(db, rc, err, "loading session %lld", (long long)id);
   sqlite3_finalize(q.st);
-  return s;
-}
-
-/* ---- candidates ---- */
-
-#define NR_DB_CANDIDATE_COLS                                                            \
-  "id, session_id, seq, route, point, phase, status, signal, message, build_ms,"        \
-  " engine_bytes, engine_path, n_metrics, n_pairs, n_outputs, losses, n_holdout_pairs," \
-  " holdout_losses, n_times, times_ms, median_ms, ci_lo_ms, ci_hi_ms, created_at"
-
-void nr_db_candidate_free(nr_db_candidate *c) {
-  if (!c)
-    return;
-  free(c->route);
-  free(c->point);
-  free(c->phase);
-  free(c->status);
-  free(c->message);
-  free(c->engine_path);
-  free(c->losses);
-  free(c->holdout_losses);
-  free(c->times_ms);
-  c->route = c->point = c->phase = c->status = c->message = c->engine_path = NULL;
-  c->losses = c->holdout_losses = c->times_ms = NULL;
-}
-
-/* Element count of an a x b array (x NR_METRIC_COUNT for losses), checked against
- * the pointer that should hold it. */
-static nr_status db_array_len(nr_db *db, const double *x, int a, int b, bool losses,
-                              const char *what, size_t *n, nr_error *err) {
-  int64_t per = (int64_t)b * (losses ? NR_METRIC_COUNT : 1);
-  *n = 0;
-  if (a < 0 || b < 0 || (per && a > NR_DB_MAX_DOUBLES / per))
-    return nr_errorf(err, NR_ERR_INVALID_ARGUMENT,
-                     "tuning database '%s': %s: bad size %d x %d", db->path, what, a, b);
-  *n = (size_t)(a * per);
-  if (*n && !x)
-    return nr_errorf(err, NR_ERR_INVALID_ARGUMENT,
-                     "tuning database '%s': %s: %zu values but a NULL array", db->path,
-                     what, *n);
-  return NR_OK;
-}
-
-static nr_status db_check_candidate(nr_db *db, const nr_db_candidate *c, size_t n[3],
-                                    nr_error *err) {
-  if (!db || !c || !c->route || !c->status)
-    return db_invalid(db, err, "recording a candidate: NULL argument, route or status");
-  nr_status s = db_array_len(db, c->losses, c->n_pairs, c->n_outputs, true,
-                             "candidate losses", &n[0], err);
-  if (s == NR_OK)
-    s = db_array_len(db, c->holdout_losses, c->n_holdout_pairs, c->n_outputs, true,
-                     "candidate holdout losses", &n[1], err);
-  if (s == NR_OK)
-    s = db_array_len(db, c->times_ms, c->n_times, 1, false, "candidate timings", &n[2],
-                     err);
-  return s;
-}
-
-/* In the order of NR_DB_CANDIDATE_COLS, after id. */
-static void bind_candidate(nr_db_stmt *q, const nr_db_candidate *c, const size_t n[3],
-                           double now) {
-  bind_int(q, c->session_id);
-  bind_int(q, c->seq);
-  bind_text(q, c->route);
-  bind_text(q, c->point);
-  bind_text(q, c->phase);
-  bind_text(q, c->status);
-  bind_int(q, c->signal);
-  bind_text(q, c->message);
-  bind_real(q, c->build_ms);
-  bind_int(q, (int64_t)c->engine_bytes);
-  bind_text(q, c->engine_path);
-  bind_int(q, NR_METRIC_COUNT);
-  bind_int(q, c->n_pairs);
-  bind_int(q, c->n_outputs);
-  bind_doubles(q, c->losses, n[0]);
-  bind_int(q, c->n_holdout_pairs);
-  bind_doubles(q, c->holdout_losses, n[1]);
-  bind_int(q, c->n_times);
-  bind_doubles(q, c->times_ms, n[2]);
-  bind_real(q, c->median_ms);
-  bind_real(q, c->ci_lo_ms);
-  bind_real(q, c->ci_hi_ms);
-  bind_real(q, now);
-}
-
-/* The only UNIQUE constraint of candidates is (session_id, route): a violation is the
- * caller's duplicate, said in the tuner's words. */
-static nr_status db_candidate_put_fail(nr_db *db, const nr_db_candidate *c, int rc,
-                                       nr_error *err) {
-  if (rc == SQLITE_CONSTRAINT_UNIQUE)
-    return nr_errorf(err, NR_ERR_INVALID_ARGUMENT,
-                     "tuning database '%s': session %lld already has a candidate with "
-                     "route '%s'",
-                     db->path, (long long)c->session_id, c->route);
-  return db_fail(db, rc, err, "recording candidate route '%s' of session %lld", c->route,
-                 (long long)c->session_id);
-}
-
-nr_status nr_db_candidate_put(nr_db *db, nr_db_candidate *c, nr_error *err) {
-  size_t n[3] = {0};
-  nr_status s = db_check_candidate(db, c, n, err);
-  nr_db_stmt q;
-  if (s == NR_OK)
-    s = db_prepare(db,
-                   "INSERT INTO candidates (" NR_DB_CANDIDATE_COLS ") VALUES (NULL,"
-                   " ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                   &q, "record a candidate", err);
-  if (s != NR_OK)
-    return s;
-  double now = db_now();
-  bind_candidate(&q, c, n, now);
-  int rc = db_step(&q);
-  if (rc == SQLITE_DONE) {
-    c->id = sqlite3_last_insert_rowid(db->conn);
-    c->created_at = now;
-  } else {
-    s = db_candidate_put_fail(db, c, rc, err);
-  }
-  sqlite3_finalize(q.st);
-  return s;
-}
-
-static nr_status db_read_candidate(nr_db *db, sqlite3_stmt *st, nr_db_candidate *c,
-                                   nr_error *err) {
-  nr_db_row r = {st, 0, false, NULL};
-  memset(c, 0, sizeof *c);
-  c->id = row_int(&r);
-  c->session_id = row_int(&r);
-  c->seq = (int)row_int(&r);
-  c->route = row_text(&r);
-  c->point = row_text(&r);
-  c->phase = row_text(&r);
-  c->status = row_text(&r);
-  c->signal = (int)row_int(&r);
-  c->message = row_text(&r);
-  c->build_ms = row_real(&r);
-  c->engine_bytes = (uint64_t)row_int(&r);
-  c->engine_path = row_text(&r);
-  if (row_int(&r) != NR_METRIC_COUNT)
-    r.bad = "it was recorded with another number of accuracy metrics";
-  int64_t n_pairs = row_int(&r), n_outputs = row_int(&r);
-  size_t per_pair = row_count(&r, n_outputs, NR_METRIC_COUNT);
-  c->losses = row_doubles(&r, row_count(&r, n_pairs, per_pair));
-  int64_t n_holdout_pairs = row_int(&r);
-  c->holdout_losses = row_doubles(&r, row_count(&r, n_holdout_pairs, per_pair));
-  int64_t n_times = row_int(&r);
-  c->times_ms = row_doubles(&r, row_count(&r, n_times, 1));
-  c->n_pairs = (int)n_pairs; /* row_count capped them all below INT_MAX */
-  c->n_outputs = (int)n_outputs;
-  c->n_holdout_pairs = (int)n_holdout_pairs;
-  c->n_times = (int)n_times;
-  c->median_ms = row_real(&r);
-  c->ci_lo_ms = row_real(&r);
-  c->ci_hi_ms = row_real(&r);
-  c->created_at = row_real(&r);
-  nr_status s = row_finish(db, &r, "candidate", c->id, err);
-  if (s != NR_OK)
-    nr_db_candidate_free(c);
-  return s;
-}
-
-nr_status nr_db_candidate_get(nr_db *db, int64_t session_id, const char *route,
-                              nr_db_candidate *out, bool *found, nr_error *err) {
-  if (!db || !route || !out || !found)
-    return db_invalid(db, err, "looking a candidate up: NULL argument");
-  memset(out, 0, sizeof *out);
-  *found = false;
-  nr_db_stmt q;
-  nr_status s = db_prepare(db,
-                           "SELECT " NR_DB_CANDIDATE_COLS " FROM candidates"
-                           " WHERE session_id = ? AND route = ?",
-                           &q, "look a candidate up", err);
-  if (s != NR_OK)
-    return s;
-  bind_int(&q, session_id);
-  bind_text(&q, route);
-  int rc = db_step(&q);
-  if (rc == SQLITE_ROW && (s = db_read_candidate(db, q.st, out, err)) == NR_OK)
-    *found = true;
-  else if (rc != SQLITE_ROW && rc != SQLITE_DONE)
-    s = db_fail(db, rc, err, "looking up route '%s' of session %lld", route,
-                (long long)session_id);
-  sqlite3_finalize(q.st);
-  return s;
-}
-
-/* The foreach functions fetch one row per step and reset the statement before
- * calling fn, resuming after the last key ((seq, id) here: seq may repeat when a
- * resumed search proposes in another order). So nothing is open while the caller's
- * code runs: no read transaction pins the WAL (a checkpoint cannot pass a reader's
- * snapshot, and a long resume would let the WAL grow), and fn may write to the
- * table being walked or re-enter the database without disturbing the walk. */
-nr_status nr_db_candidate_foreach(nr_db *db, int64_t session_id,
-                                  int (*fn)(const nr_db_candidate *c, void *user),
-                                  void *user, nr_error *err) {
-  if (!db || !fn)
-    return db_invalid(db, err, "listing candidates: NULL argument");
-  nr_db_stmt q;
-  nr_status s = db_prepare(db,
-                           "SELECT " NR_DB_CANDIDATE_COLS " FROM candidates"
-                           " WHERE session_id = ? AND (seq, id) > (?, ?)"
-                           " ORDER BY seq, id LIMIT 1",
-                           &q, "list candidates", err);
-  for (int64_t last_seq = INT64_MIN, last_id = INT64_MIN; s == NR_OK;) {
-    q.n = 0;
-    bind_int(&q, session_id);
-    bind_int(&q, last_seq);
-    bind_int(&q, last_id);
-    int rc = db_step(&q);
-    nr_db_candidate c;
-    if (rc == SQLITE_ROW)
-      s = db_read_candidate(db, q.st, &c, err);
-    else if (rc != SQLITE_DONE)
-      s = db_fail(db, rc, err, "listing candidates of session %lld", (long long)session_id);
-    sqlite3_reset(q.st);
-    if (rc != SQLITE_ROW || s != NR_OK)
-      break;
-    last_seq = c.seq;
-    last_id = c.id;
-    int stop = fn(&c, user);
-    nr_db_candidate_free(&c);
-    if (stop)
-      break;
-  }
-  sqlite3_finalize(q.st);
-  return s;
-}
-
-nr_status nr_db_candidate_count(nr_db *db, int64_t session_id, int *count, int *next_seq,
-                                nr_error *err) {
-  if (!db)
-    return db_invalid(db, err, "counting candidates: NULL database");
-  nr_db_stmt q;
-  nr_status s = db_prepare(db,
-                           "SELECT count(*), coalesce(max(seq) + 1, 0) FROM candidates"
-                           " WHERE session_id = ?",
-                           &q, "count candidates", err);
-  if (s != NR_OK)
-    return s;
-  bind_int(&q, session_id);
-  int rc = db_step(&q);
-  if (rc != SQLITE_ROW)
-    s = db_fail(db, rc, err, "counting candidates of session %lld", (long long)session_id);
-  if (rc == SQLITE_ROW && count)
-    *count = sqlite3_column_int(q.st, 0);
-  if (rc == SQLITE_ROW && next_seq)
-    *next_seq = sqlite3_column_int(q.st, 1);
-  sqlite3_finalize(q.st);
-  return s;
-}
-
-nr_status nr_db_candidate_set_engine(nr_db *db, int64_t id, const char *engine_path,
-                                     nr_error *err) {
-  if (!db)
-    return db_invalid(db, err, "setting an engine file: NULL database");
-  nr_db_stmt q;
-  nr_status s = db_prepare(db, "UPDATE candidates SET engine_path = ? WHERE id = ?", &q,
-                           "set an engine file", err);
-  if (s != NR_OK)
-    return s;
-  bind_text(&q, engine_path);
-  bind_int(&q, id);
-  return db_write(db, &q, "no such candidate", err,
-                  "setting the engine file of candidate %lld", (long long)id);
-}
-
-/* Holdout losses share n_outputs with the reference losses. A candidate recorded
- * without reference pairs (n_pairs 0) takes the holdout's n_outputs; otherwise the
- * two must agree, unless the holdout is being cleared (n_pairs 0). */
-nr_status nr_db_candidate_set_holdout(nr_db *db, int64_t id, const double *losses,
-                                      int n_pairs, int n_outputs, nr_error *err) {
-  size_t n = 0;
-  nr_status s = db ? db_array_len(db, losses, n_pairs, n_outputs, true, "holdout losses",
-                                  &n, err)
-                   : db_invalid(db, err, "setting holdout losses: NULL database");
-  nr_db_stmt q;
-  if (s == NR_OK)
-    s = db_prepare(db,
-                   "UPDATE candidates SET n_holdout_pairs = ?1, holdout_losses = ?2,"
-                   " n_outputs = CASE WHEN n_pairs = 0 AND ?1 > 0 THEN ?3"
-                   " ELSE n_outputs END"
-                   " WHERE id = ?4 AND (?1 = 0 OR n_pairs = 0 OR n_outputs = ?3)",
-                   &q, "set holdout losses", err);
-  if (s != NR_OK)
-    return s;
-  bind_int(&q, n_pairs);
-  bind_doubles(&q, losses, n);
-  bind_int(&q, n_outputs);
-  bind_int(&q, id);
-  return db_write(db, &q, "no such candidate, or its losses have another number of outputs",
-                  err, "setting holdout losses (%d pairs x %d outputs) of candidate %lld",
-                  n_pairs, n_outputs, (long long)id);
-}
-
-/* ---- measurements ---- */
-
-nr_status nr_db_measurement_put(nr_db *db, const nr_db_measurement *m, nr_error *err) {
-  size_t n = 0;
-  nr_status s = db && m && m->stage
-                    ? db_array_len(db, m->times_ms, m->n_times, 1, false,
-                                   "measurement timings", &n, err)
-                    : db_invalid(db, err, "recording a measurement: NULL argument");
-  nr_db_stmt q;
-  if (s == NR_OK)
-    s = db_prepare(db,
-                   "INSERT INTO measurements (candidate_id, stage, round, n_times,"
-                   " times_ms, median_ms, ci_lo_ms, ci_hi_ms, created_at)"
-                   " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                   &q, "record a measurement", err);
-  if (s != NR_OK)
-    return s;
-  bind_int(&q, m->candidate_id);
-  bind_text(&q, m->stage);
-  bind_int(&q, m->round);
-  bind_int(&q, m->n_times);
-  bind_doubles(&q, m->times_ms, n);
-  bind_real(&q, m->median_ms);
-  bind_real(&q, m->ci_lo_ms);
-  bind_real(&q, m->ci_hi_ms);
-  bind_real(&q, db_now());
-  return db_write(db, &q, NULL, err,
-                  "recording measurement '%.40s' round %d of candidate %lld", m->stage,
-                  m->round, (long long)m->candidate_id);
-}
-
-static nr_status db_read_measurement(nr_db *db, sqlite3_stmt *st, int64_t *id,
-                                     nr_db_measurement *m, nr_error *err) {
-  nr_db_row r = {st, 0, false, NULL};
-  *id = row_int(&r);
-  m->candidate_id = row_int(&r);
-  m->stage = row_text(&r);
-  m->round = (int)row_int(&r);
-  int64_t n_times = row_int(&r);
-  m->times_ms = row_doubles(&r, row_count(&r, n_times, 1));
-  m->n_times = (int)n_times;
-  m->median_ms = row_real(&r);
-  m->ci_lo_ms = row_real(&r);
-  m->ci_hi_ms = row_real(&r);
-  return row_finish(db, &r, "measurement", *id, err);
-}
-
-nr_status nr_db_measurement_foreach(nr_db *db, int64_t candidate_id,
-                                    int (*fn)(const nr_db_measurement *m, void *user),
-                                    void *user, nr_error *err) {
-  if (!db || !fn)
-    return db_invalid(db, err, "listing measurements: NULL argument");
-  nr_db_stmt q; /* one row per step, like nr_db_candidate_foreach */
-  nr_status s = db_prepare(db,
-                           "SELECT id, candidate_id, stage, round, n_times, times_ms,"
-                           " median_ms, ci_lo_ms, ci_hi_ms FROM measurements"
-                           " WHERE candidate_id = ? AND id > ? ORDER BY id LIMIT 1",
-                           &q, "list measurements", err);
-  for (int64_t last = INT64_MIN; s == NR_OK;) {
-    q.n = 0;
-    bind_int(&q, candidate_id);
-    bind_int(&q, last);
-    int rc = db_step(&q);
-    nr_db_measurement m = {0};
-    if (rc == SQLITE_ROW)
-      s = db_read_measurement(db, q.st, &last, &m, err);
-    else if (rc != SQLITE_DONE)
-      s = db_fail(db, rc, err, "listing measurements of candidate %lld",
-                  (long long)candidate_id);
-    sqlite3_reset(q.st);
-    int stop = rc != SQLITE_ROW || s != NR_OK || fn(&m, user);
-    free(m.stage);
-    free(m.times_ms);
-    if (stop)
-      break;
-  }
-  sqlite3_finalize(q.st);
-  return s;
-}
-
-/* ---- priors ---- */
-
-typedef struct nr_db_priors_list {
-  int n, cap;
-  char **route;
-  double *ratio;
-} nr_db_priors_list;
-
-static bool priors_push(nr_db_priors_list *l, const char *route, double ratio) {
-  if (l->n == l->cap) {
-    int cap = l->cap ? 2 * l->cap : 64;
-    char **r = realloc(l->route, cap * sizeof *r);
-    if (r)
-      l->route = r;
-    double *x = realloc(l->ratio, cap * sizeof *x);
-    if (x)
-      l->ratio = x;
-    if (!r || !x)
-      return false;
-    l->cap = cap;
-  }
-  if (!route || !(l->route[l->n] = strdup(route)))
-    return false;
-  l->ratio[l->n++] = ratio;
-  return true;
-}
-
-/* The default route (route '') of the same session is the denominator whatever its
- * status: its timings are measured even when its accuracy fails. A NaN median is
- * NULL, and NULL > 0 is not true, so it drops out. */
-static nr_status db_priors_read(nr_db *db, const char *model_sha256, int64_t exclude_env_id,
-                                nr_db_priors_list *l, nr_error *err) {
-  nr_db_stmt q;
-  nr_status s = db_prepare(db,
-                           "SELECT c.route, c.median_ms / d.median_ms FROM models m"
-                           " JOIN sessions s ON s.model_id = m.id"
-                           " JOIN candidates d ON d.session_id = s.id AND d.route = ''"
-                           " JOIN candidates c ON c.session_id = s.id"
-                           " WHERE m.sha256 = ? AND s.env_id <> ? AND c.status = 'ok'"
-                           " AND c.median_ms > 0 AND d.median_ms > 0"
-                           " ORDER BY s.id, c.seq",
-                           &q, "read priors", err);
-  if (s != NR_OK)
-    return s;
-  bind_text(&q, model_sha256);
-  bind_int(&q, exclude_env_id);
-  int rc = db_step(&q);
-  for (; rc == SQLITE_ROW; rc = sqlite3_step(q.st))
-    if (!priors_push(l, (const char *)sqlite3_column_text(q.st, 0),
-                     sqlite3_column_double(q.st, 1))) {
-      s = nr_errorf(err, NR_ERR_NOMEM,
-                    "tuning database '%s': reading priors: out of memory", db->path);
-      break;
-    }
-  if (s == NR_OK && rc != SQLITE_DONE)
-    s = db_fail(db, rc, err, "reading priors of model %.64s", model_sha256);
-  sqlite3_finalize(q.st);
-  return s;
-}
-
-/* The rows are read in full before fn sees any, so that fn runs with no statement
- * active (see nr_db_candidate_foreach); they are small (a route and a ratio). */
-nr_status nr_db_priors(nr_db *db, const char *model_sha256, int64_t exclude_env_id,
-                       int (*fn)(const char *route, double ratio, void *user),
-                       void *user, nr_error *err) {
-  if (!db || !model_sha256 || !fn)
-    return db_invalid(db, err, "reading priors: NULL argument");
-  nr_db_priors_list l = {0};
-  nr_status s = db_priors_read(db, model_sha256, exclude_env_id, &l, err);
-  for (int i = 0; i < l.n && s == NR_OK; i++)
-    if (fn(l.route[i], l.ratio[i], user))
-      break;
-  for (int i = 0; i < l.n; i++)
-    free(l.route[i]);
-  free(l.route);
-  free(l.ratio);
   return s;
 }

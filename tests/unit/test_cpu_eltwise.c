@@ -19,7 +19,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-extern const nr_knob_def nr_knobs_cpu_eltwise[], nr_knobs_cpu_norm[];
+extern const nr_knob_def nr_knobs_cpu_eltwise[], nr_knobs_cpu_norm[], nr_knobs_cpu_attn[];
 
 #define GUARD 64
 #define MAXIO 4
@@ -116,8 +116,9 @@ nr_status cpuop_init(cpuop *o, const char *op, int opset, int n_attrs, const nr_
     s->nbytes = vbytes(&outs[i]);
     o->step.out[i] = o->plan.n_slots++;
   }
-  const nr_knob_def *tables[] = {nr_knobs_cpu_eltwise, nr_knobs_cpu_norm};
-  nr_status st = nr_knob_space_build_tables(tables, 2, o->g, false, &o->space, &o->err);
+  const nr_knob_def *tables[] = {nr_knobs_cpu_eltwise, nr_knobs_cpu_norm,
+                                 nr_knobs_cpu_attn};
+  nr_status st = nr_knob_space_build_tables(tables, 3, o->g, false, &o->space, &o->err);
   if (!st)
     st = nr_route_init(&o->route, &o->space, &o->err);
   if (!st && route && route[0])
@@ -178,10 +179,18 @@ nr_status cpuop_run(cpuop *o, nr_threadpool *pool, bool *guards) {
     out[i] = o->out[i].data;
     outs[i] = &o->slots[o->step.out[i]];
   }
+  /* scratch the tactic asked for, 64-byte aligned, guarded on both sides */
+  uint8_t *scratch = NULL;
+  if (o->step.scratch) {
+    size_t sb = (size_t)o->step.scratch;
+    scratch = aligned_alloc(64, (sb + 3 * GUARD + 63) / 64 * 64);
+    memset(scratch, 0xA5, sb + 2 * GUARD);
+  }
   nr_exec_args a = {&o->plan, &o->step, &o->g->nodes[0], in, out, ins, outs,
-                    NULL, NULL, pool, &o->err};
+                    NULL, scratch ? scratch + GUARD : NULL, pool, &o->err};
   st = o->t->run(&a);
-  *guards = true;
+  *guards = !scratch || guards_ok(scratch + GUARD, (size_t)o->step.scratch);
+  free(scratch);
   for (int i = 0; i < o->n_in; i++)
     if (in[i] && !guards_ok(in[i], vbytes(&o->in[i])))
       *guards = false;

@@ -457,6 +457,105 @@ NR_TEST(recognize_attention_variants) {
   }
 }
 
+/* The heads as exporters write them: [B,S,H*D] projections reshaped to [B,S,H,D] and
+ * transposed (K^T with perm 0,2,3,1), the output transposed back and reshaped to
+ * [B,S,H*D]. HD_NO_MERGE leaves the output 4-D, HD_Q_SHARED gives Q's reshape a
+ * second reader: neither folds. */
+enum { HD_MASK = 1, HD_NO_MERGE = 2, HD_Q_SHARED = 4 };
+
+static int tg_shape(nr_graph *g, const char *name, int n, const int64_t *dims) {
+  int64_t len = n;
+  int t = tg_tensor(g, name, NR_TENSOR_CONST, 1, &len);
+  nr_value_alloc(&g->tensors[t].value, NR_DTYPE_INT64, 1, &len, NULL);
+  memcpy(g->tensors[t].value.data, dims, sizeof(int64_t) * (size_t)n);
+  return t;
+}
+
+static int heads_of(nr_graph *g, const char *name, int x, const int64_t *perm, int *r) {
+  enum { B = 2, S = 7, H = 3, D = 4 };
+  char rn[64], tn[64];
+  snprintf(rn, sizeof rn, "%s/reshape", name);
+  snprintf(tn, sizeof tn, "%s/transpose", name);
+  *r = NODE(g, "Reshape", rn, x, tg_shape(g, rn, 4, (int64_t[]){B, S, H, D}));
+  int tp = NODE(g, "Transpose", tn, *r);
+  nr_pu_set_attr_ints(g, LAST(g), "perm", 4, perm, NULL);
+  return tp;
+}
+
+static nr_graph *heads_graph(unsigned v, int *out) {
+  enum { B = 2, S = 7, H = 3, D = 4 };
+  static const int64_t qv[4] = {0, 2, 1, 3}, kt[4] = {0, 2, 3, 1};
+  int64_t xd[3] = {B, S, H * D}, md[2] = {S, S};
+  nr_graph *g = tg_new(13);
+  int qr, r;
+  int q = heads_of(g, "q", tg_input(g, "xq", 3, xd), qv, &qr);
+  int k = heads_of(g, "k", tg_input(g, "xk", 3, xd), kt, &r);
+  int vv = heads_of(g, "v", tg_input(g, "xv", 3, xd), qv, &r);
+  int s = NODE(g, "MatMul", "qk", q, k);
+  s = NODE(g, "Div", "scale", s, tg_scalar(g, "c", 2.0f));
+  if (v & HD_MASK)
+    s = NODE(g, "Add", "mask_add", s, tg_input(g, "mask", 2, md));
+  int p = NODE(g, "Softmax", "softmax", s);
+  nr_pu_set_attr_int(g, LAST(g), "axis", -1, NULL);
+  int y = NODE(g, "MatMul", "pv", p, vv);
+  if (!(v & HD_NO_MERGE)) {
+    y = NODE(g, "Transpose", "y/transpose", y);
+    nr_pu_set_attr_ints(g, LAST(g), "perm", 4, qv, NULL);
+    y = NODE(g, "Reshape", "y/reshape", y, tg_shape(g, "y/shape", 3, xd));
+  }
+  if (v & HD_Q_SHARED) /* a second reader of Q's reshape */
+    y = NODE(g, "Add", "extra", y, NODE(g, "ReduceSum", "qsum", qr));
+  *out = y;
+  return g;
+}
+
+NR_TEST(recognize_attention_heads_fold) {
+  for (unsigned v = 0; v < 2; v++) {
+    int out;
+    nr_graph *g = heads_graph(v, &out);
+    if (!tg_finish(t, g, out)) {
+      nr_graph_destroy(g);
+      continue;
+    }
+    subject s;
+    if (!setup(t, &s, g, &nr_pass_recognize, NULL)) {
+      nr_graph_destroy(g);
+      continue;
+    }
+    s.run_all = true;
+    CHECK(check_knobs(t, &s, "recognize.attention_heads") == 1, "variant %u", v);
+    CHECK(check_knobs(t, &s, "recognize.attention@") == 1, "variant %u", v);
+    check_default_has(t, &s, "Attention", 1);
+    check_default_has(t, &s, "Transpose", 0);
+    check_default_has(t, &s, "Reshape", 0);
+    nr_graph *c = rewrite(t, &s, "");
+    for (int k = 0; c && k < c->n_nodes; k++)
+      if (!strcmp(c->nodes[k].op_type, "Attention"))
+        CHECK(nr_attr_int(&c->nodes[k], "q_num_heads", 0) == 3 &&
+                  nr_attr_int(&c->nodes[k], "kv_num_heads", 0) == 3 &&
+                  c->tensors[c->nodes[k].inputs[0]].value.rank == 3,
+              "variant %u: not a 3-D Attention over 3 heads", v);
+    nr_graph_destroy(c);
+    c = rewrite(t, &s, "-recognize.attention_heads@softmax=keep");
+    CHECK(c && count_op(c, "Transpose") == 4 && count_op(c, "Attention") == 1,
+          "keep: the head transposes stay");
+    nr_graph_destroy(c);
+    teardown(&s);
+  }
+}
+
+/* Without the output merge, or with a shared head reshape, attention stays 4-D. */
+NR_TEST(recognize_attention_heads_no_fold) {
+  for (unsigned v = HD_NO_MERGE; v <= HD_Q_SHARED; v += HD_Q_SHARED - HD_NO_MERGE) {
+    int out;
+    nr_graph *g = heads_graph(v, &out);
+    if (tg_finish(t, g, out))
+      check_small(t, g, &nr_pass_recognize, "recognize.attention_heads", 0, "Attention", 1);
+    else
+      nr_graph_destroy(g);
+  }
+}
+
 /* Softmax over another axis is no attention. */
 NR_TEST(recognize_attention_wrong_axis) {
   nr_graph *g = attention_graph(0);
@@ -656,8 +755,10 @@ NR_TEST(recognize_bert_tiny) {
           count_prefix(&s, "recognize.layernorm"));
     CHECK(count_prefix(&s, "recognize.gelu") == 4, "%s: %d gelu", name,
           count_prefix(&s, "recognize.gelu"));
-    CHECK(count_prefix(&s, "recognize.attention") == 4, "%s: %d attention", name,
-          count_prefix(&s, "recognize.attention"));
+    CHECK(count_prefix(&s, "recognize.attention@") == 4, "%s: %d attention", name,
+          count_prefix(&s, "recognize.attention@"));
+    CHECK(count_prefix(&s, "recognize.attention_heads@") == 4, "%s: %d attention_heads",
+          name, count_prefix(&s, "recognize.attention_heads@"));
     check_knobs(t, &s, "recognize.");
     check_default_has(t, &s, "Attention", 4);
     check_default_has(t, &s, "Gelu", 4);
@@ -665,6 +766,8 @@ NR_TEST(recognize_bert_tiny) {
     check_global_value(t, &s, "recognize.gelu", "tanh", 1e-3);
     check_global_value(t, &s, "recognize.gelu", "off", EXACT_BOUND);
     check_global_value(t, &s, "recognize.attention", "off", EXACT_BOUND);
+    check_global_value(t, &s, "recognize.attention_heads", "keep", EXACT_BOUND);
+    check_default_has(t, &s, "Transpose", 0);
     if (!v)
       check_global_value(t, &s, "recognize.layernorm", "off", EXACT_BOUND);
     teardown(&s);

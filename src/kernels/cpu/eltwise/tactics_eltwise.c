@@ -12,6 +12,7 @@
  * per-channel operand all reduce to that. Unary tactics work on the physical buffer,
  * so they run in any layout when f(0) = 0 keeps NCHW8C's padding at zero. */
 #include "compiler/plan.h"
+#include "kernels/cpu/attn/attn.h"
 #include "kernels/cpu/eltwise/vmath.h"
 #include "kernels/cpu/norm/fate.h"
 #include "kernels/cpu/norm/norm.h"
@@ -442,14 +443,19 @@ const nr_tactic nr_tactics_cpu_eltwise[] = {
 
 /* ---- knobs ---------------------------------------------------------------------- */
 
-/* Listed when a node using the math functions keeps its own step by default (a
- * Softmax inside a recognized attention or an Erf inside a recognized GELU does not). */
+/* Listed when a node using the math functions keeps its own step by default (an Erf
+ * inside a recognized GELU does not), or when the fused attention tactic runs one (its
+ * softmax's exp follows the knob). */
+static bool math_node(const nr_graph *g, const nr_node *n) {
+  return (float_node(g, n) && uses_math(n->op_type) && nr_fate_survives(g, n)) ||
+         nr_attn_fused(g, n);
+}
+
 static bool applies_math(const nr_graph *g, const nr_node *n) {
   if (n)
-    return float_node(g, n) && uses_math(n->op_type) && nr_fate_survives(g, n);
+    return math_node(g, n);
   for (int i = 0; g && i < g->n_nodes; i++)
-    if (float_node(g, &g->nodes[i]) && uses_math(g->nodes[i].op_type) &&
-        nr_fate_survives(g, &g->nodes[i]))
+    if (math_node(g, &g->nodes[i]))
       return true;
   return !g;
 }

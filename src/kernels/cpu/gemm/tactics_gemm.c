@@ -362,9 +362,12 @@ static nr_status nn_prepare(const nr_tactic_ctx *c, nr_plan *plan, nr_step *st, 
   if (!gemm_analyze(&v, &p))
     return nr_errorf(c->err, NR_ERR_INTERNAL, "gemm: node %s not supported", c->node->name);
   p.cfg = nr_gemm_default_cfg(p.m, p.n, p.k);
+  /* Another kernel than the default keeps the default's number of row tiles per
+   * A block. */
+  int tiles = p.cfg.mc / nr_gemm_ukernel_get(p.cfg.ukernel)->mr;
   const nr_gemm_ukernel *u = nr_gemm_ukernel_get(uk);
   p.cfg.ukernel = (uint16_t)uk;
-  p.cfg.mc = (uint16_t)knob_int(c, "gemm.mc", p.cfg.mc / 6 * u->mr > 0 ? p.cfg.mc / 6 * u->mr : u->mr);
+  p.cfg.mc = (uint16_t)knob_int(c, "gemm.mc", tiles > 0 ? tiles * u->mr : u->mr);
   p.cfg.kc = (uint16_t)knob_int(c, "gemm.kc", p.cfg.kc);
   p.cfg.nc = (uint16_t)knob_int(c, "gemm.nc", p.cfg.nc);
   const char *split = nr_route_get(c->route, "gemm.threads", c->node);
@@ -514,10 +517,13 @@ static nr_status ip_prepare(const nr_tactic_ctx *c, nr_plan *plan, nr_step *st) 
 
 /* ---- the table ------------------------------------------------------------------- */
 
-/* Heuristic order on AVX2: 1x16 for M <= 4 (it only supports those), then 6x16; the
- * other tiles exist for the tuner. Libraries beat the portable kernels. */
-#define NN_PRIORITY(mr, isa) ((isa) ? ((mr) == 1 ? 105 : (mr) == 6 ? 100 : 60 - (mr)) \
-                                    : ((mr) == 1 ? 25 : 20))
+/* Heuristic order: on AVX-512, 1x32 for M <= 4 (the 1-row kernels only support
+ * those), then 14x32; on AVX2 (or NNROUTE_ISA=avx2), 1x16 then 6x16. The other tiles
+ * exist for the tuner. Libraries beat the portable kernels. */
+#define NN_PRIORITY(mr, isa)                                                           \
+  ((isa) == NR_ISA_AVX512 ? ((mr) == 1 ? 115 : (mr) == 14 ? 110 : 70 - (mr))           \
+   : (isa)                ? ((mr) == 1 ? 105 : (mr) == 6 ? 100 : 60 - (mr))            \
+                          : ((mr) == 1 ? 25 : 20))
 
 #define NR_GEMM_UKERNEL(name, mr, nr, isa)                                              \
   {#name, GEMM_DOMAIN, GEMM_OP, "nnroute", "gemm", NR_LAYOUT_PLAIN, isa,               \

@@ -105,16 +105,16 @@ bool nr_fate_recognized(const nr_graph *g, const nr_node *n) {
 
 static bool probe_recognized(const nr_graph *g, const nr_node *n) {
   static const char *const knobs[] = {"recognize.gelu", "recognize.layernorm",
-                                      "recognize.attention"};
-  const nr_knob_def *defs[3];
-  for (int i = 0; i < 3; i++)
+                                      "recognize.attention", "recognize.attention_heads"};
+  const nr_knob_def *defs[4];
+  for (int i = 0; i < 4; i++)
     defs[i] = nr_knob_find(knobs[i]);
   int me = idx_of(g, n), near[MAX_NEAR], nn = near_nodes(g, me, near);
   nr_node *copy = NULL;
   nr_graph probe = *g;
   bool hit = false;
   for (int a = 0; a < nn && !hit; a++)
-    for (int i = 0; i < 3 && !hit; i++) {
+    for (int i = 0; i < 4 && !hit; i++) {
       if (!defs[i] || !defs[i]->applies || !defs[i]->applies(g, &g->nodes[near[a]]))
         continue;
       if (!copy) {
