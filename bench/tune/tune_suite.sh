@@ -46,10 +46,8 @@ w = r["winner"]
 conf = w.get("confirmed")
 ci = conf["confirmed_speedup_ci95"] if conf else None
 be = r.get("break_even_inferences")
-if not globals().get("header"):
-    pass
 print(f"| {name} | {len(r['candidates'])} | {dict(st)} | {t1 - t0:.0f} s | "
-      f"{r['default']['screening_median_ms']:.2f} | {w['route'][:60] or '(default route)'} | "
+      f"{r['default']['screening_median_ms']:.2f} | {w.get('dimensions') or w['route'] or '(default route)'} | "
       f"{w['screening_speedup']:.3f} | {w['confirmed_speedup']:.3f}"
       + (f" [{ci[0]:.3f}, {ci[1]:.3f}]" if ci else "") + f" | {be if be is not None else '-'} | "
       f"{'yes' if r['noise']['noisy'] else 'no'} |")

@@ -5,7 +5,9 @@
  * and the error names the file, so a wrong data folder fails at the start of a
  * session rather than as a wall of "accuracy_fail" candidates hours later. For the
  * same reason both entry points are all-or-nothing: on failure the set keeps only
- * the pairs it had before the call.
+ * the pairs it had before the call. A folder in the input_K.pb layout is listed by
+ * the conformance runner's scan (nr_testdata_scan_set), so both read the same files
+ * and refuse the same gaps in their numbers.
  *
  * Generated inputs use the same generator and the same per-dtype defaults as the
  * CLI's random inputs (splitmix64, floats in [-1, 1), integers in [0, 16), bools
@@ -226,20 +228,57 @@ static nr_status check_fits(const char *path, bool output, const nr_io_info *inf
                    nr_value_describe(&vg, got, sizeof got));
 }
 
+/* One folder holding one pair. In the .pb layout its files are listed once, by the
+ * scan the conformance runner uses (nr_testdata_scan_set), which also refuses a gap
+ * in their numbers; in the .npy layout each file is looked for by its tensor's name. */
+typedef struct pair_dir {
+  const char *dir;
+  layout lay;
+  nr_testdata_set pb; /* the .pb layout's files */
+} pair_dir;
+
+static nr_status scan_pb(pair_dir *f, nr_error *err) {
+  if (!(f->pb.dir = strdup(f->dir)))
+    return nr_errorf(err, NR_ERR_NOMEM, "out of memory listing '%s'", f->dir);
+  return nr_testdata_scan_set(&f->pb, err);
+}
+
+/* The input or output files the .pb scan found, *n of them. */
+static char **pb_files(const pair_dir *f, bool output, int *n) {
+  *n = output ? f->pb.n_outputs : f->pb.n_inputs;
+  return output ? f->pb.outputs : f->pb.inputs;
+}
+
+/* Path of tensor i (malloc'ed; NULL when out of memory) and whether its file is
+ * there; when it is not, the path the file was expected at. */
+static char *find_tensor(const pair_dir *f, bool output, int i, const char *name,
+                         bool *present) {
+  int n;
+  char **files = pb_files(f, output, &n);
+  if (f->lay == LAYOUT_PB && i < n) {
+    *present = true;
+    return strdup(files[i]);
+  }
+  char *path = tensor_path(f->dir, f->lay, output, i, name);
+  *present = f->lay == LAYOUT_NPY && path && is_file(path);
+  return path;
+}
+
 /* Reads tensor i (input or output) of the pair into b. */
-static nr_status read_one(nr_model *m, const char *dir, layout lay, bool output, int i,
+static nr_status read_one(nr_model *m, const pair_dir *f, bool output, int i,
                           nr_buffer *b, nr_error *err) {
   nr_io_info info;
   io_info(m, output, i, &info);
-  char *path = tensor_path(dir, lay, output, i, info.name);
+  bool present;
+  char *path = find_tensor(f, output, i, info.name, &present);
   if (!path)
     return nr_errorf(err, NR_ERR_NOMEM, "out of memory");
   nr_status st = NR_OK;
-  if (!is_file(path))
-    st = nr_errorf(err, NR_ERR_IO, "%s: %s %d ('%s') is missing: expected %s", dir,
+  if (!present)
+    st = nr_errorf(err, NR_ERR_IO, "%s: %s %d ('%s') is missing: expected %s", f->dir,
                    output ? "output" : "input", i, info.name, path);
   if (!st)
-    st = read_tensor(path, lay, b, err);
+    st = read_tensor(path, f->lay, b, err);
   if (!st)
     st = check_fits(path, output, &info, b, err);
   free(path);
@@ -248,30 +287,26 @@ static nr_status read_one(nr_model *m, const char *dir, layout lay, bool output,
 
 /* In the .pb layout, a file numbered past the model's count is an error: the data
  * was made for another model. */
-static nr_status check_no_extra(const char *dir, layout lay, bool output, int count,
+static nr_status check_no_extra(const pair_dir *f, bool output, int count,
                                 nr_error *err) {
-  if (lay != LAYOUT_PB)
+  int n;
+  char **files = pb_files(f, output, &n);
+  if (f->lay != LAYOUT_PB || n <= count)
     return NR_OK;
-  char *path = tensor_path(dir, lay, output, count, NULL);
-  if (!path)
-    return nr_errorf(err, NR_ERR_NOMEM, "out of memory");
-  nr_status st = NR_OK;
-  if (is_file(path))
-    st = nr_errorf(err, NR_ERR_INVALID_ARGUMENT, "%s: the model has only %d %s", path,
-                   count, output ? "outputs" : "inputs");
-  free(path);
-  return st;
+  return nr_errorf(err, NR_ERR_INVALID_ARGUMENT, "%s: the model has only %d %s",
+                   files[count], count, output ? "outputs" : "inputs");
 }
 
 /* How many of the model's outputs the folder gives. */
-static int count_outputs(nr_model *m, const char *dir, layout lay, char **first_missing) {
+static int count_outputs(nr_model *m, const pair_dir *f, char **first_missing) {
   int found = 0, no = nr_model_output_count(m);
   *first_missing = NULL;
   for (int o = 0; o < no; o++) {
     nr_io_info info;
     nr_model_output_info(m, o, &info);
-    char *path = tensor_path(dir, lay, true, o, info.name);
-    if (path && is_file(path)) {
+    bool present;
+    char *path = find_tensor(f, true, o, info.name, &present);
+    if (path && present) {
       found++;
     } else if (path && !*first_missing) {
       *first_missing = path;
@@ -283,19 +318,19 @@ static int count_outputs(nr_model *m, const char *dir, layout lay, char **first_
 }
 
 /* Outputs: all given (read and checked), or none (computed); a part is an error. */
-static nr_status read_outputs(nr_model *m, const char *dir, layout lay, nr_pair *p,
+static nr_status read_outputs(nr_model *m, const pair_dir *f, nr_pair *p,
                               nr_error *err) {
   int no = nr_model_output_count(m);
   char *missing;
-  int found = count_outputs(m, dir, lay, &missing);
-  nr_status st = check_no_extra(dir, lay, true, no, err);
+  int found = count_outputs(m, f, &missing);
+  nr_status st = check_no_extra(f, true, no, err);
   if (!st && found > 0 && found < no)
     st = nr_errorf(err, NR_ERR_IO,
                    "%s: %s is missing: give all %d reference outputs or none (then they "
-                   "are computed)", dir, missing ? missing : "an output", no);
+                   "are computed)", f->dir, missing ? missing : "an output", no);
   free(missing);
   for (int o = 0; !st && found == no && o < no; o++)
-    st = read_one(m, dir, lay, true, o, &p->outputs[o], err);
+    st = read_one(m, f, true, o, &p->outputs[o], err);
   if (!st && found == 0 && no > 0)
     st = compute_outputs(m, p, err);
   return st;
@@ -332,22 +367,24 @@ static nr_status detect_layout(nr_model *m, const char *dir, layout *lay, nr_err
 /* One folder holding one pair (either layout), appended to set. */
 static nr_status load_folder(nr_model *m, const char *dir, nr_pair_set *set,
                              nr_error *err) {
-  layout lay;
+  pair_dir f = {dir, LAYOUT_NPY, {0}};
   nr_pair p = {0};
-  nr_status st = detect_layout(m, dir, &lay, err);
-  if (!st && lay == LAYOUT_NPY)
-    st = check_npy_names(m, dir, err);
+  nr_status st = detect_layout(m, dir, &f.lay, err);
+  if (!st)
+    st = f.lay == LAYOUT_PB ? scan_pb(&f, err) : check_npy_names(m, dir, err);
   if (!st)
     st = pair_alloc(&p, set->n_inputs, set->n_outputs, dir, err);
   for (int i = 0; !st && i < set->n_inputs; i++)
-    st = read_one(m, dir, lay, false, i, &p.inputs[i], err);
+    st = read_one(m, &f, false, i, &p.inputs[i], err);
   if (!st)
-    st = check_no_extra(dir, lay, false, set->n_inputs, err);
+    st = check_no_extra(&f, false, set->n_inputs, err);
   if (!st)
-    st = read_outputs(m, dir, lay, &p, err);
+    st = read_outputs(m, &f, &p, err);
   if (!st)
-    return set_push(set, &p, err);
-  pair_free(&p, set->n_inputs, set->n_outputs);
+    st = set_push(set, &p, err); /* takes p, or frees it on failure */
+  else
+    pair_free(&p, set->n_inputs, set->n_outputs);
+  nr_testdata_set_free(&f.pb);
   return st;
 }
 

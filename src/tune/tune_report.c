@@ -185,6 +185,9 @@ static void add_winner(tune_session *s, cJSON *report, const tune_cand *w, doubl
   const tune_cand *d = &s->cands[s->default_idx];
   cJSON *j = cJSON_AddObjectToObject(report, "winner");
   cJSON_AddStringToObject(j, "route", w->route);
+  char *dims = w->point ? tune_space_describe(&s->space, w->point) : NULL;
+  cJSON_AddStringToObject(j, "dimensions", dims ? dims : "");
+  free(dims);
   cJSON_AddNumberToObject(j, "non_default_knobs", w->changes);
   cJSON_AddNumberToObject(j, "screening_median_ms", w->median);
   cJSON_AddNumberToObject(j, "screening_speedup", w->median > 0 ? d->median / w->median : 1);
