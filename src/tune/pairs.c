@@ -249,18 +249,15 @@ static char **pb_files(const pair_dir *f, bool output, int *n) {
   return output ? f->pb.outputs : f->pb.inputs;
 }
 
-/* Path of tensor i (malloc'ed; NULL when out of memory) and whether its file is
- * there; when it is not, the path the file was expected at. */
+/* Path of tensor i (malloc'ed; NULL when out of memory) and whether a regular file
+ * is there; when none is, the path the file was expected at. */
 static char *find_tensor(const pair_dir *f, bool output, int i, const char *name,
                          bool *present) {
   int n;
   char **files = pb_files(f, output, &n);
-  if (f->lay == LAYOUT_PB && i < n) {
-    *present = true;
-    return strdup(files[i]);
-  }
-  char *path = tensor_path(f->dir, f->lay, output, i, name);
-  *present = f->lay == LAYOUT_NPY && path && is_file(path);
+  char *path = f->lay == LAYOUT_PB && i < n ? strdup(files[i])
+                                            : tensor_path(f->dir, f->lay, output, i, name);
+  *present = path && is_file(path);
   return path;
 }
 
@@ -291,7 +288,7 @@ static nr_status check_no_extra(const pair_dir *f, bool output, int count,
                                 nr_error *err) {
   int n;
   char **files = pb_files(f, output, &n);
-  if (f->lay != LAYOUT_PB || n <= count)
+  if (f->lay != LAYOUT_PB || n <= count || !is_file(files[count]))
     return NR_OK;
   return nr_errorf(err, NR_ERR_INVALID_ARGUMENT, "%s: the model has only %d %s",
                    files[count], count, output ? "outputs" : "inputs");

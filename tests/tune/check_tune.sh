@@ -16,7 +16,9 @@
 # looser tolerance from the recorded losses; (3) kill -9 in the middle of a session,
 # then --continue: every route is recorded exactly once and the winner is the same;
 # (4) Ctrl-C ends cleanly (exit 130, session interrupted, best engine written), and a
-# session recorded under another environment is never resumed; (5) --dry-run counts.
+# session recorded under another environment is never resumed; (5) reference pairs
+# from files, and a winner that fails the holdout pairs is rejected; (6) --dry-run
+# counts.
 # Prints `N passed, N failed`.
 set -uo pipefail
 
@@ -154,7 +156,35 @@ check "nothing replayed from another environment" \
 check "a second session holds all 28 routes" \
   test "$(sql "$db3" "select count(*) from candidates where session_id = 2")" -eq 28
 
-# ---- (5) dry runs ----------------------------------------------------------------
+# ---- (5) reference data from files; a winner that fails the holdout is rejected ----
+# Reference: the model's input and ONNX Runtime's output for it. Holdout: the same
+# input with the output scaled by 1.5, so every route fails it: the fast route must be
+# rejected after its confirmation and the default route kept.
+ref=$work/ref hold=$work/hold
+mkdir -p "$ref" "$hold"
+cp "$models/mlp_op13/input.npy" "$ref/" && cp "$models/mlp_op13/input.npy" "$hold/"
+cp "$models/mlp_op13/ref/"*.npy "$ref/"
+"$py" - "$models/mlp_op13/ref" "$hold" <<'EOF2'
+import numpy as np, pathlib, sys
+for f in pathlib.Path(sys.argv[1]).glob("*.npy"):
+    np.save(pathlib.Path(sys.argv[2]) / f.name, np.load(f) * 1.5)
+EOF2
+"$nnroute" tune "$model" --routes '-test.delay_ms=[0|5]' --search full --db "$work/t5.db" \
+  --reference "$ref" --holdout "$hold" "${common[@]}" --report "$work/t5.json" \
+  >"$work/t5.out" 2>"$work/t5.err"
+rc=$?
+check "tune with reference and holdout files completes (exit $rc)" test $rc -eq 0
+check "the winner failing the holdout is rejected, the default kept" "$py" - "$work/t5.json" <<'EOF2'
+import json, sys
+r = json.load(open(sys.argv[1]))
+fin = r["confirmation"]["finalists"]
+assert fin and fin[0]["route"] == "-test.delay_ms=0" and fin[0]["significant"], fin
+assert fin[0]["holdout_ok"] is False and fin[0]["holdout_margin"] < 0, fin
+assert fin[0]["reference_margin"] > 0, fin
+assert r["winner"]["route"] == "" and r["confirmation"]["significant_gain"] is False
+EOF2
+
+# ---- (6) dry runs ----------------------------------------------------------------
 n_full=$("$nnroute" tune "$model" --routes "$routes" --search full --dry-run |
   sed -n 's/^search full proposes \([0-9]*\) routes.*/\1/p')
 n_fast=$("$nnroute" tune "$model" --routes "$routes" --search fast --dry-run |
