@@ -156,6 +156,17 @@ check "nothing replayed from another environment" \
 check "a second session holds all 28 routes" \
   test "$(sql "$db3" "select count(*) from candidates where session_id = 2")" -eq 28
 
+# --priors: the records of that other environment may order the search, nothing more.
+# `fast` tries one-knob changes in dimension order (test.fault first), but with priors
+# the value that was fastest there (test.delay_ms=0) comes first; with a budget of two
+# builds it is the only change tried, and it is built, not copied.
+"$nnroute" tune "$model" --routes "$routes" --search fast --db "$db3" "${common[@]}" \
+  --priors --budget-builds 2 >"$work/t3c.out" 2>"$work/t3c.err"
+check "--priors orders the search" test "$(sql "$db3" \
+  "select route from candidates where session_id = 3 order by seq")" = \
+  "$(printf '\n%s' '-test.delay_ms=0')"
+check "--priors reuses no result" test "$(grep -c '(recorded)' "$work/t3c.err")" -eq 0
+
 # ---- (5) reference data from files; a winner that fails the holdout is rejected ----
 # Reference: the model's input and ONNX Runtime's output for it. Holdout: the same
 # input with the output scaled by 1.5, so every route fails it: the fast route must be

@@ -249,14 +249,8 @@ static void act_row(nr_act act, float a, float b, float *x, int64_t n) {
   }
 }
 
-void nr_gemm_epilogue_apply(const nr_epilogue *ep, int64_t row, int64_t col, int64_t m,
-                            int64_t n, float *c, int64_t ldc) {
-  if (!ep || (!ep->bias && !ep->residual && ep->act == NR_ACT_NONE))
-    return;
-  if (nr_cpu_isa() & NR_ISA_AVX512) {
-    nr_gemm_epilogue__avx512(ep, row, col, m, n, c, ldc);
-    return;
-  }
+void nr_gemm_epilogue_portable(const nr_epilogue *ep, int64_t row, int64_t col, int64_t m,
+                               int64_t n, float *c, int64_t ldc) {
   for (int64_t i = 0; i < m; i++) {
     float *restrict x = c + i * ldc;
     if (ep->bias && ep->bias_per_row) {
@@ -278,6 +272,20 @@ void nr_gemm_epilogue_apply(const nr_epilogue *ep, int64_t row, int64_t col, int
   }
 }
 
+static bool epilogue_empty(const nr_epilogue *ep) {
+  return !ep || (!ep->bias && !ep->residual && ep->act == NR_ACT_NONE);
+}
+
+static nr_gemm_epilogue_fn epilogue_fn(void) {
+  return (nr_cpu_isa() & NR_ISA_AVX512) ? nr_gemm_epilogue__avx512 : nr_gemm_epilogue_portable;
+}
+
+void nr_gemm_epilogue_apply(const nr_epilogue *ep, int64_t row, int64_t col, int64_t m,
+                            int64_t n, float *c, int64_t ldc) {
+  if (!epilogue_empty(ep))
+    epilogue_fn()(ep, row, col, m, n, c, ldc);
+}
+
 /* ---- the loop nest ----------------------------------------------------------------- */
 
 typedef struct gemm_job {
@@ -288,7 +296,8 @@ typedef struct gemm_job {
   nr_gemm_operand a, b;
   float *c;
   int64_t ldc;
-  const nr_epilogue *ep;
+  const nr_epilogue *ep; /* NULL when it has nothing to do */
+  nr_gemm_epilogue_fn epi;
   float *scratch;        /* 64-byte aligned */
   int64_t thread_floats; /* per-thread scratch: A block, then B block */
   int64_t a_floats;
@@ -303,8 +312,8 @@ static void run_tile(const gemm_job *j, int64_t kb, const float *ap, const float
   float *c = j->c + row * j->ldc + col;
   if (h == j->bl.mr && w == j->bl.nr) {
     j->uk(kb, ap, bp, c, j->ldc, j->alpha, acc);
-    if (last)
-      nr_gemm_epilogue_apply(j->ep, row, col, h, w, c, j->ldc);
+    if (last && j->ep)
+      j->epi(j->ep, row, col, h, w, c, j->ldc);
     return;
   }
   float tile[MAX_MR * MAX_NR] __attribute__((aligned(64)));
@@ -313,8 +322,8 @@ static void run_tile(const gemm_job *j, int64_t kb, const float *ap, const float
     for (int64_t i = 0; i < h; i++)
       memcpy(tile + i * nr, c + i * j->ldc, sizeof(float) * (size_t)w);
   j->uk(kb, ap, bp, tile, nr, j->alpha, acc);
-  if (last)
-    nr_gemm_epilogue_apply(j->ep, row, col, h, w, tile, nr);
+  if (last && j->ep)
+    j->epi(j->ep, row, col, h, w, tile, nr);
   for (int64_t i = 0; i < h; i++)
     memcpy(c + i * j->ldc, tile + i * nr, sizeof(float) * (size_t)w);
 }
@@ -416,7 +425,8 @@ void nr_gemm_split_run(nr_gemm_cfg cfg, nr_gemm_split split, int64_t m, int64_t 
     return;
   }
   gemm_job j = {.bl = get_blocking(cfg), .m = m, .n = n, .k = k, .alpha = alpha,
-                .a = a, .b = b, .c = c, .ldc = ldc, .ep = ep};
+                .a = a, .b = b, .c = c, .ldc = ldc,
+                .ep = epilogue_empty(ep) ? NULL : ep, .epi = epilogue_fn()};
   j.uk = nr_gemm_ukernel_fn_get(cfg.ukernel);
   if (!j.uk)
     j.uk = ukernel_fns[0];

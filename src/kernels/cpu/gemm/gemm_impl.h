@@ -44,11 +44,16 @@ void nr_gemm_split_run(nr_gemm_cfg cfg, nr_gemm_split split, int64_t m, int64_t 
 nr_gemm_split nr_gemm_pick_split(nr_gemm_cfg cfg, int64_t m, int64_t n, int threads);
 /* The micro-kernel of cfg, NULL when the index is out of range. */
 nr_gemm_ukernel_fn nr_gemm_ukernel_fn_get(int i);
-/* Applies ep to the m x n block of C at (row, col) of the whole C (the AVX-512 body
- * when nr_cpu_isa() has it, else portable C). */
+/* Applies ep (NULL: nothing) to the m x n block of C at (row, col) of the whole C:
+ * the AVX-512 body when nr_cpu_isa() has it, else the portable one. */
 void nr_gemm_epilogue_apply(const nr_epilogue *ep, int64_t row, int64_t col, int64_t m,
                             int64_t n, float *c, int64_t ldc);
-/* The same, as an AVX-512 kernel (epilogue__avx512.c; only on NR_ISA_AVX512). */
+/* The two bodies (ep non-NULL); tests compare them. The AVX-512 one
+ * (epilogue__avx512.c) only runs where nr_cpu_isa() has NR_ISA_AVX512. */
+typedef void (*nr_gemm_epilogue_fn)(const nr_epilogue *ep, int64_t row, int64_t col,
+                                    int64_t m, int64_t n, float *c, int64_t ldc);
+void nr_gemm_epilogue_portable(const nr_epilogue *ep, int64_t row, int64_t col, int64_t m,
+                               int64_t n, float *c, int64_t ldc);
 void nr_gemm_epilogue__avx512(const nr_epilogue *ep, int64_t row, int64_t col, int64_t m,
                               int64_t n, float *c, int64_t ldc);
 

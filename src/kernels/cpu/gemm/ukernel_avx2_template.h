@@ -17,7 +17,6 @@ void UK_NAME(int64_t k, const float *restrict a, const float *restrict b,
       v[i][j] = _mm256_setzero_ps();
   for (int64_t p = 0; p < k; p++) {
     __m256 bv[UK_NV];
-    _mm_prefetch((const char *)(a + UK_MR * 32), _MM_HINT_T0);
 #pragma GCC unroll 4
     for (int j = 0; j < UK_NV; j++)
       bv[j] = _mm256_loadu_ps(b + 8 * j);
