@@ -231,3 +231,77 @@ NR_TEST(gemm_degenerate_and_registry) {
   nr_gemm(d, 2, 3, 0, 1, z, z, c, 3, &ep, NULL, NULL, 1);
   CHECK(c[0] == 1 && c[1] == 0 && c[2] == 3 && c[3] == 1 && c[5] == 3);
 }
+
+/* The packed layout, element by element, for every runnable kernel (so every packing
+ * loop: contiguous runs, the gather, the AVX-512 gather where the CPU has it):
+ * region pc * Mpad per kc block, mr-row panels of kb x mr, zero rows past M (B:
+ * nr-column panels), and not a float written past the packed size. */
+static void check_pack(nr_test_state *t, nr_gemm_cfg cfg, bool is_a, int64_t rows,
+                       int64_t k, bool trans, uint64_t seed) {
+  const nr_gemm_ukernel *u = nr_gemm_ukernel_get(cfg.ukernel);
+  int64_t w = is_a ? u->mr : u->nr, pad = (rows + w - 1) / w * w;
+  /* depth-major storage (src[p * ld + i]): transposed A, or B as it is */
+  bool deep = is_a ? trans : !trans;
+  int64_t ld = (deep ? rows : k) + 3;
+  rng r = {seed};
+  float *src = rnd_buf(&r, (deep ? k : rows) * ld);
+  size_t bytes = is_a ? nr_gemm_packed_a_size(cfg, rows, k) : nr_gemm_packed_b_size(cfg, k, rows);
+  CHECK(bytes == sizeof(float) * (size_t)(pad * k), "%s: packed size %zu", u->name, bytes);
+  int64_t nf = (int64_t)(bytes / sizeof(float));
+  uint32_t *out = malloc(sizeof(float) * (size_t)(nf + GUARD));
+  for (int64_t i = 0; i < nf + GUARD; i++)
+    out[i] = GUARD_BITS;
+  nr_gemm_operand op = {src, ld, trans, false};
+  if (is_a)
+    nr_gemm_pack_a(cfg, rows, k, op, (float *)out);
+  else
+    nr_gemm_pack_b(cfg, k, rows, op, (float *)out);
+  int bad = 0;
+  for (int64_t pc = 0; pc < k && !bad; pc += cfg.kc) {
+    int64_t kb = k - pc < cfg.kc ? k - pc : cfg.kc;
+    for (int64_t i = 0; i < pad && !bad; i++)
+      for (int64_t p = 0; p < kb && !bad; p++) {
+        /* element (row i, depth pc + p) of op(A), or (depth, column i) of op(B) */
+        float want = 0;
+        if (i < rows)
+          want = deep ? src[(pc + p) * ld + i] : src[i * ld + pc + p];
+        float got;
+        memcpy(&got, &out[pc * pad + (i / w) * w * kb + p * w + i % w], sizeof got);
+        if (memcmp(&got, &want, sizeof got)) {
+          CHECK(false, "%s pack_%c rows=%lld k=%lld trans=%d: [%lld,%lld] = %g, want %g "
+                "(seed %llu)", u->name, is_a ? 'a' : 'b', (long long)rows, (long long)k,
+                op.trans, (long long)i, (long long)(pc + p), got, want,
+                (unsigned long long)seed);
+          bad = 1;
+        }
+      }
+  }
+  for (int64_t i = nf; i < nf + GUARD; i++)
+    if (out[i] != GUARD_BITS && !bad) {
+      CHECK(false, "%s pack_%c rows=%lld k=%lld: wrote past the packed size (seed %llu)",
+            u->name, is_a ? 'a' : 'b', (long long)rows, (long long)k,
+            (unsigned long long)seed);
+      bad = 1;
+    }
+  free(src), free(out);
+}
+
+NR_TEST(gemm_pack_layout) {
+  uint64_t seed = 3000;
+  for (int uk = 0; uk < nr_gemm_ukernel_count(); uk++) {
+    const nr_gemm_ukernel *u = nr_gemm_ukernel_get(uk);
+    if (!uk_runs_here(u))
+      continue;
+    nr_gemm_cfg cfg = {(uint16_t)uk, (uint16_t)(4 * u->mr), 40, (uint16_t)(4 * u->nr)};
+    int64_t ks[] = {1, 15, 16, 17, 40, 83};
+    for (int is_a = 0; is_a < 2; is_a++) {
+      int w = is_a ? u->mr : u->nr;
+      int64_t rows[] = {1, w - 1, w, w + 1, 15, 17, 2 * w + 3};
+      for (int ri = 0; ri < 7; ri++)
+        for (int ki = 0; ki < 6; ki++)
+          for (int trans = 0; trans < 2; trans++, seed++)
+            if (rows[ri] > 0)
+              check_pack(t, cfg, is_a, rows[ri], ks[ki], trans, seed);
+    }
+  }
+}

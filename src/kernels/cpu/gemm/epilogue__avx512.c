@@ -12,7 +12,8 @@
 
 #include <immintrin.h>
 
-static inline __m512 act_vec(nr_act act, __m512 x, __m512 va, __m512 vb) {
+static inline __attribute__((always_inline)) __m512 act_vec(nr_act act, __m512 x, __m512 va,
+                                                             __m512 vb) {
   switch (act) {
   case NR_ACT_RELU:
     return _mm512_max_ps(x, _mm512_setzero_ps()); /* x > 0 ? x : 0 */
@@ -27,43 +28,46 @@ static inline __m512 act_vec(nr_act act, __m512 x, __m512 va, __m512 vb) {
   }
 }
 
-static bool act_in_register(nr_act act) {
-  return act == NR_ACT_NONE || act == NR_ACT_RELU || act == NR_ACT_CLIP ||
-         act == NR_ACT_LEAKY_RELU;
-}
-
-/* One row of n floats; bias_row is the per-row bias (used when the epilogue has one
- * per row), bias_col the per-column bias at this block's first column (or NULL), r
- * the residual row (or NULL). */
-static void row_epilogue(const nr_epilogue *ep, float *restrict x, int64_t n,
-                         float bias_row, const float *restrict bias_col,
-                         const float *restrict r, bool in_reg) {
-  bool add_row = ep->bias && ep->bias_per_row;
-  __m512 vbias = _mm512_set1_ps(bias_row), vbeta = _mm512_set1_ps(ep->beta);
-  __m512 va = _mm512_set1_ps(ep->act_a), vb = _mm512_set1_ps(ep->act_b);
-  nr_act act = in_reg ? ep->act : NR_ACT_NONE;
-  for (int64_t j = 0; j < n; j += 16) {
-    __mmask16 m = n - j >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << (n - j)) - 1);
-    __m512 v = _mm512_maskz_loadu_ps(m, x + j);
-    if (bias_col)
-      v = _mm512_add_ps(v, _mm512_maskz_loadu_ps(m, bias_col + j));
-    else if (add_row)
-      v = _mm512_add_ps(v, vbias);
-    if (r)
-      v = _mm512_fmadd_ps(vbeta, _mm512_maskz_loadu_ps(m, r + j), v);
-    _mm512_mask_storeu_ps(x + j, m, act_vec(act, v, va, vb));
+/* The block's epilogue with everything but the activation in the register, and the
+ * activation too when `act` (a constant at each call site, so each instance is a
+ * straight-line loop) is piecewise linear; otherwise act is NONE here and the caller
+ * applies the real one. 16 columns per step; only a row's last step is masked. */
+static inline __attribute__((always_inline)) void
+block(const nr_epilogue *ep, int64_t row, int64_t col, int64_t m, int64_t n, float *c,
+      int64_t ldc, const nr_act act) {
+  const float *bias_col = ep->bias && !ep->bias_per_row ? ep->bias + col : NULL;
+  const float *bias_row = ep->bias && ep->bias_per_row ? ep->bias + row : NULL;
+  const __m512 vbeta = _mm512_set1_ps(ep->beta), va = _mm512_set1_ps(ep->act_a),
+               vb = _mm512_set1_ps(ep->act_b);
+  for (int64_t i = 0; i < m; i++) {
+    float *x = c + i * ldc;
+    const float *r = ep->residual ? ep->residual + (row + i) * ep->ldr + col : NULL;
+    const __m512 vbias = _mm512_set1_ps(bias_row ? bias_row[i] : 0.0f);
+    for (int64_t j = 0; j < n; j += 16) {
+      __mmask16 k = n - j >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << (n - j)) - 1);
+      __m512 v = _mm512_maskz_loadu_ps(k, x + j);
+      if (bias_col)
+        v = _mm512_add_ps(v, _mm512_maskz_loadu_ps(k, bias_col + j));
+      else if (bias_row)
+        v = _mm512_add_ps(v, vbias);
+      if (r)
+        v = _mm512_fmadd_ps(vbeta, _mm512_maskz_loadu_ps(k, r + j), v);
+      _mm512_mask_storeu_ps(x + j, k, act_vec(act, v, va, vb));
+    }
   }
-  if (!in_reg)
-    nr_act_apply(ep->act, ep->act_a, ep->act_b, x, n);
 }
 
 void nr_gemm_epilogue__avx512(const nr_epilogue *ep, int64_t row, int64_t col, int64_t m,
                               int64_t n, float *c, int64_t ldc) {
-  bool in_reg = act_in_register(ep->act);
-  const float *bias_col = ep->bias && !ep->bias_per_row ? ep->bias + col : NULL;
-  for (int64_t i = 0; i < m; i++) {
-    float bias_row = ep->bias && ep->bias_per_row ? ep->bias[row + i] : 0.0f;
-    const float *r = ep->residual ? ep->residual + (row + i) * ep->ldr + col : NULL;
-    row_epilogue(ep, c + i * ldc, n, bias_row, bias_col, r, in_reg);
+  switch (ep->act) {
+  case NR_ACT_NONE: block(ep, row, col, m, n, c, ldc, NR_ACT_NONE); return;
+  case NR_ACT_RELU: block(ep, row, col, m, n, c, ldc, NR_ACT_RELU); return;
+  case NR_ACT_CLIP: block(ep, row, col, m, n, c, ldc, NR_ACT_CLIP); return;
+  case NR_ACT_LEAKY_RELU: block(ep, row, col, m, n, c, ldc, NR_ACT_LEAKY_RELU); return;
+  default:
+    if (ep->bias || ep->residual)
+      block(ep, row, col, m, n, c, ldc, NR_ACT_NONE);
+    for (int64_t i = 0; i < m; i++)
+      nr_act_apply(ep->act, ep->act_a, ep->act_b, c + i * ldc, n);
   }
 }

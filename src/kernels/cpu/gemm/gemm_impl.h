@@ -56,5 +56,10 @@ void nr_gemm_epilogue_portable(const nr_epilogue *ep, int64_t row, int64_t col, 
                                int64_t n, float *c, int64_t ldc);
 void nr_gemm_epilogue__avx512(const nr_epilogue *ep, int64_t row, int64_t col, int64_t m,
                               int64_t n, float *c, int64_t ldc);
+/* gemm.c's panel_gather with zmm registers (pack__avx512.c; NR_ISA_AVX512 only):
+ * packs `rows` source rows of kb floats (ld apart) into width-row panels of kb x
+ * width floats, out[p * width + r], the last one zero-padded; width <= 16. */
+void nr_gemm_pack_gather__avx512(const float *src, int64_t ld, int64_t kb, int64_t rows,
+                                 int width, float *out);
 
 #endif

@@ -518,10 +518,10 @@ static nr_status ip_prepare(const nr_tactic_ctx *c, nr_plan *plan, nr_step *st) 
 /* ---- the table ------------------------------------------------------------------- */
 
 /* Heuristic order: on AVX-512, 1x32 for M <= 4 (the 1-row kernels only support
- * those), then 14x32; on AVX2 (or NNROUTE_ISA=avx2), 1x16 then 6x16. The other tiles
+ * those), then 12x32; on AVX2 (or NNROUTE_ISA=avx2), 1x16 then 6x16. The other tiles
  * exist for the tuner. Libraries beat the portable kernels. */
 #define NN_PRIORITY(mr, isa)                                                           \
-  ((isa) == NR_ISA_AVX512 ? ((mr) == 1 ? 115 : (mr) == 14 ? 110 : 70 - (mr))           \
+  ((isa) == NR_ISA_AVX512 ? ((mr) == 1 ? 115 : (mr) == 12 ? 110 : 80 - (mr))           \
    : (isa)                ? ((mr) == 1 ? 105 : (mr) == 6 ? 100 : 60 - (mr))            \
                           : ((mr) == 1 ? 25 : 20))
 

@@ -1,13 +1,13 @@
 /* ukernel_avx512_template.h - the one body of the AVX-512F broadcast micro-kernels,
  * instantiated per register tile by ukernel_<mr>x<nr>__avx512.c (define UK_NAME, UK_MR
  * and UK_NV = nr / 16, then include). The accumulators are a constant-size array that
- * gcc fully unrolls into UK_MR * UK_NV zmm registers (14 x 2 = 28 of the 32: two hold
- * the B row, one the broadcast A value); per k step the kernel loads UK_NV vectors of
- * B and broadcasts UK_MR floats of A (vbroadcastss, a load-port micro-op).
+ * gcc fully unrolls into UK_MR * UK_NV zmm registers (at most 14 x 2 = 28 of the 32:
+ * two hold the B row, one the broadcast A value); per k step the kernel loads UK_NV
+ * vectors of B and broadcasts UK_MR floats of A (vbroadcastss, a load-port micro-op).
  *
  * A is prefetched into L1 in the k loop: without it, products whose A block comes
  * from L3 or memory (resnet's 512x49x4608: weights larger than L2, few B panels to
- * reuse them) ran at 100 GFLOP/s instead of ~150 on the 2.8 GHz Ice Lake.
+ * reuse them) ran at 100 GFLOP/s instead of 150 on the 2.8 GHz Ice Lake (14x32).
  *
  * The k loop is deliberately not unrolled: with 28 live accumulators gcc 12 spills
  * the B row to the stack when it may hoist the next step's loads, and the loop
@@ -17,7 +17,7 @@
 
 #include <immintrin.h>
 
-/* A is prefetched this many k steps ahead (about 1.8 KiB for 14 rows), into the next
+/* A is prefetched this many k steps ahead (1.5 KiB for 12 rows), into the next
  * micro-panel near the end, which is the next one the loop nest runs. B's micro-panel
  * is reused from L1 across the ir loop and needs none. */
 #define PF_A_STEPS 32
