@@ -13,7 +13,8 @@
 
 /* Tactic tables. */
 #define NR_TACTIC_FAMILIES(X)                                                          \
-  X(ref) X(gemm) X(conv) X(reorder) X(cpu_eltwise) X(cpu_norm) X(cpu_attn) X(fault)
+  X(ref) X(gemm) X(conv) X(reorder) X(cpu_eltwise) X(cpu_norm) X(cpu_attn) X(cpu_copy)   \
+  X(fault)
 
 /* Graph passes (rewrite the logical graph), in order. */
 #define NR_GRAPH_PASSES(X)                                                             \

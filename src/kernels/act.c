@@ -1,5 +1,9 @@
-/* act.c - names and the scalar reference of the fused activations (act.h). */
+/* act.c - names and the scalar reference of the fused activations (act.h), and the
+ * dispatch of the kernels' epilogue version to the AVX2 array kernel. */
 #include "kernels/act.h"
+
+#include "compiler/plan.h"
+#include "kernels/cpu/eltwise/vmath.h"
 
 #include <math.h>
 #include <string.h>
@@ -40,9 +44,18 @@ static float act1(nr_act act, float a, float b, float x) {
   }
 }
 
-void nr_act_apply(nr_act act, float a, float b, float *x, int64_t n) {
+void nr_act_apply_ref(nr_act act, float a, float b, float *x, int64_t n) {
   if (act == NR_ACT_NONE)
     return;
   for (int64_t i = 0; i < n; i++)
     x[i] = act1(act, a, b, x[i]);
+}
+
+void nr_act_apply(nr_act act, float a, float b, float *x, int64_t n) {
+  if (act == NR_ACT_NONE || n <= 0)
+    return;
+  if (nr_cpu_isa() & NR_ISA_AVX2)
+    nr_f32_act__avx2(act, a, b, x, n);
+  else
+    nr_act_apply_ref(act, a, b, x, n);
 }

@@ -25,7 +25,14 @@ typedef enum nr_act {
  * "tanh", "silu", "gelu", "gelu_tanh". */
 const char *nr_act_name(nr_act a);
 bool nr_act_from_name(const char *name, nr_act *out);
-/* Scalar reference: applies act with parameters a, b to n floats in place. */
+/* Scalar reference: applies act with parameters a, b to n floats in place (libm
+ * expf/tanhf/erff). The reference executor's fused ops use it. */
+void nr_act_apply_ref(nr_act act, float a, float b, float *x, int64_t n);
+/* The kernels' epilogue version: the same function through the 8-lane kernel
+ * nr_f32_act__avx2 when the CPU has AVX2 (NNROUTE_ISA=portable: the scalar one).
+ * Relu, clip, leaky relu, hard sigmoid and hard swish give the reference's bits (NaN
+ * rules included); sigmoid, silu, tanh and the GELUs use the accurate vector math
+ * (vmath_avx2.h: max rel error 3e-7, GELU 1.5e-6 of max(|y|, 1)). */
 void nr_act_apply(nr_act act, float a, float b, float *x, int64_t n);
 
 #endif

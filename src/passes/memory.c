@@ -26,6 +26,14 @@
  *                   the kernel, which would erase the input). Tactics of those ops
  *                   must read element i of a same-shaped input only to compute
  *                   output element i, and must not clear the output first.
+ *   memory.views    on: a data-movement step whose output (or input) is a contiguous
+ *                   piece of another tensor places it inside that tensor's bytes, so
+ *                   the step moves nothing: the nr_copy_* tactics skip a copy whose
+ *                   source and destination coincide. Reshape-like outputs are their
+ *                   input; the inputs of a Concat whose axis has nothing outer to it
+ *                   (batch-1 channel concat) are pieces of its output; such outputs of
+ *                   a Split or unit-step Slice are pieces of its input. In-place reuse
+ *                   then asks the whole group of slots sharing bytes to die, not one.
  *
  * The functions below are reachable from tests through nr_memory_plan(). */
 #include "compiler/plan.h"
@@ -47,9 +55,12 @@ typedef enum mem_strategy {
 /* For tests: plans p with a strategy (0 naive, 1 greedy_size, 2 greedy_first_use),
  * 64-byte alignment. */
 nr_status nr_memory_plan(nr_plan *p, int strategy, bool inplace, nr_error *err);
-/* The same with the offsets (and block sizes) aligned to align, a power of two >= 64. */
+/* The same with the offsets (and block sizes) aligned to align, a power of two >= 64
+ * (views on), and with views chosen too. */
 nr_status nr_memory_plan_aligned(nr_plan *p, int strategy, bool inplace, uint64_t align,
                                  nr_error *err);
+nr_status nr_memory_plan_views(nr_plan *p, int strategy, bool inplace, bool views,
+                               uint64_t align, nr_error *err);
 
 /* ---- lifetimes ------------------------------------------------------------------ */
 
@@ -125,6 +136,34 @@ static int root_of(const nr_plan *p, int s) {
   return s;
 }
 
+/* Byte offset of slot s inside its root: delta[] holds each slot's offset inside the
+ * slot it aliases (0 for in-place reuse and reshapes). */
+static uint64_t delta_to_root(const nr_plan *p, const uint64_t *delta, int s) {
+  uint64_t d = 0;
+  for (; p->slots[s].alias_of >= 0; s = p->slots[s].alias_of)
+    d += delta[s];
+  return d;
+}
+
+/* Last use of any slot sharing root r's bytes, and the extent of those bytes. */
+static int group_last(const nr_plan *p, int r) {
+  int last = p->slots[r].last_use;
+  for (int i = 0; i < p->n_slots; i++)
+    if (p->slots[i].kind == NR_SLOT_ARENA && root_of(p, i) == r && p->slots[i].last_use > last)
+      last = p->slots[i].last_use;
+  return last;
+}
+
+static uint64_t group_extent(const nr_plan *p, const uint64_t *delta, int r) {
+  uint64_t end = p->slots[r].nbytes;
+  for (int i = 0; i < p->n_slots; i++)
+    if (p->slots[i].kind == NR_SLOT_ARENA && root_of(p, i) == r) {
+      uint64_t e = delta_to_root(p, delta, i) + p->slots[i].nbytes;
+      end = e > end ? e : end;
+    }
+  return end;
+}
+
 /* Can step k write output 0 over input i: an ARENA slot read for the last time here,
  * not also an output, with the output's dtype, shape, layout and size? */
 static bool input_reusable(const nr_plan *p, int k, int i) {
@@ -132,7 +171,8 @@ static bool input_reusable(const nr_plan *p, int k, int i) {
   if (i >= st->n_in || st->in[i] < 0)
     return false;
   const nr_slot *in = &p->slots[st->in[i]], *out = &p->slots[st->out[0]];
-  if (in->kind != NR_SLOT_ARENA || in->last_use != k)
+  if (in->kind != NR_SLOT_ARENA || in->last_use != k ||
+      group_last(p, root_of(p, st->in[i])) != k || p->slots[st->out[0]].alias_of >= 0)
     return false;
   for (int j = 0; j < st->n_out; j++)
     if (st->out[j] == st->in[i])
@@ -167,6 +207,123 @@ static void plan_inplace(nr_plan *p) {
     int i = inplace_input(p, k);
     if (i >= 0)
       p->slots[p->steps[k].out[0]].alias_of = p->steps[k].in[i];
+  }
+}
+
+/* ---- views ---------------------------------------------------------------------- */
+
+static bool is_tactic(const nr_step *st, const char *id) {
+  return st->tactic && !strcmp(st->tactic->id, id);
+}
+
+static bool fresh(const nr_plan *p, int s, int k) {
+  return s >= 0 && p->slots[s].kind == NR_SLOT_ARENA && p->slots[s].alias_of < 0 &&
+         p->slots[s].first_use == k && p->slots[s].layout == NR_LAYOUT_PLAIN;
+}
+
+static bool arena_plain(const nr_plan *p, int s) {
+  return s >= 0 && p->slots[s].kind == NR_SLOT_ARENA &&
+         p->slots[s].layout == NR_LAYOUT_PLAIN;
+}
+
+static uint64_t prod_dims(const nr_slot *s, int from, int to) {
+  uint64_t n = 1;
+  for (int d = from; d < to; d++)
+    n *= (uint64_t)s->dims[d];
+  return n;
+}
+
+static int copy_axis(const nr_plan *p, const nr_step *st, int rank) {
+  int64_t a = nr_attr_int(&p->graph->nodes[st->node], "axis", 0);
+  return (int)(a < 0 ? a + rank : a);
+}
+
+/* Concat at step k: inputs whose bytes are a group of their own, exactly as large, go
+ * inside the output at their offsets (only when the axis has nothing outer to it). */
+static void view_concat(nr_plan *p, uint64_t *delta, int k) {
+  const nr_step *st = &p->steps[k];
+  int y = st->out[0];
+  if (!fresh(p, y, k))
+    return;
+  const nr_slot *ys = &p->slots[y];
+  int axis = copy_axis(p, st, ys->rank);
+  if (axis < 0 || axis >= ys->rank || prod_dims(ys, 0, axis) != 1)
+    return;
+  uint64_t at = 0;
+  for (int i = 0; i < st->n_in; i++) {
+    int x = st->in[i];
+    const nr_slot *xs = &p->slots[x];
+    uint64_t bytes = xs->nbytes;
+    int r = arena_plain(p, x) ? root_of(p, x) : -1;
+    bool once = true;
+    for (int j = 0; j < st->n_in; j++)
+      once &= j == i || st->in[j] < 0 || r < 0 || root_of(p, st->in[j]) != r;
+    if (r >= 0 && r != y && once && delta_to_root(p, delta, x) == 0 &&
+        group_extent(p, delta, r) == bytes && p->slots[r].layout == NR_LAYOUT_PLAIN) {
+      p->slots[r].alias_of = y;
+      delta[r] = at;
+    }
+    at += bytes;
+  }
+}
+
+/* Split / Slice at step k: an output that is one contiguous run of the input's bytes
+ * goes inside the input. */
+static void view_pieces(nr_plan *p, uint64_t *delta, int k) {
+  const nr_step *st = &p->steps[k];
+  int x = st->in[0];
+  if (!arena_plain(p, x))
+    return;
+  const nr_slot *xs = &p->slots[x];
+  size_t es = nr_dtype_size(xs->dtype);
+  uint64_t at = 0;
+  for (int o = 0; o < st->n_out; o++) {
+    int y = st->out[o];
+    if (y < 0)
+      continue;
+    const nr_slot *ys = &p->slots[y];
+    uint64_t off = 0;
+    bool run = false;
+    if (is_tactic(st, "nr_copy_split")) {
+      int axis = copy_axis(p, st, xs->rank);
+      run = axis >= 0 && axis < xs->rank && prod_dims(xs, 0, axis) == 1;
+      off = at;
+      at += ys->nbytes;
+    } else { /* nr_copy_slice: starts in the params; contiguous when every dim before
+              * the first sliced one is 1 and every dim after it is whole */
+      const int32_t *start = (const int32_t *)st->params;
+      int first = -1;
+      run = ys->rank == xs->rank;
+      for (int d = 0; run && d < xs->rank; d++) {
+        if (first < 0 && ys->dims[d] != xs->dims[d])
+          first = d;
+        else if (first >= 0 && ys->dims[d] != xs->dims[d])
+          run = false;
+        off += (uint64_t)start[d] * prod_dims(xs, d + 1, xs->rank) * es;
+      }
+      run = run && (first < 0 || prod_dims(xs, 0, first) == 1);
+    }
+    if (run && fresh(p, y, k)) {
+      p->slots[y].alias_of = x;
+      delta[y] = off;
+    }
+  }
+}
+
+static void plan_views(nr_plan *p, uint64_t *delta) {
+  for (int k = 0; k < p->n_steps; k++) {
+    const nr_step *st = &p->steps[k];
+    if (st->node < 0 || !p->graph || st->n_in < 1 || st->n_out < 1)
+      continue;
+    if (is_tactic(st, "nr_copy_reshape") && arena_plain(p, st->in[0]) &&
+        fresh(p, st->out[0], k) && p->slots[st->out[0]].nbytes == p->slots[st->in[0]].nbytes) {
+      p->slots[st->out[0]].alias_of = st->in[0];
+      delta[st->out[0]] = 0;
+    } else if (is_tactic(st, "nr_copy_concat")) {
+      view_concat(p, delta, k);
+    } else if (is_tactic(st, "nr_copy_split") || is_tactic(st, "nr_copy_slice")) {
+      view_pieces(p, delta, k);
+    }
   }
 }
 
@@ -223,8 +380,9 @@ static uint64_t lowest_fit(const block *b, block *placed, int n, const block **l
   return off;
 }
 
-/* Groups slots by alias root into blocks; returns the count or -1 (no memory). */
-static int collect_blocks(nr_plan *p, uint64_t align, block **out) {
+/* Groups slots by alias root into blocks (a block spans every member's bytes); returns
+ * the count or -1 (no memory). */
+static int collect_blocks(nr_plan *p, uint64_t align, const uint64_t *delta, block **out) {
   int *index = malloc(((size_t)p->n_slots + 1) * sizeof *index);
   block *b = malloc(((size_t)p->n_slots + 1) * sizeof *b);
   if (!index || !b) {
@@ -250,8 +408,9 @@ static int collect_blocks(nr_plan *p, uint64_t align, block **out) {
       g->first = s->first_use;
     if (s->last_use > g->last)
       g->last = s->last_use;
-    if (align_to(s->nbytes, align) > g->size)
-      g->size = align_to(s->nbytes, align);
+    uint64_t end = align_to(delta_to_root(p, delta, i) + s->nbytes, align);
+    if (end > g->size)
+      g->size = end;
   }
   free(index);
   *out = b;
@@ -283,7 +442,7 @@ static uint64_t place(block *b, int n, mem_strategy how) {
 }
 
 static nr_status place_blocks(nr_plan *p, block *b, int n, mem_strategy how,
-                              nr_error *err) {
+                              const uint64_t *delta, nr_error *err) {
   uint64_t end = place(b, n, how);
   if (end == UINT64_MAX)
     return nr_errorf(err, NR_ERR_NOMEM, "memory: planning %d blocks", n);
@@ -291,13 +450,13 @@ static nr_status place_blocks(nr_plan *p, block *b, int n, mem_strategy how,
     p->slots[b[i].slot].offset = b[i].offset;
   for (int i = 0; i < p->n_slots; i++)
     if (p->slots[i].kind == NR_SLOT_ARENA && p->slots[i].alias_of >= 0)
-      p->slots[i].offset = p->slots[root_of(p, i)].offset;
+      p->slots[i].offset = p->slots[root_of(p, i)].offset + delta_to_root(p, delta, i);
   p->arena_size = end;
   return NR_OK;
 }
 
-nr_status nr_memory_plan_aligned(nr_plan *p, int strategy, bool inplace, uint64_t align,
-                                 nr_error *err) {
+nr_status nr_memory_plan_views(nr_plan *p, int strategy, bool inplace, bool views,
+                               uint64_t align, nr_error *err) {
   if (align < ALIGN || (align & (align - 1)))
     return nr_errorf(err, NR_ERR_INVALID_ARGUMENT,
                      "memory: alignment %llu is not a power of two >= %u",
@@ -305,19 +464,32 @@ nr_status nr_memory_plan_aligned(nr_plan *p, int strategy, bool inplace, uint64_
   nr_status st = compute_lifetimes(p, err);
   if (st != NR_OK)
     return st;
+  uint64_t *delta = calloc((size_t)p->n_slots + 1, sizeof *delta);
+  if (!delta)
+    return nr_errorf(err, NR_ERR_NOMEM, "memory: planning %d slots", p->n_slots);
+  if (views)
+    plan_views(p, delta);
   if (inplace)
     plan_inplace(p);
   block *b = NULL;
-  int n = collect_blocks(p, align, &b);
-  if (n < 0)
+  int n = collect_blocks(p, align, delta, &b);
+  if (n < 0) {
+    free(delta);
     return nr_errorf(err, NR_ERR_NOMEM, "memory: planning %d slots", p->n_slots);
-  st = place_blocks(p, b, n, (mem_strategy)strategy, err);
+  }
+  st = place_blocks(p, b, n, (mem_strategy)strategy, delta, err);
   free(b);
+  free(delta);
   for (int k = 0; k < p->n_steps; k++)
     if (p->steps[k].scratch > p->scratch_size)
       p->scratch_size = align_up(p->steps[k].scratch);
   p->scratch_size = align_up(p->scratch_size);
   return st;
+}
+
+nr_status nr_memory_plan_aligned(nr_plan *p, int strategy, bool inplace, uint64_t align,
+                                 nr_error *err) {
+  return nr_memory_plan_views(p, strategy, inplace, true, align, err);
 }
 
 nr_status nr_memory_plan(nr_plan *p, int strategy, bool inplace, nr_error *err) {
@@ -328,13 +500,15 @@ static nr_status run_memory(nr_compile_ctx *c) {
   const char *how = c->route ? nr_route_get(c->route, "memory.plan", NULL) : NULL;
   const char *inplace = c->route ? nr_route_get(c->route, "memory.inplace", NULL) : NULL;
   const char *align = c->route ? nr_route_get(c->route, "memory.align", NULL) : NULL;
+  const char *views = c->route ? nr_route_get(c->route, "memory.views", NULL) : NULL;
   mem_strategy s = MEM_GREEDY_SIZE;
   if (how && !strcmp(how, "naive"))
     s = MEM_NAIVE;
   else if (how && !strcmp(how, "greedy_first_use"))
     s = MEM_GREEDY_FIRST_USE;
-  return nr_memory_plan_aligned(c->plan, s, !inplace || strcmp(inplace, "off") != 0,
-                                align ? strtoull(align, NULL, 10) : ALIGN, c->err);
+  return nr_memory_plan_views(c->plan, s, !inplace || strcmp(inplace, "off") != 0,
+                              !views || strcmp(views, "off") != 0,
+                              align ? strtoull(align, NULL, 10) : ALIGN, c->err);
 }
 
 const nr_pass nr_pass_memory = {"memory", run_memory};
@@ -429,6 +603,42 @@ static bool inplace_applies(const nr_graph *g, const nr_node *unused) {
   return !g;
 }
 
+/* Views need a data-movement node that keeps its step by default and reads a tensor a
+ * node produced: a reshaping op, or a Concat / Split / Slice whose axis has nothing
+ * outer to it (the rule plan_views applies to the plan). */
+static bool made_by_node(const nr_graph *g, int t) {
+  return t >= 0 && g->tensors[t].producer >= 0 && !(g->tensors[t].flags & NR_TENSOR_CONST);
+}
+
+static bool view_node(const nr_graph *g, const nr_node *n) {
+  static const char *const reshaping[] = {"Reshape", "Flatten", "Squeeze", "Unsqueeze",
+                                          "Identity", NULL};
+  if (n->domain[0] || n->n_inputs < 1 || n->n_outputs < 1 || !nr_fate_survives(g, n))
+    return false;
+  for (int i = 0; reshaping[i]; i++)
+    if (!strcmp(n->op_type, reshaping[i]))
+      return made_by_node(g, n->inputs[0]);
+  bool concat = !strcmp(n->op_type, "Concat");
+  if (!concat && strcmp(n->op_type, "Split") && strcmp(n->op_type, "Slice"))
+    return false;
+  const nr_value *v = &g->tensors[concat ? n->outputs[0] : n->inputs[0]].value;
+  int64_t axis = nr_attr_int(n, "axis", 0), outer = 1;
+  axis += axis < 0 ? v->rank : 0;
+  for (int d = 0; d < axis && d < v->rank; d++)
+    outer *= v->dims[d];
+  if (!strcmp(n->op_type, "Slice")) /* batch-1 slices along any axis may be runs */
+    outer = v->rank > 0 ? v->dims[0] : 0;
+  return outer == 1 && made_by_node(g, n->inputs[0]);
+}
+
+static bool views_apply(const nr_graph *g, const nr_node *unused) {
+  (void)unused;
+  for (int k = 0; g && k < g->n_nodes; k++)
+    if (view_node(g, &g->nodes[k]))
+      return true;
+  return !g;
+}
+
 const nr_knob_def nr_knobs_memory[] = {
     {"memory.plan", "naive|greedy_size|greedy_first_use", "greedy_size", NR_KNOB_GLOBAL,
      NR_KNOB_MEMORY, 0,
@@ -441,5 +651,9 @@ const nr_knob_def nr_knobs_memory[] = {
      "alignment of every arena tensor's offset and size in bytes (4096: page-aligned "
      "offsets)",
      NULL, align_valid},
+    {"memory.views", "off|on", "on", NR_KNOB_GLOBAL, NR_KNOB_MEMORY, 0,
+     "place reshaped tensors, batch-1 Concat inputs and Split/Slice outputs inside the "
+     "tensor they are a contiguous piece of, so those steps copy nothing",
+     views_apply, NULL},
     {0},
 };

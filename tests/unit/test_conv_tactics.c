@@ -234,6 +234,14 @@ static const conv_case cases[] = {
     {1, 16, 15, 33, 16, 5, 5, 1, 1, 2, 2, 1, 1, 16, true, true, NR_ACT_SIGMOID},
     {1, 9, 14, 40, 9, 5, 5, 2, 2, 2, 2, 1, 1, 9, true, false, NR_ACT_RELU},
     {1, 8, 8, 8, 8, 3, 3, 1, 1, 0, 0, 1, 1, 8, true, false, NR_ACT_NONE},
+    /* planes too large for dw__avx2's padded buffer: its in-place path */
+    {1, 2, 190, 187, 2, 3, 3, 1, 1, 1, 1, 1, 1, 2, true, false, NR_ACT_RELU},
+    {1, 2, 250, 211, 2, 5, 5, 2, 2, 2, 2, 1, 1, 2, true, true, NR_ACT_HARD_SWISH},
+    /* stems (C <= 4) around smallc's 4-channel x 24-column tile */
+    {1, 3, 23, 57, 16, 3, 3, 2, 2, 1, 1, 1, 1, 1, true, false, NR_ACT_HARD_SWISH},
+    {2, 1, 13, 30, 5, 5, 5, 2, 2, 2, 2, 1, 1, 1, true, true, NR_ACT_RELU},
+    {1, 4, 9, 50, 7, 5, 5, 1, 1, 2, 2, 1, 1, 1, false, true, NR_ACT_CLIP},
+    {1, 2, 6, 8, 3, 3, 3, 1, 1, 0, 0, 1, 1, 1, true, false, NR_ACT_NONE},
     /* winograd tiles: outputs not a multiple of 2 or 4, no padding */
     {1, 7, 11, 13, 9, 3, 3, 1, 1, 0, 0, 1, 1, 1, true, true, NR_ACT_RELU},
     {1, 32, 14, 14, 24, 3, 3, 1, 1, 1, 1, 1, 1, 1, true, false, NR_ACT_NONE},

@@ -22,7 +22,7 @@
 extern const nr_knob_def nr_knobs_cpu_eltwise[], nr_knobs_cpu_norm[], nr_knobs_cpu_attn[];
 
 #define GUARD 64
-#define MAXIO 4
+#define MAXIO 6
 
 typedef struct cpuop {
   nr_graph *g;
@@ -520,6 +520,60 @@ NR_TEST(cpu_eltwise_math_bounds) {
 }
 
 /* ---- knob tables ---------------------------------------------------------------- */
+
+/* The kernels' epilogue activation (act.h's nr_act_apply, AVX2 when available)
+ * against the scalar reference nr_act_apply_ref: bit for bit (NaN rules included) for
+ * the compare-based ones, within the vector math's measured bound for the others
+ * (relative to max(|y|, 1)), on a sweep plus NaN, infinities and signed zeros, at
+ * lengths that leave every tail size. */
+NR_TEST(cpu_eltwise_act_epilogue) {
+  static const struct {
+    nr_act act;
+    float a, b;
+    double bound; /* 0: exact */
+  } acts[] = {
+      {NR_ACT_RELU, 0, 0, 0},          {NR_ACT_CLIP, -1.5f, 2.5f, 0},
+      {NR_ACT_LEAKY_RELU, 0.1f, 0, 0}, {NR_ACT_HARD_SIGMOID, 0.2f, 0.5f, 0},
+      {NR_ACT_HARD_SWISH, 0, 0, 0},    {NR_ACT_SIGMOID, 0, 0, 4e-7},
+      {NR_ACT_TANH, 0, 0, 3e-7},       {NR_ACT_SILU, 0, 0, 5e-7},
+      {NR_ACT_GELU, 0, 0, 1.5e-6},     {NR_ACT_GELU_TANH, 0, 0, 1e-6},
+  };
+  enum { N = 20003 };
+  float *x = malloc(sizeof(float) * N), *want = malloc(sizeof(float) * N),
+        *got = malloc(sizeof(float) * N);
+  for (int i = 0; i < N; i++)
+    x[i] = -25.0f + 50.0f * (float)i / (float)(N - 1);
+  x[0] = NAN, x[1] = INFINITY, x[2] = -INFINITY, x[3] = 0.0f, x[4] = -0.0f, x[5] = -NAN;
+  for (size_t k = 0; k < sizeof acts / sizeof acts[0]; k++) {
+    for (int len = N - 7; len <= N; len++) {
+      memcpy(want, x, sizeof(float) * (size_t)len);
+      memcpy(got, x, sizeof(float) * (size_t)len);
+      nr_act_apply_ref(acts[k].act, acts[k].a, acts[k].b, want, len);
+      nr_act_apply(acts[k].act, acts[k].a, acts[k].b, got, len);
+      double worst = 0;
+      int bad = -1;
+      for (int i = 0; i < len; i++) {
+        if (isnan(want[i]) || isnan(got[i])) {
+          if (isnan(want[i]) != isnan(got[i]))
+            bad = i;
+          continue;
+        }
+        if (acts[k].bound == 0) {
+          if (memcmp(&want[i], &got[i], sizeof(float)))
+            bad = i;
+          continue;
+        }
+        double e = fabs((double)got[i] - want[i]) / fmax(fabs((double)want[i]), 1.0);
+        worst = e > worst ? e : worst;
+      }
+      CHECK(bad < 0, "%s len %d: x=%g ref %g got %g", nr_act_name(acts[k].act), len,
+            bad < 0 ? 0.0 : x[bad], bad < 0 ? 0.0 : want[bad], bad < 0 ? 0.0 : got[bad]);
+      CHECK(worst <= acts[k].bound, "%s len %d: error %.3g > %.3g", nr_act_name(acts[k].act),
+            len, worst, acts[k].bound);
+    }
+  }
+  free(x), free(want), free(got);
+}
 
 NR_TEST(cpu_eltwise_knobs_apply) {
   int64_t n = 4;

@@ -4,6 +4,7 @@
  * one-step plan harness of test_cpu_eltwise.c (cpuop_*). */
 #include "compiler/knob_internal.h"
 #include "compiler/plan.h"
+#include "kernels/cpu/norm/norm.h"
 #include "kernels/ref/executor.h"
 #include "runtime/threadpool.h"
 #include "unit.h"
@@ -154,6 +155,58 @@ NR_TEST(cpu_norm_layernorm) {
   nr_threadpool_destroy(pool);
 }
 
+/* More rows than NR_SEQ_ROWS (19 = 8 + 8 + 3): the side-by-side sequential sums give
+ * every row the result it gets alone, bit for bit, and agree with the reference. */
+NR_TEST(cpu_norm_layernorm_many_rows) {
+  nr_threadpool *pool = nr_threadpool_create(2);
+  static const int64_t NS[] = {1, 9, 256};
+  for (int k = 0; k < 3; k++) {
+    unsigned seed = (unsigned)(300 + k), s0 = seed;
+    int64_t n = NS[k], rows = 19, dims[2] = {rows, n}, md[2] = {rows, 1};
+    float *x = rnd(rows * n, &seed, -3, 5), *sc = rnd(n, &seed, 0.5f, 2),
+          *b = rnd(n, &seed, -1, 1);
+    nr_value xi = fval(2, dims, x), si = fval(1, &n, sc), bi = fval(1, &n, b);
+    nr_value outs[3] = {fval(2, dims, NULL), fval(2, md, NULL), fval(2, md, NULL)};
+    const nr_value *ins[] = {&xi, &si, &bi};
+    for (int r = 0; r < 4; r++)
+      check(t, "LayerNormalization", "layernorm", 17, 0, NULL, 3, ins, 3, outs,
+            LN_ROUTES[r], 2e-6, 2e-6, s0, pool, true);
+    for (int cfg = 0; cfg < 4; cfg++) {
+      nr_layernorm_cfg c = {.one_pass = cfg & 1, .reassoc = (cfg & 2) != 0, .eps = 1e-5f};
+      float *all = malloc(sizeof(float) * (size_t)(rows * n + 2 * rows)), *alone = malloc(
+          sizeof(float) * (size_t)(rows * n + 2 * rows));
+      for (int isa = 0; isa < 2; isa++) {
+        if (isa == 0 && !(nr_cpu_isa() & NR_ISA_AVX2))
+          continue;
+        void (*f)(const nr_layernorm_cfg *, const float *, const float *, const float *,
+                  float *, int64_t, int64_t, float *, float *) =
+            isa ? nr_f32_layernorm_rows__portable : nr_f32_layernorm_rows__avx2;
+        f(&c, x, sc, b, all, n, rows, all + rows * n, all + rows * n + rows);
+        for (int64_t i = 0; i < rows; i++)
+          f(&c, x + i * n, sc, b, alone + i * n, n, 1, alone + rows * n + i,
+            alone + rows * n + rows + i);
+        CHECK(!memcmp(all, alone, sizeof(float) * (size_t)(rows * n + 2 * rows)),
+              "n=%lld cfg=%d isa=%d: rows together differ from rows alone", (long long)n, cfg,
+              isa);
+      }
+      free(all);
+      free(alone);
+    }
+    free(x);
+    free(sc);
+    free(b);
+  }
+  int64_t gd[4] = {2, 19, 3, 11}, god[4] = {2, 19, 1, 1};
+  unsigned seed = 9;
+  float *x = rnd(2 * 19 * 33, &seed, -2, 3);
+  nr_value xi = fval(4, gd, x), y = fval(4, god, NULL);
+  const nr_value *ins[] = {&xi};
+  check(t, "GlobalAveragePool", "gavgpool", 1, 0, NULL, 1, ins, 1, &y, "", 1e-7, 1e-6, 9,
+        pool, true);
+  free(x);
+  nr_threadpool_destroy(pool);
+}
+
 NR_TEST(cpu_norm_global_avgpool) {
   nr_threadpool *pool = nr_threadpool_create(2);
   int64_t spatial[] = {1, 7, 8, 9, 33, 49, 1000};
@@ -183,10 +236,10 @@ NR_TEST(cpu_norm_pool2d) {
       {7, 1, 1, 0, 0, 0, NULL}, {2, 3, 1, 1, 1, 1, NULL},
   };
   for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
-    for (int h = 7; h <= 9; h++) {
+    for (int h = 7; h <= 10; h++) { /* h = 10: a plane 37 or 38 wide (vector loops) */
       unsigned seed = (unsigned)(c * 10 + (size_t)h), s0 = seed;
-      int64_t dims[4] = {2, 3, h, h + 2};
-      float *x = rnd(6 * h * (h + 2), &seed, -4, 4);
+      int64_t w = h == 10 ? 37 + (int64_t)(c & 1) : h + 2, dims[4] = {2, 3, h, w};
+      float *x = rnd(6 * h * w, &seed, -4, 4);
       x[5] = NAN;
       int64_t ks[2] = {cases[c].k, cases[c].k}, st[2] = {cases[c].s, cases[c].s},
               dl[2] = {cases[c].d, cases[c].d},

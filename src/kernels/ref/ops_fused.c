@@ -125,12 +125,12 @@ static nr_status epilogue(nr_op_ctx *ctx, int first, int last) {
       add_into(y, nr_op_in(ctx, i));
   int64_t n = nr_value_count(y);
   if (y->dtype == NR_DTYPE_FLOAT) {
-    nr_act_apply(act, a, b, y->data, n);
+    nr_act_apply_ref(act, a, b, y->data, n);
     return NR_OK;
   }
   for (int64_t i = 0; i < n && act != NR_ACT_NONE; i++) {
     float f = (float)nr_load_f64(y->dtype, y->data, i);
-    nr_act_apply(act, a, b, &f, 1);
+    nr_act_apply_ref(act, a, b, &f, 1);
     nr_store_f64(y->dtype, y->data, i, f);
   }
   return NR_OK;

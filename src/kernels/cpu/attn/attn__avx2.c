@@ -121,11 +121,12 @@ static void softmax_avx2(const nr_attn_cfg *c, const nr_attn_rows *r, int64_t j0
 /* ---- P V ------------------------------------------------------------------------ */
 
 /* Columns [e, e + 8 * NV) of the output rows; with NV == 1, lanes outside `cols` are
- * neither loaded nor stored. */
-static inline void pv_tile(const nr_attn_rows *r, const float *const *p, int64_t j0,
-                           int64_t n, const float *const *oin, const float *alpha,
-                           float *out, int64_t out_rs, const float *post, int64_t e,
-                           int nv, __m256i cols) {
+ * neither loaded nor stored. Every loop over the rows has the constant bound MR (the
+ * stores test the row instead), so the accumulators stay in registers. */
+static inline __attribute__((always_inline)) void
+pv_tile(const nr_attn_rows *r, const float *const *p, int64_t j0, int64_t n,
+        const float *const *oin, const float *alpha, float *out, int64_t out_rs,
+        const float *post, int64_t e, const int nv, __m256i cols) {
   __m256 acc[MR][2];
 #pragma GCC unroll 8
   for (int i = 0; i < MR; i++) {
@@ -151,7 +152,10 @@ static inline void pv_tile(const nr_attn_rows *r, const float *const *p, int64_t
         acc[i][1] = _mm256_fmadd_ps(b, v1, acc[i][1]);
     }
   }
-  for (int i = 0; i < r->rows; i++) {
+#pragma GCC unroll 8
+  for (int i = 0; i < MR; i++) {
+    if (i >= r->rows)
+      break;
     float *y = out + i * out_rs + e;
     __m256 sc = _mm256_set1_ps(post ? post[i] : 1.0f);
     if (nv == 2) {

@@ -4,10 +4,15 @@
  * of one pixel, so any stride is a plain load). Compiled with -mavx2 -mfma; called
  * only when nr_cpu_isa() reports AVX2 (the tactics carry NR_ISA_AVX2).
  *
- * Key decision: the interior columns, where every tap is inside the row, run without
- * bounds checks; the few border columns take a scalar path with checks. Rows whose
- * taps fall in the vertical padding simply skip those taps. */
+ * Key decision (PLAIN): each plane is first copied into a zero-padded buffer whose rows
+ * are split into stride phases (even and odd columns for stride 2), so every tap of 8
+ * output columns is one plain vector load with no bounds check, and 4 output rows are
+ * computed together (4 independent FMA chains: a 7x7 plane has one vector per row).
+ * Planes too large for the buffer keep the in-place kernel: interior columns without
+ * bounds checks, border columns on a scalar path, taps in the vertical padding
+ * skipped. */
 #include "kernels/cpu/conv/conv_internal.h"
+#include "kernels/cpu/conv/conv_pad_avx2.h"
 
 #include <immintrin.h>
 #include <string.h>
@@ -74,21 +79,107 @@ dw_plane(const conv_p *p, const float *x, const float *w, float b, float *y, con
   }
 }
 
-static void dw_task(void *arg, int64_t begin, int64_t end, int thread) {
-  const dw_job *j = arg;
-  const conv_p *p = j->p;
-  int64_t hw = (int64_t)p->h * p->w, ohw = (int64_t)p->oh * p->ow;
-  for (int64_t i = begin; i < end; i++) { /* i = n * C + c */
-    int64_t c = i % p->c;
-    const float *x = j->x + i * hw, *w = j->w + c * p->kh * p->kw;
-    float b = j->bias ? j->bias[c] : 0.0f, *y = j->y + i * ohw;
-    int key = p->kh * 10 + p->sh;
-    switch (key) {
+/* ---- PLAIN through a padded, phase-split copy of the plane ---------------------------- */
+
+#define DW_BUF 16384 /* floats of the padded plane (64 KiB of stack: up to 112x112) */
+
+static bool dw_pad_dims(const conv_p *p, int S, int K, conv_pad *d) {
+  return conv_pad_dims(p, S, K, 8, d) && d->rows * d->rs <= DW_BUF;
+}
+
+/* R output rows (from oh) x 8 columns (from o) of one plane; R independent FMA chains
+ * hide the FMA latency when a row holds a single vector (7x7 and 14x14 planes). */
+static inline __attribute__((always_inline)) void
+dw_tile(const float *buf, const conv_pad *d, const float *w, float b, float *y, int64_t ow,
+        int64_t oh, int64_t o, const int R, const int K, const int S) {
+  __m256 acc[4];
+#pragma GCC unroll 4
+  for (int r = 0; r < R; r++)
+    acc[r] = _mm256_set1_ps(b);
+#pragma GCC unroll 5
+  for (int kh = 0; kh < K; kh++)
+#pragma GCC unroll 5
+    for (int kw = 0; kw < K; kw++) {
+      __m256 wv = _mm256_broadcast_ss(w + kh * K + kw);
+      const float *src = buf + (oh * S + kh) * d->rs + (kw % S) * d->lp + o + kw / S;
+#pragma GCC unroll 4
+      for (int r = 0; r < R; r++)
+        acc[r] = _mm256_fmadd_ps(_mm256_loadu_ps(src + r * S * d->rs), wv, acc[r]);
+    }
+  int64_t left = ow - o;
+  __m256i m = _mm256_cmpgt_epi32(_mm256_set1_epi32((int)(left < 8 ? left : 8)),
+                                 _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+#pragma GCC unroll 4
+  for (int r = 0; r < R; r++) {
+    float *yr = y + (oh + r) * ow + o;
+    if (left >= 8)
+      _mm256_storeu_ps(yr, acc[r]);
+    else
+      _mm256_maskstore_ps(yr, m, acc[r]);
+  }
+}
+
+static inline __attribute__((always_inline)) void
+dw_plane_padded(const conv_p *p, const float *x, const float *w, float b, float *y,
+                const conv_pad *d, float *buf, float *tmp, const int K, const int S) {
+  for (int64_t r = 0; r < d->rows; r++) {
+    int64_t ih = r - p->pt;
+    if (ih >= 0 && ih < p->h)
+      conv_pad_row(p, x + ih * p->w, S, d, buf + r * d->rs, tmp);
+  }
+  int64_t oh = 0;
+  for (; oh + 4 <= p->oh; oh += 4)
+    for (int64_t o = 0; o < p->ow; o += 8)
+      dw_tile(buf, d, w, b, y, p->ow, oh, o, 4, K, S);
+  for (int64_t o = 0; oh < p->oh && o < p->ow; o += 8) /* 1 to 3 rows left */
+    switch (p->oh - oh) {
+    case 1: dw_tile(buf, d, w, b, y, p->ow, oh, o, 1, K, S); break;
+    case 2: dw_tile(buf, d, w, b, y, p->ow, oh, o, 2, K, S); break;
+    default: dw_tile(buf, d, w, b, y, p->ow, oh, o, 3, K, S); break;
+    }
+}
+
+#define DW_TMP (2 * DW_BUF / 64 + 64) /* floats of one padded row before its split */
+
+/* A plane through the padded copy when it fits the buffer, else the in-place kernel.
+ * *zeroed: the buffer's padding is in place (set on the task's first plane). */
+static void dw_plane_any(const conv_p *p, const float *x, const float *w, float b, float *y,
+                         float *buf, float *tmp, bool *zeroed) {
+  int K = p->kh, S = p->sh;
+  conv_pad d;
+  if (!dw_pad_dims(p, S, K, &d) || S * d.lp > DW_TMP) {
+    switch (K * 10 + S) {
     case 31: dw_plane(p, x, w, b, y, 3, 1); break;
     case 32: dw_plane(p, x, w, b, y, 3, 2); break;
     case 51: dw_plane(p, x, w, b, y, 5, 1); break;
     default: dw_plane(p, x, w, b, y, 5, 2); break;
     }
+    return;
+  }
+  if (!*zeroed) {
+    conv_zero(buf, d.rows * d.rs);
+    conv_zero(tmp, d.rs);
+    *zeroed = true;
+  }
+  switch (K * 10 + S) {
+  case 31: dw_plane_padded(p, x, w, b, y, &d, buf, tmp, 3, 1); break;
+  case 32: dw_plane_padded(p, x, w, b, y, &d, buf, tmp, 3, 2); break;
+  case 51: dw_plane_padded(p, x, w, b, y, &d, buf, tmp, 5, 1); break;
+  default: dw_plane_padded(p, x, w, b, y, &d, buf, tmp, 5, 2); break;
+  }
+}
+
+static void dw_task(void *arg, int64_t begin, int64_t end, int thread) {
+  const dw_job *j = arg;
+  const conv_p *p = j->p;
+  int64_t hw = (int64_t)p->h * p->w, ohw = (int64_t)p->oh * p->ow;
+  float buf[DW_BUF] __attribute__((aligned(32))), tmp[DW_TMP];
+  bool zeroed = false;
+  for (int64_t i = begin; i < end; i++) { /* i = n * C + c */
+    int64_t c = i % p->c;
+    const float *x = j->x + i * hw, *w = j->w + c * p->kh * p->kw;
+    float b = j->bias ? j->bias[c] : 0.0f, *y = j->y + i * ohw;
+    dw_plane_any(p, x, w, b, y, buf, tmp, &zeroed);
     nr_conv_epilogue(y, j->res ? j->res + i * ohw : NULL, ohw, 0.0f, p);
   }
 }

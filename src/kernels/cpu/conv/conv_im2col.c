@@ -20,7 +20,17 @@ typedef struct col_job {
   int64_t c0;     /* NHWC: first channel of the group */
 } col_job;
 
-/* PLAIN: row r = (ci, kh, kw) of col holds the tap's input for every output pixel. */
+/* Output columns [*lo, *hi) whose input column ow * sw + off lies inside [0, w). */
+static void valid_cols(const conv_p *p, int64_t off, int64_t *lo, int64_t *hi) {
+  int64_t a = off >= 0 ? 0 : (-off + p->sw - 1) / p->sw; /* first ow with iw >= 0 */
+  int64_t b = p->w - off <= 0 ? 0 : (p->w - off - 1) / p->sw + 1; /* first with iw >= w */
+  *lo = a < p->ow ? a : p->ow;
+  *hi = b < *lo ? *lo : b > p->ow ? p->ow : b;
+}
+
+/* PLAIN: row r = (ci, kh, kw) of col holds the tap's input for every output pixel. The
+ * columns that read padding are found once per row, so the copy itself has no bounds
+ * checks (a memcpy at stride 1). */
 static void col_rows_plain(void *arg, int64_t begin, int64_t end, int thread) {
   const col_job *j = arg;
   const conv_p *p = j->p;
@@ -29,6 +39,8 @@ static void col_rows_plain(void *arg, int64_t begin, int64_t end, int thread) {
     int64_t ci = r / kk, kh = (r % kk) / p->kw, kw = r % p->kw;
     const float *x = j->x + ci * (int64_t)p->h * p->w;
     float *dst = j->col + r * ohw;
+    int64_t off = kw * p->dw - p->pl, lo, hi;
+    valid_cols(p, off, &lo, &hi);
     for (int64_t oh = 0; oh < p->oh; oh++) {
       int64_t ih = oh * p->sh - p->pt + kh * p->dh;
       float *d = dst + oh * p->ow;
@@ -36,12 +48,14 @@ static void col_rows_plain(void *arg, int64_t begin, int64_t end, int thread) {
         memset(d, 0, sizeof(float) * (size_t)p->ow);
         continue;
       }
-      const float *xr = x + ih * p->w;
-      int64_t off = kw * p->dw - p->pl;
-      for (int64_t ow = 0; ow < p->ow; ow++) {
-        int64_t iw = ow * p->sw + off;
-        d[ow] = (iw >= 0 && iw < p->w) ? xr[iw] : 0.0f;
-      }
+      const float *xr = x + ih * p->w + off;
+      memset(d, 0, sizeof(float) * (size_t)lo);
+      if (p->sw == 1)
+        memcpy(d + lo, xr + lo, sizeof(float) * (size_t)(hi - lo));
+      else
+        for (int64_t ow = lo; ow < hi; ow++)
+          d[ow] = xr[ow * p->sw];
+      memset(d + hi, 0, sizeof(float) * (size_t)(p->ow - hi));
     }
   }
 }

@@ -69,6 +69,36 @@ void nr_conv_residual_post(float *y, nr_layout ly, const float *r, nr_layout lr,
 void nr_conv_epilogue_pass(const nr_exec_args *a, nr_layout l, const conv_p *p,
                            const float *bias, const float *r, int threads);
 
+/* The zero-padded, stride-phase-split plane the PLAIN AVX2 kernels read
+ * (conv_pad_avx2.h fills it): rows (oh-1)*S + K from input row -pt (zero rows outside
+ * the input); each row holds its padded columns c (input column c - pl, zero outside)
+ * split into S phases (c at phase c % S, index c / S), lp floats apart. */
+typedef struct conv_pad {
+  int64_t rows, lp, rs; /* rows, floats per phase, floats per row (S * lp) */
+} conv_pad;
+
+/* Geometry for output columns read in vectors up to a multiple of `tile`; false when a
+ * row would need more than 2048 floats. */
+static inline bool conv_pad_dims(const conv_p *p, int S, int K, int tile, conv_pad *d) {
+  int64_t owt = (p->ow + tile - 1) / tile * tile, need = owt + (K - 1) / S + 1;
+  int64_t cols = ((int64_t)p->pl + p->w + S - 1) / S;
+  d->lp = (need > cols ? need : cols) + 1;
+  d->rs = S * d->lp;
+  d->rows = (int64_t)(p->oh - 1) * S + K;
+  return d->rs <= 2048;
+}
+
+/* nr_f32_conv_smallc__avx2 (conv_smallc__avx2.c): its tile of output columns, and the
+ * bytes of scratch its padded planes and its packed W need (0: geometry unsupported). */
+#define NR_CONV_SMALLC_COLS 24
+static inline uint64_t nr_conv_smallc_scratch(const conv_p *p) {
+  conv_pad d;
+  if (!conv_pad_dims(p, p->sh, p->kh, NR_CONV_SMALLC_COLS, &d))
+    return 0;
+  uint64_t w = (uint64_t)(p->m + 3) / 4 * 4 * p->c * p->kh * p->kw; /* packed W */
+  return ((uint64_t)p->n * p->c * (uint64_t)(d.rows * d.rs) + w) * sizeof(float);
+}
+
 /* Conv kernels (conv_*.c), one per algorithm; all take the step's exec args. */
 nr_status nr_conv_direct_run(const nr_exec_args *a);
 nr_status nr_conv_dw_run(const nr_exec_args *a);          /* PLAIN, portable */
@@ -84,6 +114,7 @@ nr_status nr_conv_onednn_prepare(const nr_tactic_ctx *c, nr_plan *plan, nr_step 
 nr_status nr_conv_dw__avx2_run(const nr_exec_args *a);
 nr_status nr_conv_dw_nchw8c__avx2_run(const nr_exec_args *a);
 nr_status nr_conv_nchw8c_direct__avx2_run(const nr_exec_args *a);
+nr_status nr_conv_smallc__avx2_run(const nr_exec_args *a);
 
 /* Packing at build time (conv_pack.c). Each reads the constant W (and B) and appends
  * the packed form to the weights; sets step->packed_*. */

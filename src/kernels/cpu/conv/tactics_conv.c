@@ -227,6 +227,12 @@ static bool is_dw(const conv_p *p) {
          (p->kh == 3 || p->kh == 5) && p->sh == p->sw && (p->sh == 1 || p->sh == 2) &&
          p->dh == 1 && p->dw == 1 && p->pt < p->kh && p->pl < p->kw;
 }
+/* A stem: few input channels, 3x3 or 5x5, stride 1 or 2 (nr_f32_conv_smallc__avx2). */
+static bool is_smallc(const conv_p *p) {
+  return p->group == 1 && p->c <= 4 && p->kh == p->kw && (p->kh == 3 || p->kh == 5) &&
+         p->sh == p->sw && (p->sh == 1 || p->sh == 2) && p->dh == 1 && p->dw == 1 &&
+         p->pt < p->kh && p->pl < p->kw && nr_conv_smallc_scratch(p) > 0;
+}
 static bool is_wino(const conv_p *p) {
   return p->kh == 3 && p->kw == 3 && p->sh == 1 && p->sw == 1 && p->dh == 1 &&
          p->dw == 1 && p->group == 1;
@@ -253,6 +259,7 @@ SUPPORTS(sup_nhwc_im2col, has_gemm())
 SUPPORTS(sup_1x1, has_gemm() && is_1x1_s1(p))
 SUPPORTS(sup_nhwc_1x1, has_gemm() && is_1x1_s1(p))
 SUPPORTS(sup_dw, is_dw(p))
+SUPPORTS(sup_smallc, is_smallc(p))
 SUPPORTS(sup_nchw8c, p->group == 1)
 SUPPORTS(sup_wino, has_gemm() && is_wino(p))
 SUPPORTS(sup_onednn, p->act < NR_ACT_COUNT) /* others run after the primitive */
@@ -294,6 +301,14 @@ static nr_status prep_dw(const nr_tactic_ctx *c, nr_plan *plan, nr_step *st) {
   conv_p p;
   nr_status s = store(c, st, &p);
   return s ? s : nr_conv_pack_copy(c, plan, st);
+}
+
+static nr_status prep_smallc(const nr_tactic_ctx *c, nr_plan *plan, nr_step *st) {
+  conv_p p;
+  nr_status s = store(c, st, &p);
+  if (!s)
+    st->scratch = nr_conv_smallc_scratch(&p);
+  return s;
 }
 
 static nr_status prep_dw8(const nr_tactic_ctx *c, nr_plan *plan, nr_step *st) {
@@ -436,6 +451,8 @@ const nr_tactic nr_tactics_conv[] = {
          prep_dw8, nr_conv_dw_nchw8c__avx2_run)
     CONV("nr_f32_conv_dw_nchw8c", "nnroute", "depthwise", B8, 0, 70, sup_dw, prep_dw8,
          nr_conv_dw_nchw8c_run)
+    CONV("nr_f32_conv_smallc__avx2", "nnroute", "direct", P, AVX, 60, sup_smallc,
+         prep_smallc, nr_conv_smallc__avx2_run)
     CONV("nr_f32_conv_winograd_f23", "nnroute", "winograd23", P, 0, 42, sup_wino,
          prep_wino23, nr_conv_winograd_run)
     CONV("nr_f32_conv_winograd_f43", "nnroute", "winograd43", P, 0, 45, sup_wino,

@@ -7,6 +7,8 @@
 #include "kernels/cpu/eltwise/vmath.h"
 #include "kernels/cpu/eltwise/vmath_avx2.h"
 
+#include <math.h>
+
 static inline __m256i tail_mask(int64_t r) {
   return _mm256_cmpgt_epi32(_mm256_set1_epi32((int)r),
                             _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
@@ -80,6 +82,55 @@ void nr_f32_vunary__avx2(const nr_ewu_params *p, const float *x, float *y, int64
   case NR_EWU_ABS: UNARY_LOOP(nr_v8_abs(v)); break;
   case NR_EWU_SQRT: UNARY_LOOP(_mm256_sqrt_ps(v)); break;
   default: unary_math(p, x, y, n); break;
+  }
+}
+
+/* ---- fused activations (act.h), in place -------------------------------------------- */
+
+/* Each expression mirrors act.c's scalar act1 operation by operation (no FMA where it
+ * has none), so the compare-based ones give its exact bits and NaN rules: relu maps NaN
+ * to 0, clip and leaky relu pass it, fminf(1, NaN) = 1 in the hard ones. */
+static inline __m256 act_hsig(__m256 v, __m256 a, __m256 b) {
+  __m256 ax = _mm256_mul_ps(a, v);
+  __asm__("" : "+x"(ax)); /* keeps gcc from contracting a * x + b into an FMA */
+  __m256 t = _mm256_add_ps(ax, b);
+  return _mm256_max_ps(_mm256_min_ps(t, NR_V8(1.0f)), _mm256_setzero_ps());
+}
+
+static inline __m256 act_hswish(__m256 v) {
+  __m256 t = _mm256_add_ps(_mm256_div_ps(v, NR_V8(6.0f)), NR_V8(0.5f));
+  return _mm256_mul_ps(v, _mm256_max_ps(_mm256_min_ps(t, NR_V8(1.0f)), _mm256_setzero_ps()));
+}
+
+static inline __m256 act_gelu_tanh(__m256 v) {
+  __m256 c = _mm256_mul_ps(_mm256_mul_ps(_mm256_mul_ps(NR_V8(0.044715f), v), v), v);
+  __m256 t = nr_v8_tanh(_mm256_mul_ps(NR_V8(0.79788456080286536f), _mm256_add_ps(v, c)), 0);
+  /* tanh(+-inf) is exactly +-1 there, so -inf gives -inf * 0 = NaN as in act.c */
+  __m256 inf = _mm256_cmp_ps(nr_v8_abs(v), NR_V8(INFINITY), _CMP_EQ_OQ);
+  t = _mm256_blendv_ps(t, _mm256_or_ps(NR_V8(1.0f), _mm256_and_ps(v, NR_V8(-0.0f))), inf);
+  return _mm256_mul_ps(_mm256_mul_ps(NR_V8(0.5f), v), _mm256_add_ps(NR_V8(1.0f), t));
+}
+
+void nr_f32_act__avx2(nr_act act, float pa, float pb, float *x, int64_t n) {
+  float *y = x;
+  const __m256 a = NR_V8(pa), b = NR_V8(pb), zero = _mm256_setzero_ps();
+  switch (act) {
+  case NR_ACT_NONE: break;
+  case NR_ACT_RELU:
+    UNARY_LOOP(_mm256_blendv_ps(zero, v, _mm256_cmp_ps(v, zero, _CMP_GT_OQ)));
+    break;
+  case NR_ACT_CLIP: UNARY_LOOP(clip8(v, a, b)); break;
+  case NR_ACT_LEAKY_RELU:
+    UNARY_LOOP(_mm256_blendv_ps(_mm256_mul_ps(a, v), v, _mm256_cmp_ps(v, zero, _CMP_GE_OQ)));
+    break;
+  case NR_ACT_SIGMOID: UNARY_LOOP(nr_v8_sigmoid(v, 0)); break;
+  case NR_ACT_HARD_SIGMOID: UNARY_LOOP(act_hsig(v, a, b)); break;
+  case NR_ACT_HARD_SWISH: UNARY_LOOP(act_hswish(v)); break;
+  case NR_ACT_TANH: UNARY_LOOP(nr_v8_tanh(v, 0)); break;
+  case NR_ACT_SILU: UNARY_LOOP(_mm256_mul_ps(v, nr_v8_sigmoid(v, 0))); break;
+  case NR_ACT_GELU: UNARY_LOOP(gelu8(v, 0)); break;
+  case NR_ACT_GELU_TANH: UNARY_LOOP(act_gelu_tanh(v)); break;
+  default: nr_act_apply_ref(act, pa, pb, x, n); break;
   }
 }
 

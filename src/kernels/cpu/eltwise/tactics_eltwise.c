@@ -494,7 +494,7 @@ static bool applies_threads(const nr_graph *g, const nr_node *n) {
 
 const nr_knob_def nr_knobs_cpu_eltwise[] = {
     {"eltwise.math", "accurate|fast", "accurate", NR_KNOB_GLOBAL, NR_KNOB_ACCURACY, 2e-5,
-     "exp/tanh/erf/sigmoid of the elementwise, GELU and softmax tactics: accurate "
+     "exp/tanh/erf/sigmoid of the elementwise, GELU, softmax and attention tactics: accurate "
      "(max rel err 4e-7) or fast (low-degree polynomials, rcp+Newton; 9e-6)",
      applies_math, NULL},
     {"gelu.approx", "exact|tanh", "exact", NR_KNOB_NODE, NR_KNOB_ACCURACY, 1e-3,

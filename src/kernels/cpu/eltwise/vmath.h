@@ -10,6 +10,8 @@
 #ifndef NR_KERNELS_CPU_ELTWISE_VMATH_H
 #define NR_KERNELS_CPU_ELTWISE_VMATH_H
 
+#include "kernels/act.h"
+
 #include <stdint.h>
 
 typedef enum nr_vmath {
@@ -53,6 +55,9 @@ void nr_f32_vbinary__portable(nr_ewb_op op, const float *a, int sa, const float 
                               float *y, int64_t n);
 void nr_f32_vbinary__avx2(nr_ewb_op op, const float *a, int sa, const float *b, int sb,
                           float *y, int64_t n);
+/* x[i] = act(x[i]) in place: the kernels' epilogue activation (act.h's nr_act_apply
+ * calls it when the CPU has AVX2). */
+void nr_f32_act__avx2(nr_act act, float a, float b, float *x, int64_t n);
 /* y[i] = c[i * sc] ? x[i * sx] : z[i * sz] (Where), strides in {0, 1}. */
 void nr_f32_vwhere__portable(const uint8_t *c, int sc, const float *x, int sx,
                              const float *z, int sz, float *y, int64_t n);

@@ -2,8 +2,10 @@
  * "reassoc" variants keep 8 interleaved partial sums like the vector kernels do, so a
  * route behaves alike with and without AVX2. */
 #include "kernels/cpu/norm/norm.h"
+#include "kernels/cpu/norm/norm_seq.h"
 
 #include <math.h>
+#include <stddef.h>
 
 double nr_f32_sum__portable(const float *x, int64_t n, bool reassoc) {
   if (!reassoc) {
@@ -74,43 +76,62 @@ void nr_f32_softmax_row__portable(const nr_softmax_cfg *c, const float *x, float
       y[i] = y[i] * inv;
 }
 
-static void moments(const nr_layernorm_cfg *c, const float *x, int64_t n, double *mean,
-                    double *var) {
-  if (c->one_pass) {
-    double s = 0, q = 0;
-    for (int64_t i = 0; i < n; i++) {
-      s += x[i];
-      q += (double)x[i] * x[i];
-    }
-    *mean = s / (double)n;
-    *var = fmax(q / (double)n - *mean * *mean, 0.0);
+/* Mean and variance of one row with 8 interleaved float partial sums (reassoc=on);
+ * without reassociation rows go through nr_seq_moments (norm_seq.h). */
+static void moments_reassoc(const nr_layernorm_cfg *c, const float *x, int64_t n,
+                            double *mean, double *var) {
+  if (c->one_pass) { /* the one-pass sums stay double and sequential, as before */
+    nr_seq_moments(true, x, n, 1, mean, var);
     return;
   }
-  double m = nr_f32_sum__portable(x, n, c->reassoc) / (double)n, q = 0;
+  double m = nr_f32_sum__portable(x, n, true) / (double)n;
   float p[8] = {0};
   for (int64_t i = 0; i < n; i++) {
     double d = x[i] - m;
-    if (c->reassoc)
-      p[i & 7] += (float)(d * d);
-    else
-      q += d * d;
+    p[i & 7] += (float)(d * d);
   }
-  if (c->reassoc)
-    q = ((p[0] + p[4]) + (p[1] + p[5])) + ((p[2] + p[6]) + (p[3] + p[7]));
   *mean = m;
-  *var = q / (double)n;
+  *var = (double)(((p[0] + p[4]) + (p[1] + p[5])) + ((p[2] + p[6]) + (p[3] + p[7]))) /
+         (double)n;
 }
 
-void nr_f32_layernorm_row__portable(const nr_layernorm_cfg *c, const float *x,
-                                    const float *scale, const float *bias, float *y,
-                                    int64_t n, float *mean, float *inv) {
-  double m, v;
-  moments(c, x, n, &m, &v);
-  float is = (float)(1.0 / sqrt(v + c->eps)), mf = (float)m;
+static void ln_apply(const float *x, const float *scale, const float *bias, float *y,
+                     int64_t n, double m, double v, float eps, float *mean, float *inv) {
+  float is = (float)(1.0 / sqrt(v + eps)), mf = (float)m;
   for (int64_t i = 0; i < n; i++) {
     float t = (x[i] - mf) * is * scale[i];
     y[i] = bias ? t + bias[i] : t;
   }
-  *mean = mf;
-  *inv = is;
+  if (mean)
+    *mean = mf;
+  if (inv)
+    *inv = is;
+}
+
+void nr_f32_layernorm_rows__portable(const nr_layernorm_cfg *c, const float *x,
+                                     const float *scale, const float *bias, float *y,
+                                     int64_t n, int64_t rows, float *mean, float *inv) {
+  for (int64_t r0 = 0; r0 < rows; r0 += NR_SEQ_ROWS) {
+    int k = rows - r0 < NR_SEQ_ROWS ? (int)(rows - r0) : NR_SEQ_ROWS;
+    double m[NR_SEQ_ROWS], v[NR_SEQ_ROWS];
+    if (c->reassoc)
+      for (int i = 0; i < k; i++)
+        moments_reassoc(c, x + (r0 + i) * n, n, &m[i], &v[i]);
+    else
+      nr_seq_moments(c->one_pass, x + r0 * n, n, k, m, v);
+    for (int i = 0; i < k; i++)
+      ln_apply(x + (r0 + i) * n, scale, bias, y + (r0 + i) * n, n, m[i], v[i], c->eps,
+               mean ? mean + r0 + i : NULL, inv ? inv + r0 + i : NULL);
+  }
+}
+
+void nr_f32_sum_rows__portable(const float *x, int64_t n, int64_t rows, bool reassoc,
+                               double *out) {
+  for (int64_t r0 = 0; r0 < rows; r0 += NR_SEQ_ROWS) {
+    int k = rows - r0 < NR_SEQ_ROWS ? (int)(rows - r0) : NR_SEQ_ROWS;
+    if (!reassoc)
+      nr_seq_sums(x + r0 * n, n, n, k, out + r0);
+    for (int i = 0; reassoc && i < k; i++)
+      out[r0 + i] = nr_f32_sum__portable(x + (r0 + i) * n, n, true);
+  }
 }

@@ -31,17 +31,25 @@ typedef struct nr_layernorm_cfg {
 void nr_f32_softmax_row__portable(const nr_softmax_cfg *c, const float *x, float *y,
                                   int64_t n);
 void nr_f32_softmax_row__avx2(const nr_softmax_cfg *c, const float *x, float *y, int64_t n);
-/* y = (x - mean) / sqrt(var + eps) * scale + bias (bias may be NULL); mean and inv
- * (1/stddev) of the row are returned through the pointers. */
-void nr_f32_layernorm_row__portable(const nr_layernorm_cfg *c, const float *x,
-                                    const float *scale, const float *bias, float *y,
-                                    int64_t n, float *mean, float *inv);
-void nr_f32_layernorm_row__avx2(const nr_layernorm_cfg *c, const float *x,
-                                const float *scale, const float *bias, float *y, int64_t n,
-                                float *mean, float *inv);
+/* LayerNorm of `rows` consecutive rows of n floats: y = (x - mean) / sqrt(var + eps) *
+ * scale + bias (bias may be NULL); the rows' means and inverse standard deviations go
+ * to mean[] and inv[] when those are not NULL. Without reassoc, rows are summed
+ * NR_SEQ_ROWS at a time (norm_seq.h), each in the reference's order. */
+void nr_f32_layernorm_rows__portable(const nr_layernorm_cfg *c, const float *x,
+                                     const float *scale, const float *bias, float *y,
+                                     int64_t n, int64_t rows, float *mean, float *inv);
+void nr_f32_layernorm_rows__avx2(const nr_layernorm_cfg *c, const float *x,
+                                 const float *scale, const float *bias, float *y, int64_t n,
+                                 int64_t rows, float *mean, float *inv);
 /* Sum of n floats: sequential in double, or (reassoc) 8 float lanes. */
 double nr_f32_sum__portable(const float *x, int64_t n, bool reassoc);
 double nr_f32_sum__avx2(const float *x, int64_t n, bool reassoc);
+/* out[r] = the sum of row r of `rows` consecutive rows of n floats, as nr_f32_sum__*
+ * computes it (without reassoc several rows' sequential sums run side by side). */
+void nr_f32_sum_rows__portable(const float *x, int64_t n, int64_t rows, bool reassoc,
+                               double *out);
+void nr_f32_sum_rows__avx2(const float *x, int64_t n, int64_t rows, bool reassoc,
+                           double *out);
 
 /* 2-D pooling over PLAIN NCHW planes (pool.c). */
 typedef struct nr_pool2d {
@@ -59,5 +67,9 @@ bool nr_norm_parallel(const struct nr_graph *g, const struct nr_node *n);
 
 void nr_f32_pool2d__portable(const nr_pool2d *p, const float *x, int64_t ih, int64_t iw,
                              float *y, int64_t oh, int64_t ow);
+/* The same with a row buffer and 8-wide reductions (pool__avx2.c); planes holding a
+ * NaN (MaxPool) or too wide for its buffer go to the portable kernel. */
+void nr_f32_pool2d__avx2(const nr_pool2d *p, const float *x, int64_t ih, int64_t iw,
+                         float *y, int64_t oh, int64_t ow);
 
 #endif

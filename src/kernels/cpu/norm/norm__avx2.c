@@ -7,6 +7,7 @@
  * reassociated by construction (its knob is an accuracy knob). */
 #include "kernels/cpu/eltwise/vmath_avx2.h"
 #include "kernels/cpu/norm/norm.h"
+#include "kernels/cpu/norm/norm_seq.h"
 
 #include <float.h>
 #include <math.h>
@@ -154,46 +155,30 @@ static void sums_pd(const float *x, int64_t n, double *s, double *q) {
   *q = (b[0] + b[1]) + (b[2] + b[3]);
 }
 
-static void moments(const nr_layernorm_cfg *c, const float *x, int64_t n, double *mean,
-                    double *var) {
+/* Mean and variance of one row with vector partial sums (reduce.reassoc=on); without
+ * reassociation the rows go through nr_seq_moments (norm_seq.h), several at a time. */
+static void moments_reassoc(const nr_layernorm_cfg *c, const float *x, int64_t n,
+                            double *mean, double *var) {
   double s = 0, q = 0;
   if (c->one_pass) {
-    if (c->reassoc) {
-      sums_pd(x, n, &s, &q);
-    } else {
-      for (int64_t i = 0; i < n; i++) {
-        s += x[i];
-        q += (double)x[i] * x[i];
-      }
-    }
+    sums_pd(x, n, &s, &q);
     *mean = s / (double)n;
     *var = fmax(q / (double)n - *mean * *mean, 0.0);
     return;
   }
-  double m = nr_f32_sum__avx2(x, n, c->reassoc) / (double)n;
-  if (c->reassoc) {
-    __m256 vm = _mm256_set1_ps((float)m), acc = _mm256_setzero_ps();
-    for (int64_t i = 0; i < n; i += 8) {
-      __m256 d = _mm256_sub_ps(load_fill(x, i, n, (float)m), vm);
-      acc = _mm256_fmadd_ps(d, d, acc);
-    }
-    q = hsum8(acc);
-  } else {
-    for (int64_t i = 0; i < n; i++) {
-      double d = x[i] - m;
-      q += d * d;
-    }
+  double m = nr_f32_sum__avx2(x, n, true) / (double)n;
+  __m256 vm = _mm256_set1_ps((float)m), acc = _mm256_setzero_ps();
+  for (int64_t i = 0; i < n; i += 8) {
+    __m256 d = _mm256_sub_ps(load_fill(x, i, n, (float)m), vm);
+    acc = _mm256_fmadd_ps(d, d, acc);
   }
   *mean = m;
-  *var = q / (double)n;
+  *var = hsum8(acc) / (double)n;
 }
 
-void nr_f32_layernorm_row__avx2(const nr_layernorm_cfg *c, const float *x,
-                                const float *scale, const float *bias, float *y, int64_t n,
-                                float *mean, float *inv) {
-  double m, v;
-  moments(c, x, n, &m, &v);
-  float is = (float)(1.0 / sqrt(v + c->eps)), mf = (float)m;
+static void ln_apply(const float *x, const float *scale, const float *bias, float *y,
+                     int64_t n, double m, double v, float eps, float *mean, float *inv) {
+  float is = (float)(1.0 / sqrt(v + eps)), mf = (float)m;
   __m256 vm = _mm256_set1_ps(mf), vi = _mm256_set1_ps(is);
   for (int64_t i = 0; i < n; i += 8) {
     __m256 t = _mm256_mul_ps(_mm256_mul_ps(_mm256_sub_ps(load_fill(x, i, n, 0.0f), vm), vi),
@@ -202,6 +187,36 @@ void nr_f32_layernorm_row__avx2(const nr_layernorm_cfg *c, const float *x,
       t = _mm256_add_ps(t, load_fill(bias, i, n, 0.0f));
     store_n(y, i, n, t);
   }
-  *mean = mf;
-  *inv = is;
+  if (mean)
+    *mean = mf;
+  if (inv)
+    *inv = is;
+}
+
+void nr_f32_layernorm_rows__avx2(const nr_layernorm_cfg *c, const float *x,
+                                 const float *scale, const float *bias, float *y, int64_t n,
+                                 int64_t rows, float *mean, float *inv) {
+  for (int64_t r0 = 0; r0 < rows; r0 += NR_SEQ_ROWS) {
+    int k = rows - r0 < NR_SEQ_ROWS ? (int)(rows - r0) : NR_SEQ_ROWS;
+    double m[NR_SEQ_ROWS], v[NR_SEQ_ROWS];
+    if (c->reassoc)
+      for (int i = 0; i < k; i++)
+        moments_reassoc(c, x + (r0 + i) * n, n, &m[i], &v[i]);
+    else
+      nr_seq_moments(c->one_pass, x + r0 * n, n, k, m, v);
+    for (int i = 0; i < k; i++)
+      ln_apply(x + (r0 + i) * n, scale, bias, y + (r0 + i) * n, n, m[i], v[i], c->eps,
+               mean ? mean + r0 + i : NULL, inv ? inv + r0 + i : NULL);
+  }
+}
+
+void nr_f32_sum_rows__avx2(const float *x, int64_t n, int64_t rows, bool reassoc,
+                           double *out) {
+  for (int64_t r0 = 0; r0 < rows; r0 += NR_SEQ_ROWS) {
+    int k = rows - r0 < NR_SEQ_ROWS ? (int)(rows - r0) : NR_SEQ_ROWS;
+    if (!reassoc)
+      nr_seq_sums(x + r0 * n, n, n, k, out + r0);
+    for (int i = 0; reassoc && i < k; i++)
+      out[r0 + i] = nr_f32_sum__avx2(x + (r0 + i) * n, n, true);
+  }
 }

@@ -189,19 +189,14 @@ typedef struct ln_job {
 
 static void ln_task(void *arg, int64_t begin, int64_t end, int thread) {
   const ln_job *j = arg;
-  for (int64_t r = begin; r < end; r++) {
-    float m, is;
-    const float *x = j->x + r * j->n;
-    float *y = j->y + r * j->n;
-    if (j->avx2)
-      nr_f32_layernorm_row__avx2(&j->p.cfg, x, j->scale, j->bias, y, j->n, &m, &is);
-    else
-      nr_f32_layernorm_row__portable(&j->p.cfg, x, j->scale, j->bias, y, j->n, &m, &is);
-    if (j->mean)
-      j->mean[r] = m;
-    if (j->inv)
-      j->inv[r] = is;
-  }
+  const float *x = j->x + begin * j->n;
+  float *y = j->y + begin * j->n, *m = j->mean ? j->mean + begin : NULL,
+        *is = j->inv ? j->inv + begin : NULL;
+  if (j->avx2)
+    nr_f32_layernorm_rows__avx2(&j->p.cfg, x, j->scale, j->bias, y, j->n, end - begin, m, is);
+  else
+    nr_f32_layernorm_rows__portable(&j->p.cfg, x, j->scale, j->bias, y, j->n, end - begin,
+                                    m, is);
 }
 
 static nr_status ln_run(const nr_exec_args *a) {
@@ -239,11 +234,16 @@ typedef struct gap_job {
 
 static void gap_task(void *arg, int64_t begin, int64_t end, int thread) {
   const gap_job *j = arg;
-  for (int64_t p = begin; p < end; p++) {
+  double s[16];
+  for (int64_t p = begin; p < end; p += 16) {
+    int64_t k = end - p < 16 ? end - p : 16;
     const float *x = j->x + p * j->size;
-    double s = j->avx2 ? nr_f32_sum__avx2(x, j->size, j->reassoc)
-                       : nr_f32_sum__portable(x, j->size, j->reassoc);
-    j->y[p] = (float)(s / (double)j->size);
+    if (j->avx2)
+      nr_f32_sum_rows__avx2(x, j->size, k, j->reassoc, s);
+    else
+      nr_f32_sum_rows__portable(x, j->size, k, j->reassoc, s);
+    for (int64_t i = 0; i < k; i++)
+      j->y[p + i] = (float)(s[i] / (double)j->size);
   }
 }
 
@@ -303,6 +303,7 @@ static nr_status pool_prepare(const nr_tactic_ctx *c, nr_plan *plan, nr_step *st
 
 typedef struct pool_job {
   nr_pool2d p;
+  bool avx2;
   const float *x;
   float *y;
   int64_t ih, iw, oh, ow;
@@ -311,13 +312,15 @@ typedef struct pool_job {
 static void pool_task(void *arg, int64_t begin, int64_t end, int thread) {
   const pool_job *j = arg;
   for (int64_t pl = begin; pl < end; pl++)
-    nr_f32_pool2d__portable(&j->p, j->x + pl * j->ih * j->iw, j->ih, j->iw,
-                            j->y + pl * j->oh * j->ow, j->oh, j->ow);
+    (j->avx2 ? nr_f32_pool2d__avx2 : nr_f32_pool2d__portable)(
+        &j->p, j->x + pl * j->ih * j->iw, j->ih, j->iw, j->y + pl * j->oh * j->ow, j->oh,
+        j->ow);
 }
 
 static nr_status pool_run(const nr_exec_args *a) {
   const nr_slot *x = a->in_slot[0], *y = a->out_slot[0];
-  pool_job j = {.x = a->in[0], .y = a->out[0], .ih = x->dims[2], .iw = x->dims[3],
+  pool_job j = {.avx2 = is_avx2(a), .x = a->in[0], .y = a->out[0], .ih = x->dims[2],
+                .iw = x->dims[3],
                 .oh = y->dims[2], .ow = y->dims[3]};
   memcpy(&j.p, a->step->params, sizeof j.p);
   int64_t work = (int64_t)j.p.kh * j.p.kw * j.oh * j.ow;
@@ -338,6 +341,10 @@ const nr_tactic nr_tactics_cpu_norm[] = {
     ROWS("logsoftmax", "LogSoftmax", softmax_supports, softmax_prepare, softmax_run)
     ROWS("layernorm", "LayerNormalization", ln_supports, ln_prepare, ln_run)
     ROWS("gavgpool", "GlobalAveragePool", gap_supports, gap_prepare, gap_run)
+    {"nr_f32_maxpool2d__avx2", "", "MaxPool", "nnroute", "vector", NR_LAYOUT_PLAIN,
+     NR_ISA_AVX2, 20, pool_supports, pool_prepare, pool_run},
+    {"nr_f32_avgpool2d__avx2", "", "AveragePool", "nnroute", "vector", NR_LAYOUT_PLAIN,
+     NR_ISA_AVX2, 20, pool_supports, pool_prepare, pool_run},
     {"nr_f32_maxpool2d__portable", "", "MaxPool", "nnroute", "vector", NR_LAYOUT_PLAIN, 0,
      10, pool_supports, pool_prepare, pool_run},
     {"nr_f32_avgpool2d__portable", "", "AveragePool", "nnroute", "vector",

@@ -1,0 +1,373 @@
+/* tactics_copy.c - the data-movement tactics: Reshape, Flatten, Squeeze, Unsqueeze and
+ * Identity (nr_copy_reshape), Concat (nr_copy_concat), Split (nr_copy_split), Slice
+ * with unit steps (nr_copy_slice) and Transpose (nr_copy_transpose), for any dtype the
+ * plan stores, PLAIN.
+ *
+ * Key decision: every one of them is a strided copy, described once (cp_view: dims with
+ * source and destination strides) and walked by one loop that first merges the dims
+ * both sides keep contiguous, so a run that is contiguous on both sides becomes one
+ * memcpy (a channel slice of a batch-1 tensor is a single memcpy; shufflenet's channel
+ * shuffle is 116 copies of a 28x28 plane). A copy whose source and destination are the
+ * same bytes is skipped: the memory pass (memory.views) places reshaped tensors, the
+ * inputs of a Concat and the outputs of a Split or Slice that are contiguous pieces of
+ * one buffer at the same addresses, and these steps then move nothing. Unlike the
+ * reference tactic they never clear their outputs first, which is what makes that safe. */
+#include "compiler/plan.h"
+#include "runtime/threadpool.h"
+#include "util/error.h"
+
+#include <string.h>
+
+/* A strided copy: element (i_0, ..., i_{r-1}) goes from src + sum i_d * is[d] to
+ * dst + sum i_d * os[d] (strides in elements). */
+typedef struct cp_view {
+  int rank;
+  int64_t dims[NR_MAX_RANK], is[NR_MAX_RANK], os[NR_MAX_RANK];
+} cp_view;
+
+static void strides_of(const nr_slot *s, int64_t *st) {
+  int64_t acc = 1;
+  for (int d = s->rank - 1; d >= 0; d--) {
+    st[d] = acc;
+    acc *= s->dims[d];
+  }
+}
+
+/* Drops unit dims and merges neighbours that are contiguous on both sides. */
+static void cp_merge(cp_view *v) {
+  int r = 0;
+  for (int d = 0; d < v->rank; d++) {
+    if (v->dims[d] == 1)
+      continue;
+    if (r > 0 && v->is[r - 1] == v->is[d] * v->dims[d] &&
+        v->os[r - 1] == v->os[d] * v->dims[d]) {
+      v->dims[r - 1] *= v->dims[d];
+      v->is[r - 1] = v->is[d];
+      v->os[r - 1] = v->os[d];
+      continue;
+    }
+    v->dims[r] = v->dims[d], v->is[r] = v->is[d], v->os[r] = v->os[d];
+    r++;
+  }
+  if (r == 0) { /* one element */
+    v->dims[0] = 1, v->is[0] = v->os[0] = 1;
+    r = 1;
+  }
+  v->rank = r;
+}
+
+static void cp_elems(char *dst, const char *src, size_t es, int64_t n, int64_t is,
+                     int64_t os) {
+  if (es == 4) {
+    for (int64_t i = 0; i < n; i++)
+      memcpy(dst + (size_t)(i * os) * 4, src + (size_t)(i * is) * 4, 4);
+    return;
+  }
+  for (int64_t i = 0; i < n; i++)
+    memcpy(dst + (size_t)(i * os) * es, src + (size_t)(i * is) * es, es);
+}
+
+/* Copies v (merged) from src to dst; nothing when both are the same contiguous bytes. */
+static void cp_run(void *dst, const void *src, size_t es, cp_view v) {
+  cp_merge(&v);
+  int last = v.rank - 1;
+  bool runs = v.is[last] == 1 && v.os[last] == 1;
+  if (dst == src && runs && v.rank == 1)
+    return;
+  int64_t idx[NR_MAX_RANK] = {0}, outer = 1;
+  for (int d = 0; d < last; d++)
+    outer *= v.dims[d];
+  for (int64_t o = 0; o < outer; o++) {
+    int64_t si = 0, di = 0;
+    for (int d = 0; d < last; d++)
+      si += idx[d] * v.is[d], di += idx[d] * v.os[d];
+    char *dp = (char *)dst + (size_t)di * es;
+    const char *sp = (const char *)src + (size_t)si * es;
+    if (runs && dp != sp)
+      memcpy(dp, sp, (size_t)v.dims[last] * es);
+    else if (!runs)
+      cp_elems(dp, sp, es, v.dims[last], v.is[last], v.os[last]);
+    for (int d = last - 1; d >= 0 && ++idx[d] == v.dims[d]; d--)
+      idx[d] = 0;
+  }
+}
+
+/* ---- supports ------------------------------------------------------------------------ */
+
+static bool plain_sized(const nr_slot *s) {
+  return s && s->layout == NR_LAYOUT_PLAIN && nr_dtype_size(s->dtype) > 0 && s->rank >= 0;
+}
+
+/* Every present slot of the step plain and of input 0's dtype (inputs from first). */
+static bool all_plain(const nr_tactic_ctx *c, int in_first, int in_last) {
+  const nr_slot *x = nr_step_in(c, 0);
+  if (!c->node || !plain_sized(x))
+    return false;
+  for (int i = in_first; i <= in_last && i < c->step->n_in; i++) {
+    const nr_slot *s = nr_step_in(c, i);
+    if (!plain_sized(s) || s->dtype != x->dtype)
+      return false;
+  }
+  for (int o = 0; o < c->step->n_out; o++) {
+    const nr_slot *s = nr_step_out(c, o);
+    if (!plain_sized(s) || s->dtype != x->dtype)
+      return false;
+  }
+  return c->step->n_out >= 1;
+}
+
+static int norm_axis(const nr_node *n, int rank, int64_t dflt) {
+  int64_t a = nr_attr_int(n, "axis", dflt);
+  return (int)(a < 0 ? a + rank : a);
+}
+
+static bool reshape_supports(const nr_tactic_ctx *c) {
+  return all_plain(c, 0, 0) && nr_step_out(c, 0)->nbytes == nr_step_in(c, 0)->nbytes;
+}
+
+/* Concat / Split: the pieces have the whole's rank and dims except along the axis,
+ * where they add up. whole is output 0 (Concat) or input 0 (Split). */
+static bool pieces_fit(const nr_slot *whole, const nr_slot *const *pieces, int n, int axis) {
+  int64_t sum = 0;
+  if (axis < 0 || axis >= whole->rank)
+    return false;
+  for (int i = 0; i < n; i++) {
+    if (!pieces[i] || pieces[i]->rank != whole->rank)
+      return false;
+    for (int d = 0; d < whole->rank; d++)
+      if (d != axis && pieces[i]->dims[d] != whole->dims[d])
+        return false;
+    sum += pieces[i]->dims[axis];
+  }
+  return sum == whole->dims[axis];
+}
+
+static bool concat_supports(const nr_tactic_ctx *c) {
+  const nr_slot *y = nr_step_out(c, 0), *pieces[NR_STEP_MAX_IO];
+  if (!all_plain(c, 0, c->step->n_in - 1) || c->step->n_out != 1)
+    return false;
+  for (int i = 0; i < c->step->n_in; i++)
+    pieces[i] = nr_step_in(c, i);
+  return pieces_fit(y, pieces, c->step->n_in, norm_axis(c->node, y->rank, 0));
+}
+
+static bool split_supports(const nr_tactic_ctx *c) {
+  const nr_slot *x = nr_step_in(c, 0), *pieces[NR_STEP_MAX_IO];
+  if (!all_plain(c, 0, 0))
+    return false;
+  for (int o = 0; o < c->step->n_out; o++)
+    pieces[o] = nr_step_out(c, o);
+  return pieces_fit(x, pieces, c->step->n_out, norm_axis(c->node, x->rank, 0));
+}
+
+static bool transpose_perm(const nr_tactic_ctx *c, int64_t *perm) {
+  const nr_slot *x = nr_step_in(c, 0), *y = nr_step_out(c, 0);
+  size_t np = 0;
+  const int64_t *p = nr_attr_ints(c->node, "perm", &np);
+  if (!y || y->rank != x->rank || (p && (int)np != x->rank))
+    return false;
+  bool seen[NR_MAX_RANK] = {false};
+  for (int d = 0; d < x->rank; d++) {
+    perm[d] = p ? p[d] : x->rank - 1 - d;
+    if (perm[d] < 0 || perm[d] >= x->rank || seen[perm[d]] ||
+        y->dims[d] != x->dims[perm[d]])
+      return false;
+    seen[perm[d]] = true;
+  }
+  return true;
+}
+
+static bool transpose_supports(const nr_tactic_ctx *c) {
+  int64_t perm[NR_MAX_RANK];
+  return all_plain(c, 0, 0) && c->step->n_in == 1 && transpose_perm(c, perm);
+}
+
+/* ---- Slice ------------------------------------------------------------------------- */
+
+/* Slice with every step 1 and constant arguments: where each axis starts (the output's
+ * dims give the counts). Before opset 10 the arguments are attributes. */
+typedef struct slice_params {
+  int32_t start[NR_MAX_RANK];
+} slice_params;
+
+_Static_assert(sizeof(slice_params) <= NR_TACTIC_PARAMS, "slice params too big");
+
+/* List i (1 starts, 3 axes, 4 steps) as int64; n = -1 when absent, false when not
+ * readable (not constant, not an integer list). */
+static bool slice_list(const nr_tactic_ctx *c, int i, const char *attr, int64_t *out,
+                       int *n) {
+  *n = -1;
+  if (c->node->opset < 10) {
+    size_t cnt;
+    const int64_t *a = nr_attr_ints(c->node, attr, &cnt);
+    if (a && cnt <= NR_MAX_RANK) {
+      memcpy(out, a, cnt * sizeof *a);
+      *n = (int)cnt;
+    }
+    return !a || cnt <= NR_MAX_RANK;
+  }
+  const nr_slot *s = nr_step_in(c, i);
+  if (!s)
+    return true;
+  const void *d = nr_step_const(c, i);
+  int64_t cnt = s->rank == 1 ? s->dims[0] : -1;
+  if (!d || cnt < 0 || cnt > NR_MAX_RANK ||
+      (s->dtype != NR_DTYPE_INT64 && s->dtype != NR_DTYPE_INT32))
+    return false;
+  for (int64_t k = 0; k < cnt; k++)
+    out[k] = s->dtype == NR_DTYPE_INT64 ? ((const int64_t *)d)[k] : ((const int32_t *)d)[k];
+  *n = (int)cnt;
+  return true;
+}
+
+static int64_t clamp(int64_t v, int64_t lo, int64_t hi) { return v < lo ? lo : v > hi ? hi : v; }
+
+static bool slice_resolve(const nr_tactic_ctx *c, slice_params *p) {
+  const nr_slot *x = nr_step_in(c, 0), *y = nr_step_out(c, 0);
+  int64_t starts[NR_MAX_RANK], ends[NR_MAX_RANK], axes[NR_MAX_RANK], steps[NR_MAX_RANK];
+  int64_t want[NR_MAX_RANK];
+  int ns, ne, na, nt;
+  if (!all_plain(c, 0, 0) || !y || y->rank != x->rank || c->step->n_out != 1 ||
+      !slice_list(c, 1, "starts", starts, &ns) || !slice_list(c, 2, "ends", ends, &ne) ||
+      !slice_list(c, 3, "axes", axes, &na) || !slice_list(c, 4, "steps", steps, &nt) ||
+      ns < 0 || ne != ns || (na >= 0 && na != ns) || (nt >= 0 && nt != ns))
+    return false;
+  memset(p, 0, sizeof *p);
+  memcpy(want, x->dims, sizeof want);
+  for (int i = 0; i < ns; i++) {
+    int64_t ax = na >= 0 ? axes[i] : i;
+    ax += ax < 0 ? x->rank : 0;
+    if (ax < 0 || ax >= x->rank || (nt >= 0 && steps[i] != 1))
+      return false;
+    int64_t dim = x->dims[ax];
+    int64_t s = clamp(starts[i] < 0 ? starts[i] + dim : starts[i], 0, dim);
+    int64_t e = clamp(ends[i] < 0 ? ends[i] + dim : ends[i], 0, dim);
+    if (s > INT32_MAX)
+      return false;
+    p->start[ax] = (int32_t)s;
+    want[ax] = e > s ? e - s : 0;
+  }
+  for (int d = 0; d < x->rank; d++) /* the plan's output is what these arguments give */
+    if (y->dims[d] != want[d])
+      return false;
+  return true;
+}
+
+static bool slice_supports(const nr_tactic_ctx *c) {
+  slice_params p;
+  return slice_resolve(c, &p);
+}
+
+static nr_status slice_prepare(const nr_tactic_ctx *c, nr_plan *plan, nr_step *step) {
+  slice_params p;
+  if (!slice_resolve(c, &p))
+    return nr_errorf(c->err, NR_ERR_INTERNAL, "%s: slice no longer supported",
+                     step->tactic->id);
+  memcpy(step->params, &p, sizeof p);
+  return NR_OK;
+}
+
+static nr_status none_prepare(const nr_tactic_ctx *c, nr_plan *plan, nr_step *step) {
+  return NR_OK;
+}
+
+/* ---- run ----------------------------------------------------------------------------- */
+
+static nr_status reshape_run(const nr_exec_args *a) {
+  if (a->out[0] != a->in[0])
+    memcpy(a->out[0], a->in[0], a->out_slot[0]->nbytes);
+  return NR_OK;
+}
+
+/* Concat and Split: piece i of the whole sits at offset `at` along the axis. */
+static cp_view piece_view(const nr_slot *whole, const nr_slot *piece, int axis, bool to_whole,
+                          int64_t at, int64_t *whole_off) {
+  cp_view v = {.rank = whole->rank};
+  int64_t ws[NR_MAX_RANK], ps[NR_MAX_RANK];
+  strides_of(whole, ws);
+  strides_of(piece, ps);
+  for (int d = 0; d < whole->rank; d++) {
+    v.dims[d] = piece->dims[d];
+    v.is[d] = to_whole ? ps[d] : ws[d];
+    v.os[d] = to_whole ? ws[d] : ps[d];
+  }
+  *whole_off = at * ws[axis];
+  return v;
+}
+
+static nr_status concat_run(const nr_exec_args *a) {
+  const nr_slot *y = a->out_slot[0];
+  int axis = norm_axis(a->node, y->rank, 0);
+  size_t es = nr_dtype_size(y->dtype);
+  int64_t at = 0, off;
+  for (int i = 0; i < a->step->n_in; i++) {
+    cp_view v = piece_view(y, a->in_slot[i], axis, true, at, &off);
+    cp_run((char *)a->out[0] + (size_t)off * es, a->in[i], es, v);
+    at += a->in_slot[i]->dims[axis];
+  }
+  return NR_OK;
+}
+
+static nr_status split_run(const nr_exec_args *a) {
+  const nr_slot *x = a->in_slot[0];
+  int axis = norm_axis(a->node, x->rank, 0);
+  size_t es = nr_dtype_size(x->dtype);
+  int64_t at = 0, off;
+  for (int o = 0; o < a->step->n_out; o++) {
+    cp_view v = piece_view(x, a->out_slot[o], axis, false, at, &off);
+    cp_run(a->out[o], (const char *)a->in[0] + (size_t)off * es, es, v);
+    at += a->out_slot[o]->dims[axis];
+  }
+  return NR_OK;
+}
+
+static nr_status slice_run(const nr_exec_args *a) {
+  const nr_slot *x = a->in_slot[0], *y = a->out_slot[0];
+  slice_params p;
+  memcpy(&p, a->step->params, sizeof p);
+  int64_t xs[NR_MAX_RANK], ys[NR_MAX_RANK], off = 0;
+  strides_of(x, xs);
+  strides_of(y, ys);
+  cp_view v = {.rank = x->rank};
+  for (int d = 0; d < x->rank; d++) {
+    v.dims[d] = y->dims[d], v.is[d] = xs[d], v.os[d] = ys[d];
+    off += (int64_t)p.start[d] * xs[d];
+  }
+  size_t es = nr_dtype_size(x->dtype);
+  if (nr_slot_bytes(y, NR_LAYOUT_PLAIN))
+    cp_run(a->out[0], (const char *)a->in[0] + (size_t)off * es, es, v);
+  return NR_OK;
+}
+
+static nr_status transpose_run(const nr_exec_args *a) {
+  const nr_slot *x = a->in_slot[0], *y = a->out_slot[0];
+  size_t np = 0;
+  const int64_t *p = nr_attr_ints(a->node, "perm", &np);
+  int64_t xs[NR_MAX_RANK], ys[NR_MAX_RANK];
+  strides_of(x, xs);
+  strides_of(y, ys);
+  cp_view v = {.rank = x->rank};
+  for (int d = 0; d < x->rank; d++) {
+    int64_t pd = p ? p[d] : x->rank - 1 - d;
+    v.dims[d] = y->dims[d], v.is[d] = xs[pd], v.os[d] = ys[d];
+  }
+  if (nr_slot_bytes(y, NR_LAYOUT_PLAIN))
+    cp_run(a->out[0], a->in[0], nr_dtype_size(x->dtype), v);
+  return NR_OK;
+}
+
+#define COPY(id, op, sup, prep, run)                                                   \
+  {id, "", op, "nnroute", "copy", NR_LAYOUT_PLAIN, 0, 10, sup, prep, run},
+
+const nr_tactic nr_tactics_cpu_copy[] = {
+    COPY("nr_copy_reshape", "Reshape", reshape_supports, none_prepare, reshape_run)
+    COPY("nr_copy_reshape", "Flatten", reshape_supports, none_prepare, reshape_run)
+    COPY("nr_copy_reshape", "Squeeze", reshape_supports, none_prepare, reshape_run)
+    COPY("nr_copy_reshape", "Unsqueeze", reshape_supports, none_prepare, reshape_run)
+    COPY("nr_copy_reshape", "Identity", reshape_supports, none_prepare, reshape_run)
+    COPY("nr_copy_concat", "Concat", concat_supports, none_prepare, concat_run)
+    COPY("nr_copy_split", "Split", split_supports, none_prepare, split_run)
+    COPY("nr_copy_slice", "Slice", slice_supports, slice_prepare, slice_run)
+    COPY("nr_copy_transpose", "Transpose", transpose_supports, none_prepare, transpose_run)
+    {0},
+};

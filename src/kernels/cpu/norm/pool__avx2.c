@@ -1,0 +1,150 @@
+/* pool__avx2.c - AVX2 2-D MaxPool / AveragePool over one PLAIN NCHW plane.
+ *
+ * Key decision: separable windows. For each output row the kernel first reduces the
+ * valid input rows of its window into one row buffer (8 columns at a time), padded on
+ * both sides with the reduction's neutral value (-inf for max, 0 for the sum), then
+ * reduces each output's kw buffer columns: 8 outputs at once for stride 1 (unaligned
+ * loads) and stride 2 (two loads de-interleaved to the even columns), one at a time
+ * otherwise. The buffer makes padding, ceil_mode and dilation branch-free. Averages
+ * divide by the same counts as the portable kernel (pool.c); sums are in float here
+ * (at most kh * kw terms) where pool.c sums in double. A max over a plane holding a
+ * NaN, or a row too wide for the buffer, goes to the portable kernel, which keeps the
+ * reference's NaN rule. */
+#include "kernels/cpu/norm/norm.h"
+
+#include <immintrin.h>
+#include <math.h>
+
+#define BUF 4096 /* floats of the row buffer (on the stack) */
+
+static bool plane_has_nan(const float *x, int64_t n) {
+  __m256 bad = _mm256_setzero_ps();
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    __m256 v = _mm256_loadu_ps(x + i);
+    bad = _mm256_or_ps(bad, _mm256_cmp_ps(v, v, _CMP_UNORD_Q));
+  }
+  for (; i < n; i++)
+    if (isnan(x[i]))
+      return true;
+  return _mm256_movemask_ps(bad) != 0;
+}
+
+/* acc op v; on a max tie the accumulator (the earlier value) stays, as in pool.c. */
+static inline __m256 op8(bool max, __m256 acc, __m256 v) {
+  return max ? _mm256_max_ps(v, acc) : _mm256_add_ps(acc, v);
+}
+
+/* buf[pl + ix] = reduction over the valid window rows of x[iy][ix]; the rest keeps
+ * the neutral value. Returns the number of valid rows. */
+static int64_t reduce_rows(const nr_pool2d *p, const float *x, int64_t ih, int64_t iw,
+                           int64_t oy, float *buf) {
+  int64_t n = 0;
+  float *b = buf + p->pl;
+  for (int32_t ky = 0; ky < p->kh; ky++) {
+    int64_t iy = oy * p->sh - p->pt + (int64_t)ky * p->dh;
+    if (iy < 0 || iy >= ih)
+      continue;
+    const float *row = x + iy * iw;
+    int64_t i = 0;
+    if (n++ == 0) {
+      for (; i + 8 <= iw; i += 8)
+        _mm256_storeu_ps(b + i, _mm256_loadu_ps(row + i));
+      for (; i < iw; i++)
+        b[i] = row[i];
+      continue;
+    }
+    for (; i + 8 <= iw; i += 8)
+      _mm256_storeu_ps(b + i, op8(p->max, _mm256_loadu_ps(b + i), _mm256_loadu_ps(row + i)));
+    for (; i < iw; i++)
+      b[i] = p->max ? (row[i] > b[i] ? row[i] : b[i]) : b[i] + row[i];
+  }
+  return n;
+}
+
+/* Elements b[0], b[2], ..., b[14]. */
+static inline __m256 evens(const float *b) {
+  __m256 t = _mm256_shuffle_ps(_mm256_loadu_ps(b), _mm256_loadu_ps(b + 8),
+                               _MM_SHUFFLE(2, 0, 2, 0));
+  return _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(t), _MM_SHUFFLE(3, 1, 2, 0)));
+}
+
+/* out[ox] for ox in [o, o + 8): the kw buffer columns of each output reduced. */
+static inline __m256 window8(const nr_pool2d *p, const float *buf, int64_t o) {
+  const float *b = buf + o * p->sw;
+  __m256 acc = p->sw == 1 ? _mm256_loadu_ps(b) : evens(b);
+  for (int32_t kx = 1; kx < p->kw; kx++) {
+    const float *c = b + (int64_t)kx * p->dw;
+    acc = op8(p->max, acc, p->sw == 1 ? _mm256_loadu_ps(c) : evens(c));
+  }
+  return acc;
+}
+
+static float window1(const nr_pool2d *p, const float *buf, int64_t o) {
+  const float *b = buf + o * p->sw;
+  float acc = b[0];
+  for (int32_t kx = 1; kx < p->kw; kx++) {
+    float v = b[(int64_t)kx * p->dw];
+    acc = p->max ? (v > acc ? v : acc) : acc + v;
+  }
+  return acc;
+}
+
+/* Kernel positions along one axis inside the input, and inside input + pads. */
+static void axis_counts(int64_t o, int32_t s, int32_t d, int32_t k, int32_t pb, int32_t pe,
+                        int64_t in, int64_t *valid, int64_t *padded) {
+  *valid = *padded = 0;
+  for (int32_t t = 0; t < k; t++) {
+    int64_t i = o * s - pb + (int64_t)t * d;
+    *valid += i >= 0 && i < in;
+    *padded += i >= -pb && i < in + pe;
+  }
+}
+
+/* Averages: divides row y by each output's window count (valid or padded). */
+static void average_row(const nr_pool2d *p, float *y, int64_t oy, int64_t ih, int64_t iw,
+                        int64_t ow) {
+  int64_t vy, py;
+  axis_counts(oy, p->sh, p->dh, p->kh, p->pt, p->pb, ih, &vy, &py);
+  for (int64_t ox = 0; ox < ow; ox++) {
+    int64_t vx, px;
+    axis_counts(ox, p->sw, p->dw, p->kw, p->pl, p->pr, iw, &vx, &px);
+    int64_t n = p->count_pad ? py * px : vy * vx;
+    y[ox] = n ? y[ox] / (float)n : NAN;
+  }
+}
+
+void nr_f32_pool2d__avx2(const nr_pool2d *p, const float *x, int64_t ih, int64_t iw,
+                         float *y, int64_t oh, int64_t ow) {
+  int64_t span = (ow + 8) * p->sw + (int64_t)(p->kw - 1) * p->dw + 16;
+  if (p->pl < 0 || span > BUF || p->pl + iw + 16 > BUF || p->sw < 1 ||
+      (p->max && plane_has_nan(x, ih * iw))) {
+    nr_f32_pool2d__portable(p, x, ih, iw, y, oh, ow);
+    return;
+  }
+  float buf[BUF] __attribute__((aligned(32)));
+  float fill = p->max ? -INFINITY : 0.0f;
+  int64_t len = span > p->pl + iw + 16 ? span : p->pl + iw + 16;
+  for (int64_t i = 0; i < len; i++)
+    buf[i] = fill;
+  bool vec = p->sw == 1 || p->sw == 2;
+  __m256i lanes = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+  for (int64_t oy = 0; oy < oh; oy++) {
+    float *yr = y + oy * ow;
+    if (reduce_rows(p, x, ih, iw, oy, buf) == 0)
+      for (int64_t i = 0; i < iw; i++)
+        buf[p->pl + i] = fill;
+    int64_t o = 0;
+    for (; vec && o + 8 <= ow; o += 8)
+      _mm256_storeu_ps(yr + o, window8(p, buf, o));
+    if (vec && o < ow) {
+      __m256i m = _mm256_cmpgt_epi32(_mm256_set1_epi32((int)(ow - o)), lanes);
+      _mm256_maskstore_ps(yr + o, m, window8(p, buf, o));
+      o = ow;
+    }
+    for (; o < ow; o++)
+      yr[o] = window1(p, buf, o);
+    if (!p->max)
+      average_row(p, yr, oy, ih, iw, ow);
+  }
+}
