@@ -58,11 +58,6 @@ static void view_step(const nr_plan *p, const nr_step *s, step_view *v) {
   v->dtype = d ? nr_dtype_name(d->dtype) : "-";
 }
 
-static void hex(const uint8_t *b, size_t n, char *out) {
-  for (size_t i = 0; i < n; i++)
-    sprintf(out + 2 * i, "%02x", b[i]);
-}
-
 static const char *shape_text(const nr_slot *s, char *buf, size_t cap) {
   int n = snprintf(buf, cap, "%s[", nr_dtype_name(s->dtype));
   for (int d = 0; d < s->rank && n > 0 && (size_t)n < cap; d++)
@@ -87,7 +82,7 @@ static void print_text(const nr_engine *e, const char *path, long long file_byte
   const nr_plan *p = e->plan;
   const nr_fingerprint *fp = &e->fingerprint;
   char sha[65];
-  hex(e->model_sha256, 32, sha);
+  nr_hex(e->model_sha256, 32, sha);
   printf("engine       %s (%lld bytes)\n", path, file_bytes);
   printf("route        %s\n", p->route && *p->route ? p->route : "(default)");
   printf("nnroute      %s, knob schema %s\n", e->nnroute_version, e->knob_schema);
@@ -177,7 +172,7 @@ static cJSON *json_step(const nr_plan *p, const nr_step *s, int index) {
 static int print_json(const nr_engine *e, long long file_bytes) {
   const nr_plan *p = e->plan;
   char sha[65];
-  hex(e->model_sha256, 32, sha);
+  nr_hex(e->model_sha256, 32, sha);
   cJSON *root = cJSON_CreateObject(), *steps = cJSON_CreateArray();
   cJSON_AddStringToObject(root, "route", p->route ? p->route : "");
   cJSON_AddItemToObject(root, "fingerprint", json_fingerprint(&e->fingerprint));

@@ -201,6 +201,15 @@ nr_status nr_fingerprint_compare(const nr_fingerprint *engine, const nr_fingerpr
   return NR_ERR_INVALID_ARGUMENT;
 }
 
+void nr_hex(const uint8_t *bytes, size_t n, char *out) {
+  static const char digits[] = "0123456789abcdef";
+  for (size_t i = 0; i < n; i++) {
+    out[2 * i] = digits[bytes[i] >> 4];
+    out[2 * i + 1] = digits[bytes[i] & 15];
+  }
+  out[2 * n] = '\0';
+}
+
 void nr_sha256(const void *data, size_t len, uint8_t out[32]) {
   unsigned n = 0;
   if (!EVP_Digest(len ? data : "", len, out, &n, EVP_sha256(), NULL))

@@ -38,11 +38,6 @@ static void on_sigint(int sig) {
   nr_worker_abort();
 }
 
-static void hex(const uint8_t *b, size_t n, char *out) {
-  for (size_t i = 0; i < n; i++)
-    sprintf(out + 2 * i, "%02x", b[i]);
-}
-
 /* ---- settings: everything that decides results, hashed to match a resume ------- */
 
 static void add_dirs(cJSON *o, const char *key, const char *const *dirs, int n) {
@@ -153,7 +148,7 @@ static nr_status open_session(tune_session *s, nr_error *err) {
   const nr_tune_options *o = s->o;
   char env[1024], schema[17], sha[65], shapes[2048];
   env_text(env, sizeof env);
-  hex(nr_model_sha256(s->model), 32, sha);
+  nr_hex(nr_model_sha256(s->model), 32, sha);
   shapes_text(s->model, shapes, sizeof shapes);
   nr_db_env e = {env, NR_VERSION_STRING, nr_knob_schema(schema)};
   nr_status st = nr_db_open(o->db_path, &s->db, err);
@@ -170,7 +165,7 @@ static nr_status open_session(tune_session *s, nr_error *err) {
     return nr_errorf(err, NR_ERR_NOMEM, "out of memory");
   uint8_t digest[32];
   nr_sha256(text, strlen(text), digest);
-  hex(digest, 32, s->settings_hash);
+  nr_hex(digest, 32, s->settings_hash);
   int64_t id = 0;
   if (o->resume)
     st = nr_db_session_find_resumable(s->db, s->env_id, s->model_id, s->settings_hash, &id,
@@ -204,19 +199,19 @@ static nr_status make_engine_dir(tune_session *s, nr_error *err) {
 
 /* ---- candidates ----------------------------------------------------------------- */
 
-static int find_cand(const tune_session *s, const char *route) {
+int tune_find_cand(const tune_session *s, const char *route) {
   for (int i = 0; i < s->n_cands; i++)
     if (!strcmp(s->cands[i].route, route))
       return i;
   return -1;
 }
 
-static double worst_loss(const double *losses, int n_pairs, int n_outputs, nr_metric m) {
+double tune_worst_loss(const double *losses, int n_pairs, int n_outputs, nr_metric m) {
   double w = 0;
   for (int i = 0; i < n_pairs * n_outputs; i++) {
     double l = losses[(size_t)i * NR_METRIC_COUNT + m];
     if (!(l <= w))
-      w = l;
+      w = isnan(l) ? INFINITY : l;
   }
   return w;
 }
@@ -272,7 +267,7 @@ static void summarize(tune_session *s, tune_cand *c, const nr_db_candidate *row)
   c->worst_loss = INFINITY;
   c->margin = -INFINITY;
   if (row->losses && row->n_pairs > 0) {
-    c->worst_loss = worst_loss(row->losses, row->n_pairs, row->n_outputs, s->o->tol.metric);
+    c->worst_loss = tune_worst_loss(row->losses, row->n_pairs, row->n_outputs, s->o->tol.metric);
     nr_tolerance_check(&s->o->tol, row->losses, row->n_pairs, row->n_outputs,
                        s->output_names, &c->margin);
   } else if (c->status == NR_CAND_OK) {
@@ -382,7 +377,7 @@ static int evaluate(tune_session *s, const char *route, const int *point, const 
 int tune_candidate(tune_session *s, const char *route, const int *point, const char *phase,
                    bool *replayed, nr_error *err) {
   *replayed = true;
-  int i = find_cand(s, route);
+  int i = tune_find_cand(s, route);
   if (i >= 0)
     return i;
   nr_db_candidate row;
@@ -550,7 +545,7 @@ static double **load_priors(tune_session *s) {
       rows[d][v] = 1.0;
   }
   char sha[65];
-  hex(nr_model_sha256(s->model), 32, sha);
+  nr_hex(nr_model_sha256(s->model), 32, sha);
   prior_ctx p = {s, rows};
   if (rows)
     nr_db_priors(s->db, sha, s->env_id, add_prior, &p, NULL);

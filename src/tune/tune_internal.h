@@ -99,6 +99,11 @@ int tune_candidate(tune_session *s, const char *route, const int *point, const c
  * candidates, then the interleaved confirmation of the finalists against the default
  * route and the holdout check; chooses the winner (s->winner_route). Fills json
  * (a cJSON object) with what it measured. */
+/* Index of the candidate with this canonical route in s->cands, or -1. */
+int tune_find_cand(const tune_session *s, const char *route);
+/* The largest loss under metric m over a [pair][output][metric] table; NaN counts as
+ * +inf. 0 for an empty table. */
+double tune_worst_loss(const double *losses, int n_pairs, int n_outputs, nr_metric m);
 /* A worker job for route with the session's settings (screening measurement). */
 nr_worker_job tune_job(const tune_session *s, const char *route);
 /* Deletes a candidate's kept engine file and forgets it. */

@@ -130,13 +130,6 @@ cJSON *tune_pareto_json(const tune_cand *c, int n) {
 
 /* ---- finishing a session -------------------------------------------------------- */
 
-static int find(const tune_session *s, const char *route) {
-  for (int i = 0; i < s->n_cands; i++)
-    if (!strcmp(s->cands[i].route, route))
-      return i;
-  return -1;
-}
-
 /* Interrupted before confirmation: the best screened feasible route, only when its
  * screening interval lies wholly below the default's; else the default route. */
 static void unconfirmed_winner(tune_session *s) {
@@ -272,7 +265,7 @@ static void summary(const tune_session *s, const tune_cand *w, const cJSON *repo
 nr_status tune_finish(tune_session *s, cJSON *report, nr_error *err) {
   if (!s->winner_route)
     unconfirmed_winner(s);
-  int wi = s->winner_route ? find(s, s->winner_route) : -1;
+  int wi = s->winner_route ? tune_find_cand(s, s->winner_route) : -1;
   if (wi < 0)
     return nr_errorf(err, NR_ERR_INTERNAL, "the chosen route has no candidate");
   const tune_cand *w = &s->cands[wi];
@@ -334,11 +327,7 @@ static void rec_push(rec_list *l, const char *route, const char *status, double 
   if (losses && n_pairs > 0 && n_outputs == l->n_names) {
     r->feasible = nr_tolerance_check(&l->tol, losses, n_pairs, n_outputs, l->names,
                                      &r->margin) && measured;
-    r->worst = 0;
-    for (int i = 0; i < n_pairs * n_outputs; i++) {
-      double x = losses[(size_t)i * NR_METRIC_COUNT + l->tol.metric];
-      r->worst = x > r->worst || isnan(x) ? (isnan(x) ? INFINITY : x) : r->worst;
-    }
+    r->worst = tune_worst_loss(losses, n_pairs, n_outputs, l->tol.metric);
   } else if (!strcmp(status, "ok")) {
     r->feasible = true;
     r->worst = r->margin = 0;
