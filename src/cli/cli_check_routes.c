@@ -39,6 +39,10 @@ static void draw_route(nr_route *r, double p, uint64_t *state) {
   for (int i = 0; i < r->space->n; i++) {
     const nr_knob_inst *k = &r->space->inst[i];
     r->choice[i] = k->dflt;
+    /* Reduced precision has no bound to check against; check-knobs and the tuner's
+     * tolerance cover it. */
+    if (k->def->flags & NR_KNOB_PRECISION)
+      continue;
     if (k->n_values < 2 || (double)(next_u64(state) >> 11) * 0x1p-53 >= p)
       continue;
     int v = (int)(next_u64(state) % (uint64_t)(k->n_values - 1));

@@ -183,7 +183,7 @@ static nr_status run_prepare(nr_compile_ctx *c) {
   for (int k = 0; k < p->n_steps; k++) {
     nr_step *st = &p->steps[k];
     const nr_node *n = st->node >= 0 ? &p->graph->nodes[st->node] : NULL;
-    nr_tactic_ctx tc = {p, n, st, c->route, c->err, c->threads};
+    nr_tactic_ctx tc = {p, n, st, c->route, c->err, c->threads, c->calib};
     if (!st->tactic)
       return nr_errorf(c->err, NR_ERR_INTERNAL, "step %d has no tactic", k);
     nr_status s = st->tactic->prepare ? st->tactic->prepare(&tc, p, st) : NR_OK;
@@ -213,12 +213,12 @@ static nr_status run_passes(nr_compile_ctx *c, const nr_pass *const *passes, int
 }
 
 nr_status nr_compile(const nr_graph *src, const nr_route *route, int threads,
-                     nr_plan **out, nr_error *err) {
+                     const struct nr_calib *calib, nr_plan **out, nr_error *err) {
   nr_plan *p = calloc(1, sizeof *p);
   if (!p)
     return nr_errorf(err, NR_ERR_NOMEM, "out of memory");
   nr_status st = nr_graph_clone(src, NULL, &p->graph, err);
-  nr_compile_ctx c = {p->graph, p, route, threads, err};
+  nr_compile_ctx c = {p->graph, p, route, threads, err, calib};
   if (!st)
     st = run_passes(&c, graph_passes, (int)(sizeof graph_passes / sizeof *graph_passes));
   if (!st)

@@ -9,7 +9,8 @@
 /* Knob tables. */
 #define NR_KNOB_FAMILIES(X)                                                            \
   X(compile) X(fold) X(fuse) X(eltwise_fuse) X(recognize) X(horizontal) X(transpose)   \
-  X(layout) X(memory) X(gemm) X(conv) X(cpu_eltwise) X(cpu_norm) X(cpu_attn) X(fault)
+  X(layout) X(memory) X(precision) X(gemm) X(conv) X(cpu_eltwise) X(cpu_norm) X(cpu_attn)   \
+  X(fault)
 
 /* Tactic tables. */
 #define NR_TACTIC_FAMILIES(X)                                                          \

@@ -109,7 +109,10 @@ static nr_status validate_row(const nr_knob_def *d, nr_error *err) {
   nr_status st = validate_values(d, err);
   if (st)
     return st;
-  bool acc = d->flags & NR_KNOB_ACCURACY;
+  bool acc = (d->flags & NR_KNOB_ACCURACY) && !(d->flags & NR_KNOB_PRECISION);
+  if ((d->flags & NR_KNOB_PRECISION) && !(d->flags & NR_KNOB_ACCURACY))
+    return nr_errorf(err, NR_ERR_INTERNAL, "knob '%s': a precision knob is an accuracy "
+                     "knob", d->name);
   if (!isfinite(d->error_bound) || d->error_bound < 0 || acc != (d->error_bound > 0))
     return nr_errorf(err, NR_ERR_INTERNAL, "knob '%s': error_bound %g does not fit its "
                      "flags (accuracy knobs need a bound > 0, others 0)", d->name,

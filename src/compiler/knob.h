@@ -27,6 +27,9 @@ enum {
   NR_KNOB_MEMORY = 1u << 2,   /* changes memory planning only */
   NR_KNOB_TEST = 1u << 3,     /* fault injection for tests; hidden unless
                                  NNROUTE_TEST_KNOBS=1 is set in the environment */
+  NR_KNOB_PRECISION = 1u << 4, /* reduced precision: no documented bound (error_bound
+                                 0); only the user's tolerance decides. Implies
+                                 NR_KNOB_ACCURACY */
 };
 
 #define NR_KNOB_MAX_VALUES 32

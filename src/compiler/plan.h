@@ -103,6 +103,26 @@ nr_status nr_plan_add_weights(nr_plan *p, const void *data, uint64_t size, uint6
 
 /* ---- tactics -------------------------------------------------------------------- */
 
+struct nr_calib;
+
+/* Numeric precision a tactic computes in (the per-node knob `precision`). Reduced
+ * precisions store weights (and round activations) in the narrow type and accumulate
+ * in fp32 (int8: int32); every tactic reads and writes fp32 tensors unless it says
+ * otherwise. */
+typedef enum nr_precision {
+  NR_PREC_FP32 = 0,
+  NR_PREC_BF16 = 1,
+  NR_PREC_FP16 = 2,
+  NR_PREC_INT8 = 3,
+  NR_PREC_COUNT
+} nr_precision;
+
+/* "fp32", "bf16", "fp16", "int8". */
+const char *nr_precision_name(nr_precision p);
+
+/* Where a tactic's run() executes and where its buffers live. */
+typedef enum nr_device { NR_DEVICE_CPU = 0, NR_DEVICE_CUDA = 1 } nr_device;
+
 /* What a tactic sees at build time about one step. */
 typedef struct nr_tactic_ctx {
   const nr_plan *plan;
@@ -111,6 +131,7 @@ typedef struct nr_tactic_ctx {
   const nr_route *route;
   nr_error *err;
   int threads;               /* threads the engine is built for (0: unknown) */
+  const struct nr_calib *calib; /* activation ranges for int8 tactics, or NULL */
 } nr_tactic_ctx;
 
 /* Slot i of the step's inputs / outputs, or NULL. */
@@ -152,7 +173,13 @@ struct nr_tactic {
   bool (*supports)(const nr_tactic_ctx *c);
   nr_status (*prepare)(const nr_tactic_ctx *c, nr_plan *plan, nr_step *step);
   nr_status (*run)(const nr_exec_args *a);
+  /* Zero for existing rows: fp32 on the CPU. */
+  nr_precision precision; /* the precision knob value this tactic implements */
+  nr_device device;
 };
+
+/* The precision route r gives node n (fp32 where the knob does not apply). */
+nr_precision nr_route_precision(const nr_route *r, const nr_node *n);
 
 /* Calls fn for every tactic of every family table. */
 void nr_tactic_foreach(void (*fn)(const nr_tactic *t, void *user), void *user);
@@ -166,6 +193,7 @@ typedef struct nr_compile_ctx {
   const nr_route *route;
   int threads;
   nr_error *err;
+  const struct nr_calib *calib; /* calibration for int8 nodes, or NULL */
 } nr_compile_ctx;
 
 typedef struct nr_pass {
@@ -176,6 +204,6 @@ typedef struct nr_pass {
 /* Builds a plan for graph g (prepared: shapes known, constants folded, nodes named)
  * along route. g is not modified. */
 nr_status nr_compile(const nr_graph *g, const nr_route *route, int threads,
-                     nr_plan **out, nr_error *err);
+                     const struct nr_calib *calib, nr_plan **out, nr_error *err);
 
 #endif

@@ -65,6 +65,8 @@ static void collect(const nr_tactic *t, void *user) {
   const nr_tactic_ctx *c = l->ctx;
   if (l->n == MAX_CANDIDATES || !op_matches(t, c->node) || (t->isa & ~nr_cpu_isa()))
     return;
+  if (t->precision != nr_route_precision(c->route, c->node) || t->device != NR_DEVICE_CPU)
+    return;
   if (t->supports && !t->supports(c))
     return;
   l->t[l->n++] = t;
@@ -125,7 +127,8 @@ static double time_tactic(nr_compile_ctx *cc, int k, const nr_tactic *t) {
   double best = -1;
   nr_error err = {0};
   st->tactic = t;
-  nr_tactic_ctx tc = {p, &p->graph->nodes[st->node], st, cc->route, &err, cc->threads};
+  nr_tactic_ctx tc = {p, &p->graph->nodes[st->node], st, cc->route, &err, cc->threads,
+                      cc->calib};
   if (t->prepare && t->prepare(&tc, p, st))
     goto done;
   for (int i = 0; i < st->n_in; i++) {
@@ -192,10 +195,18 @@ static nr_status select_step(nr_compile_ctx *cc, int k, bool profile) {
   nr_step *st = &p->steps[k];
   if (st->node < 0 || st->tactic)
     return NR_OK;
-  nr_tactic_ctx tc = {p, &p->graph->nodes[st->node], st, cc->route, cc->err, cc->threads};
+  nr_tactic_ctx tc = {p, &p->graph->nodes[st->node], st, cc->route, cc->err, cc->threads,
+                      cc->calib};
   cand_list l = {.ctx = &tc};
   nr_tactic_foreach(collect, &l);
   restrict_by_knobs(&tc, &l, &p->ignored_knobs);
+  nr_precision prec = nr_route_precision(cc->route, tc.node);
+  if (!l.n && prec != NR_PREC_FP32) {
+    char node[256];
+    return nr_errorf(cc->err, NR_ERR_UNSUPPORTED, "%s: no %s tactic supports it on this "
+                     "machine (precision@%s=%s)", nr_node_describe(tc.node, node, sizeof node),
+                     nr_precision_name(prec), tc.node->name, nr_precision_name(prec));
+  }
   if (!l.n) {
     char node[256];
     return nr_errorf(cc->err, NR_ERR_UNSUPPORTED,

@@ -35,7 +35,7 @@ static nr_status compile_model(nr_model *m, const char *route_text, int threads,
   if (!st && route_text && *route_text)
     st = nr_route_parse(&route, route_text, err);
   if (!st)
-    st = nr_compile(g, &route, threads, plan, err);
+    st = nr_compile(g, &route, threads, NULL, plan, err);
   nr_route_free(&route);
   nr_knob_space_free(&space);
   return st;

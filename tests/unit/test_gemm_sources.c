@@ -102,7 +102,7 @@ NR_TEST(gemm_every_source_matches_reference) {
     nr_plan *p = NULL;
     nr_context *ctx = NULL;
     REQUIRE(!nr_route_init(&r, &space, &err) && !nr_route_parse(&r, text, &err) &&
-                !nr_compile(g, &r, 2, &p, &err),
+                !nr_compile(g, &r, 2, NULL, &p, &err),
             "%s: %s", text, err.message);
     nr_engine e = {.plan = p, .threads = 2};
     nr_buffer bin = {NR_DTYPE_FLOAT, 2, {M, K}, x}, out = {0};

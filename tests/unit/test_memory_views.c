@@ -86,7 +86,7 @@ static void run_route(nr_test_state *t, nr_graph *g, const nr_knob_space *space,
   nr_plan *p = NULL;
   nr_context *ctx = NULL;
   REQUIRE(!nr_route_init(&r, space, &err) && !nr_route_parse(&r, text, &err) &&
-              !nr_compile(g, &r, 2, &p, &err),
+              !nr_compile(g, &r, 2, NULL, &p, &err),
           "'%s': %s", text, err.message);
   bool views = !strstr(text, "views=off");
   const nr_slot *a = slot_named(p, "relu_out"), *s1 = slot_named(p, "slice1_out"),
