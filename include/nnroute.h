@@ -133,10 +133,30 @@ nr_status nr_model_run(nr_model *model, const nr_buffer *inputs, nr_buffer *outp
 typedef struct nr_engine nr_engine;
 typedef struct nr_context nr_context;
 
+/* Where an engine runs. */
+typedef enum nr_device { NR_DEVICE_CPU = 0, NR_DEVICE_CUDA = 1 } nr_device;
+
+/* Activation statistics from calibration inputs, for int8 nodes (precision@NODE=int8).
+ * Built once per model and shape; any number of builds may share it. */
+typedef struct nr_calibration nr_calibration;
+
+/* Runs the reference executor on n_sets input sets and records every float tensor's
+ * range and histogram. inputs holds n_sets * nr_model_input_count() buffers, set by
+ * set, each in nr_model_input_info order. */
+nr_status nr_calibration_collect(nr_model *model, int n_sets, const nr_buffer *inputs,
+                                 nr_calibration **out, nr_error *err);
+void nr_calibration_destroy(nr_calibration *calib);
+/* A calibration table as a file (the format engines embed), and back. */
+nr_status nr_calibration_save(const nr_calibration *calib, const char *path,
+                              nr_error *err);
+nr_status nr_calibration_load(const char *path, nr_calibration **out, nr_error *err);
+
 typedef struct nr_build_options {
   size_t size;            /* sizeof(nr_build_options) */
   const char *route;      /* build route ("-knob=value ..."); NULL or "": default */
   int threads;            /* threads the engine will run with; 0: all CPUs */
+  nr_device device;       /* NR_DEVICE_CPU unless set */
+  const nr_calibration *calibration; /* needed when a route puts a node in int8 */
 } nr_build_options;
 
 /* Compiles a model (prepared implicitly) along a route into an engine. The engine

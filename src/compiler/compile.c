@@ -213,7 +213,7 @@ static nr_status run_passes(nr_compile_ctx *c, const nr_pass *const *passes, int
 }
 
 nr_status nr_compile(const nr_graph *src, const nr_route *route, int threads,
-                     const struct nr_calib *calib, nr_plan **out, nr_error *err) {
+                     const struct nr_calibration *calib, nr_plan **out, nr_error *err) {
   nr_plan *p = calloc(1, sizeof *p);
   if (!p)
     return nr_errorf(err, NR_ERR_NOMEM, "out of memory");

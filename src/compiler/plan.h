@@ -103,7 +103,7 @@ nr_status nr_plan_add_weights(nr_plan *p, const void *data, uint64_t size, uint6
 
 /* ---- tactics -------------------------------------------------------------------- */
 
-struct nr_calib;
+struct nr_calibration;
 
 /* Numeric precision a tactic computes in (the per-node knob `precision`). Reduced
  * precisions store weights (and round activations) in the narrow type and accumulate
@@ -120,9 +120,6 @@ typedef enum nr_precision {
 /* "fp32", "bf16", "fp16", "int8". */
 const char *nr_precision_name(nr_precision p);
 
-/* Where a tactic's run() executes and where its buffers live. */
-typedef enum nr_device { NR_DEVICE_CPU = 0, NR_DEVICE_CUDA = 1 } nr_device;
-
 /* What a tactic sees at build time about one step. */
 typedef struct nr_tactic_ctx {
   const nr_plan *plan;
@@ -131,7 +128,7 @@ typedef struct nr_tactic_ctx {
   const nr_route *route;
   nr_error *err;
   int threads;               /* threads the engine is built for (0: unknown) */
-  const struct nr_calib *calib; /* activation ranges for int8 tactics, or NULL */
+  const struct nr_calibration *calib; /* activation ranges for int8 tactics, or NULL */
 } nr_tactic_ctx;
 
 /* Slot i of the step's inputs / outputs, or NULL. */
@@ -175,7 +172,7 @@ struct nr_tactic {
   nr_status (*run)(const nr_exec_args *a);
   /* Zero for existing rows: fp32 on the CPU. */
   nr_precision precision; /* the precision knob value this tactic implements */
-  nr_device device;
+  nr_device device;       /* where run() executes and its buffers live */
 };
 
 /* The precision route r gives node n (fp32 where the knob does not apply). */
@@ -193,7 +190,7 @@ typedef struct nr_compile_ctx {
   const nr_route *route;
   int threads;
   nr_error *err;
-  const struct nr_calib *calib; /* calibration for int8 nodes, or NULL */
+  const struct nr_calibration *calib; /* calibration for int8 nodes, or NULL */
 } nr_compile_ctx;
 
 typedef struct nr_pass {
@@ -204,6 +201,6 @@ typedef struct nr_pass {
 /* Builds a plan for graph g (prepared: shapes known, constants folded, nodes named)
  * along route. g is not modified. */
 nr_status nr_compile(const nr_graph *g, const nr_route *route, int threads,
-                     const struct nr_calib *calib, nr_plan **out, nr_error *err);
+                     const struct nr_calibration *calib, nr_plan **out, nr_error *err);
 
 #endif

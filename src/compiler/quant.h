@@ -47,7 +47,8 @@ typedef struct nr_calib_tensor {
   uint64_t hist[NR_CALIB_BINS];
 } nr_calib_tensor;
 
-typedef struct nr_calib {
+/* The public nr_calibration. */
+typedef struct nr_calibration {
   nr_calib_tensor *t;
   int n, cap;
   int samples;                  /* calibration inputs seen */

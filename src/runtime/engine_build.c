@@ -23,7 +23,8 @@ static int default_threads(void) {
 }
 
 static nr_status compile_model(nr_model *m, const char *route_text, int threads,
-                               nr_plan **plan, nr_error *err) {
+                               const nr_calibration *calib, nr_plan **plan,
+                               nr_error *err) {
   nr_graph *g = nr_model_graph(m);
   nr_knob_space space = {0};
   nr_route route = {0};
@@ -35,7 +36,7 @@ static nr_status compile_model(nr_model *m, const char *route_text, int threads,
   if (!st && route_text && *route_text)
     st = nr_route_parse(&route, route_text, err);
   if (!st)
-    st = nr_compile(g, &route, threads, NULL, plan, err);
+    st = nr_compile(g, &route, threads, calib, plan, err);
   nr_route_free(&route);
   nr_knob_space_free(&space);
   return st;
@@ -46,15 +47,18 @@ nr_status nr_engine_build(nr_model *m, const nr_build_options *opts, nr_engine *
   if (!m || !out)
     return nr_errorf(err, NR_ERR_INVALID_ARGUMENT, "nr_engine_build: NULL argument");
   *out = NULL;
-  nr_build_options o = {sizeof o, NULL, 0};
-  if (opts && opts->size >= sizeof o)
-    o = *opts;
+  nr_build_options o = {sizeof o, NULL, 0, NR_DEVICE_CPU, NULL};
+  if (opts) /* an older caller's smaller struct leaves the newer fields at default */
+    memcpy(&o, opts, opts->size < sizeof o ? opts->size : sizeof o);
+  if (o.device != NR_DEVICE_CPU)
+    return nr_errorf(err, NR_ERR_UNSUPPORTED, "nr_engine_build: device %d: this nnroute "
+                     "has no backend for it", (int)o.device);
   int threads = o.threads > 0 ? o.threads : default_threads();
   uint64_t t0 = now_ms();
   nr_plan *plan = NULL;
   nr_status st = nr_model_prepare(m, err);
   if (!st)
-    st = compile_model(m, o.route, threads, &plan, err);
+    st = compile_model(m, o.route, threads, o.calibration, &plan, err);
   if (st)
     return st;
   nr_engine *e = calloc(1, sizeof *e);
