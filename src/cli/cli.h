@@ -33,6 +33,12 @@ int nr_cli_apply_shape(nr_model *m, const char *spec, nr_error *err);
 nr_status nr_cli_read_tensor(const char *path, nr_value *out, nr_error *err);
 /* Prints "nnroute: <status>: <message>" to stderr; returns exit code 1. */
 int nr_cli_fail(const nr_error *err);
+/* --calibration SPEC: a calibration table file (nr_calibration_save), a directory of
+ * input sets (ONNX test-data layout or .npy, as the tuner's --pairs), or random:N (N
+ * seeded random input sets: a smoke test, real data calibrates better). NULL spec:
+ * *out stays NULL. */
+nr_status nr_cli_calibration(nr_model *m, const char *spec, nr_calibration **out,
+                             nr_error *err);
 /* Fills v with seeded random data suited to its dtype. */
 void nr_cli_random_fill(nr_value *v, uint64_t *state);
 

@@ -23,7 +23,7 @@
 #define MAX_SHAPES 64
 
 typedef struct bench_args {
-  const char *path, *route, *shapes[MAX_SHAPES];
+  const char *path, *route, *shapes[MAX_SHAPES], *calibration;
   int n_shapes, threads, min_iters;
   double warmup_ms, duration_ms;
   uint64_t seed;
@@ -43,7 +43,7 @@ static void bench_usage(FILE *f) {
           "usage: nnroute bench ENGINE|MODEL [--route ROUTE] [--shape NAME=DIMS]...\n"
           "                     [--threads N] [--warmup-ms MS] [--duration-ms MS]\n"
           "                     [--min-iters N] [--seed N] [--json]\n"
-          "                     [--profile [--top N]]\n\n"
+          "                     [--profile [--top N]] [--calibration SPEC]\n\n"
           "Times inferences of ENGINE (a file from `nnroute build`) or of MODEL (.onnx,\n"
           "built first along ROUTE for N threads) on seeded random inputs: warm-up for\n"
           "MS ms (default 200), then measure for at least --duration-ms (default 1000)\n"
@@ -53,7 +53,8 @@ static void bench_usage(FILE *f) {
           "--profile times every step during the timed loop and prints the N slowest\n"
           "(default 25; 0: all) with their node, op, tactic, output shape, mean ms per\n"
           "run and share, then the totals per op and tactic (--json: a \"profile\" array\n"
-          "of every step).\n");
+          "of every step). --calibration (see `nnroute build --help`) is needed when\n"
+          "ROUTE puts nodes in int8.\n");
 }
 
 static int parse_args(int argc, char **argv, bench_args *a) {
@@ -64,6 +65,8 @@ static int parse_args(int argc, char **argv, bench_args *a) {
     if (!strcmp(arg, "--help") || !strcmp(arg, "-h")) {
       bench_usage(stdout);
       exit(0);
+    } else if (!strcmp(arg, "--calibration") && v) {
+      a->calibration = argv[++i];
     } else if (!strcmp(arg, "--route") && v) {
       a->route = argv[++i];
     } else if (!strcmp(arg, "--shape") && v && a->n_shapes < MAX_SHAPES) {
@@ -120,9 +123,13 @@ static int get_engine(const bench_args *a, nr_engine **e, nr_error *err) {
   int rc = 0;
   for (int s = 0; !rc && s < a->n_shapes; s++)
     rc = nr_cli_apply_shape(m, a->shapes[s], err);
-  nr_build_options o = {sizeof o, a->route, a->threads};
+  nr_calibration *calib = NULL;
+  if (!rc && nr_cli_calibration(m, a->calibration, &calib, err))
+    rc = nr_cli_fail(err);
+  nr_build_options o = {sizeof o, a->route, a->threads, NR_DEVICE_CPU, calib};
   if (!rc && nr_engine_build(m, &o, e, err))
     rc = nr_cli_fail(err);
+  nr_calibration_destroy(calib);
   nr_model_destroy(m);
   return rc;
 }

@@ -12,9 +12,13 @@
 
 static void build_usage(FILE *f) {
   fprintf(f, "usage: nnroute build MODEL [--route ROUTE] [--shape NAME=DIMS]...\n"
-             "                     [--threads N] -o ENGINE\n\n"
+             "                     [--threads N] [--calibration SPEC]\n"
+             "                     [--save-calibration FILE] -o ENGINE\n\n"
              "Compiles MODEL along ROUTE (\"-knob=value ...\"; default: the default route,\n"
-             "see `nnroute knobs MODEL`) into ENGINE for N threads (default: all CPUs).\n");
+             "see `nnroute knobs MODEL`) into ENGINE for N threads (default: all CPUs).\n"
+             "Nodes the route puts in int8 (precision@NODE=int8) are quantized with the\n"
+             "activation ranges of SPEC: a directory of input sets (ONNX test-data layout\n"
+             "or .npy), a table file written by --save-calibration, or random:N.\n");
 }
 
 /* Prints the route's tokens one per line: what differs from the default route. */
@@ -57,6 +61,7 @@ static void print_summary(const nr_engine *e, const char *path) {
 
 int nr_cli_build(int argc, char **argv) {
   const char *model = NULL, *route = NULL, *out = NULL, *shapes[MAX_SHAPES];
+  const char *calib_spec = NULL, *calib_out = NULL;
   int n_shapes = 0, threads = 0;
   for (int i = 1; i < argc; i++) {
     bool v = i + 1 < argc;
@@ -69,6 +74,10 @@ int nr_cli_build(int argc, char **argv) {
       shapes[n_shapes++] = argv[++i];
     } else if (!strcmp(argv[i], "--threads") && v) {
       threads = atoi(argv[++i]);
+    } else if (!strcmp(argv[i], "--calibration") && v) {
+      calib_spec = argv[++i];
+    } else if (!strcmp(argv[i], "--save-calibration") && v) {
+      calib_out = argv[++i];
     } else if (!strcmp(argv[i], "-o") && v) {
       out = argv[++i];
     } else if (argv[i][0] != '-' && !model) {
@@ -91,9 +100,19 @@ int nr_cli_build(int argc, char **argv) {
     return nr_cli_fail(&err);
   for (int s = 0; !rc && s < n_shapes; s++)
     rc = nr_cli_apply_shape(m, shapes[s], &err);
-  nr_build_options o = {sizeof o, route, threads};
+  nr_calibration *calib = NULL;
+  if (!rc && nr_cli_calibration(m, calib_spec, &calib, &err))
+    rc = nr_cli_fail(&err);
+  if (!rc && calib_out && !calib) {
+    fprintf(stderr, "nnroute build: --save-calibration needs --calibration\n");
+    rc = 2;
+  }
+  if (!rc && calib_out && nr_calibration_save(calib, calib_out, &err))
+    rc = nr_cli_fail(&err);
+  nr_build_options o = {sizeof o, route, threads, NR_DEVICE_CPU, calib};
   if (!rc && nr_engine_build(m, &o, &e, &err))
     rc = nr_cli_fail(&err);
+  nr_calibration_destroy(calib);
   if (!rc && nr_engine_save(e, out, &err))
     rc = nr_cli_fail(&err);
   if (!rc)

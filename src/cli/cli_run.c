@@ -17,7 +17,7 @@
 #define MAX_ARGS 64
 
 typedef struct run_args {
-  const char *path, *inputs_dir, *output_dir, *route;
+  const char *path, *inputs_dir, *output_dir, *route, *calibration;
   const char *input_spec[MAX_ARGS], *shape_spec[MAX_ARGS];
   int n_inputs, n_shapes, threads;
   bool reference, unsafe;
@@ -35,14 +35,15 @@ static void run_usage(FILE *f) {
           "usage: nnroute run MODEL|ENGINE [--route ROUTE] [--reference] [--threads N]\n"
           "                   [--input NAME=FILE]... [--inputs-dir DIR]\n"
           "                   [--shape NAME=DIMS]... [--seed N] [--output-dir DIR]\n"
-          "                   [--unsafe-ignore-environment]\n\n"
+          "                   [--calibration SPEC] [--unsafe-ignore-environment]\n\n"
           "Runs an ONNX model (compiled along ROUTE, default: the default route; with\n"
           "--reference on the reference executor) or an engine file, and writes\n"
           "DIR/<output>.npy (default DIR: the current directory). FILE is .npy or .pb;\n"
           "--inputs-dir reads DIR/<input>.npy (or .pb) for each input not given by\n"
           "--input. Inputs given nowhere are drawn at random (seed N, default 0).\n"
           "DIMS looks like 1x3x224x224. Names with characters outside [A-Za-z0-9._-]\n"
-          "use '_' for them in file names.\n");
+          "use '_' for them in file names. --calibration (see `nnroute build --help`)\n"
+          "is needed when ROUTE puts nodes in int8.\n");
 }
 
 static int parse_args(int argc, char **argv, run_args *a) {
@@ -64,6 +65,8 @@ static int parse_args(int argc, char **argv, run_args *a) {
       a->output_dir = argv[++i];
     } else if (!strcmp(arg, "--route") && v) {
       a->route = argv[++i];
+    } else if (!strcmp(arg, "--calibration") && v) {
+      a->calibration = argv[++i];
     } else if (!strcmp(arg, "--threads") && v) {
       a->threads = atoi(argv[++i]);
     } else if (!strcmp(arg, "--seed") && v) {
@@ -266,8 +269,12 @@ static nr_status execute(run_source *s, const run_args *a, const nr_buffer *ins,
     return nr_model_run(s->model, ins, outs, err);
   nr_status st = NR_OK;
   if (!s->engine) {
-    nr_build_options o = {sizeof o, a->route, a->threads};
-    st = nr_engine_build(s->model, &o, &s->engine, err);
+    nr_calibration *calib = NULL;
+    st = nr_cli_calibration(s->model, a->calibration, &calib, err);
+    nr_build_options o = {sizeof o, a->route, a->threads, NR_DEVICE_CPU, calib};
+    if (!st)
+      st = nr_engine_build(s->model, &o, &s->engine, err);
+    nr_calibration_destroy(calib);
   }
   nr_context *ctx = NULL;
   if (!st)

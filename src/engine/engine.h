@@ -37,6 +37,7 @@ struct nr_engine {
   uint8_t model_sha256[32];
   uint64_t build_ms;       /* build time */
   int threads;             /* thread count the plan was built for */
+  struct nr_calibration *calib; /* owned copy of the build's calibration, or NULL */
 };
 
 /* Serializes e into a malloc'ed buffer. */

@@ -24,8 +24,8 @@
  * Sections follow, each at an offset that is a multiple of 64, in table order,
  * ascending and non-overlapping; the bytes between the table and the first section
  * and between sections are zero padding (< 64 bytes each). Ids: 1 META, 2 GRAPH,
- * 3 PLAN, 4 WEIGHTS, each exactly once; readers skip other ids (none are written in
- * version 1). WEIGHTS is the last section, and the file ends right after it with a
+ * 3 PLAN, 4 WEIGHTS, each exactly once, and optionally 5 CALIB once, before WEIGHTS;
+ * readers skip other ids. WEIGHTS is the last section, and the file ends right after it with a
  * 32-byte SHA-256 over every byte before the checksum.
  *
  * META: records {u32 key, u32 length, payload}, keys strictly ascending; unknown keys
@@ -57,6 +57,9 @@
  *
  * WEIGHTS: the plan's weights bytes (constants and tactic-packed data).
  *
+ * CALIB: the calibration table the engine was built with (src/compiler/quant.c's
+ * "NRCALIB1" byte form), present only when the build had one.
+ *
  * Validation: slot dtype storable, rank 0..8, dims >= 0, nbytes at least the
  * logical size; ARENA slots nr_inside the arena, CONST slots nr_inside WEIGHTS, INPUT
  * slots naming an input index; alias and first/last use in range; each step's
@@ -66,6 +69,7 @@
  * (file offset N): ...". With the environment check on, a different fingerprint,
  * nnroute version or knob schema, or a tactic needing an ISA this process lacks,
  * gives NR_ERR_INVALID_ARGUMENT naming every difference. */
+#include "compiler/quant.h"
 #include "engine/engine_internal.h"
 #include "util/error.h"
 
@@ -86,6 +90,7 @@ static const char *section_name(uint32_t id) {
   case NR_SECTION_GRAPH: return "GRAPH";
   case NR_SECTION_PLAN: return "PLAN";
   case NR_SECTION_WEIGHTS: return "WEIGHTS";
+  case NR_SECTION_CALIB: return "CALIB";
   }
   return "unknown";
 }
@@ -135,35 +140,43 @@ nr_status nr_engine_serialize(const nr_engine *e, uint8_t **data, size_t *len,
     return st;
   const nr_plan *p = e->plan;
   wbuf meta = {0}, plan = {0}, file = {0};
-  uint8_t *graph = NULL;
-  size_t graph_len = 0;
+  uint8_t *graph = NULL, *calib = NULL;
+  size_t graph_len = 0, calib_len = 0;
   nr_engine_write_meta(&meta, e);
   nr_engine_write_plan(&plan, p);
   st = nr_engine_graph_encode(p, &graph, &graph_len, err);
   if (st)
     goto done;
-  const uint8_t *body[4] = {meta.p, graph, plan.p, p->weights};
-  uint64_t size[4] = {meta.len, graph_len, plan.len, p->weights_size};
-  uint64_t off[4];
-  uint64_t at = align_up(NR_ENGINE_HEADER_SIZE + 4 * NR_ENGINE_TABLE_ENTRY);
-  for (int i = 0; i < 4; i++) {
+  if (e->calib && (st = nr_calib_serialize(e->calib, &calib, &calib_len, err)))
+    goto done;
+  int ns = e->calib ? 5 : 4, w = ns - 1;
+  uint32_t id[5] = {NR_SECTION_META, NR_SECTION_GRAPH, NR_SECTION_PLAN, NR_SECTION_CALIB,
+                    NR_SECTION_WEIGHTS};
+  const uint8_t *body[5] = {meta.p, graph, plan.p, calib, p->weights};
+  uint64_t size[5] = {meta.len, graph_len, plan.len, calib_len, p->weights_size};
+  uint64_t off[5];
+  id[w] = NR_SECTION_WEIGHTS;
+  body[w] = p->weights;
+  size[w] = p->weights_size;
+  uint64_t at = align_up(NR_ENGINE_HEADER_SIZE + (uint64_t)ns * NR_ENGINE_TABLE_ENTRY);
+  for (int i = 0; i < ns; i++) {
     off[i] = at;
     at = align_up(at + size[i]);
   }
-  uint64_t file_size = off[3] + size[3] + NR_ENGINE_CHECKSUM_SIZE;
+  uint64_t file_size = off[w] + size[w] + NR_ENGINE_CHECKSUM_SIZE;
   nr_wbuf_bytes(&file, NR_ENGINE_MAGIC, 8);
   nr_wbuf_u32(&file, NR_ENGINE_FORMAT_VERSION);
   nr_wbuf_u32(&file, NR_ENGINE_HEADER_SIZE);
-  nr_wbuf_u32(&file, 4);
+  nr_wbuf_u32(&file, (uint32_t)ns);
   nr_wbuf_u32(&file, 0);
   nr_wbuf_u64(&file, file_size);
-  for (int i = 0; i < 4; i++) {
-    nr_wbuf_u32(&file, (uint32_t)(i + 1));
+  for (int i = 0; i < ns; i++) {
+    nr_wbuf_u32(&file, id[i]);
     nr_wbuf_u32(&file, 0);
     nr_wbuf_u64(&file, off[i]);
     nr_wbuf_u64(&file, size[i]);
   }
-  for (int i = 0; i < 4; i++) {
+  for (int i = 0; i < ns; i++) {
     nr_wbuf_bytes(&file, NULL, off[i] - file.len);
     nr_wbuf_bytes(&file, body[i], size[i]);
   }
@@ -184,6 +197,7 @@ done:
   free(plan.p);
   free(file.p);
   free(graph);
+  free(calib);
   return st;
 }
 
@@ -200,7 +214,7 @@ typedef struct file_view {
   const uint8_t *tail;
   size_t tail_len;
   uint64_t size;
-  section sec[5]; /* by id */
+  section sec[6]; /* by id */
 } file_view;
 
 static nr_status bad_file(nr_error *err, uint64_t off, const char *fmt, ...) NR_PRINTF(3, 4);
@@ -278,7 +292,7 @@ static nr_status read_table(file_view *v, uint32_t count, nr_error *err) {
     const uint8_t *pad = view_at(v, end, off - end);
     if (!pad || !all_zero(pad, off - end))
       return bad_file(err, end, "non-zero padding before section %s", section_name(id));
-    if (id >= 1 && id <= 4) {
+    if (id >= 1 && id <= NR_SECTION_CALIB) {
       if (v->sec[id].p)
         return bad_file(err, at, "section %s appears twice", section_name(id));
       if (!(v->sec[id].p = view_at(v, off, size)) && size)
@@ -465,6 +479,11 @@ static nr_status parse_sections(const file_view *v, bool env, nr_engine *e, meta
   if (nr_engine_check_plan(&rp, p, &c) || nr_engine_check_io(&rm, p, m))
     return rp.st ? rp.st : rm.st;
   nr_status st = parse_graph(v, p, &c, bind, err);
+  if (!st && v->sec[NR_SECTION_CALIB].p &&
+      (st = nr_calib_deserialize(v->sec[NR_SECTION_CALIB].p, v->sec[NR_SECTION_CALIB].size,
+                                 &e->calib, err)))
+    nr_error_prefix(err, "engine: CALIB section (file offset %llu): ",
+                    (unsigned long long)v->sec[NR_SECTION_CALIB].off);
   if (!st)
     st = take_weights(v, p, tail, adopted, err);
   if (!st)

@@ -27,6 +27,7 @@ enum {
   NR_SECTION_GRAPH = 2,
   NR_SECTION_PLAN = 3,
   NR_SECTION_WEIGHTS = 4,
+  NR_SECTION_CALIB = 5, /* optional: the calibration table int8 steps were built from */
 };
 
 /* ---- engine_sections.c: byte cursors, META and PLAN ------------------------------ */

@@ -1,6 +1,7 @@
 /* engine_build.c - nr_engine_build: a model, a route and a thread count become an
  * engine (plan + everything it depends on). The route is parsed against the knob
  * space of this model's graph, so per-node knobs name this model's nodes. */
+#include "compiler/quant.h"
 #include "engine/engine.h"
 #include "runtime/model_internal.h"
 #include "util/error.h"
@@ -42,6 +43,24 @@ static nr_status compile_model(nr_model *m, const char *route_text, int threads,
   return st;
 }
 
+/* An engine with int8 steps keeps its own copy of the calibration it was built
+ * from (saved in the CALIB section), so the table travels with the engine. */
+static nr_status keep_calibration(nr_engine *e, const nr_calibration *c, nr_error *err) {
+  bool int8 = false;
+  for (int k = 0; k < e->plan->n_steps; k++)
+    int8 |= e->plan->steps[k].tactic->precision == NR_PREC_INT8;
+  if (!c || !int8)
+    return NR_OK;
+  uint8_t *bytes;
+  size_t len;
+  nr_status st = nr_calib_serialize(c, &bytes, &len, err);
+  if (st)
+    return st;
+  st = nr_calib_deserialize(bytes, len, &e->calib, err);
+  free(bytes);
+  return st;
+}
+
 nr_status nr_engine_build(nr_model *m, const nr_build_options *opts, nr_engine **out,
                           nr_error *err) {
   if (!m || !out)
@@ -72,6 +91,11 @@ nr_status nr_engine_build(nr_model *m, const nr_build_options *opts, nr_engine *
   nr_knob_schema(e->knob_schema);
   memcpy(e->model_sha256, nr_model_sha256(m), sizeof e->model_sha256);
   e->threads = threads;
+  st = keep_calibration(e, o.calibration, err);
+  if (st) {
+    nr_engine_destroy(e);
+    return st;
+  }
   e->build_ms = now_ms() - t0;
   *out = e;
   return NR_OK;

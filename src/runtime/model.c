@@ -194,7 +194,7 @@ static void describe_inputs(const nr_model *m, char *out, size_t cap) {
   }
 }
 
-static nr_status check_inputs(const nr_model *m, const nr_buffer *inputs, nr_error *err) {
+nr_status nr_model_check_inputs(const nr_model *m, const nr_buffer *inputs, nr_error *err) {
   char want[640], got[128];
   for (int i = 0; i < m->graph->n_inputs; i++) {
     const nr_tensor *t = &m->graph->tensors[m->graph->inputs[i]];
@@ -223,7 +223,7 @@ nr_status nr_model_run(nr_model *m, const nr_buffer *inputs, nr_buffer *outputs,
     return nr_errorf(err, NR_ERR_INVALID_ARGUMENT, "nr_model_run: NULL argument");
   nr_status st = nr_model_prepare(m, err);
   if (!st)
-    st = check_inputs(m, inputs, err);
+    st = nr_model_check_inputs(m, inputs, err);
   if (st)
     return st;
   int ni = m->graph->n_inputs, no = m->graph->n_outputs;

@@ -7,6 +7,9 @@
 #include "nnroute.h"
 
 nr_graph *nr_model_graph(nr_model *m);
+/* Checks that inputs match the prepared graph's inputs (dtype and shape); the message
+ * names the input and lists what the model expects. */
+nr_status nr_model_check_inputs(const nr_model *m, const nr_buffer *inputs, nr_error *err);
 const uint8_t *nr_model_sha256(const nr_model *m);
 
 #endif

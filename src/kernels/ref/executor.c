@@ -16,6 +16,8 @@ typedef struct nr_exec_scope {
   nr_value *vals;
   int *last_use;  /* index of the last node reading each tensor, -1 if none */
   struct nr_exec_scope *parent;
+  nr_ref_observer observe; /* top-level scope only: sees every computed tensor */
+  void *observe_user;
 } nr_exec_scope;
 
 static nr_value *resolve(nr_exec_scope *s, int t) {
@@ -154,8 +156,18 @@ static nr_status scope_run(nr_exec_scope *s, const nr_value *inputs, nr_value *o
     s->vals[g->inputs[i]] = inputs[i];
     s->vals[g->inputs[i]].owned = false;
   }
+  for (int i = 0; s->observe && i < g->n_inputs; i++) {
+    nr_status st = s->observe(s->observe_user, g, g->inputs[i], &s->vals[g->inputs[i]]);
+    if (st)
+      return st;
+  }
   for (int k = 0; k < g->n_nodes; k++) {
     nr_status st = run_node(s, k, err);
+    for (int o = 0; !st && s->observe && o < g->nodes[k].n_outputs; o++) {
+      int t = g->nodes[k].outputs[o];
+      if (t >= 0 && s->vals[t].data)
+        st = s->observe(s->observe_user, g, t, &s->vals[t]);
+    }
     if (st)
       return st;
     release_inputs(s, k);
@@ -192,6 +204,19 @@ static nr_status exec_in(const nr_graph *g, nr_exec_scope *parent, const nr_valu
 nr_status nr_ref_exec(const nr_graph *g, const nr_value *inputs, nr_value *outputs,
                       nr_error *err) {
   return exec_in(g, NULL, inputs, outputs, err);
+}
+
+nr_status nr_ref_exec_observed(const nr_graph *g, const nr_value *inputs,
+                               nr_value *outputs, nr_ref_observer fn, void *user,
+                               nr_error *err) {
+  nr_exec_scope s;
+  nr_status st = scope_init(&s, g, NULL, err);
+  s.observe = fn;
+  s.observe_user = user;
+  if (!st)
+    st = scope_run(&s, inputs, outputs, err);
+  scope_free(&s);
+  return st;
 }
 
 nr_status nr_op_run_subgraph(nr_op_ctx *ctx, const nr_graph *body, int n_inputs,

@@ -12,6 +12,15 @@
 nr_status nr_ref_exec(const nr_graph *g, const nr_value *inputs, nr_value *outputs,
                       nr_error *err);
 
+/* nr_ref_exec, calling fn for every graph input and every node output of g (not of
+ * subgraphs) as soon as it is computed, before any value is freed. A non-OK return
+ * from fn stops the run with that status. */
+typedef nr_status (*nr_ref_observer)(void *user, const nr_graph *g, int tensor,
+                                     const nr_value *v);
+nr_status nr_ref_exec_observed(const nr_graph *g, const nr_value *inputs,
+                               nr_value *outputs, nr_ref_observer fn, void *user,
+                               nr_error *err);
+
 /* Runs one operator on the given inputs, as a graph of one node: the unit tests'
  * way to exercise a kernel. attrs are copied. Absent optional inputs are NULL. */
 nr_status nr_ref_exec_node(const char *op_type, const char *domain, int opset,
