@@ -7,7 +7,9 @@
  * iteration count are reached. The statistics (stats.h) are the ones the tuner uses.
  * --profile installs the context's step hook (runtime/profile.h) for the timed loop
  * and prints where the time went, step by step and per op and tactic. */
+#include "backends/backend.h"
 #include "cli/cli.h"
+#include "compiler/knob.h"
 #include "engine/engine.h"
 #include "runtime/profile.h"
 #include "runtime/stats.h"
@@ -29,7 +31,22 @@ typedef struct bench_args {
   uint64_t seed;
   bool json, profile;
   int top;
+  nr_device device;
+  bool flush_l2;
 } bench_args;
+
+/* Device engines: the device time of every timed run (CUDA events around the steps),
+ * from the backend, beside the host-visible latency. */
+typedef struct dev_timing {
+  const nr_backend *be;
+  void *state;
+  double *ms;
+  nr_stats stats;
+} dev_timing;
+
+/* Device engines rotate this many input sets, so a model whose data fits in the L2
+ * does not find this run's inputs there already. */
+#define DEVICE_INPUT_SETS 4
 
 /* Per-step totals over the timed iterations (--profile). */
 typedef struct step_prof {
@@ -43,7 +60,8 @@ static void bench_usage(FILE *f) {
           "usage: nnroute bench ENGINE|MODEL [--route ROUTE] [--shape NAME=DIMS]...\n"
           "                     [--threads N] [--warmup-ms MS] [--duration-ms MS]\n"
           "                     [--min-iters N] [--seed N] [--json]\n"
-          "                     [--profile [--top N]] [--calibration SPEC]\n\n"
+          "                     [--profile [--top N]] [--calibration SPEC]\n"
+          "                     [--device cpu|cuda] [--flush-l2]\n\n"
           "Times inferences of ENGINE (a file from `nnroute build`) or of MODEL (.onnx,\n"
           "built first along ROUTE for N threads) on seeded random inputs: warm-up for\n"
           "MS ms (default 200), then measure for at least --duration-ms (default 1000)\n"
@@ -54,7 +72,11 @@ static void bench_usage(FILE *f) {
           "(default 25; 0: all) with their node, op, tactic, output shape, mean ms per\n"
           "run and share, then the totals per op and tactic (--json: a \"profile\" array\n"
           "of every step). --calibration (see `nnroute build --help`) is needed when\n"
-          "ROUTE puts nodes in int8.\n");
+          "ROUTE puts nodes in int8.\n"
+          "--device cuda builds MODEL for the GPU; a GPU engine reports the device time\n"
+          "per inference (CUDA events around the steps: gpu_*_ms in --json) beside the\n"
+          "host-visible latency, and rotates 4 input sets; --flush-l2 also evicts the\n"
+          "GPU's L2 before every timed run (not timed).\n");
 }
 
 static int parse_args(int argc, char **argv, bench_args *a) {
@@ -67,6 +89,13 @@ static int parse_args(int argc, char **argv, bench_args *a) {
       exit(0);
     } else if (!strcmp(arg, "--calibration") && v) {
       a->calibration = argv[++i];
+    } else if (!strcmp(arg, "--device") && v) {
+      if (!nr_device_parse(argv[++i], &a->device)) {
+        fprintf(stderr, "nnroute bench: --device '%s': cpu or cuda\n", argv[i]);
+        return 2;
+      }
+    } else if (!strcmp(arg, "--flush-l2")) {
+      a->flush_l2 = true;
     } else if (!strcmp(arg, "--route") && v) {
       a->route = argv[++i];
     } else if (!strcmp(arg, "--shape") && v && a->n_shapes < MAX_SHAPES) {
@@ -126,7 +155,7 @@ static int get_engine(const bench_args *a, nr_engine **e, nr_error *err) {
   nr_calibration *calib = NULL;
   if (!rc && nr_cli_calibration(m, a->calibration, &calib, err))
     rc = nr_cli_fail(err);
-  nr_build_options o = {sizeof o, a->route, a->threads, NR_DEVICE_CPU, calib};
+  nr_build_options o = {sizeof o, a->route, a->threads, a->device, calib};
   if (!rc && nr_engine_build(m, &o, e, err))
     rc = nr_cli_fail(err);
   nr_calibration_destroy(calib);
@@ -181,8 +210,8 @@ static void prof_hook(void *user, int step, double ms) {
 /* Warm-up, then the timed loop; *times (malloc'ed) receives one entry per iteration.
  * With prof, the timed loop also reports every step to it. */
 static nr_status measure(nr_context *ctx, const bench_args *a, const nr_buffer *in,
-                         nr_buffer *out, step_prof *prof, double **times, size_t *n,
-                         nr_error *err) {
+                         int n_sets, int n_in, nr_buffer *out, step_prof *prof,
+                         dev_timing *dt, double **times, size_t *n, nr_error *err) {
   nr_status st = NR_OK;
   double start = now_ms();
   do /* at least once: the first run allocates the output buffers */
@@ -192,22 +221,33 @@ static nr_status measure(nr_context *ctx, const bench_args *a, const nr_buffer *
     nr_context_set_step_hook(ctx, prof_hook, prof);
   size_t cap = 1024, len = 0;
   double *t = malloc(cap * sizeof *t);
-  if (!t)
+  dt->ms = dt->be ? malloc(cap * sizeof *dt->ms) : NULL;
+  if (!t || (dt->be && !dt->ms))
     return nr_errorf(err, NR_ERR_NOMEM, "out of memory");
   start = now_ms();
   while (!st && (now_ms() - start < a->duration_ms || len < (size_t)a->min_iters)) {
     if (len == cap) {
       double *g = realloc(t, 2 * cap * sizeof *t);
-      if (!g) {
+      double *gd = g && dt->be ? realloc(dt->ms, 2 * cap * sizeof *dt->ms) : NULL;
+      if (g)
+        t = g;
+      if (gd)
+        dt->ms = gd;
+      if (!g || (dt->be && !gd)) {
         st = nr_errorf(err, NR_ERR_NOMEM, "out of memory after %zu iterations", len);
         break;
       }
-      t = g;
       cap *= 2;
     }
+    const nr_buffer *cur = in + (len % (size_t)n_sets) * (size_t)n_in;
+    if (dt->be && a->flush_l2)
+      dt->be->flush_caches(dt->state);
     double t0 = now_ms();
-    st = nr_context_run(ctx, in, out, err);
-    t[len++] = now_ms() - t0;
+    st = nr_context_run(ctx, cur, out, err);
+    t[len] = now_ms() - t0;
+    if (dt->be)
+      dt->ms[len] = dt->be->device_ms(dt->state);
+    len++;
   }
   nr_context_set_step_hook(ctx, NULL, NULL);
   *times = t;
@@ -337,7 +377,7 @@ static cJSON *profile_json(const nr_engine *e, const step_prof *p) {
 }
 
 static void print_json(const nr_stats *s, int threads, const nr_engine *e,
-                       const step_prof *prof) {
+                       const step_prof *prof, const dev_timing *dt) {
   cJSON *o = cJSON_CreateObject();
   cJSON_AddNumberToObject(o, "median_ms", s->median);
   cJSON_AddNumberToObject(o, "mean_ms", s->mean);
@@ -350,6 +390,13 @@ static void print_json(const nr_stats *s, int threads, const nr_engine *e,
   cJSON_AddItemToObject(o, "ci95_median_ms", cJSON_CreateDoubleArray(ci, 2));
   cJSON_AddNumberToObject(o, "iterations", (double)s->n);
   cJSON_AddNumberToObject(o, "threads", threads);
+  if (dt->be) {
+    cJSON_AddStringToObject(o, "device", dt->be->name);
+    cJSON_AddNumberToObject(o, "gpu_median_ms", dt->stats.median);
+    cJSON_AddNumberToObject(o, "gpu_mean_ms", dt->stats.mean);
+    cJSON_AddNumberToObject(o, "gpu_min_ms", dt->stats.min);
+    cJSON_AddNumberToObject(o, "gpu_p90_ms", dt->stats.p90);
+  }
   if (prof)
     cJSON_AddItemToObject(o, "profile", profile_json(e, prof));
   char *text = cJSON_PrintUnformatted(o);
@@ -360,15 +407,20 @@ static void print_json(const nr_stats *s, int threads, const nr_engine *e,
 }
 
 static void print_table(const bench_args *a, const nr_engine *e, const nr_stats *s,
-                        int threads) {
+                        int threads, const dev_timing *dt) {
   const char *route = nr_engine_route(e);
   printf("engine:     %s (route: %s), %d threads\n", a->path, *route ? route : "default",
          threads);
   printf("iterations: %zu after %.0f ms of warm-up\n\n", s->n, a->warmup_ms);
   printf("  %10s %10s %10s %10s %10s %10s %10s\n", "median", "mean", "min", "max", "p90",
          "p99", "stdev");
-  printf("  %10.3f %10.3f %10.3f %10.3f %10.3f %10.3f %10.3f   ms\n", s->median, s->mean,
-         s->min, s->max, s->p90, s->p99, s->stdev);
+  printf("  %10.3f %10.3f %10.3f %10.3f %10.3f %10.3f %10.3f   ms%s\n", s->median, s->mean,
+         s->min, s->max, s->p90, s->p99, s->stdev, dt->be ? " host-visible" : "");
+  const nr_stats *g = &dt->stats;
+  if (dt->be && g->median >= 0) /* --profile times each step instead */
+    printf("  %10.3f %10.3f %10.3f %10.3f %10.3f %10.3f %10.3f   ms on the %s (%s)\n",
+           g->median, g->mean, g->min, g->max, g->p90, g->p99, g->stdev, dt->be->name,
+           e->fingerprint.gpu);
   printf("\nmedian 95%% CI: [%.3f, %.3f] ms\n", s->ci95_lo, s->ci95_hi);
 }
 
@@ -384,21 +436,36 @@ int nr_cli_bench(int argc, char **argv) {
   double *times = NULL;
   size_t n = 0;
   step_prof prof = {0};
+  dev_timing dt = {0};
   if ((rc = get_engine(&a, &e, &err)))
     return rc;
   prof.n_steps = e->plan->n_steps;
-  int n_out = nr_engine_output_count(e);
+  int n_out = nr_engine_output_count(e), n_in = nr_engine_input_count(e);
+  int n_sets = e->plan->device != NR_DEVICE_CPU ? DEVICE_INPUT_SETS : 1;
   nr_status st = nr_context_create(e, a.threads, &ctx, &err);
-  if (!st)
-    st = make_inputs(e, a.seed, &in, &err);
+  if (!st && e->plan->device != NR_DEVICE_CPU) {
+    dt.be = nr_backend_for(e->plan->device);
+    dt.state = nr_context_device_state(ctx);
+  }
+  if (!st && !(in = calloc((size_t)(n_sets * n_in) + 1, sizeof *in)))
+    st = nr_errorf(&err, NR_ERR_NOMEM, "out of memory");
+  for (int k = 0; !st && k < n_sets; k++) {
+    nr_buffer *set = NULL;
+    st = make_inputs(e, a.seed + (uint64_t)k, &set, &err);
+    if (!st)
+      memcpy(in + k * n_in, set, sizeof *in * (size_t)n_in);
+    free(set); /* the data now belongs to in[] */
+  }
   if (!st && !(out = calloc((size_t)n_out + 1, sizeof *out)))
     st = nr_errorf(&err, NR_ERR_NOMEM, "out of memory");
   if (!st && a.profile && !(prof.ms = calloc((size_t)prof.n_steps + 1, sizeof *prof.ms)))
     st = nr_errorf(&err, NR_ERR_NOMEM, "out of memory");
   if (!st)
-    st = measure(ctx, &a, in, out, a.profile ? &prof : NULL, &times, &n, &err);
+    st = measure(ctx, &a, in, n_sets, n_in, out, a.profile ? &prof : NULL, &dt, &times, &n,
+                 &err);
   nr_stats s;
-  if (!st && nr_stats_compute(times, n, a.seed, &s))
+  if (!st && (nr_stats_compute(times, n, a.seed, &s) ||
+              (dt.be && nr_stats_compute(dt.ms, n, a.seed, &dt.stats))))
     st = nr_errorf(&err, NR_ERR_NOMEM, "out of memory computing statistics");
   if (st) {
     rc = nr_cli_fail(&err);
@@ -406,16 +473,17 @@ int nr_cli_bench(int argc, char **argv) {
     long cpus = sysconf(_SC_NPROCESSORS_ONLN);
     int threads = a.threads > 0 ? a.threads : e->threads > 0 ? e->threads : (int)cpus;
     if (a.json) {
-      print_json(&s, threads, e, a.profile ? &prof : NULL);
+      print_json(&s, threads, e, a.profile ? &prof : NULL, &dt);
     } else {
-      print_table(&a, e, &s, threads);
+      print_table(&a, e, &s, threads, &dt);
       if (a.profile)
         print_profile(&a, e, &prof);
     }
   }
   free(prof.ms);
   free(times);
-  free_buffers(in, nr_engine_input_count(e));
+  free(dt.ms);
+  free_buffers(in, n_sets * n_in);
   free_buffers(out, n_out);
   nr_context_destroy(ctx);
   nr_engine_destroy(e);

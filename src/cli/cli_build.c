@@ -2,6 +2,7 @@
  * and says what the route changed, how long the build took and how much memory a
  * context will need. */
 #include "cli/cli.h"
+#include "compiler/knob.h"
 #include "engine/engine.h"
 
 #include <stdio.h>
@@ -13,12 +14,13 @@
 static void build_usage(FILE *f) {
   fprintf(f, "usage: nnroute build MODEL [--route ROUTE] [--shape NAME=DIMS]...\n"
              "                     [--threads N] [--calibration SPEC]\n"
-             "                     [--save-calibration FILE] -o ENGINE\n\n"
+             "                     [--save-calibration FILE] [--device cpu|cuda] -o ENGINE\n\n"
              "Compiles MODEL along ROUTE (\"-knob=value ...\"; default: the default route,\n"
              "see `nnroute knobs MODEL`) into ENGINE for N threads (default: all CPUs).\n"
              "Nodes the route puts in int8 (precision@NODE=int8) are quantized with the\n"
              "activation ranges of SPEC: a directory of input sets (ONNX test-data layout\n"
-             "or .npy), a table file written by --save-calibration, or random:N.\n");
+             "or .npy), a table file written by --save-calibration, or random:N.\n"
+             "--device cuda builds a GPU engine (CUDA tactics and knobs; see docs/cuda.md).\n");
 }
 
 /* Prints the route's tokens one per line: what differs from the default route. */
@@ -51,8 +53,12 @@ static void print_summary(const nr_engine *e, const char *path) {
   if (p->ignored_knobs)
     printf("note:    %d knob restriction(s) had no tactic left after earlier choices "
            "and were ignored (see `nnroute inspect`)\n", p->ignored_knobs);
-  printf("build:   %.3f s, %d steps (%d on the reference tactic, %d reorders), %d threads\n",
-         e->build_ms / 1000.0, p->n_steps, ref_steps, reorders, e->threads);
+  if (p->device != NR_DEVICE_CPU)
+    printf("build:   %.3f s, %d steps (%d reorders) for %s (%s)\n", e->build_ms / 1000.0,
+           p->n_steps, reorders, nr_device_name(p->device), e->fingerprint.gpu);
+  else
+    printf("build:   %.3f s, %d steps (%d on the reference tactic, %d reorders), %d threads\n",
+           e->build_ms / 1000.0, p->n_steps, ref_steps, reorders, e->threads);
   printf("memory:  arena %.2f MiB + scratch %.2f MiB per context, weights %.2f MiB\n",
          p->arena_size / 1048576.0, p->scratch_size / 1048576.0,
          p->weights_size / 1048576.0);
@@ -63,6 +69,7 @@ int nr_cli_build(int argc, char **argv) {
   const char *model = NULL, *route = NULL, *out = NULL, *shapes[MAX_SHAPES];
   const char *calib_spec = NULL, *calib_out = NULL;
   int n_shapes = 0, threads = 0;
+  nr_device device = NR_DEVICE_CPU;
   for (int i = 1; i < argc; i++) {
     bool v = i + 1 < argc;
     if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
@@ -78,6 +85,11 @@ int nr_cli_build(int argc, char **argv) {
       calib_spec = argv[++i];
     } else if (!strcmp(argv[i], "--save-calibration") && v) {
       calib_out = argv[++i];
+    } else if (!strcmp(argv[i], "--device") && v) {
+      if (!nr_device_parse(argv[++i], &device)) {
+        fprintf(stderr, "nnroute build: --device '%s': cpu or cuda\n", argv[i]);
+        return 2;
+      }
     } else if (!strcmp(argv[i], "-o") && v) {
       out = argv[++i];
     } else if (argv[i][0] != '-' && !model) {
@@ -109,7 +121,7 @@ int nr_cli_build(int argc, char **argv) {
   }
   if (!rc && calib_out && nr_calibration_save(calib, calib_out, &err))
     rc = nr_cli_fail(&err);
-  nr_build_options o = {sizeof o, route, threads, NR_DEVICE_CPU, calib};
+  nr_build_options o = {sizeof o, route, threads, device, calib};
   if (!rc && nr_engine_build(m, &o, &e, &err))
     rc = nr_cli_fail(&err);
   nr_calibration_destroy(calib);

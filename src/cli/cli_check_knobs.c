@@ -4,12 +4,18 @@
  * same plan is reported DEAD. The tuner relies on this: a dead value would cost a
  * build and a measurement for nothing.
  *
+ * A knob whose values matter only under another choice (its `needs` route, e.g.
+ * quant.calibration needs int8 nodes) is compared against the plan of that route
+ * instead of the default's. Int8 values are built with a calibration from two
+ * seeded random input sets.
+ *
  * The plan fingerprint covers what execution depends on: the graph's nodes, every
  * step (tactic id, slots, params, packed data, scratch, threads), every slot (dtype,
  * shape, layout, kind, size, offset, alias) and the weights' bytes. */
 #include "cli/cli.h"
 #include "engine/engine.h"
 #include "runtime/model_internal.h"
+#include "tune/pairs.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -57,10 +63,10 @@ static uint64_t plan_hash(const nr_plan *p) {
   return fnv(h, p->weights, (size_t)p->weights_size);
 }
 
-static int build_hash(nr_model *m, const char *route, int threads, uint64_t *h,
-                      nr_error *err) {
+static int build_hash(nr_model *m, const char *route, int threads,
+                      const nr_calibration *calib, uint64_t *h, nr_error *err) {
   nr_engine *e = NULL;
-  nr_build_options o = {sizeof o, route, threads};
+  nr_build_options o = {sizeof o, route, threads, NR_DEVICE_CPU, calib};
   if (nr_engine_build(m, &o, &e, err))
     return 1;
   *h = plan_hash(e->plan);
@@ -78,25 +84,32 @@ static void check_knobs_usage(FILE *f) {
 
 /* Checks every non-default value of instance i; returns the number of dead ones. */
 static int check_instance(nr_model *m, const nr_knob_inst *k, uint64_t base, int threads,
-                          int *passed) {
+                          const nr_calibration *calib, int *passed) {
   int dead = 0;
+  const char *needs = k->def->needs ? k->def->needs : "";
+  nr_error err = {0};
+  if (*needs && build_hash(m, needs, threads, calib, &base, &err)) {
+    printf("FAIL %s: its context route '%s' does not build: %s\n", k->id, needs,
+           err.message);
+    return 1;
+  }
   for (int v = 0; v < k->n_values; v++) {
     if (v == k->dflt)
       continue;
     char route[1024];
-    snprintf(route, sizeof route, "-%s=%s", k->id, k->values[v]);
-    nr_error err = {0};
+    snprintf(route, sizeof route, "%s%s-%s=%s", needs, *needs ? " " : "", k->id,
+             k->values[v]);
     uint64_t h = 0;
-    if (build_hash(m, route, threads, &h, &err)) {
+    if (build_hash(m, route, threads, calib, &h, &err)) {
       /* test.fault=build_error fails the build on purpose: that is its effect. */
       bool injected = (k->def->flags & NR_KNOB_TEST) && strstr(err.message, "injected");
-      printf("%s %s: %s\n", injected ? "ok  " : "FAIL", route + 1, err.message);
+      printf("%s %s: %s\n", injected ? "ok  " : "FAIL", route, err.message);
       if (injected)
         (*passed)++;
       else
         dead++;
     } else if (h == base) {
-      printf("DEAD %s: builds the default route's plan\n", route + 1);
+      printf("DEAD %s: builds the plan of '%s'\n", route, *needs ? needs : "the default route");
       dead++;
     } else {
       (*passed)++;
@@ -134,12 +147,15 @@ int nr_cli_check_knobs(int argc, char **argv) {
     rc = nr_cli_apply_shape(m, shapes[s], &err);
   uint64_t base = 0;
   nr_knob_space space = {0};
-  if (!rc && (build_hash(m, "", threads, &base, &err) ||
-              nr_knob_space_build(nr_model_graph(m), &space, &err)))
+  nr_calibration *calib = NULL;
+  if (!rc && (build_hash(m, "", threads, NULL, &base, &err) ||
+              nr_knob_space_build(nr_model_graph(m), &space, &err) ||
+              nr_calibration_from_spec(m, "random:2", &calib, &err)))
     rc = nr_cli_fail(&err);
   for (int i = 0; !rc && i < space.n; i++)
     if (!filter || strstr(space.inst[i].id, filter))
-      failed += check_instance(m, &space.inst[i], base, threads, &passed);
+      failed += check_instance(m, &space.inst[i], base, threads, calib, &passed);
+  nr_calibration_destroy(calib);
   nr_knob_space_free(&space);
   nr_model_destroy(m);
   if (rc)

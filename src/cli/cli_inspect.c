@@ -8,6 +8,8 @@
  * with "node", "op", "tactic", "source", "layout", "dtype", "outputs"); keys may be
  * added, never renamed. */
 #include "cli/cli.h"
+#include "compiler/knob.h"
+#include "compiler/quant.h"
 #include "engine/engine.h"
 
 #include <cjson/cJSON.h>
@@ -92,11 +94,19 @@ static void print_text(const nr_engine *e, const char *path, long long file_byte
   printf("             isa %s\n", *fp->isa ? fp->isa : "(none)");
   printf("             openblas %s\n             onednn %s\n             compiler %s\n",
          fp->openblas, fp->onednn, fp->compiler);
+  if (p->device != NR_DEVICE_CPU)
+    printf("device       %s: %s (compute capability %s), driver CUDA %s, runtime %s, "
+           "cuBLAS %s, cuDNN %s\n", nr_device_name(p->device), fp->gpu, fp->gpu_cc,
+           fp->gpu_driver, fp->cuda_runtime, fp->cublas, fp->cudnn);
   print_io("inputs", p, p->inputs, p->n_inputs);
   print_io("outputs", p, p->outputs, p->n_outputs);
   printf("memory       arena %llu bytes, scratch %llu bytes, weights %llu bytes\n",
          (unsigned long long)p->arena_size, (unsigned long long)p->scratch_size,
          (unsigned long long)p->weights_size);
+  char digest[65];
+  if (e->calib && !nr_calib_digest(e->calib, digest, NULL))
+    printf("calibration  %d tensors from %d input sets, sha256 %s\n", e->calib->n,
+           e->calib->samples, digest);
   printf("\nsteps (%d)\n%4s  %-24s %-18s %-32s %-9s %-14s %-9s %s\n", p->n_steps, "#",
          "node", "op", "tactic", "source", "layout", "dtype", "outputs (slot @offset +bytes)");
   for (int i = 0; i < p->n_steps; i++) {
@@ -140,6 +150,15 @@ static cJSON *json_fingerprint(const nr_fingerprint *fp) {
   cJSON_AddStringToObject(o, "openblas", fp->openblas);
   cJSON_AddStringToObject(o, "onednn", fp->onednn);
   cJSON_AddStringToObject(o, "compiler", fp->compiler);
+  cJSON_AddStringToObject(o, "device", nr_device_name(fp->device));
+  if (fp->device != NR_DEVICE_CPU) {
+    cJSON_AddStringToObject(o, "gpu", fp->gpu);
+    cJSON_AddStringToObject(o, "gpu_compute_capability", fp->gpu_cc);
+    cJSON_AddStringToObject(o, "gpu_driver", fp->gpu_driver);
+    cJSON_AddStringToObject(o, "cuda_runtime", fp->cuda_runtime);
+    cJSON_AddStringToObject(o, "cublas", fp->cublas);
+    cJSON_AddStringToObject(o, "cudnn", fp->cudnn);
+  }
   return o;
 }
 
@@ -182,6 +201,13 @@ static int print_json(const nr_engine *e, long long file_bytes) {
   cJSON_AddNumberToObject(root, "build_ms", (double)e->build_ms);
   cJSON_AddNumberToObject(root, "threads", e->threads);
   cJSON_AddNumberToObject(root, "file_bytes", (double)file_bytes);
+  char digest[65];
+  if (e->calib && !nr_calib_digest(e->calib, digest, NULL)) {
+    cJSON *c = cJSON_AddObjectToObject(root, "calibration");
+    cJSON_AddNumberToObject(c, "tensors", e->calib->n);
+    cJSON_AddNumberToObject(c, "input_sets", e->calib->samples);
+    cJSON_AddStringToObject(c, "sha256", digest);
+  }
   cJSON_AddItemToObject(root, "inputs", json_io(p, p->inputs, p->n_inputs));
   cJSON_AddItemToObject(root, "outputs", json_io(p, p->outputs, p->n_outputs));
   cJSON_AddNumberToObject(root, "arena_bytes", (double)p->arena_size);

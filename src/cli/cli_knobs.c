@@ -23,6 +23,7 @@ typedef struct knobs_args {
   const char *shape[MAX_SHAPES];
   int n_shapes;
   bool json, markdown;
+  nr_device device;
 } knobs_args;
 
 /* One printed line: an instance, or a per-node definition when there is no model. */
@@ -36,12 +37,14 @@ typedef struct row {
 
 static void knobs_usage(FILE *f) {
   fprintf(f,
-          "usage: nnroute knobs [MODEL] [--shape NAME=DIMS]... [--json] [--markdown]\n\n"
+          "usage: nnroute knobs [MODEL] [--shape NAME=DIMS]... [--json] [--markdown]\n"
+          "                     [--device cpu|cuda]\n\n"
           "Lists the knobs a build route can set. Without MODEL: the global knobs and\n"
           "the per-node knob definitions. With MODEL: every knob instance of the\n"
           "prepared model (ids to use as -KNOB@NODE=VALUE). --markdown prints the\n"
           "definitions as the table of docs/knobs.md. Test knobs are listed only with\n"
-          "NNROUTE_TEST_KNOBS=1.\n");
+          "NNROUTE_TEST_KNOBS=1. --device: the knobs of builds for that device (default\n"
+          "cpu; --markdown lists every device's).\n");
 }
 
 static int parse_args(int argc, char **argv, knobs_args *a) {
@@ -56,6 +59,11 @@ static int parse_args(int argc, char **argv, knobs_args *a) {
       a->markdown = true;
     } else if (!strcmp(arg, "--shape") && i + 1 < argc && a->n_shapes < MAX_SHAPES) {
       a->shape[a->n_shapes++] = argv[++i];
+    } else if (!strcmp(arg, "--device") && i + 1 < argc) {
+      if (!nr_device_parse(argv[++i], &a->device)) {
+        fprintf(stderr, "nnroute knobs: --device '%s': cpu or cuda\n", argv[i]);
+        return 2;
+      }
     } else if (arg[0] != '-' && !a->model) {
       a->model = arg;
     } else {
@@ -97,6 +105,7 @@ typedef struct row_list {
   row *rows;
   int n, cap;
   bool test_knobs;
+  nr_device device;
 } row_list;
 
 static row *push(row_list *l) {
@@ -113,7 +122,8 @@ static row *push(row_list *l) {
 
 static void collect_node_def(const nr_knob_def *d, void *user) {
   row_list *l = user;
-  if (d->scope != NR_KNOB_NODE || ((d->flags & NR_KNOB_TEST) && !l->test_knobs))
+  if (d->scope != NR_KNOB_NODE || ((d->flags & NR_KNOB_TEST) && !l->test_knobs) ||
+      !(nr_knob_devices(d) & NR_KNOB_DEVICE(l->device)))
     return;
   row *r = push(l);
   if (r)
@@ -334,10 +344,10 @@ int nr_cli_knobs(int argc, char **argv) {
   nr_model *model = NULL;
   nr_graph *g = NULL;
   nr_knob_space space = {0};
-  row_list l = {.test_knobs = nr_knob_test_knobs_enabled()};
+  row_list l = {.test_knobs = nr_knob_test_knobs_enabled(), .device = a.device};
   if (a.model && (rc = load_graph(&a, &model, &g, &err)))
     goto done;
-  if (nr_knob_space_build(g, &space, &err)) {
+  if (nr_knob_space_build_for(g, a.device, &space, &err)) {
     rc = nr_cli_fail(&err);
     goto done;
   }

@@ -6,6 +6,7 @@
  * compiler is checked against. Input problems (a missing file, a wrong shape or dtype,
  * an unknown name) end with a list of every input and the shape and dtype expected. */
 #include "cli/cli.h"
+#include "compiler/knob.h"
 #include "io/tensor_io.h"
 #include "util/error.h"
 
@@ -22,6 +23,7 @@ typedef struct run_args {
   int n_inputs, n_shapes, threads;
   bool reference, unsafe;
   uint64_t seed;
+  nr_device device;
 } run_args;
 
 /* What runs: a model (shapes still adjustable) or an engine (shapes fixed). */
@@ -35,7 +37,8 @@ static void run_usage(FILE *f) {
           "usage: nnroute run MODEL|ENGINE [--route ROUTE] [--reference] [--threads N]\n"
           "                   [--input NAME=FILE]... [--inputs-dir DIR]\n"
           "                   [--shape NAME=DIMS]... [--seed N] [--output-dir DIR]\n"
-          "                   [--calibration SPEC] [--unsafe-ignore-environment]\n\n"
+          "                   [--calibration SPEC] [--device cpu|cuda]\n"
+          "                   [--unsafe-ignore-environment]\n\n"
           "Runs an ONNX model (compiled along ROUTE, default: the default route; with\n"
           "--reference on the reference executor) or an engine file, and writes\n"
           "DIR/<output>.npy (default DIR: the current directory). FILE is .npy or .pb;\n"
@@ -43,7 +46,8 @@ static void run_usage(FILE *f) {
           "--input. Inputs given nowhere are drawn at random (seed N, default 0).\n"
           "DIMS looks like 1x3x224x224. Names with characters outside [A-Za-z0-9._-]\n"
           "use '_' for them in file names. --calibration (see `nnroute build --help`)\n"
-          "is needed when ROUTE puts nodes in int8.\n");
+          "is needed when ROUTE puts nodes in int8. --device cuda builds the model for\n"
+          "the GPU (`nnroute knobs MODEL --device cuda` lists its knobs).\n");
 }
 
 static int parse_args(int argc, char **argv, run_args *a) {
@@ -67,6 +71,11 @@ static int parse_args(int argc, char **argv, run_args *a) {
       a->route = argv[++i];
     } else if (!strcmp(arg, "--calibration") && v) {
       a->calibration = argv[++i];
+    } else if (!strcmp(arg, "--device") && v) {
+      if (!nr_device_parse(argv[++i], &a->device)) {
+        fprintf(stderr, "nnroute run: --device '%s': cpu or cuda\n", argv[i]);
+        return 2;
+      }
     } else if (!strcmp(arg, "--threads") && v) {
       a->threads = atoi(argv[++i]);
     } else if (!strcmp(arg, "--seed") && v) {
@@ -271,7 +280,7 @@ static nr_status execute(run_source *s, const run_args *a, const nr_buffer *ins,
   if (!s->engine) {
     nr_calibration *calib = NULL;
     st = nr_cli_calibration(s->model, a->calibration, &calib, err);
-    nr_build_options o = {sizeof o, a->route, a->threads, NR_DEVICE_CPU, calib};
+    nr_build_options o = {sizeof o, a->route, a->threads, a->device, calib};
     if (!st)
       st = nr_engine_build(s->model, &o, &s->engine, err);
     nr_calibration_destroy(calib);

@@ -2,6 +2,7 @@
  * session lives in src/tune/. Exit codes: 0 done (or interrupted cleanly, with the
  * best engine so far written), 1 error, 2 bad arguments, 130 interrupted. */
 #include "cli/cli.h"
+#include "compiler/knob.h"
 #include "tune/tune.h"
 
 #include <stdio.h>
@@ -14,14 +15,16 @@
 static void tune_usage(FILE *f) {
   fprintf(f,
     "usage: nnroute tune MODEL [--routes EXPR | --routes-file FILE]\n"
-    "         [--search fast|full|mixed|random|evolve] [--budget-builds N]\n"
+    "         [--search fast|full|mixed|random|evolve|greedy]\n"
+    "         [--budget-builds N]\n"
     "         [--budget-time SECONDS] [--seed N] [--reference DIR]... [--holdout DIR]...\n"
     "         [--metric l0|l1|l2|linf|rel_l2|cos|top1] [--tolerance EPS]\n"
     "         [--atol A --rtol R] [--output-tolerance NAME=EPS]... [--db FILE]\n"
     "         [--continue] [--priors] [--threads N] [-o ENGINE] [--report FILE.json]\n"
     "         [--dry-run] [--shape NAME=DIMS]... [--input-range [NAME=]LO:HI]...\n"
     "         [--pairs N] [--holdout-pairs N] [--candidate-timeout S] [--mem-limit MB]\n"
-    "         [--finalists N] [--confirm-rounds N] [--screen-ms MS]\n\n"
+    "         [--finalists N] [--confirm-rounds N] [--screen-ms MS]\n"
+    "         [--calibration DIR|FILE|random:N] [--device cpu|cuda]\n\n"
     "Builds candidate engines along routes of MODEL, each in its own process, drops\n"
     "those that fail, crash, hang, run out of memory, produce NaN/Inf or leave the\n"
     "tolerance, measures the rest, confirms the finalists against the default route\n"
@@ -29,7 +32,11 @@ static void tune_usage(FILE *f) {
     "(else the default route's). Defaults: the default space (every knob that applies,\n"
     "per-node knobs as one dimension each), --search mixed, --budget-time 300,\n"
     "--metric rel_l2 --tolerance 1e-3, 4 generated reference pairs and 2 holdout pairs,\n"
-    "--db nnroute-tune.db. Ctrl-C stops cleanly; --continue resumes the session.\n");
+    "--db nnroute-tune.db. Ctrl-C stops cleanly; --continue resumes the session.\n"
+    "int8 routes are calibrated on the reference inputs unless --calibration gives\n"
+    "input sets (or a table from `nnroute build --save-calibration`); the holdout\n"
+    "inputs are never used. --device cuda tunes GPU engines: the knob space and every\n"
+    "candidate are the CUDA build's.\n");
 }
 
 static void report_usage(FILE *f) {
@@ -99,7 +106,9 @@ static int parse_valued(tune_args *a, const char *opt, const char *v) {
   else if (!strcmp(opt, "--rtol")) o->tol.rtol = strtod(v, &end);
   else if (!strcmp(opt, "--output-tolerance")) { if (!parse_override(v, &o->tol)) return bad(opt, v); }
   else if (!strcmp(opt, "--db")) o->db_path = v;
+  else if (!strcmp(opt, "--calibration")) o->calibration = v;
   else if (!strcmp(opt, "--threads")) o->threads = (int)strtol(v, &end, 10);
+  else if (!strcmp(opt, "--device")) { if (!nr_device_parse(v, &o->device)) return bad(opt, v); }
   else if (!strcmp(opt, "-o")) o->engine_out = v;
   else if (!strcmp(opt, "--report")) o->report_path = v;
   else if (!strcmp(opt, "--pairs")) o->n_generated = (int)strtol(v, &end, 10);

@@ -10,7 +10,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 
 bool nr_cli_parse_dims(const char *text, int *rank, int64_t *dims) {
   *rank = 0;
@@ -114,35 +113,6 @@ int nr_cli_apply_shape(nr_model *m, const char *spec, nr_error *err) {
 
 nr_status nr_cli_calibration(nr_model *m, const char *spec, nr_calibration **out,
                              nr_error *err) {
-  struct stat sb;
   *out = NULL;
-  if (!spec)
-    return NR_OK;
-  nr_pair_set set = {0};
-  nr_status st;
-  if (!strncmp(spec, "random:", 7)) {
-    char *end;
-    long n = strtol(spec + 7, &end, 10);
-    if (*end || n < 1 || n > 4096)
-      return nr_errorf(err, NR_ERR_INVALID_ARGUMENT, "--calibration '%s': random:N needs "
-                       "1 <= N <= 4096", spec);
-    st = nr_pairs_generate(m, (int)n, 0, NULL, 0, &set, err);
-  } else if (stat(spec, &sb)) {
-    return nr_errorf(err, NR_ERR_IO, "--calibration '%s': %s", spec, strerror(errno));
-  } else if (!S_ISDIR(sb.st_mode)) {
-    return nr_calibration_load(spec, out, err);
-  } else {
-    st = nr_pairs_load_dir(m, spec, &set, err);
-  }
-  nr_buffer *all = NULL;
-  if (!st && !(all = calloc((size_t)set.n * (size_t)set.n_inputs + 1, sizeof *all)))
-    st = nr_errorf(err, NR_ERR_NOMEM, "out of memory");
-  for (int k = 0; !st && k < set.n; k++)
-    memcpy(all + (size_t)k * (size_t)set.n_inputs, set.pairs[k].inputs,
-           sizeof *all * (size_t)set.n_inputs);
-  if (!st)
-    st = nr_calibration_collect(m, set.n, all, out, err);
-  free(all);
-  nr_pair_set_free(&set);
-  return st;
+  return spec ? nr_calibration_from_spec(m, spec, out, err) : NR_OK;
 }

@@ -183,7 +183,7 @@ static nr_status run_prepare(nr_compile_ctx *c) {
   for (int k = 0; k < p->n_steps; k++) {
     nr_step *st = &p->steps[k];
     const nr_node *n = st->node >= 0 ? &p->graph->nodes[st->node] : NULL;
-    nr_tactic_ctx tc = {p, n, st, c->route, c->err, c->threads, c->calib};
+    nr_tactic_ctx tc = {p, n, st, c->route, c->err, c->threads, c->calib, c->device};
     if (!st->tactic)
       return nr_errorf(c->err, NR_ERR_INTERNAL, "step %d has no tactic", k);
     nr_status s = st->tactic->prepare ? st->tactic->prepare(&tc, p, st) : NR_OK;
@@ -218,7 +218,9 @@ nr_status nr_compile(const nr_graph *src, const nr_route *route, int threads,
   if (!p)
     return nr_errorf(err, NR_ERR_NOMEM, "out of memory");
   nr_status st = nr_graph_clone(src, NULL, &p->graph, err);
-  nr_compile_ctx c = {p->graph, p, route, threads, err, calib};
+  nr_device device = route && route->space ? route->space->device : NR_DEVICE_CPU;
+  nr_compile_ctx c = {p->graph, p, route, threads, err, calib, device};
+  p->device = device;
   if (!st)
     st = run_passes(&c, graph_passes, (int)(sizeof graph_passes / sizeof *graph_passes));
   if (!st)

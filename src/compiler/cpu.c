@@ -1,12 +1,13 @@
-/* cpu.c - runtime CPU feature detection, done once. NNROUTE_ISA=portable (or avx2)
- * caps what tactics may use, for tests and triage (STYLE.md point 7).
+/* cpu.c - runtime CPU feature detection, done once. NNROUTE_ISA=portable (or avx2,
+ * avx512: no VNNI) caps what tactics may use, for tests and triage (STYLE.md point 7).
  *
  * Key decision: a feature counts only when the CPU has it (cpuid) *and* the OS saves
  * its registers on a context switch (XGETBV's XCR0, after cpuid says OSXSAVE): ymm
  * state for AVX2, plus opmask and all 32 zmm registers for AVX-512. A hypervisor or
  * kernel may hide AVX-512 state while cpuid still lists the instructions; running a
  * zmm kernel there would fault. NR_ISA_AVX512 means F + BW + DQ + VL (what the
- * *__avx512.c files are compiled for) and implies NR_ISA_AVX2. */
+ * *__avx512.c files are compiled for) and implies NR_ISA_AVX2; NR_ISA_AVX512VNNI
+ * (the *__avx512vnni.c files) implies NR_ISA_AVX512. */
 #include "compiler/plan.h"
 
 #include <pthread.h>
@@ -40,6 +41,8 @@ static unsigned detect_x86(void) {
   const unsigned f = 1u << 16, dq = 1u << 17, bw = 1u << 30, vl = 1u << 31;
   if (zmm_os && (isa & NR_ISA_AVX2) && (b7 & (f | dq | bw | vl)) == (f | dq | bw | vl))
     isa |= NR_ISA_AVX512;
+  if ((isa & NR_ISA_AVX512) && (c7 & (1u << 11))) /* AVX512_VNNI */
+    isa |= NR_ISA_AVX512VNNI;
   return isa;
 }
 #endif
@@ -57,6 +60,8 @@ static void detect(void) {
     isa = 0;
   else if (cap && !strcmp(cap, "avx2"))
     isa &= NR_ISA_AVX2;
+  else if (cap && !strcmp(cap, "avx512"))
+    isa &= NR_ISA_AVX2 | NR_ISA_AVX512;
   detected = isa;
 }
 

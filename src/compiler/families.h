@@ -10,16 +10,28 @@
 #define NR_KNOB_FAMILIES(X)                                                            \
   X(compile) X(fold) X(fuse) X(eltwise_fuse) X(recognize) X(horizontal) X(transpose)   \
   X(layout) X(memory) X(precision) X(gemm) X(conv) X(cpu_eltwise) X(cpu_norm) X(cpu_attn)   \
-  X(fault)
+  X(cuda) X(fault)
 
-/* Tactic tables. */
+/* Knob tables whose rows (unless a row names its devices) steer CPU kernels and so
+ * appear only in CPU builds' knob spaces; every other table is shared by all devices. */
+#define NR_KNOB_CPU_FAMILIES(X)                                                        \
+  X(layout) X(precision) X(gemm) X(conv) X(cpu_eltwise) X(cpu_norm) X(cpu_attn)
+
+/* Tactic tables (cuda_* only in builds with the CUDA backend, NR_HAVE_CUDA). */
+#ifdef NR_HAVE_CUDA
+#define NR_TACTIC_FAMILIES_CUDA(X)                                                     \
+  X(cuda_eltwise) X(cuda_norm) X(cuda_copy) X(cuda_gemm) X(cuda_conv) X(cuda_attn)        \
+  X(cuda_reorder)
+#else
+#define NR_TACTIC_FAMILIES_CUDA(X)
+#endif
 #define NR_TACTIC_FAMILIES(X)                                                          \
   X(ref) X(gemm) X(conv) X(reorder) X(cpu_eltwise) X(cpu_norm) X(cpu_attn) X(cpu_copy)   \
-  X(fault)
+  X(onednn_q) X(cpu_lpgemm) X(cpu_qgemm) X(cpu_quant) NR_TACTIC_FAMILIES_CUDA(X) X(fault)
 
 /* Graph passes (rewrite the logical graph), in order. */
 #define NR_GRAPH_PASSES(X)                                                             \
-  X(fold) X(fuse_bn) X(recognize) X(transpose) X(horizontal) X(fuse_act)               \
+  X(fold) X(qdq) X(fuse_bn) X(recognize) X(transpose) X(horizontal) X(fuse_act)       \
   X(eltwise_fuse)
 
 /* Plan passes (after the plan skeleton exists), in order. */

@@ -29,6 +29,49 @@ static const nr_knob_def *const real_tables[] = {
 };
 #define N_REAL_TABLES ((int)(sizeof real_tables / sizeof real_tables[0]))
 
+static const nr_knob_def *const cpu_tables[] = {
+#define NR_LIST(f) nr_knobs_##f,
+    NR_KNOB_CPU_FAMILIES(NR_LIST)
+#undef NR_LIST
+};
+
+/* ---- devices -------------------------------------------------------------------- */
+
+#define ALL_DEVICES (NR_KNOB_DEVICE(NR_DEVICE_CPU) | NR_KNOB_DEVICE(NR_DEVICE_CUDA))
+
+/* The mask rows of table get when they name none. */
+static unsigned table_devices(const nr_knob_def *table) {
+  for (size_t i = 0; i < sizeof cpu_tables / sizeof cpu_tables[0]; i++)
+    if (cpu_tables[i] == table)
+      return NR_KNOB_DEVICE(NR_DEVICE_CPU);
+  return ALL_DEVICES;
+}
+
+static unsigned row_devices(const nr_knob_def *table, const nr_knob_def *d) {
+  return d->devices ? d->devices : table_devices(table);
+}
+
+const char *nr_device_name(nr_device d) {
+  return d == NR_DEVICE_CPU ? "cpu" : d == NR_DEVICE_CUDA ? "cuda" : "?";
+}
+
+bool nr_device_parse(const char *name, nr_device *out) {
+  for (nr_device d = NR_DEVICE_CPU; name && d <= NR_DEVICE_CUDA; d++)
+    if (!strcmp(name, nr_device_name(d))) {
+      *out = d;
+      return true;
+    }
+  return false;
+}
+
+unsigned nr_knob_devices(const nr_knob_def *def) {
+  for (int t = 0; def && t < N_REAL_TABLES; t++)
+    for (const nr_knob_def *d = real_tables[t]; d->name; d++)
+      if (d == def)
+        return row_devices(real_tables[t], d);
+  return def && def->devices ? def->devices : ALL_DEVICES;
+}
+
 /* ---- value lists ---------------------------------------------------------------- */
 
 bool nr_knob_value_at(const char *values, int i, const char **start, size_t *len) {
@@ -167,7 +210,8 @@ uint64_t nr_knob_hash_tables(const nr_knob_def *const *tables, int n) {
   for (int t = 0; t < n; t++) {
     for (const nr_knob_def *d = tables[t]; d && d->name; d++) {
       char num[96];
-      snprintf(num, sizeof num, "%d %u %.17g", (int)d->scope, d->flags, d->error_bound);
+      snprintf(num, sizeof num, "%d %u %.17g %u", (int)d->scope, d->flags, d->error_bound,
+               row_devices(tables[t], d));
       h = fnv(h, d->name);
       h = fnv(h, d->values ? d->values : "");
       h = fnv(h, d->dflt ? d->dflt : "");
@@ -321,6 +365,7 @@ typedef struct builder {
   int n;
   const nr_graph *g;
   bool test_knobs;
+  nr_device device;
 } builder;
 
 static nr_status grow(builder *b, nr_error *err) {
@@ -396,14 +441,16 @@ static nr_status add_inst(builder *b, const nr_knob_def *d, const nr_node *n,
   return NR_OK;
 }
 
-static bool listed(const builder *b, const nr_knob_def *d) {
+static bool listed(const builder *b, int t, const nr_knob_def *d) {
+  if (!(row_devices(b->box->tables[t], d) & NR_KNOB_DEVICE(b->device)))
+    return false;
   return !(d->flags & NR_KNOB_TEST) || b->test_knobs;
 }
 
 static nr_status add_globals(builder *b, nr_error *err) {
   for (int t = 0; t < b->box->n_tables; t++) {
     for (const nr_knob_def *d = b->box->tables[t]; d->name; d++) {
-      if (d->scope != NR_KNOB_GLOBAL || !listed(b, d))
+      if (d->scope != NR_KNOB_GLOBAL || !listed(b, t, d))
         continue;
       if (b->g && d->applies && !d->applies(b->g, NULL))
         continue;
@@ -421,7 +468,7 @@ static nr_status add_node_knobs(builder *b, const nr_node *n, nr_error *err) {
                      "nr_compiler_name_nodes before building the knob space", n->op_type);
   for (int t = 0; t < b->box->n_tables; t++) {
     for (const nr_knob_def *d = b->box->tables[t]; d->name; d++) {
-      if (d->scope != NR_KNOB_NODE || !listed(b, d))
+      if (d->scope != NR_KNOB_NODE || !listed(b, t, d))
         continue;
       if (d->applies && !d->applies(b->g, n))
         continue;
@@ -445,6 +492,14 @@ static nr_status fill_space(builder *b, nr_error *err) {
 nr_status nr_knob_space_build_tables(const nr_knob_def *const *tables, int n,
                                      const nr_graph *g, bool test_knobs,
                                      nr_knob_space *out, nr_error *err) {
+  return nr_knob_space_build_tables_for(tables, n, g, test_knobs, NR_DEVICE_CPU, out,
+                                        err);
+}
+
+nr_status nr_knob_space_build_tables_for(const nr_knob_def *const *tables, int n,
+                                         const nr_graph *g, bool test_knobs,
+                                         nr_device device, nr_knob_space *out,
+                                         nr_error *err) {
   if (!out)
     return nr_errorf(err, NR_ERR_INVALID_ARGUMENT, "nr_knob_space_build: out is NULL");
   memset(out, 0, sizeof *out);
@@ -452,7 +507,8 @@ nr_status nr_knob_space_build_tables(const nr_knob_def *const *tables, int n,
                                        : nr_knob_tables_validate(tables, n, err);
   if (st)
     return st;
-  builder b = {calloc(1, sizeof *b.box + sizeof b.box->inst[0] * 16), 0, g, test_knobs};
+  builder b = {calloc(1, sizeof *b.box + sizeof b.box->inst[0] * 16), 0, g, test_knobs,
+               device};
   if (!b.box)
     return nr_errorf(err, NR_ERR_NOMEM, "out of memory building the knob space");
   b.box->tables = tables;
@@ -461,14 +517,20 @@ nr_status nr_knob_space_build_tables(const nr_knob_def *const *tables, int n,
   st = fill_space(&b, err);
   out->inst = b.box->inst;
   out->n = b.n;
+  out->device = device;
   if (st)
     nr_knob_space_free(out);
   return st;
 }
 
 nr_status nr_knob_space_build(const nr_graph *g, nr_knob_space *out, nr_error *err) {
-  return nr_knob_space_build_tables(real_tables, N_REAL_TABLES, g,
-                                    nr_knob_test_knobs_enabled(), out, err);
+  return nr_knob_space_build_for(g, NR_DEVICE_CPU, out, err);
+}
+
+nr_status nr_knob_space_build_for(const nr_graph *g, nr_device d, nr_knob_space *out,
+                                  nr_error *err) {
+  return nr_knob_space_build_tables_for(real_tables, N_REAL_TABLES, g,
+                                        nr_knob_test_knobs_enabled(), d, out, err);
 }
 
 const nr_knob_def *nr_knob_space_def(const nr_knob_space *s, const char *name,

@@ -50,7 +50,17 @@ typedef struct nr_knob_def {
   /* Optional: bit i set when value i is valid for node n (per-node) or on this
    * machine (global). NULL: all values. The default must always be valid. */
   uint64_t (*valid)(const nr_graph *g, const nr_node *n);
+  /* NR_KNOB_DEVICE(d) bits of the devices whose builds list this knob; 0: the
+   * family's default (families.h: NR_KNOB_CPU_FAMILIES steer CPU kernels only, every
+   * other family is shared, like the graph passes' fuse.*). */
+  unsigned devices;
+  /* Optional: a route under which this knob's values matter (quant.calibration
+   * changes nothing unless some node is int8). check-knobs compares against that
+   * route's plan instead of the default's. NULL: the default route. */
+  const char *needs;
 } nr_knob_def;
+
+#define NR_KNOB_DEVICE(d) (1u << (unsigned)(d))
 
 /* One knob as it exists for one graph. */
 typedef struct nr_knob_inst {
@@ -66,11 +76,21 @@ typedef struct nr_knob_inst {
 typedef struct nr_knob_space {
   nr_knob_inst *inst;
   int n;
+  nr_device device; /* the builds this space steers (routes parsed on it carry it) */
 } nr_knob_space;
 
-/* Builds the knob space of graph g (NULL: global knobs only). Nodes without a name
- * must have been named first (nr_compiler_name_nodes). */
+/* Builds the knob space of graph g (NULL: global knobs only) for CPU builds. Nodes
+ * without a name must have been named first (nr_compiler_name_nodes). */
 nr_status nr_knob_space_build(const nr_graph *g, nr_knob_space *out, nr_error *err);
+/* The same for builds on device d: only knobs whose (effective) device mask holds d. */
+nr_status nr_knob_space_build_for(const nr_graph *g, nr_device d, nr_knob_space *out,
+                                  nr_error *err);
+/* The device mask a knob has in effect (its own, or its family's default). */
+unsigned nr_knob_devices(const nr_knob_def *def);
+/* "cpu", "cuda" (as --device spells them); "?" for others. */
+const char *nr_device_name(nr_device d);
+/* Parses a --device value; false when unknown. */
+bool nr_device_parse(const char *name, nr_device *out);
 void nr_knob_space_free(nr_knob_space *s);
 /* Index of the instance with this id, or -1. */
 int nr_knob_space_find(const nr_knob_space *s, const char *id);

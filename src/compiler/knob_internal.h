@@ -24,6 +24,12 @@ uint64_t nr_knob_hash_tables(const nr_knob_def *const *tables, int n);
 nr_status nr_knob_space_build_tables(const nr_knob_def *const *tables, int n,
                                      const nr_graph *g, bool test_knobs,
                                      nr_knob_space *out, nr_error *err);
+/* The same for builds on device d (the tables given count as shared families: a row
+ * is listed when its own device mask is 0 or holds d). */
+nr_status nr_knob_space_build_tables_for(const nr_knob_def *const *tables, int n,
+                                         const nr_graph *g, bool test_knobs,
+                                         nr_device device, nr_knob_space *out,
+                                         nr_error *err);
 /* Whether NNROUTE_TEST_KNOBS=1 is set. */
 bool nr_knob_test_knobs_enabled(void);
 

@@ -122,3 +122,50 @@ const void *nr_step_const(const nr_tactic_ctx *c, int i) {
     return NULL;
   return c->plan->weights + s->offset;
 }
+
+/* ---- node probes (plan.h) ---------------------------------------------------------- */
+
+static bool probe_slot(nr_node_probe *p, const nr_graph *g, int t, int k) {
+  const nr_tensor *ten = &g->tensors[t];
+  nr_slot *s = &p->slots[k];
+  memset(s, 0, sizeof *s);
+  s->name = ten->name;
+  s->dtype = ten->value.dtype;
+  s->rank = ten->value.rank;
+  memcpy(s->dims, ten->value.dims, sizeof s->dims);
+  s->alias_of = s->first_use = s->last_use = -1;
+  s->kind = (ten->flags & NR_TENSOR_CONST) ? NR_SLOT_CONST : NR_SLOT_ARENA;
+  s->nbytes = nr_slot_bytes(s, NR_LAYOUT_PLAIN);
+  if (s->kind != NR_SLOT_CONST || !ten->value.data)
+    return true;
+  return nr_plan_add_weights(&p->plan, ten->value.data, s->nbytes, &s->offset, NULL) == NR_OK;
+}
+
+bool nr_node_probe_init(nr_node_probe *p, const nr_graph *g, const nr_node *n) {
+  memset(p, 0, sizeof *p);
+  p->plan.graph = (nr_graph *)g;
+  p->plan.slots = p->slots;
+  p->step.node = (int)(n - g->nodes);
+  p->step.n_in = n->n_inputs < NR_STEP_MAX_IO ? n->n_inputs : NR_STEP_MAX_IO;
+  p->step.n_out = n->n_outputs < NR_STEP_MAX_IO ? n->n_outputs : NR_STEP_MAX_IO;
+  p->ctx = (nr_tactic_ctx){&p->plan, n, &p->step, NULL, NULL, 0, NULL, NR_DEVICE_CPU};
+  int k = 0;
+  bool ok = true;
+  for (int i = 0; i < p->step.n_in; i++) {
+    p->step.in[i] = n->inputs[i] < 0 ? -1 : k;
+    if (n->inputs[i] >= 0)
+      ok &= probe_slot(p, g, n->inputs[i], k++);
+  }
+  for (int o = 0; o < p->step.n_out; o++) {
+    p->step.out[o] = n->outputs[o] < 0 ? -1 : k;
+    if (n->outputs[o] >= 0)
+      ok &= probe_slot(p, g, n->outputs[o], k++);
+  }
+  p->plan.n_slots = k;
+  return ok;
+}
+
+void nr_node_probe_free(nr_node_probe *p) {
+  free(p->plan.weights);
+  p->plan.weights = NULL;
+}

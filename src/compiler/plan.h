@@ -85,6 +85,7 @@ typedef struct nr_plan {
   uint64_t scratch_size;      /* max over steps */
   char *route;                /* canonical route the plan was built with */
   int ignored_knobs;          /* restrictions the build could not honour (not saved) */
+  nr_device device;           /* where every step runs (the engine's META records it) */
 } nr_plan;
 
 void nr_plan_destroy(nr_plan *p);
@@ -114,10 +115,11 @@ typedef enum nr_precision {
   NR_PREC_BF16 = 1,
   NR_PREC_FP16 = 2,
   NR_PREC_INT8 = 3,
+  NR_PREC_TF32 = 4, /* fp32 tensors, products on TF32 tensor cores (CUDA) */
   NR_PREC_COUNT
 } nr_precision;
 
-/* "fp32", "bf16", "fp16", "int8". */
+/* "fp32", "bf16", "fp16", "int8", "tf32". */
 const char *nr_precision_name(nr_precision p);
 
 /* What a tactic sees at build time about one step. */
@@ -129,6 +131,7 @@ typedef struct nr_tactic_ctx {
   nr_error *err;
   int threads;               /* threads the engine is built for (0: unknown) */
   const struct nr_calibration *calib; /* activation ranges for int8 tactics, or NULL */
+  nr_device device;          /* the device the plan is built for */
 } nr_tactic_ctx;
 
 /* Slot i of the step's inputs / outputs, or NULL. */
@@ -150,13 +153,20 @@ typedef struct nr_exec_args {
   void *scratch;             /* step->scratch bytes, 64-byte aligned */
   struct nr_threadpool *pool;
   nr_error *err;
+  /* Device steps (tactic device != CPU): every pointer above is device memory, and
+   * run() enqueues its work on `stream` (a cudaStream_t) without waiting for it.
+   * `backend` is the context's backend state (library handles, per-step caches). */
+  void *stream;
+  void *backend;
 } nr_exec_args;
 
 enum {
   NR_ISA_AVX2 = 1u << 0, /* AVX2 + FMA + F16C */
   NR_ISA_AVX512 = 1u << 1,
+  NR_ISA_AVX512VNNI = 1u << 2, /* AVX-512 VNNI (vpdpbusd); only with NR_ISA_AVX512 */
 };
-unsigned nr_cpu_isa(void); /* detected once; NNROUTE_ISA=portable|avx2 caps it */
+/* Detected once; NNROUTE_ISA=portable|avx2|avx512 caps it (avx512: no VNNI). */
+unsigned nr_cpu_isa(void);
 
 struct nr_tactic {
   const char *id;        /* the kernel name, also in engines and reports */
@@ -175,6 +185,20 @@ struct nr_tactic {
   nr_device device;       /* where run() executes and its buffers live */
 };
 
+/* A throwaway plan of one step around node n of graph g, for knob valid() functions
+ * that ask tactics' supports() before any plan exists: one slot per tensor of the
+ * node (ONNX layout), constants copied into the probe's own weights so
+ * nr_step_const() works. ctx has no route (every knob at its default), no calibration,
+ * CPU device. False when out of memory; free with nr_node_probe_free either way. */
+typedef struct nr_node_probe {
+  nr_plan plan;
+  nr_step step;
+  nr_slot slots[2 * NR_STEP_MAX_IO];
+  nr_tactic_ctx ctx;
+} nr_node_probe;
+bool nr_node_probe_init(nr_node_probe *p, const nr_graph *g, const nr_node *n);
+void nr_node_probe_free(nr_node_probe *p);
+
 /* The precision route r gives node n (fp32 where the knob does not apply). */
 nr_precision nr_route_precision(const nr_route *r, const nr_node *n);
 
@@ -191,6 +215,7 @@ typedef struct nr_compile_ctx {
   int threads;
   nr_error *err;
   const struct nr_calibration *calib; /* calibration for int8 nodes, or NULL */
+  nr_device device;          /* route->space->device: which tactics select keeps */
 } nr_compile_ctx;
 
 typedef struct nr_pass {
@@ -199,7 +224,8 @@ typedef struct nr_pass {
 } nr_pass;
 
 /* Builds a plan for graph g (prepared: shapes known, constants folded, nodes named)
- * along route. g is not modified. */
+ * along route. g is not modified. The plan is for the device of the route's knob
+ * space (nr_knob_space_build_for): only that device's tactics are selected. */
 nr_status nr_compile(const nr_graph *g, const nr_route *route, int threads,
                      const struct nr_calibration *calib, nr_plan **out, nr_error *err);
 

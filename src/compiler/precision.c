@@ -15,7 +15,8 @@
 
 #include <string.h>
 
-static const char *const prec_names[NR_PREC_COUNT] = {"fp32", "bf16", "fp16", "int8"};
+static const char *const prec_names[NR_PREC_COUNT] = {"fp32", "bf16", "fp16", "int8",
+                                                      "tf32"};
 
 const char *nr_precision_name(nr_precision p) {
   return (unsigned)p < NR_PREC_COUNT ? prec_names[p] : "?";
@@ -32,20 +33,51 @@ static bool precision_applies(const nr_graph *g, const nr_node *n) {
   return !nr_fate_recognized(g, n) && !nr_horizontal_absorbs(g, n);
 }
 
+typedef struct valid_probe {
+  nr_node_probe probe;
+  uint64_t bits;
+} valid_probe;
+
+static void probe_tactic(const nr_tactic *t, void *user) {
+  valid_probe *v = user;
+  const nr_node *n = v->probe.ctx.node;
+  if (t->device != NR_DEVICE_CPU || t->precision == NR_PREC_FP32 ||
+      t->precision >= NR_PREC_COUNT || (t->isa & ~nr_cpu_isa()) || !t->op_type ||
+      strcmp(t->op_type, n->op_type) || (t->domain && *t->domain) ||
+      (v->bits >> t->precision & 1))
+    return;
+  if (!t->supports || t->supports(&v->probe.ctx))
+    v->bits |= 1ull << t->precision;
+}
+
+/* fp32 always; a reduced precision when some tactic of it supports the node on this
+ * machine (asked of the node as the model has it, before fusion: fusion only adds an
+ * epilogue, which every precision family handles alike). */
+static uint64_t precision_valid(const nr_graph *g, const nr_node *n) {
+  valid_probe v = {.bits = 1};
+  if (nr_node_probe_init(&v.probe, g, n))
+    nr_tactic_foreach(probe_tactic, &v);
+  nr_node_probe_free(&v.probe);
+  return v.bits;
+}
+
 const nr_knob_def nr_knobs_precision[] = {
     {"precision", "fp32|bf16|fp16|int8", "fp32", NR_KNOB_NODE,
      NR_KNOB_ACCURACY | NR_KNOB_PRECISION, 0.0,
      "numeric precision of a Conv/Gemm/MatMul with constant weights (int8 needs "
      "calibration data)",
-     precision_applies, NULL},
-    {"quant.calibration", "minmax|percentile|entropy", "entropy", NR_KNOB_GLOBAL,
+     precision_applies, precision_valid},
+    {"quant.calibration", "minmax|percentile|entropy", "percentile", NR_KNOB_GLOBAL,
      NR_KNOB_ACCURACY | NR_KNOB_PRECISION, 0.0,
-     "how int8 activation ranges come from calibration statistics", NULL, NULL},
+     "how int8 activation ranges come from calibration statistics", NULL, NULL, 0,
+     "-precision@*=int8"},
     {0},
 };
 
 nr_precision nr_route_precision(const nr_route *r, const nr_node *n) {
   const char *v = n ? nr_route_get(r, "precision", n) : NULL;
+  if (n && !v) /* CUDA builds: the precision knob of the CUDA family (cuda_knobs.c) */
+    v = nr_route_get(r, "cuda.precision", n);
   for (int p = 0; v && p < NR_PREC_COUNT; p++)
     if (!strcmp(v, prec_names[p]))
       return (nr_precision)p;

@@ -209,16 +209,22 @@ nr_qparams nr_qparams_asym(float lo, float hi, int qmax) {
 
 static const char *const method_names[] = {"minmax", "percentile", "entropy"};
 
-/* The calibrated tensor behind slot s: itself, or what a layout reorder copied. */
+/* The step writing slot s, or NULL (slot uses are not planned yet at prepare time). */
+static const nr_step *producer(const nr_plan *p, int s) {
+  for (int k = 0; k < p->n_steps; k++)
+    for (int o = 0; o < p->steps[k].n_out; o++)
+      if (p->steps[k].out[o] == s)
+        return &p->steps[k];
+  return NULL;
+}
+
+/* The calibrated tensor behind slot s: itself, or what layout reorders copied. */
 static const nr_calib_tensor *slot_entry(const nr_tactic_ctx *c, int s) {
   for (int hops = 0; s >= 0 && hops < 4; hops++) {
-    const nr_slot *sl = &c->plan->slots[s];
-    const nr_calib_tensor *t = nr_calib_find(c->calib, sl->name);
-    if (t || sl->first_use < 0 || sl->first_use >= c->plan->n_steps)
+    const nr_calib_tensor *t = nr_calib_find(c->calib, c->plan->slots[s].name);
+    const nr_step *prod = t ? NULL : producer(c->plan, s);
+    if (t || !prod || prod->node >= 0 || prod->n_in < 1)
       return t;
-    const nr_step *prod = &c->plan->steps[sl->first_use];
-    if (prod->node >= 0 || prod->n_in < 1)
-      return NULL;
     s = prod->in[0];
   }
   return NULL;
@@ -247,7 +253,7 @@ nr_status nr_quant_act_params(const nr_tactic_ctx *c, int i, int qmax, nr_qparam
                      "entry for input tensor '%s' (was it collected on this model?)",
                      n ? nr_node_describe(n, node, sizeof node) : "step", s->name);
   const char *mv = nr_route_get(c->route, "quant.calibration", NULL);
-  nr_calib_method m = NR_CALIB_ENTROPY;
+  nr_calib_method m = NR_CALIB_PERCENTILE; /* the knob's default */
   for (int k = 0; mv && k < 3; k++)
     if (!strcmp(mv, method_names[k]))
       m = (nr_calib_method)k;

@@ -165,6 +165,11 @@ static nr_status resolve(const nr_knob_space *s, const token *t, int *idx, int *
     return NR_OK;
   char some[512];
   list_instances(s, t, some, sizeof some);
+  if (!*some && !(nr_knob_devices(d) & NR_KNOB_DEVICE(s->device)))
+    return nr_errorf(err, NR_ERR_INVALID_ARGUMENT, "route token '%s': knob '%s' does not "
+                     "steer %s builds (`nnroute knobs MODEL --device %s` lists theirs)",
+                     t->text, d->name, nr_device_name(s->device),
+                     nr_device_name(s->device));
   if (!*some)
     return no_instance(d, t, err);
   return nr_errorf(err, NR_ERR_INVALID_ARGUMENT, "route token '%s': '@%.*s' matches no "

@@ -6,6 +6,7 @@
  * Which knobs restrict candidates, and on which tactic field, is the data table
  * `restricting` below: a kernel family adds a knob there and its values name tactic
  * ids, algorithm families or layouts. "auto" leaves the choice to selection. */
+#include "backends/backend.h"
 #include "compiler/plan.h"
 #include "util/error.h"
 
@@ -32,6 +33,8 @@ static const struct {
     {"eltwise.tactic", MATCH_ALGO},
     {"pool.tactic", MATCH_ALGO},
     {"attention.tactic", MATCH_ALGO},
+    {"cuda.gemm.tactic", MATCH_ALGO},
+    {"cuda.conv.layout", MATCH_LAYOUT},
 };
 
 static bool field_matches(const nr_tactic *t, match_field f, const char *v) {
@@ -65,7 +68,7 @@ static void collect(const nr_tactic *t, void *user) {
   const nr_tactic_ctx *c = l->ctx;
   if (l->n == MAX_CANDIDATES || !op_matches(t, c->node) || (t->isa & ~nr_cpu_isa()))
     return;
-  if (t->precision != nr_route_precision(c->route, c->node) || t->device != NR_DEVICE_CPU)
+  if (t->precision != nr_route_precision(c->route, c->node) || t->device != c->device)
     return;
   if (t->supports && !t->supports(c))
     return;
@@ -180,8 +183,10 @@ done:
 static const nr_tactic *by_profile(nr_compile_ctx *cc, int k, const cand_list *l) {
   const nr_tactic *best = NULL;
   double best_ms = 0;
+  const nr_backend *be = nr_backend_for(cc->device);
   for (int i = 0; i < l->n; i++) {
-    double ms = time_tactic(cc, k, l->t[i]);
+    double ms = be && be->time_step ? be->time_step(cc, k, l->t[i])
+                                    : time_tactic(cc, k, l->t[i]);
     if (ms >= 0 && (!best || ms < best_ms)) {
       best = l->t[i];
       best_ms = ms;
@@ -196,7 +201,7 @@ static nr_status select_step(nr_compile_ctx *cc, int k, bool profile) {
   if (st->node < 0 || st->tactic)
     return NR_OK;
   nr_tactic_ctx tc = {p, &p->graph->nodes[st->node], st, cc->route, cc->err, cc->threads,
-                      cc->calib};
+                      cc->calib, cc->device};
   cand_list l = {.ctx = &tc};
   nr_tactic_foreach(collect, &l);
   restrict_by_knobs(&tc, &l, &p->ignored_knobs);
@@ -209,6 +214,11 @@ static nr_status select_step(nr_compile_ctx *cc, int k, bool profile) {
   }
   if (!l.n) {
     char node[256];
+    if (cc->device != NR_DEVICE_CPU)
+      return nr_errorf(cc->err, NR_ERR_UNSUPPORTED, "%s: no %s tactic runs op %s with "
+                       "these shapes, dtypes and attributes (`nnroute run --reference` "
+                       "runs any model)", nr_node_describe(tc.node, node, sizeof node),
+                       nr_device_name(cc->device), tc.node->op_type);
     return nr_errorf(cc->err, NR_ERR_UNSUPPORTED,
                      "%s: no tactic can run it (engines need static shapes and no "
                      "subgraphs; `nnroute run --reference` runs any model)",

@@ -20,10 +20,23 @@ typedef struct nr_fingerprint {
   char openblas[64];      /* library versions, "none" when not linked */
   char onednn[64];
   char compiler[64];
+  /* Device engines (META keys 16-22): the device kind, and for CUDA the GPU's name,
+   * compute capability, driver, CUDA runtime, cuBLAS and cuDNN versions. For such an
+   * engine the CPU fields above are recorded but not compared: no step runs there. */
+  nr_device device;
+  char gpu[96];           /* "NVIDIA H200", or "none (why)" where no GPU answers */
+  char gpu_cc[16];        /* "9.0" */
+  char gpu_driver[32];    /* the CUDA version the driver supports, "13.0" */
+  char cuda_runtime[32];
+  char cublas[32];
+  char cudnn[32];
 } nr_fingerprint;
 
-/* The fingerprint of this process's environment. */
+/* The fingerprint of this process's environment (for CPU engines). */
 void nr_fingerprint_current(nr_fingerprint *fp);
+/* The same for engines of device d: the device's fields filled by its backend (or
+ * "none (...)" saying why they cannot be). */
+void nr_fingerprint_current_for(nr_fingerprint *fp, nr_device d);
 /* NR_OK when equal; otherwise a message naming each field that differs, with both
  * values ("cpu_model: engine 'X', this machine 'Y'"). */
 nr_status nr_fingerprint_compare(const nr_fingerprint *engine, const nr_fingerprint *here,
@@ -38,6 +51,8 @@ struct nr_engine {
   uint64_t build_ms;       /* build time */
   int threads;             /* thread count the plan was built for */
   struct nr_calibration *calib; /* owned copy of the build's calibration, or NULL */
+  void *device_state;      /* device engines: the backend's per-engine state (the
+                              weights uploaded once), owned by the backend */
 };
 
 /* Serializes e into a malloc'ed buffer. */

@@ -7,6 +7,7 @@
  * model, its weights are read once and never copied. Saving writes a temporary file
  * next to the target and renames it, so a crash never leaves half an engine under
  * the real name. */
+#include "backends/backend.h"
 #include "compiler/quant.h"
 #include "engine/engine_internal.h"
 #include "util/error.h"
@@ -25,6 +26,9 @@
 void nr_engine_free(nr_engine *e) {
   if (!e)
     return;
+  const nr_backend *be = e->plan ? nr_backend_for(e->plan->device) : NULL;
+  if (be && e->device_state)
+    be->engine_detach(e);
   nr_plan_destroy(e->plan);
   nr_calibration_destroy(e->calib);
   free(e);

@@ -38,6 +38,11 @@
  *   14 inputs, 15 outputs: u32 count, then per tensor {u32 name length, name,
  *      u32 dtype (ONNX numbering), i32 rank, i64 dims[rank]}; they must equal the
  *      plan's input/output slots.
+ *   16-22, device engines only (absent: the engine runs on the CPU): device ("cuda"),
+ *      GPU name, compute capability, driver's CUDA version, CUDA runtime, cuBLAS and
+ *      cuDNN versions (strings). Every step's tactic must run on that device; the
+ *      environment check compares these fields (and the compiler) instead of the
+ *      CPU's.
  *
  * GRAPH: the plan's optimized graph as a serialized ONNX ModelProto (see
  * engine_graph.c for the nnroute metadata entries it carries).
@@ -359,7 +364,7 @@ static nr_status check_env(const nr_engine *e, nr_error *err) {
   char diff[900] = "";
   nr_fingerprint here;
   nr_error fe = {0};
-  nr_fingerprint_current(&here);
+  nr_fingerprint_current_for(&here, e->fingerprint.device);
   if (nr_fingerprint_compare(&e->fingerprint, &here, &fe))
     append(diff, sizeof diff, "%s", fe.message);
   if (strcmp(e->nnroute_version, NR_VERSION_STRING))
@@ -469,6 +474,13 @@ static nr_status parse_sections(const file_view *v, bool env, nr_engine *e, meta
     return rp.st;
   p->route = m->route;
   m->route = NULL;
+  p->device = e->fingerprint.device;
+  for (int k = 0; k < p->n_steps; k++)
+    if (p->steps[k].tactic && p->steps[k].tactic->device != p->device)
+      return nr_rbuf_fail(&rp, "step %d: tactic '%s' runs on %s, the engine on %s", k,
+                          p->steps[k].tactic->id,
+                          nr_device_name(p->steps[k].tactic->device),
+                          nr_device_name(p->device));
   if (env && check_env(e, err))
     return NR_ERR_INVALID_ARGUMENT;
   if (wsize != v->sec[NR_SECTION_WEIGHTS].size)

@@ -31,6 +31,14 @@ enum {
   META_INPUTS,
   META_OUTPUTS,
   META_REQUIRED = META_OUTPUTS,
+  /* optional, written for device engines only (absent: a CPU engine) */
+  META_DEVICE = 16,
+  META_GPU,
+  META_GPU_CC,
+  META_GPU_DRIVER,
+  META_CUDA_RUNTIME,
+  META_CUBLAS,
+  META_CUDNN,
 };
 
 /* ---- writing ---------------------------------------------------------------------- */
@@ -143,6 +151,15 @@ void nr_engine_write_meta(wbuf *w, const nr_engine *e) {
   meta_str(w, META_COMPILER, fp->compiler);
   write_io(w, META_INPUTS, e->plan, e->plan->inputs, e->plan->n_inputs);
   write_io(w, META_OUTPUTS, e->plan, e->plan->outputs, e->plan->n_outputs);
+  if (e->plan->device == NR_DEVICE_CPU)
+    return;
+  meta_str(w, META_DEVICE, nr_device_name(e->plan->device));
+  meta_str(w, META_GPU, fp->gpu);
+  meta_str(w, META_GPU_CC, fp->gpu_cc);
+  meta_str(w, META_GPU_DRIVER, fp->gpu_driver);
+  meta_str(w, META_CUDA_RUNTIME, fp->cuda_runtime);
+  meta_str(w, META_CUBLAS, fp->cublas);
+  meta_str(w, META_CUDNN, fp->cudnn);
 }
 
 void nr_engine_write_plan(wbuf *w, const nr_plan *p) {
@@ -322,6 +339,14 @@ static void read_io_list(rbuf *r, meta *m, int k) {
   }
 }
 
+/* META_DEVICE: "cuda"; a device this nnroute does not know is refused. */
+static void read_device(rbuf *r, size_t n, nr_fingerprint *fp) {
+  char name[16];
+  r_str_into(r, n, name, sizeof name, "the device");
+  if (!r->st && (!nr_device_parse(name, &fp->device) || fp->device == NR_DEVICE_CPU))
+    nr_rbuf_fail(r, "unknown device '%s'", name);
+}
+
 static void read_meta_value(rbuf *r, uint32_t key, nr_engine *e, meta *m) {
   nr_fingerprint *fp = &e->fingerprint;
   size_t n = r->len - r->pos;
@@ -360,6 +385,18 @@ static void read_meta_value(rbuf *r, uint32_t key, nr_engine *e, meta *m) {
                                  "the compiler"); break;
   case META_INPUTS: read_io_list(r, m, 0); break;
   case META_OUTPUTS: read_io_list(r, m, 1); break;
+  case META_DEVICE: read_device(r, n, fp); break;
+  case META_GPU: r_str_into(r, n, fp->gpu, sizeof fp->gpu, "the GPU name"); break;
+  case META_GPU_CC: r_str_into(r, n, fp->gpu_cc, sizeof fp->gpu_cc,
+                               "the compute capability"); break;
+  case META_GPU_DRIVER: r_str_into(r, n, fp->gpu_driver, sizeof fp->gpu_driver,
+                                   "the GPU driver version"); break;
+  case META_CUDA_RUNTIME: r_str_into(r, n, fp->cuda_runtime, sizeof fp->cuda_runtime,
+                                     "the CUDA runtime version"); break;
+  case META_CUBLAS: r_str_into(r, n, fp->cublas, sizeof fp->cublas,
+                               "the cuBLAS version"); break;
+  case META_CUDNN: r_str_into(r, n, fp->cudnn, sizeof fp->cudnn,
+                              "the cuDNN version"); break;
   default: r->pos = r->len; break; /* a later minor addition: skipped */
   }
   if (!r->st && r->pos != r->len)

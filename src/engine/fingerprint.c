@@ -5,7 +5,10 @@
  * CPU vendor, model and ISA flags come from cpuid (the flags only when the OS also
  * saves the registers, per XGETBV), falling back to /proc/cpuinfo off x86; the ISA
  * list is the flags nnroute's kernels or its libraries' dispatch depend on. OpenBLAS
- * reports its version and the core it dispatched to; oneDNN its version and commit. */
+ * reports its version and the core it dispatched to; oneDNN its version and commit.
+ * A device engine (CUDA) adds its device's fields, filled by the backend, and is
+ * compared on those and the compiler only: none of its steps runs on the CPU. */
+#include "backends/backend.h"
 #include "engine/engine.h"
 
 #include <cblas.h>
@@ -159,6 +162,25 @@ void nr_fingerprint_current(nr_fingerprint *fp) {
 #endif
 }
 
+void nr_fingerprint_current_for(nr_fingerprint *fp, nr_device d) {
+  nr_fingerprint_current(fp);
+  if (d == NR_DEVICE_CPU)
+    return;
+  fp->device = d;
+  const nr_backend *be = nr_backend_for(d);
+  if (be) {
+    be->fingerprint(fp);
+    return;
+  }
+  snprintf(fp->gpu, sizeof fp->gpu, "none (this nnroute was built without the %s "
+           "backend)", nr_device_name(d));
+  strcpy(fp->gpu_cc, "none");
+  strcpy(fp->gpu_driver, "none");
+  strcpy(fp->cuda_runtime, "none");
+  strcpy(fp->cublas, "none");
+  strcpy(fp->cudnn, "none");
+}
+
 static void add_diff(nr_error *err, bool *first, const char *field, const char *a,
                      const char *b) {
   if (!err)
@@ -182,13 +204,30 @@ nr_status nr_fingerprint_compare(const nr_fingerprint *engine, const nr_fingerpr
       {"onednn", engine->onednn, here->onednn},
       {"compiler", engine->compiler, here->compiler},
   };
-  bool first = true;
+  const struct {
+    const char *name;
+    const char *a, *b;
+  } gpu_fields[] = {
+      {"gpu", engine->gpu, here->gpu},
+      {"gpu_compute_capability", engine->gpu_cc, here->gpu_cc},
+      {"gpu_driver", engine->gpu_driver, here->gpu_driver},
+      {"cuda_runtime", engine->cuda_runtime, here->cuda_runtime},
+      {"cublas", engine->cublas, here->cublas},
+      {"cudnn", engine->cudnn, here->cudnn},
+  };
+  bool first = true, device = engine->device != NR_DEVICE_CPU;
   if (err)
     err->message[0] = '\0';
-  for (size_t i = 0; i < sizeof fields / sizeof fields[0]; i++)
-    if (strcmp(fields[i].a, fields[i].b))
+  if (engine->device != here->device)
+    add_diff(err, &first, "device", nr_device_name(engine->device),
+             nr_device_name(here->device));
+  for (size_t i = 0; device && i < sizeof gpu_fields / sizeof gpu_fields[0]; i++)
+    if (strcmp(gpu_fields[i].a, gpu_fields[i].b))
+      add_diff(err, &first, gpu_fields[i].name, gpu_fields[i].a, gpu_fields[i].b);
+  for (size_t i = 0; i < sizeof fields / sizeof fields[0]; i++) /* device: compiler only */
+    if ((!device || !strcmp(fields[i].name, "compiler")) && strcmp(fields[i].a, fields[i].b))
       add_diff(err, &first, fields[i].name, fields[i].a, fields[i].b);
-  if (engine->cores != here->cores) {
+  if (!device && engine->cores != here->cores) {
     char a[16], b[16];
     snprintf(a, sizeof a, "%d", engine->cores);
     snprintf(b, sizeof b, "%d", here->cores);

@@ -16,6 +16,7 @@
  * where each tensor is available in which layout; the step list is rebuilt with the
  * reorders in place, right before their first consumer (or right after a producer
  * that writes a graph output). */
+#include "backends/backend.h"
 #include "compiler/plan.h"
 #include "kernels/cpu/conv/conv_internal.h"
 #include "util/error.h"
@@ -106,7 +107,9 @@ static int add_slot(layout_ctx *c, int s, nr_layout l) {
 
 static nr_status push_reorder(layout_ctx *c, int from, int to) {
   const nr_slot *a = &c->p->slots[from], *b = &c->p->slots[to];
-  const nr_tactic *t = nr_reorder_tactic(a->layout, b->layout);
+  const nr_backend *be = nr_backend_for(c->p->device); /* device plans reorder there */
+  const nr_tactic *t = be ? be->reorder(a->layout, b->layout)
+                          : nr_reorder_tactic(a->layout, b->layout);
   if (!t)
     return nr_errorf(c->err, NR_ERR_INTERNAL, "layout pass: no reorder %s -> %s for '%s'",
                      nr_layout_name(a->layout), nr_layout_name(b->layout), a->name);
@@ -177,12 +180,13 @@ static nr_status place_step(layout_ctx *c, const nr_step *orig) {
   nr_plan *p = c->p;
   nr_step st = *orig;
   nr_layout l = step_layout(c, &st);
-  const nr_slot *y = st.n_out > 0 && st.out[0] >= 0 ? &p->slots[st.out[0]] : NULL;
+  int y = st.n_out > 0 ? st.out[0] : -1; /* an index: get_in may move p->slots */
   for (int i = 0; i < st.n_in; i++) {
     int s = st.in[i];
     if (s < 0 || p->slots[s].kind == NR_SLOT_CONST)
       continue;
-    bool act = i == 0 || (y && blockable(&p->slots[s]) && same_shape(&p->slots[s], y));
+    bool act = i == 0 || (y >= 0 && blockable(&p->slots[s]) &&
+                          same_shape(&p->slots[s], &p->slots[y]));
     nr_status e = get_in(c, s, act ? l : NR_LAYOUT_PLAIN, &st.in[i]);
     if (e)
       return e;

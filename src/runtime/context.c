@@ -6,7 +6,12 @@
  * plan (ARENA -> arena + offset, CONST -> weights + offset, INPUT -> the caller's
  * buffer); the memory pass already gave in-place outputs their input's offset, so the
  * runtime knows nothing of aliasing. The plan is checked once at creation (every
- * offset and index in range), because an engine may come from a file. */
+ * offset and index in range), because an engine may come from a file.
+ *
+ * A device engine's context (plan->device != CPU) belongs to its backend
+ * (backends/backend.h): the checks and the output buffers are done here, the memory,
+ * streams and the running of the steps there. */
+#include "backends/backend.h"
 #include "engine/engine.h"
 #include "runtime/profile.h"
 #include "runtime/threadpool.h"
@@ -27,6 +32,8 @@ struct nr_context {
   nr_threadpool *pool;
   nr_step_hook hook; /* per-step timing (profile.h); NULL on the normal path */
   void *hook_user;
+  const nr_backend *backend; /* device engines: the backend and its context state */
+  void *device;
 };
 
 static void *alloc_aligned(uint64_t size) {
@@ -124,6 +131,24 @@ static nr_status check_plan(const nr_plan *p, nr_error *err) {
 
 /* ---- create / destroy ----------------------------------------------------------- */
 
+/* The backend uploads the engine's weights once (its first context) and makes the
+ * context's device memory and stream. */
+static nr_status create_on_device(nr_context *c, nr_context **out, nr_error *err) {
+  nr_device d = c->plan->device;
+  nr_status st = nr_backend_check(d, err);
+  c->backend = nr_backend_for(d);
+  if (!st)
+    st = c->backend->engine_attach((nr_engine *)c->engine, err);
+  if (!st)
+    st = c->backend->context_create(c->engine, &c->device, err);
+  if (st) {
+    free(c);
+    return st;
+  }
+  *out = c;
+  return NR_OK;
+}
+
 nr_status nr_context_create(const nr_engine *engine, int threads, nr_context **out,
                             nr_error *err) {
   if (!engine || !engine->plan || !out)
@@ -137,6 +162,8 @@ nr_status nr_context_create(const nr_engine *engine, int threads, nr_context **o
     return nr_errorf(err, NR_ERR_NOMEM, "nr_context_create: out of memory");
   c->engine = engine;
   c->plan = engine->plan;
+  if (c->plan->device != NR_DEVICE_CPU)
+    return create_on_device(c, out, err);
   if (threads <= 0)
     threads = engine->threads; /* <= 0 again: every online CPU */
   c->arena = alloc_aligned(c->plan->arena_size);
@@ -158,6 +185,8 @@ nr_status nr_context_create(const nr_engine *engine, int threads, nr_context **o
 void nr_context_destroy(nr_context *c) {
   if (!c)
     return;
+  if (c->device)
+    c->backend->context_destroy(c->device);
   nr_threadpool_destroy(c->pool);
   free(c->arena);
   free(c->scratch);
@@ -315,6 +344,28 @@ static nr_status copy_outputs(nr_context *c, const nr_buffer *inputs, nr_buffer 
   return st;
 }
 
+/* The backend copies inputs in, runs the steps and copies outputs out into the
+ * caller's buffers (allocated here when they have no data). */
+static nr_status run_on_device(nr_context *c, const nr_buffer *inputs, nr_buffer *outs,
+                               nr_error *err) {
+  const nr_plan *p = c->plan;
+  bool *fresh = calloc((size_t)p->n_outputs + 1, sizeof *fresh);
+  if (!fresh)
+    return nr_errorf(err, NR_ERR_NOMEM, "nr_context_run: out of memory");
+  nr_status st = alloc_outputs(p, outs, fresh, err);
+  if (!st)
+    st = c->backend->context_run(c->device, inputs, outs, c->hook, c->hook_user, err);
+  for (int i = 0; st && i < p->n_outputs; i++)
+    if (fresh[i])
+      nr_buffer_free(&outs[i]);
+  free(fresh);
+  return st;
+}
+
+void *nr_context_device_state(const nr_context *c) {
+  return c ? c->device : NULL;
+}
+
 void nr_context_set_step_hook(nr_context *c, nr_step_hook fn, void *user) {
   if (!c)
     return;
@@ -352,6 +403,8 @@ nr_status nr_context_run(nr_context *c, const nr_buffer *inputs, nr_buffer *outp
   nr_status st = check_inputs(p, inputs, err);
   if (!st)
     st = check_outputs(p, outputs, err);
+  if (!st && c->device)
+    return run_on_device(c, inputs, outputs, err);
   if (!st && c->hook)
     st = run_steps_timed(c, inputs, err);
   else

@@ -1,6 +1,7 @@
 /* engine_build.c - nr_engine_build: a model, a route and a thread count become an
  * engine (plan + everything it depends on). The route is parsed against the knob
  * space of this model's graph, so per-node knobs name this model's nodes. */
+#include "backends/backend.h"
 #include "compiler/quant.h"
 #include "engine/engine.h"
 #include "runtime/model_internal.h"
@@ -24,14 +25,14 @@ static int default_threads(void) {
 }
 
 static nr_status compile_model(nr_model *m, const char *route_text, int threads,
-                               const nr_calibration *calib, nr_plan **plan,
-                               nr_error *err) {
+                               nr_device device, const nr_calibration *calib,
+                               nr_plan **plan, nr_error *err) {
   nr_graph *g = nr_model_graph(m);
   nr_knob_space space = {0};
   nr_route route = {0};
   nr_status st = nr_compiler_name_nodes(g, err);
   if (!st)
-    st = nr_knob_space_build(g, &space, err);
+    st = nr_knob_space_build_for(g, device, &space, err);
   if (!st)
     st = nr_route_init(&route, &space, err);
   if (!st && route_text && *route_text)
@@ -69,15 +70,17 @@ nr_status nr_engine_build(nr_model *m, const nr_build_options *opts, nr_engine *
   nr_build_options o = {sizeof o, NULL, 0, NR_DEVICE_CPU, NULL};
   if (opts) /* an older caller's smaller struct leaves the newer fields at default */
     memcpy(&o, opts, opts->size < sizeof o ? opts->size : sizeof o);
-  if (o.device != NR_DEVICE_CPU)
-    return nr_errorf(err, NR_ERR_UNSUPPORTED, "nr_engine_build: device %d: this nnroute "
-                     "has no backend for it", (int)o.device);
+  nr_status dev_st = o.device != NR_DEVICE_CPU ? nr_backend_check(o.device, err) : NR_OK;
+  if (dev_st) { /* a CUDA build needs the GPU: its tactics query the libraries */
+    nr_error_prefix(err, "nr_engine_build: ");
+    return dev_st;
+  }
   int threads = o.threads > 0 ? o.threads : default_threads();
   uint64_t t0 = now_ms();
   nr_plan *plan = NULL;
   nr_status st = nr_model_prepare(m, err);
   if (!st)
-    st = compile_model(m, o.route, threads, o.calibration, &plan, err);
+    st = compile_model(m, o.route, threads, o.device, o.calibration, &plan, err);
   if (st)
     return st;
   nr_engine *e = calloc(1, sizeof *e);
@@ -86,7 +89,7 @@ nr_status nr_engine_build(nr_model *m, const nr_build_options *opts, nr_engine *
     return nr_errorf(err, NR_ERR_NOMEM, "out of memory");
   }
   e->plan = plan;
-  nr_fingerprint_current(&e->fingerprint);
+  nr_fingerprint_current_for(&e->fingerprint, o.device);
   snprintf(e->nnroute_version, sizeof e->nnroute_version, "%s", NR_VERSION_STRING);
   nr_knob_schema(e->knob_schema);
   memcpy(e->model_sha256, nr_model_sha256(m), sizeof e->model_sha256);

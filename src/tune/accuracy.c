@@ -243,6 +243,20 @@ static double margin_of(double eps, double loss) {
   return loss == eps ? 0.0 : eps - loss;
 }
 
+double nr_losses_over_pairs(const double *losses, int n_pairs, int n_outputs, int output,
+                            nr_metric m) {
+  bool pool = m == NR_METRIC_L0 || m == NR_METRIC_TOP1;
+  double acc = 0;
+  for (int p = 0; p < n_pairs; p++) {
+    double l = losses[((size_t)p * (size_t)n_outputs + (size_t)output) * NR_METRIC_COUNT +
+                      (size_t)m];
+    if (isnan(l))
+      return NAN;
+    acc = pool ? acc + l : (l > acc ? l : acc);
+  }
+  return pool && n_pairs > 0 ? acc / n_pairs : acc;
+}
+
 bool nr_tolerance_check(const nr_tolerance *t, const double *losses, int n_pairs,
                         int n_outputs, const char *const *output_names,
                         double *worst_margin) {
@@ -251,14 +265,11 @@ bool nr_tolerance_check(const nr_tolerance *t, const double *losses, int n_pairs
                  (losses || n_pairs == 0 || n_outputs == 0);
   double worst = args_ok ? INFINITY : -INFINITY;
   bool ok = args_ok;
-  for (int p = 0; args_ok && p < n_pairs; p++) {
-    for (int o = 0; o < n_outputs; o++) {
-      double eps = nr_tolerance_eps(t, output_names ? output_names[o] : NULL);
-      double loss = losses[((size_t)p * (size_t)n_outputs + (size_t)o) * NR_METRIC_COUNT +
-                           (size_t)t->metric];
-      ok = ok && loss <= eps; /* false for a NaN */
-      worst = fmin(worst, margin_of(eps, loss));
-    }
+  for (int o = 0; args_ok && n_pairs > 0 && o < n_outputs; o++) {
+    double eps = nr_tolerance_eps(t, output_names ? output_names[o] : NULL);
+    double loss = nr_losses_over_pairs(losses, n_pairs, n_outputs, o, t->metric);
+    ok = ok && loss <= eps; /* false for a NaN */
+    worst = fmin(worst, margin_of(eps, loss));
   }
   if (worst_margin)
     *worst_margin = worst;

@@ -55,8 +55,15 @@ typedef struct nr_tolerance {
 /* The bound for an output: its override (first match by name), else t->eps.
  * NULL name: t->eps; NULL t: +inf. */
 double nr_tolerance_eps(const nr_tolerance *t, const char *output_name);
-/* Feasibility of a loss table laid out [pair][output][metric]: every output of every
- * pair within its bound under t->metric. *worst_margin (may be NULL) gets the
+/* An output's loss over a set of pairs, from a table laid out [pair][output][metric]:
+ * the rates (l0, top1) pool over the pairs, i.e. their mean, since every pair has the
+ * same shapes: a top-1 tolerance of 0.01 over 100 batch-1 pairs allows one changed
+ * answer. The other metrics take the worst pair. A NaN anywhere gives NaN; no pairs
+ * give 0. */
+double nr_losses_over_pairs(const double *losses, int n_pairs, int n_outputs, int output,
+                            nr_metric m);
+/* Feasibility of a loss table laid out [pair][output][metric]: every output's loss
+ * over the pairs (nr_losses_over_pairs) within its bound under t->metric. *worst_margin (may be NULL) gets the
  * smallest (bound - loss) over all of them (negative when infeasible). A NaN loss
  * is infeasible with margin -inf; a loss equal to its bound (inf included) has
  * margin 0; an empty table is feasible with margin +inf. output_names may be NULL

@@ -33,16 +33,26 @@
 
 #define NR_DB_APPLICATION "nnroute-tune"
 #define NR_DB_APPLICATION_ID 1852994658 /* 0x6E727462, "nrtb": nnroute tuning base */
-#define NR_DB_SCHEMA_VERSION 1
+#define NR_DB_SCHEMA_VERSION 2
 #define NR_DB_BUSY_TIMEOUT_MS 5000
 #define NR_DB_STR_(x) #x
 #define NR_DB_STR(x) NR_DB_STR_(x)
 
 _Static_assert(NR_DB_APPLICATION_ID == 0x6E727462, "application id is 'nrtb'");
 
-/* Schema version 1. Changing anything here means bumping NR_DB_SCHEMA_VERSION and
- * teaching nr_db_open to migrate the older files. The CHECKs tie each BLOB's length
+/* Schema version 2 (version 1 lacked the calibrations table; db_migrate adds it).
+ * Changing anything here means bumping NR_DB_SCHEMA_VERSION and teaching nr_db_open
+ * to migrate the older files. The CHECKs tie each BLOB's length
  * to the counts that give its layout, so a row can never disagree with itself. */
+/* Calibration tables (src/compiler/quant.h's byte form) by SHA-256; a session's
+ * settings name the one its int8 candidates were built with. */
+#define NR_DB_CALIBRATIONS_TABLE                                                         \
+  "CREATE TABLE calibrations (\n"                                                       \
+  "  sha256     TEXT PRIMARY KEY,\n"                                                    \
+  "  bytes      BLOB NOT NULL,\n"                                                       \
+  "  created_at REAL NOT NULL\n"                                                        \
+  ") STRICT;\n"
+
 static const char nr_db_schema[] =
     "PRAGMA application_id = " NR_DB_STR(NR_DB_APPLICATION_ID) ";\n"
     "CREATE TABLE meta (\n"
@@ -125,7 +135,8 @@ static const char nr_db_schema[] =
     "  created_at   REAL NOT NULL,\n"
     "  CHECK (length(times_ms) = 8 * n_times)\n"
     ") STRICT;\n"
-    "CREATE INDEX measurements_by_candidate ON measurements (candidate_id);\n";
+    "CREATE INDEX measurements_by_candidate ON measurements (candidate_id);\n"
+    NR_DB_CALIBRATIONS_TABLE;
 
 /* ---- errors (db_internal.h) ---- */
 
@@ -395,6 +406,20 @@ static nr_status db_create(nr_db *db, nr_error *err) {
   return s;
 }
 
+/* Version 1 -> 2: one new table, in one transaction, so a crash leaves either. */
+static nr_status db_migrate_v1(nr_db *db, nr_error *err) {
+  int rc = sqlite3_exec(db->conn,
+                        "BEGIN IMMEDIATE;\n" NR_DB_CALIBRATIONS_TABLE
+                        "UPDATE meta SET value = '2' WHERE key = 'schema_version';\n"
+                        "COMMIT;",
+                        NULL, NULL, NULL);
+  if (rc != SQLITE_OK) {
+    sqlite3_exec(db->conn, "ROLLBACK", NULL, NULL, NULL);
+    return nr_db_fail(db, rc, err, "upgrading the database from schema version 1");
+  }
+  return NR_OK;
+}
+
 /* The meta table of a file that carries our application_id. */
 static nr_status db_check_meta(nr_db *db, nr_error *err) {
   sqlite3_stmt *st;
@@ -425,6 +450,8 @@ static nr_status db_check_meta(nr_db *db, nr_error *err) {
                      "tuning database '%s' has schema version %lld, newer than the %d "
                      "this nnroute reads; use the nnroute that wrote it, or a newer one",
                      db->path, (long long)version, NR_DB_SCHEMA_VERSION);
+  if (version == 1)
+    return db_migrate_v1(db, err);
   if (version < NR_DB_SCHEMA_VERSION)
     return nr_errorf(err, NR_ERR_INVALID_ARGUMENT,
                      "tuning database '%s' has an unknown schema version %lld", db->path,
@@ -704,6 +731,55 @@ nr_status nr_db_session_get(nr_db *db, int64_t id, nr_db_session *out, bool *fou
     *found = true;
   else if (rc != SQLITE_ROW && rc != SQLITE_DONE)
     s = nr_db_fail(db, rc, err, "loading session %lld", (long long)id);
+  sqlite3_finalize(q.st);
+  return s;
+}
+
+/* ---- calibration tables ---- */
+
+nr_status nr_db_calibration_put(nr_db *db, const char *sha256, const void *bytes,
+                                size_t len, nr_error *err) {
+  if (!db || !sha256 || (!bytes && len))
+    return nr_db_invalid(db, err, "recording a calibration table: NULL argument");
+  nr_db_stmt q;
+  nr_status s = nr_db_prepare(db,
+                              "INSERT INTO calibrations (sha256, bytes, created_at)"
+                              " VALUES (?, ?, ?) ON CONFLICT (sha256) DO NOTHING",
+                              &q, "record a calibration table", err);
+  if (s != NR_OK)
+    return s;
+  nr_db_bind_text(&q, sha256);
+  int i = ++q.n;
+  if (q.rc == SQLITE_OK)
+    q.rc = sqlite3_bind_blob64(q.st, i, bytes ? bytes : "", len, SQLITE_STATIC);
+  nr_db_bind_real(&q, nr_db_now());
+  return nr_db_write(db, &q, NULL, err, "recording calibration table %.16s", sha256);
+}
+
+nr_status nr_db_calibration_get(nr_db *db, const char *sha256, uint8_t **bytes,
+                                size_t *len, nr_error *err) {
+  *bytes = NULL;
+  *len = 0;
+  nr_db_stmt q;
+  nr_status s = nr_db_prepare(db, "SELECT bytes FROM calibrations WHERE sha256 = ?", &q,
+                              "read a calibration table", err);
+  if (s != NR_OK)
+    return s;
+  nr_db_bind_text(&q, sha256);
+  int rc = nr_db_step(&q);
+  if (rc == SQLITE_ROW) {
+    size_t n = (size_t)sqlite3_column_bytes(q.st, 0);
+    const void *p = sqlite3_column_blob(q.st, 0);
+    if ((*bytes = malloc(n ? n : 1)))
+      memcpy(*bytes, p, n);
+    *len = n;
+    s = *bytes ? NR_OK : nr_errorf(err, NR_ERR_NOMEM, "out of memory");
+  } else if (rc == SQLITE_DONE) {
+    s = nr_errorf(err, NR_ERR_INVALID_ARGUMENT, "tuning database '%s' has no calibration "
+                  "table %.16s", db->path, sha256);
+  } else {
+    s = nr_db_fail(db, rc, err, "reading calibration table %.16s", sha256);
+  }
   sqlite3_finalize(q.st);
   return s;
 }

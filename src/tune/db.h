@@ -69,6 +69,14 @@ nr_status nr_db_session_find_resumable(nr_db *db, int64_t env_id, int64_t model_
                                        nr_error *err);
 /* Marks a resumed session running again. */
 nr_status nr_db_session_reopen(nr_db *db, int64_t id, nr_error *err);
+
+/* Calibration tables, by the SHA-256 of their bytes (nr_calib_digest); putting one
+ * that is already there does nothing. get mallocs *bytes; a missing table is an
+ * invalid argument naming it. */
+nr_status nr_db_calibration_put(nr_db *db, const char *sha256, const void *bytes,
+                                size_t len, nr_error *err);
+nr_status nr_db_calibration_get(nr_db *db, const char *sha256, uint8_t **bytes,
+                                size_t *len, nr_error *err);
 nr_status nr_db_session_end(nr_db *db, int64_t id, const char *state,
                             const char *winner_route, const char *report,
                             nr_error *err);

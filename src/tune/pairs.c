@@ -767,3 +767,44 @@ uint64_t nr_pairs_hash(const nr_pair_set *set) {
   }
   return h;
 }
+
+/* ---- calibration data ------------------------------------------------------------- */
+
+nr_status nr_calibration_from_pairs(nr_model *m, const nr_pair_set *set,
+                                    nr_calibration **out, nr_error *err) {
+  nr_buffer *all = calloc((size_t)set->n * (size_t)set->n_inputs + 1, sizeof *all);
+  if (!all)
+    return nr_errorf(err, NR_ERR_NOMEM, "out of memory");
+  for (int k = 0; k < set->n; k++)
+    memcpy(all + (size_t)k * (size_t)set->n_inputs, set->pairs[k].inputs,
+           sizeof *all * (size_t)set->n_inputs);
+  nr_status st = nr_calibration_collect(m, set->n, all, out, err);
+  free(all);
+  return st;
+}
+
+nr_status nr_calibration_from_spec(nr_model *m, const char *spec, nr_calibration **out,
+                                   nr_error *err) {
+  struct stat sb;
+  *out = NULL;
+  nr_pair_set set = {0};
+  nr_status st;
+  if (!strncmp(spec, "random:", 7)) {
+    char *end;
+    long n = strtol(spec + 7, &end, 10);
+    if (*end || n < 1 || n > 4096)
+      return nr_errorf(err, NR_ERR_INVALID_ARGUMENT, "calibration '%s': random:N needs "
+                       "1 <= N <= 4096", spec);
+    st = nr_pairs_generate(m, (int)n, 0xca11b, NULL, 0, &set, err);
+  } else if (stat(spec, &sb)) {
+    return nr_errorf(err, NR_ERR_IO, "calibration '%s': %s", spec, strerror(errno));
+  } else if (!S_ISDIR(sb.st_mode)) {
+    return nr_calibration_load(spec, out, err);
+  } else {
+    st = nr_pairs_load_dir(m, spec, &set, err);
+  }
+  if (!st)
+    st = nr_calibration_from_pairs(m, &set, out, err);
+  nr_pair_set_free(&set);
+  return st;
+}

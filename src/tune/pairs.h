@@ -57,4 +57,13 @@ nr_status nr_pairs_generate(nr_model *m, int count, uint64_t seed,
 uint64_t nr_pairs_hash(const nr_pair_set *set);
 void nr_pair_set_free(nr_pair_set *set);
 
+/* Calibrates on the inputs of set (outputs unused). */
+nr_status nr_calibration_from_pairs(nr_model *m, const nr_pair_set *set,
+                                    nr_calibration **out, nr_error *err);
+/* Calibration from a user's spec: a table file (nr_calibration_save), a directory of
+ * input sets in a layout nr_pairs_load_dir reads, or random:N (N generated sets, a
+ * fixed seed different from the tuner's reference pairs). */
+nr_status nr_calibration_from_spec(nr_model *m, const char *spec, nr_calibration **out,
+                                   nr_error *err);
+
 #endif

@@ -1,4 +1,4 @@
-/* search.c - the tuner's search algorithms (fast, full, mixed, random, evolve) as
+/* search.c - the tuner's search algorithms (fast, full, mixed, random, evolve, greedy) as
  * ask/tell state machines over a discrete space of value indices.
  *
  * Key design decision: every point ever proposed is stored, in proposal order, with
@@ -29,7 +29,15 @@ enum {
 typedef struct result {
   bool told, feasible;
   double cost, lo, hi;
+  double loss; /* nr_search_tell_loss; NaN until told */
 } result;
+
+/* One of greedy's changes: dimension d to value v, which alone cost `cost` and lost
+ * `loss`. */
+typedef struct change {
+  double loss, cost;
+  int d, v;
+} change;
 
 /* A (dimension, value) pair; sorted, the order of fast's one-change points and of
  * mixed's climbing steps. */
@@ -82,6 +90,10 @@ struct nr_search {
   int64_t *remaining; /* random fallback: unproposed point indices (lazy, see below) */
   int64_t n_remaining;
   bool enumerating;
+
+  change *chg;  /* greedy: the sorted changes, and the binary search over prefixes */
+  int n_chg, g_lo, g_hi, g_last; /* prefix lengths: g_lo feasible, g_hi infeasible (or
+                                    n_chg + 1: not known), g_last proposed (-1: none) */
 
   int pop;      /* evolve: population (and generation) size */
   ranked *pool; /* evolve: scratch for ranking feasible points */
@@ -191,7 +203,7 @@ static bool add_point(nr_search *s, const int *p) {
   if (!grow_points(s) || !grow_slots(s))
     return false;
   memcpy(s->pts + s->n_pts * s->n_dims, p, (size_t)s->n_dims * sizeof *p);
-  s->res[s->n_pts] = (result){0};
+  s->res[s->n_pts] = (result){.loss = NAN};
   slot_insert(s->slots, s->n_slots, hash_point(p, s->n_dims), s->n_pts);
   s->n_pts++;
   return true;
@@ -434,6 +446,90 @@ static bool next_refine(nr_search *s, int *p) {
   return n_free > 0;
 }
 
+/* ---- greedy ------------------------------------------------------------------------ */
+
+static int by_loss(const void *a, const void *b) {
+  const change *x = a, *y = b;
+  if (x->loss != y->loss)
+    return x->loss < y->loss ? -1 : 1;
+  if (x->cost != y->cost)
+    return x->cost < y->cost ? -1 : 1;
+  return (x->d > y->d) - (x->d < y->d);
+}
+
+/* Phase 2's list; every change in it was feasible alone, so prefix 1 is feasible. */
+static bool greedy_begin(nr_search *s) {
+  s->stage = 2;
+  s->chg = malloc((size_t)(s->n_dims ? s->n_dims : 1) * sizeof *s->chg);
+  if (!s->chg)
+    return false;
+  const result *def = s->n_pts > 0 && s->res[0].told ? &s->res[0] : NULL;
+  for (int d = 0; def && def->feasible && d < s->n_dims; d++) {
+    change best = {INFINITY, INFINITY, d, -1};
+    for (int v = 0; v < s->n_values[d]; v++) {
+      const result *r = v == s->dflt[d] ? NULL : one_change(s, d, v);
+      if (r && r->feasible && r->cost < def->cost && r->cost < best.cost)
+        best = (change){isnan(r->loss) ? INFINITY : r->loss, r->cost, d, v};
+    }
+    if (best.v >= 0)
+      s->chg[s->n_chg++] = best;
+  }
+  qsort(s->chg, (size_t)s->n_chg, sizeof *s->chg, by_loss);
+  s->g_lo = s->n_chg > 0;
+  s->g_hi = s->n_chg + 1;
+  s->g_last = -1;
+  return true;
+}
+
+static void greedy_prefix(const nr_search *s, int k, int *p) {
+  memcpy(p, s->dflt, (size_t)s->n_dims * sizeof *p);
+  for (int i = 0; i < k; i++)
+    p[s->chg[i].d] = s->chg[i].v;
+}
+
+/* The next prefix to try: all of them first, then bisection between the longest
+ * known-feasible and the shortest known-infeasible prefix. A prefix proposed before
+ * (prefix 1 is a phase-1 point) is judged by its recorded result. */
+static bool next_greedy(nr_search *s, int *p) {
+  for (;;) {
+    if (s->g_last >= 0) {
+      greedy_prefix(s, s->g_last, s->tmp2);
+      int64_t k = find_point(s, s->tmp2);
+      if (k >= 0 && told_feasible(s, k))
+        s->g_lo = s->g_last;
+      else
+        s->g_hi = s->g_last;
+      s->g_last = -1;
+    }
+    int k = s->g_hi == s->n_chg + 1 ? s->n_chg : (s->g_lo + s->g_hi) / 2;
+    if (k <= s->g_lo || k >= s->g_hi)
+      return false;
+    s->g_last = k;
+    greedy_prefix(s, k, p);
+    int left = 0; /* bisection steps after this one, at most */
+    for (int w = s->g_hi - s->g_lo; w > 2; w = (w + 1) / 2)
+      left++;
+    s->total = add_sat(s->n_pts + 1, left);
+    if (!proposed(s, p))
+      return true;
+  }
+}
+
+static bool next_greedy_all(nr_search *s, int *p) {
+  if (s->stage == 1) {
+    if (next_fast(s, p))
+      return true;
+    if (!greedy_begin(s))
+      return false;
+  }
+  if (s->stage == 2) {
+    if (next_greedy(s, p))
+      return true;
+    s->stage = 3;
+  }
+  return next_refine(s, p);
+}
+
 static bool next_mixed(nr_search *s, int *p) {
   if (s->stage == 1) {
     if (next_fast(s, p))
@@ -644,7 +740,7 @@ static bool next_evolve(nr_search *s, int *p) {
 /* ---- public ------------------------------------------------------------------------ */
 
 static const char *const names[NR_SEARCH_COUNT] = {"fast", "full", "mixed", "random",
-                                                   "evolve"};
+                                                   "evolve", "greedy"};
 
 const char *nr_search_name(nr_search_kind k) {
   return (unsigned)k < NR_SEARCH_COUNT ? names[k] : "unknown";
@@ -708,6 +804,7 @@ static bool init_kind(nr_search *s) {
   switch (s->kind) {
   case NR_SEARCH_FAST:
   case NR_SEARCH_MIXED:
+  case NR_SEARCH_GREEDY:
     s->stage = 1;
     if (!init_moves(s))
       return false;
@@ -742,9 +839,9 @@ nr_search *nr_search_create(const nr_search_config *cfg) {
   s->min_gain = cfg->min_gain > 0 ? cfg->min_gain : 0.01;
   if (!copy_config(s, cfg) || !init_kind(s))
     goto fail;
-  strcpy(s->phase, s->kind == NR_SEARCH_EVOLVE  ? "evolve:0"
-                   : s->kind == NR_SEARCH_MIXED ? "fast"
-                                                : nr_search_name(s->kind));
+  strcpy(s->phase, s->kind == NR_SEARCH_EVOLVE                              ? "evolve:0"
+                   : s->kind == NR_SEARCH_MIXED || s->kind == NR_SEARCH_GREEDY ? "fast"
+                                                                            : nr_search_name(s->kind));
   return s;
 fail:
   nr_search_destroy(s);
@@ -764,6 +861,7 @@ void nr_search_destroy(nr_search *s) {
   free(s->tmp);
   free(s->tmp2);
   free(s->moves);
+  free(s->chg);
   odo_free(&s->odo);
   free(s->remaining);
   free(s->pool);
@@ -781,6 +879,11 @@ static bool propose(nr_search *s) {
     if (!next_mixed(s, s->tmp))
       return false;
     strcpy(s->phase, s->stage == 1 ? "fast" : s->stage == 2 ? "full" : "refine");
+    return true;
+  case NR_SEARCH_GREEDY:
+    if (!next_greedy_all(s, s->tmp))
+      return false;
+    strcpy(s->phase, s->stage == 1 ? "fast" : s->stage == 2 ? "greedy" : "refine");
     return true;
   case NR_SEARCH_RANDOM:
     return s->n_pts < s->max_points && next_random(s, s->tmp);
@@ -808,7 +911,14 @@ void nr_search_tell(nr_search *s, const int *point, bool feasible, double cost,
   /* A NaN cost would make rankings depend on the sort's internals: call it endless. */
   s->res[k] =
       (result){true, feasible, isnan(cost) ? INFINITY : cost,
-               isnan(cost_lo) ? INFINITY : cost_lo, isnan(cost_hi) ? INFINITY : cost_hi};
+               isnan(cost_lo) ? INFINITY : cost_lo, isnan(cost_hi) ? INFINITY : cost_hi,
+               s->res[k].loss};
+}
+
+void nr_search_tell_loss(nr_search *s, const int *point, double loss) {
+  int64_t k = s && point ? find_point(s, point) : -1;
+  if (k >= 0)
+    s->res[k].loss = loss;
 }
 
 int64_t nr_search_total(const nr_search *s) { return s ? s->total : -1; }

@@ -38,7 +38,15 @@
  *   evolve the default point and a random population, then generations: half the
  *          children climb (an unproposed one-change neighbour of the best feasible
  *          point so far), the others come from tournament selection, uniform
- *          crossover and mutation of the best feasible points; no repeats */
+ *          crossover and mutation of the best feasible points; no repeats
+ *   greedy for choices that trade accuracy for speed (per-node precision): three
+ *          phases. "fast" as above. "greedy": per dimension, its fastest one-change
+ *          value that was feasible and faster than the default; these changes
+ *          sorted by the loss they caused alone (nr_search_tell_loss), lowest
+ *          first; then a binary search for the longest prefix of that list that is
+ *          feasible when applied together (all of them first). "refine": mixed's
+ *          climb from the best point. This is layer-wise sensitivity analysis:
+ *          changes that hurt accuracy least are combined first. */
 #ifndef NR_TUNE_SEARCH_H
 #define NR_TUNE_SEARCH_H
 
@@ -51,6 +59,7 @@ typedef enum nr_search_kind {
   NR_SEARCH_MIXED,
   NR_SEARCH_RANDOM,
   NR_SEARCH_EVOLVE,
+  NR_SEARCH_GREEDY,
   NR_SEARCH_COUNT
 } nr_search_kind;
 
@@ -88,6 +97,9 @@ int nr_search_next(nr_search *s, int *point);
  * and a point never proposed is ignored. point is read during the call only. */
 void nr_search_tell(nr_search *s, const int *point, bool feasible, double cost,
                     double cost_lo, double cost_hi);
+/* The accuracy loss measured at a point (lower is better; NaN: unknown), told before
+ * or after its nr_search_tell. Only greedy uses it, to order its changes. */
+void nr_search_tell_loss(nr_search *s, const int *point, double loss);
 /* Number of points the algorithm will propose in all, when known: fast, full; for
  * mixed, the count through its current phase (phase 1's size, then phases 1-2's, then
  * in phase 3 the points so far plus the best point's unproposed neighbours, which

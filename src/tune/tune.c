@@ -9,6 +9,8 @@
  *
  * Only the few best feasible candidates keep their engine file (in a folder beside
  * the database); the measurement stages re-time those files in fresh processes. */
+#include "backends/backend.h"
+#include "compiler/quant.h"
 #include "engine/engine.h"
 #include "runtime/model_internal.h"
 #include "tune/tune_internal.h"
@@ -69,6 +71,7 @@ static cJSON *settings_json(const tune_session *s) {
   cJSON_AddStringToObject(j, "reference_hash", h);
   snprintf(h, sizeof h, "%016llx", (unsigned long long)nr_pairs_hash(&s->holdout));
   cJSON_AddStringToObject(j, "holdout_hash", h);
+  cJSON_AddStringToObject(j, "calibration", s->calib_sha);
   cJSON_AddNumberToObject(j, "screen_ms", o->screen_ms);
   cJSON_AddNumberToObject(j, "finalists", o->finalists);
   cJSON_AddNumberToObject(j, "confirm_rounds", o->confirm_rounds);
@@ -102,6 +105,35 @@ static nr_status setup_pairs(tune_session *s, nr_error *err) {
   return st;
 }
 
+/* Calibrates once, in the parent, when some node can be put in int8: every candidate
+ * is then built from the same table, which the database keeps under its digest. */
+static nr_status setup_calibration(tune_session *s, nr_error *err) {
+  bool precision = false;
+  for (int i = 0; i < s->space.knobs.n; i++)
+    precision |= !strcmp(s->space.knobs.inst[i].def->name, "precision");
+  if (!precision)
+    return NR_OK;
+  nr_status st = s->o->calibration
+                     ? nr_calibration_from_spec(s->model, s->o->calibration, &s->calib, err)
+                     : nr_calibration_from_pairs(s->model, &s->pairs, &s->calib, err);
+  if (st)
+    return nr_error_prefix(err, "calibration: ");
+  return nr_calib_digest(s->calib, s->calib_sha, err);
+}
+
+static nr_status store_calibration(tune_session *s, nr_error *err) {
+  if (!s->calib)
+    return NR_OK;
+  uint8_t *bytes;
+  size_t len;
+  nr_status st = nr_calib_serialize(s->calib, &bytes, &len, err);
+  if (st)
+    return st;
+  st = nr_db_calibration_put(s->db, s->calib_sha, bytes, len, err);
+  free(bytes);
+  return st;
+}
+
 static nr_status setup_outputs(tune_session *s, nr_error *err) {
   s->n_outputs = nr_model_output_count(s->model);
   s->output_names = calloc((size_t)(s->n_outputs ? s->n_outputs : 1), sizeof(char *));
@@ -123,12 +155,18 @@ static nr_status setup_outputs(tune_session *s, nr_error *err) {
   return NR_OK;
 }
 
-static void env_text(char *out, size_t cap) {
+/* A device session's environment adds the device's fingerprint fields, read in a
+ * child process: this process forks the workers and must never initialize CUDA. */
+static void env_text(nr_device d, char *out, size_t cap) {
   nr_fingerprint fp;
-  nr_fingerprint_current(&fp);
-  snprintf(out, cap, "cpu_vendor=%s;cpu_model=%s;isa=%s;cores=%d;openblas=%s;onednn=%s;"
-           "compiler=%s", fp.cpu_vendor, fp.cpu_model, fp.isa, fp.cores, fp.openblas,
-           fp.onednn, fp.compiler);
+  nr_fingerprint_current_isolated(&fp, d);
+  int n = snprintf(out, cap, "cpu_vendor=%s;cpu_model=%s;isa=%s;cores=%d;openblas=%s;"
+                   "onednn=%s;compiler=%s", fp.cpu_vendor, fp.cpu_model, fp.isa, fp.cores,
+                   fp.openblas, fp.onednn, fp.compiler);
+  if (d != NR_DEVICE_CPU && n > 0 && (size_t)n < cap)
+    snprintf(out + n, cap - (size_t)n, ";device=%s;gpu=%s;gpu_cc=%s;gpu_driver=%s;"
+             "cuda_runtime=%s;cublas=%s;cudnn=%s", nr_device_name(d), fp.gpu, fp.gpu_cc,
+             fp.gpu_driver, fp.cuda_runtime, fp.cublas, fp.cudnn);
 }
 
 static void shapes_text(nr_model *m, char *out, size_t cap) {
@@ -147,7 +185,7 @@ static void shapes_text(nr_model *m, char *out, size_t cap) {
 static nr_status open_session(tune_session *s, nr_error *err) {
   const nr_tune_options *o = s->o;
   char env[1024], schema[17], sha[65], shapes[2048];
-  env_text(env, sizeof env);
+  env_text(s->o->device, env, sizeof env);
   nr_hex(nr_model_sha256(s->model), 32, sha);
   shapes_text(s->model, shapes, sizeof shapes);
   nr_db_env e = {env, NR_VERSION_STRING, nr_knob_schema(schema)};
@@ -208,8 +246,8 @@ int tune_find_cand(const tune_session *s, const char *route) {
 
 double tune_worst_loss(const double *losses, int n_pairs, int n_outputs, nr_metric m) {
   double w = 0;
-  for (int i = 0; i < n_pairs * n_outputs; i++) {
-    double l = losses[(size_t)i * NR_METRIC_COUNT + m];
+  for (int o = 0; o < n_outputs; o++) {
+    double l = nr_losses_over_pairs(losses, n_pairs, n_outputs, o, m);
     if (!(l <= w))
       w = isnan(l) ? INFINITY : l;
   }
@@ -337,7 +375,8 @@ nr_worker_job tune_job(const tune_session *s, const char *route) {
                          .pairs = &s->pairs, .tol = &s->o->tol,
                          .output_names = s->output_names, .timeout_s = s->timeout_s,
                          .mem_limit = s->mem_limit, .measure = true,
-                         .min_time_ms = s->o->screen_ms};
+                         .min_time_ms = s->o->screen_ms, .calibration = s->calib,
+                         .device = s->o->device};
 }
 
 static int evaluate(tune_session *s, const char *route, const int *point, const char *phase,
@@ -495,6 +534,7 @@ static nr_status search_loop(tune_session *s, nr_search *search, nr_error *err) 
       break;
     }
     const tune_cand *c = &s->cands[i];
+    nr_search_tell_loss(search, point, c->worst_loss);
     nr_search_tell(search, point, c->feasible, c->median, c->lo, c->hi);
     if (s->n_cands > before) {
       s->builds++;
@@ -694,6 +734,7 @@ static void session_free(tune_session *s) {
   free(s->output_names);
   nr_pair_set_free(&s->pairs);
   nr_pair_set_free(&s->holdout);
+  nr_calibration_destroy(s->calib);
   tune_space_free(&s->space);
   nr_db_close(s->db);
 }
@@ -708,7 +749,7 @@ nr_status nr_tune_run(const nr_tune_options *o, bool *interrupted, nr_error *err
   sigemptyset(&sa.sa_mask);
   sigaction(SIGINT, &sa, &old_int);
   sigaction(SIGTERM, &sa, &old_term);
-  nr_status st = tune_space_build(o->model, o->routes, &s.space, err);
+  nr_status st = tune_space_build(o->model, o->routes, o->device, &s.space, err);
   if (!st)
     st = setup_outputs(&s, err);
   if (!st && o->dry_run)
@@ -718,7 +759,11 @@ nr_status nr_tune_run(const nr_tune_options *o, bool *interrupted, nr_error *err
             s.space.n_dims);
     st = setup_pairs(&s, err);
     if (!st)
+      st = setup_calibration(&s, err);
+    if (!st)
       st = open_session(&s, err);
+    if (!st)
+      st = store_calibration(&s, err);
     if (!st)
       st = make_engine_dir(&s, err);
     cJSON *report = st ? NULL : cJSON_CreateObject();

@@ -39,6 +39,9 @@ typedef struct nr_tune_options {
   int n_holdout_dirs;
   int n_generated;            /* generated reference pairs when no dirs (default 4) */
   int n_holdout_generated;    /* generated holdout pairs when no dirs (default 2) */
+  const char *calibration;    /* int8 calibration: a table file or a directory of input
+                                 sets; NULL: the reference pairs' inputs (never the
+                                 holdout's) */
   nr_input_range ranges[NR_TUNE_MAX_DIRS];
   int n_ranges;
   nr_tolerance tol;
@@ -55,6 +58,7 @@ typedef struct nr_tune_options {
   int confirm_rounds;         /* default 9 (minimum 9) */
   double screen_ms;           /* timed milliseconds per screening (default 40) */
   bool progress;              /* a live progress line (a terminal) or log lines */
+  nr_device device;           /* --device: every candidate is built for it */
 } nr_tune_options;
 
 /* Runs a session. NR_OK when it completed or was interrupted cleanly (Ctrl-C: the

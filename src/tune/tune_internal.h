@@ -31,7 +31,8 @@ typedef struct tune_space {
   int n_dims;
 } tune_space;
 
-nr_status tune_space_build(nr_model *m, const char *expr, tune_space *s, nr_error *err);
+nr_status tune_space_build(nr_model *m, const char *expr, nr_device device, tune_space *s,
+                           nr_error *err);
 void tune_space_free(tune_space *s);
 /* Canonical route text of a point (malloc'ed). */
 char *tune_space_route(const tune_space *s, const int *point);
@@ -86,6 +87,9 @@ typedef struct tune_session {
   bool interrupted;
   char settings_hash[65];
   char *settings;        /* the settings JSON text (owned) */
+  nr_calibration *calib; /* for int8 candidates; NULL when the space has no precision
+                            knob */
+  char calib_sha[65];    /* its digest ("" without one) */
 } tune_session;
 
 extern volatile sig_atomic_t nr_tune_stop;
@@ -101,8 +105,9 @@ int tune_candidate(tune_session *s, const char *route, const int *point, const c
  * (a cJSON object) with what it measured. */
 /* Index of the candidate with this canonical route in s->cands, or -1. */
 int tune_find_cand(const tune_session *s, const char *route);
-/* The largest loss under metric m over a [pair][output][metric] table; NaN counts as
- * +inf. 0 for an empty table. */
+/* The largest output loss under metric m over a [pair][output][metric] table, each
+ * output's loss over the pairs as nr_losses_over_pairs takes it (rates pooled, the
+ * rest worst-pair); NaN counts as +inf. 0 for an empty table. */
 double tune_worst_loss(const double *losses, int n_pairs, int n_outputs, nr_metric m);
 /* A worker job for route with the session's settings (screening measurement). */
 nr_worker_job tune_job(const tune_session *s, const char *route);

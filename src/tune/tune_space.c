@@ -85,11 +85,16 @@ static int find_dim(const tune_space *s, const char *name) {
 }
 
 /* The default space: globals one by one, per-node knobs grouped by definition, the
- * group's values in table order (those valid on at least one node). */
+ * group's values in table order (those valid on at least one node). A knob that only
+ * matters under another choice (its `needs` route: quant.calibration needs int8
+ * nodes) is left out, since alone it would only rebuild the default route; an
+ * expression that names it searches it. */
 static nr_status dims_default(tune_space *s, nr_error *err) {
   nr_status st = NR_OK;
   for (int i = 0; !st && i < s->knobs.n; i++) {
     const nr_knob_inst *k = &s->knobs.inst[i];
+    if (k->def->needs)
+      continue;
     char name[160];
     snprintf(name, sizeof name, k->node ? "%s@*" : "%s", k->node ? k->def->name : k->id);
     int d = find_dim(s, name);
@@ -136,14 +141,15 @@ static void drop_fixed(tune_space *s) {
   s->n_dims = n;
 }
 
-nr_status tune_space_build(nr_model *m, const char *expr, tune_space *s, nr_error *err) {
+nr_status tune_space_build(nr_model *m, const char *expr, nr_device device, tune_space *s,
+                           nr_error *err) {
   memset(s, 0, sizeof *s);
   nr_graph *g = nr_model_graph(m);
   nr_status st = nr_model_prepare(m, err);
   if (!st)
     st = nr_compiler_name_nodes(g, err);
   if (!st)
-    st = nr_knob_space_build(g, &s->knobs, err);
+    st = nr_knob_space_build_for(g, device, &s->knobs, err);
   if (!st)
     st = nr_route_init(&s->base, &s->knobs, err);
   if (!st)

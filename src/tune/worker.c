@@ -135,7 +135,7 @@ static bool child_build(child *c) {
   if (j->engine_in) {
     st = nr_engine_load(j->engine_in, NULL, &c->engine, &err);
   } else {
-    nr_build_options o = {sizeof o, j->route, j->threads};
+    nr_build_options o = {sizeof o, j->route, j->threads, j->device, j->calibration};
     st = nr_engine_build(j->model, &o, &c->engine, &err);
   }
   c->h->build_ms = now_ms() - t0;

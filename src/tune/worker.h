@@ -64,6 +64,8 @@ typedef struct nr_worker_job {
   int min_runs;             /* default 5 when 0 */
   int max_runs;             /* default 1000 when 0 */
   double min_time_ms;       /* default 50 when 0 */
+  const nr_calibration *calibration; /* for routes with int8 nodes, or NULL */
+  nr_device device;         /* where the candidate is built and run (CPU unless set) */
 } nr_worker_job;
 
 typedef struct nr_worker_result {

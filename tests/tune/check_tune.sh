@@ -18,7 +18,9 @@
 # (4) Ctrl-C ends cleanly (exit 130, session interrupted, best engine written), and a
 # session recorded under another environment is never resumed; (5) reference pairs
 # from files, and a winner that fails the holdout pairs is rejected; (6) --dry-run
-# counts.
+# counts; (7) int8 routes: one calibration table per session, from the reference
+# inputs, recorded under the digest the session's settings name, every int8
+# candidate built, and an int8 engine carrying that table.
 # Prints `N passed, N failed`.
 set -uo pipefail
 
@@ -202,6 +204,33 @@ n_fast=$("$nnroute" tune "$model" --routes "$routes" --search fast --dry-run |
   sed -n 's/^search fast proposes \([0-9]*\) routes.*/\1/p')
 # fast: the default plus every one-knob change: 1 + 6 + 1 + 1.
 check "dry run counts full=$n_full fast=$n_fast" test "$n_full" = 28 -a "$n_fast" = 9
+
+# ---- (7) int8 candidates and their calibration ------------------------------------
+db7=$work/t7.db
+"$nnroute" tune "$model" --routes '-precision@*=[fp32|int8]' --search full --db "$db7" \
+  --threads 1 --screen-ms 20 --confirm-rounds 9 --metric rel_l2 --tolerance 1 \
+  --report "$work/t7.json" >"$work/t7.out" 2>"$work/t7.err"
+rc=$?
+check "int8 tune completes (exit $rc)" test $rc -eq 0
+[[ $rc -ne 0 ]] && tail -n 20 "$work/t7.err"
+digest=$(sql "$db7" "select json_extract(settings, '$.calibration') from sessions")
+check "one calibration table, the one the session names (${digest:0:12})" \
+  test "$(sql "$db7" "select count(*) from calibrations where sha256 = '$digest'")" = 1 \
+  -a "$(sql "$db7" "select count(*) from calibrations")" = 1 -a ${#digest} -eq 64
+n_int8=$(sql "$db7" "select count(*) from candidates where route like '%int8%' and status = 'ok'")
+n_all=$(sql "$db7" "select count(*) from candidates where route like '%int8%'")
+check "every int8 candidate built and ran ($n_int8 of $n_all)" test "$n_int8" -ge 1 -a "$n_int8" = "$n_all"
+"$nnroute" build "$model" --route '-precision@*=int8' --calibration random:3 \
+  --save-calibration "$work/t7.calib" -o "$work/t7.nre" >/dev/null 2>"$work/t7b.err"
+want=$("$py" -c 'import hashlib, sys; print(hashlib.sha256(open(sys.argv[1], "rb").read()).hexdigest())' \
+  "$work/t7.calib" 2>/dev/null)
+got=$("$nnroute" inspect "$work/t7.nre" --json 2>/dev/null | "$py" -c \
+  'import json, sys; print(json.load(sys.stdin).get("calibration", {}).get("sha256", ""))')
+check "an int8 engine carries its calibration table (${got:0:12})" test -n "$want" -a "$got" = "$want"
+check "other calibration data, another table" test "$got" != "$digest"
+"$nnroute" build "$model" --route '-precision@*=int8' -o "$work/t7c.nre" >/dev/null 2>"$work/t7c.err"
+check "int8 without calibration data is refused, naming the flag" \
+  grep -q -- "--calibration" "$work/t7c.err"
 
 echo "$passed passed, $failed failed"
 ((failed == 0))

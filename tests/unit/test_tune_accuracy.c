@@ -849,3 +849,30 @@ NR_TEST(tune_pairs_hash) {
   nr_pair_set_free(&b);
   nr_model_destroy(m);
 }
+
+/* Rates pool over pairs, other metrics take the worst pair: four batch-1 pairs of which
+ * one changed its top-1 answer have a top-1 loss of 0.25, while their rel_l2 loss is
+ * the worst pair's. */
+NR_TEST(tune_acc_rates_pool_over_pairs) {
+  enum { P = 4, O = 1 };
+  double losses[P * O * NR_METRIC_COUNT] = {0};
+  for (int p = 0; p < P; p++) {
+    losses[p * NR_METRIC_COUNT + NR_METRIC_TOP1] = p == 2 ? 1.0 : 0.0;
+    losses[p * NR_METRIC_COUNT + NR_METRIC_REL_L2] = 0.01 * (p + 1);
+    losses[p * NR_METRIC_COUNT + NR_METRIC_L0] = p == 0 ? 0.5 : 0.1;
+  }
+  CHECK(nr_losses_over_pairs(losses, P, O, 0, NR_METRIC_TOP1) == 0.25);
+  CHECK(fabs(nr_losses_over_pairs(losses, P, O, 0, NR_METRIC_L0) - 0.2) < 1e-12);
+  CHECK(nr_losses_over_pairs(losses, P, O, 0, NR_METRIC_REL_L2) == 0.04);
+  nr_tolerance tol = {.metric = NR_METRIC_TOP1, .eps = 0.3};
+  double margin;
+  CHECK(nr_tolerance_check(&tol, losses, P, O, NULL, &margin) && fabs(margin - 0.05) < 1e-12);
+  tol.eps = 0.2;
+  CHECK(!nr_tolerance_check(&tol, losses, P, O, NULL, &margin) && margin < 0);
+  tol = (nr_tolerance){.metric = NR_METRIC_REL_L2, .eps = 0.035};
+  CHECK(!nr_tolerance_check(&tol, losses, P, O, NULL, NULL), "the worst pair decides rel_l2");
+  losses[3 * NR_METRIC_COUNT + NR_METRIC_TOP1] = NAN;
+  tol = (nr_tolerance){.metric = NR_METRIC_TOP1, .eps = 1.0};
+  CHECK(isnan(nr_losses_over_pairs(losses, P, O, 0, NR_METRIC_TOP1)) &&
+        !nr_tolerance_check(&tol, losses, P, O, NULL, NULL), "a NaN loss is never pooled away");
+}

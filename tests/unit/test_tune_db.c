@@ -631,10 +631,10 @@ NR_TEST(tune_db_refuses_newer_schema) {
   nr_error err = {0};
   REQUIRE(nr_db_open(f.path, &db, &err) == NR_OK, "%s", err.message);
   nr_db_close(db);
-  REQUIRE(sqlite_exec(f.path, "UPDATE meta SET value = '2' WHERE key = 'schema_version'"));
+  REQUIRE(sqlite_exec(f.path, "UPDATE meta SET value = '3' WHERE key = 'schema_version'"));
   db = NULL;
   CHECK(nr_db_open(f.path, &db, &err) == NR_ERR_INVALID_ARGUMENT && !db);
-  CHECK(strstr(err.message, f.path) && strstr(err.message, "schema version 2"), "%s",
+  CHECK(strstr(err.message, f.path) && strstr(err.message, "schema version 3"), "%s",
         err.message);
   /* Our application_id but no meta table: damaged, refused too. */
   REQUIRE(sqlite_exec(f.path, "DROP TABLE meta"));
@@ -662,7 +662,36 @@ NR_TEST(tune_db_file_is_wal_and_tagged) {
   sqlite3_close(c);
   CHECK(wal, "journal mode is not WAL");
   CHECK(sqlite_int(f.path, "PRAGMA application_id") == 0x6E727462);
-  CHECK(sqlite_int(f.path, "SELECT value FROM meta WHERE key = 'schema_version'") == 1);
+  CHECK(sqlite_int(f.path, "SELECT value FROM meta WHERE key = 'schema_version'") == 2);
+  fixture_free(&f);
+}
+
+/* A version-1 file (no calibrations table) is upgraded in place on open, and the
+ * table then round-trips a calibration blob; an unknown digest is named. */
+NR_TEST(tune_db_upgrades_version_1_and_keeps_calibrations) {
+  db_fixture f;
+  REQUIRE(fixture_make(&f));
+  nr_db *db = NULL;
+  nr_error err = {0};
+  REQUIRE(nr_db_open(f.path, &db, &err) == NR_OK, "%s", err.message);
+  nr_db_close(db);
+  REQUIRE(sqlite_exec(f.path, "DROP TABLE calibrations; UPDATE meta SET value = '1' WHERE"
+                              " key = 'schema_version'"));
+  REQUIRE(nr_db_open(f.path, &db, &err) == NR_OK, "upgrade: %s", err.message);
+  const uint8_t blob[5] = {1, 2, 0, 4, 5};
+  CHECK(nr_db_calibration_put(db, "abc", blob, 5, &err) == NR_OK, "%s", err.message);
+  CHECK(nr_db_calibration_put(db, "abc", blob, 5, &err) == NR_OK, "a second put: %s",
+        err.message);
+  uint8_t *got = NULL;
+  size_t len = 0;
+  CHECK(nr_db_calibration_get(db, "abc", &got, &len, &err) == NR_OK && len == 5 &&
+        !memcmp(got, blob, 5), "%s", err.message);
+  free(got);
+  CHECK(nr_db_calibration_get(db, "missing", &got, &len, &err) == NR_ERR_INVALID_ARGUMENT &&
+        strstr(err.message, "missing"), "%s", err.message);
+  nr_db_close(db);
+  CHECK(sqlite_int(f.path, "SELECT value FROM meta WHERE key = 'schema_version'") == 2);
+  CHECK(sqlite_int(f.path, "SELECT count(*) FROM calibrations") == 1);
   fixture_free(&f);
 }
 

@@ -813,3 +813,79 @@ NR_TEST(tune_search_mixed_phase2_is_capped) {
   CHECK(all_distinct(&pb, &r));
   nr_search_destroy(s);
 }
+
+/* ---- greedy ---------------------------------------------------------------------- */
+
+/* Six binary dimensions (fp32 / int8 per layer, say): value 1 of dimension d saves
+ * gain[d] of the cost and adds loss[d] to an additive loss; a point is feasible when
+ * its loss is at most 0.6. Alone, dimension 1 (0.7) is infeasible and dimension 5
+ * saves nothing, so neither is in greedy's list; the rest sorted by loss are
+ * 3 (0.05), 0 (0.1), 2 (0.2), 4 (0.4), whose longest feasible prefix is {3, 0, 2}
+ * (0.35; adding 4 gives 0.75). */
+static const double g_loss[6] = {0.1, 0.7, 0.2, 0.05, 0.4, 0.3};
+static const double g_gain[6] = {1.0, 3.0, 2.0, 0.5, 1.5, 0.0};
+
+static double greedy_loss(const int *p) {
+  double l = 0;
+  for (int d = 0; d < 6; d++)
+    l += p[d] ? g_loss[d] : 0;
+  return l;
+}
+
+static double greedy_cost(const int *p) {
+  double c = 20;
+  for (int d = 0; d < 6; d++)
+    c -= p[d] ? g_gain[d] : 0;
+  return c;
+}
+
+/* Runs greedy to the end; returns the number of points and fills the sequence. */
+static int greedy_drive(nr_search *s, int seq[][6], char phases[][24]) {
+  int n = 0, p[6];
+  while (n < 256 && nr_search_next(s, p)) {
+    memcpy(seq[n], p, sizeof p);
+    snprintf(phases[n], 24, "%s", nr_search_phase(s));
+    n++;
+    double l = greedy_loss(p), c = greedy_cost(p);
+    nr_search_tell_loss(s, p, l);
+    nr_search_tell(s, p, l <= 0.6 + 1e-12, c, c, c);
+  }
+  return n;
+}
+
+NR_TEST(tune_search_greedy_combines_the_least_lossy_changes) {
+  int n_values[6] = {2, 2, 2, 2, 2, 2}, dflt[6] = {0};
+  nr_search_config c = {.kind = NR_SEARCH_GREEDY, .n_dims = 6, .n_values = n_values,
+                        .dflt = dflt};
+  nr_search *s = nr_search_create(&c);
+  REQUIRE(s);
+  static int seq[256][6], seq2[256][6];
+  static char ph[256][24], ph2[256][24];
+  int n = greedy_drive(s, seq, ph);
+  nr_search_destroy(s);
+  CHECK(n >= 8, "%d points", n);
+  for (int i = 0; i < 7 && i < n; i++)
+    CHECK(!strcmp(ph[i], "fast"), "point %d is in phase %s", i, ph[i]);
+  /* Phase 2 starts with every listed change at once (3, 0, 2, 4: infeasible). */
+  int all[6] = {1, 0, 1, 1, 1, 0};
+  CHECK(n > 7 && !memcmp(seq[7], all, sizeof all) && !strcmp(ph[7], "greedy"),
+        "first greedy point");
+  int best = -1;
+  for (int i = 0; i < n; i++)
+    if (greedy_loss(seq[i]) <= 0.6 + 1e-12 &&
+        (best < 0 || greedy_cost(seq[i]) < greedy_cost(seq[best])))
+      best = i;
+  int want[6] = {1, 0, 1, 1, 0, 0};
+  CHECK(best >= 0 && !memcmp(seq[best], want, sizeof want), "best point is not {3, 0, 2}");
+  /* The climb then tries the remaining single additions from it; none is feasible and
+   * faster, and nothing is proposed twice. */
+  for (int i = 0; i < n; i++)
+    for (int j = 0; j < i; j++)
+      CHECK(memcmp(seq[i], seq[j], sizeof seq[i]), "point %d repeats point %d", i, j);
+  CHECK(!strcmp(ph[n - 1], "refine"), "ends climbing, not in %s", ph[n - 1]);
+  /* Replay: told the same results, the same sequence. */
+  s = nr_search_create(&c);
+  int n2 = greedy_drive(s, seq2, ph2);
+  nr_search_destroy(s);
+  CHECK(n2 == n && !memcmp(seq, seq2, sizeof(seq[0]) * (size_t)n), "replay differs");
+}

@@ -79,6 +79,13 @@ static void col_rows_nhwc(void *arg, int64_t begin, int64_t end, int thread) {
   }
 }
 
+void nr_conv_im2col_plain(const conv_p *p, const float *x, float *col, nr_threadpool *pool,
+                          int threads) {
+  col_job j = {p, x, col, 0};
+  int64_t rows = (int64_t)(p->c / p->group) * p->kh * p->kw;
+  nr_parallel_for(pool, rows, 1, threads, col_rows_plain, &j);
+}
+
 /* The GEMM's epilogue: the whole of it, or nothing with conv.epilogue=separate. */
 static nr_epilogue make_ep(const conv_p *q, const float *bias, bool per_row,
                            const float *res, int64_t ldr) {

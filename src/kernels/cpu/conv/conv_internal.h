@@ -99,6 +99,18 @@ static inline uint64_t nr_conv_smallc_scratch(const conv_p *p) {
   return ((uint64_t)p->n * p->c * (uint64_t)(d.rows * d.rs) + w) * sizeof(float);
 }
 
+/* PLAIN column matrix of one image and group (conv_im2col.c): x is the group's first
+ * input channel plane, col receives [C/g * kh * kw] rows of oh * ow floats, rows
+ * built in parallel. Shared with the fp16/bf16 tactics (kernels/cpu/lpgemm). */
+void nr_conv_im2col_plain(const conv_p *p, const float *x, float *col, nr_threadpool *pool,
+                          int threads);
+/* The CONV_OPT_* bits the route's conv.prepack / conv.epilogue / conv.threads give
+ * the step's node (tactics_conv.c). */
+uint8_t nr_conv_knob_opts(const nr_tactic_ctx *c);
+/* nr_conv_parse on a graph node's tensors (no plan): what knob valid() functions and
+ * the precision knob ask before any plan exists. */
+bool nr_conv_parse_graph(const nr_graph *g, const nr_node *n, conv_p *p);
+
 /* Conv kernels (conv_*.c), one per algorithm; all take the step's exec args. */
 nr_status nr_conv_direct_run(const nr_exec_args *a);
 nr_status nr_conv_dw_run(const nr_exec_args *a);          /* PLAIN, portable */

@@ -268,7 +268,7 @@ SUPPORTS(sup_onednn, p->act < NR_ACT_COUNT) /* others run after the primitive */
 
 /* conv.prepack / conv.epilogue / conv.threads as opts bits; threads=1 also sets
  * step->threads, which every kernel passes to nr_parallel_for and nr_gemm. */
-static uint8_t knob_opts(const nr_tactic_ctx *c) {
+uint8_t nr_conv_knob_opts(const nr_tactic_ctx *c) {
   uint8_t o = 0;
   if (nr_route_is(c->route, "conv.prepack", c->node, "off"))
     o |= CONV_OPT_RAW_W;
@@ -285,7 +285,7 @@ static nr_status store(const nr_tactic_ctx *c, nr_step *st, conv_p *p) {
     return nr_errorf(c->err, NR_ERR_INTERNAL, "%s: %s cannot run it",
                      nr_node_describe(c->node, b, sizeof b), st->tactic->id);
   }
-  p->opts = knob_opts(c);
+  p->opts = nr_conv_knob_opts(c);
   if (p->opts & CONV_OPT_SERIAL)
     st->threads = 1;
   memcpy(st->params, p, sizeof *p);
@@ -514,6 +514,13 @@ static void fake_build(const nr_graph *g, const nr_node *n, fake_plan *f) {
       fake_slot(g, n->outputs[o], &f->slots[k++]);
   }
   f->plan.n_slots = k;
+}
+
+bool nr_conv_parse_graph(const nr_graph *g, const nr_node *n, conv_p *p) {
+  fake_plan f;
+  fake_build(g, n, &f);
+  nr_tactic_ctx c = {&f.plan, n, &f.step, NULL, NULL};
+  return nr_conv_parse(&c, p);
 }
 
 static const char *const algo_values[] = {"auto", "im2col", "gemm1x1", "direct",

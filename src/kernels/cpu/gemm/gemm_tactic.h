@@ -81,6 +81,10 @@ void gemm_product_get(const nr_exec_args *x, const gemm_params *p, int64_t i,
 void gemm_epilogue_get(const nr_exec_args *x, const gemm_params *p, const float *r,
                        nr_epilogue *ep);
 
+/* Prepare: beta * C (input 2, constant) broadcast to the M (GEMM_BIAS_PACKED_ROW) or
+ * N (GEMM_BIAS_PACKED_COL) floats the epilogue adds, written to out. */
+void gemm_bias_build(const nr_tactic_ctx *c, const gemm_params *p, float *out);
+
 /* Engines other than the nnroute kernels (gemm_openblas.c, gemm_onednn.c). */
 nr_status gemm_openblas_run(const nr_exec_args *x);
 nr_status gemm_onednn_run(const nr_exec_args *x);

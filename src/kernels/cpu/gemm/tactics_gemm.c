@@ -262,8 +262,7 @@ void gemm_epilogue_get(const nr_exec_args *x, const gemm_params *p, const float 
 
 /* ---- prepare: shared by every engine ------------------------------------------------ */
 
-/* beta * C broadcast to a row (N) or column (M) vector, appended after `at` floats. */
-static void build_bias(const nr_tactic_ctx *c, const gemm_params *p, float *out) {
+void gemm_bias_build(const nr_tactic_ctx *c, const gemm_params *p, float *out) {
   const nr_slot *cs = nr_step_in(c, 2);
   const float *src = nr_step_const(c, 2);
   int64_t cnt = 1;
@@ -325,7 +324,7 @@ static nr_status prepare_common(const nr_tactic_ctx *c, nr_plan *plan, nr_step *
                      buf);
     }
     if (packed_bias)
-      build_bias(c, p, buf + p->bias_off);
+      gemm_bias_build(c, p, buf + p->bias_off);
     nr_status s = nr_plan_add_weights(plan, buf, total, &st->packed_offset, c->err);
     free(buf);
     if (s)

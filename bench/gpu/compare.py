@@ -1,0 +1,190 @@
+#!/usr/bin/env python3
+"""compare.py - nnroute's CUDA engines against PyTorch on one GPU, in one run.
+
+For each model (resnet50, mobilenet_v2, a BERT-base-like encoder: 12 layers, width 768,
+12 heads, FFN 3072, sequence 128), batch size and precision it prints one row:
+
+  eager        PyTorch eager, torch.no_grad, CUDA events around each forward
+  graphs       the same forward captured once into torch.cuda.CUDAGraph and replayed
+  autotune     torch.compile(mode="max-autotune") and its compile time (--max-autotune;
+               off by default: it takes minutes per model)
+  nr default   `nnroute bench --device cuda` of the ONNX export, default route (fp16:
+               every Conv/Gemm/MatMul at cuda.precision=fp16), its GPU time per
+               inference (CUDA events) and host-visible latency
+  nr tuned     `nnroute tune --device cuda` for --tune-s seconds (--tune-s 0: skipped),
+               then the tuned engine's bench, and the tuning wall time
+
+Times are medians in milliseconds. PyTorch fp16 runs the model in half precision
+(model.half()); nnroute fp16 keeps fp32 tensors between layers and runs the products
+in fp16 with fp32 accumulation, which is the precision knob's contract today. Weights
+are random (seeded); timing does not depend on them. Every framework sees the same
+shapes; PyTorch's TF32 switches are left at their defaults (cuDNN convolutions may use
+TF32 in fp32 rows, matmuls not) and printed.
+
+    python3 bench/gpu/compare.py --nnroute build/nnroute [--models resnet50,...]
+        [--batches 1,32] [--precisions fp32,fp16] [--iters 200] [--tune-s 0]
+        [--max-autotune] [--workdir DIR]
+"""
+import argparse
+import inspect
+import json
+import os
+import subprocess
+import sys
+import time
+
+import torch
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "..", "models"))
+import export_models  # noqa: E402  (BertLike, BatchNorm re-estimation)
+
+SEQ = 128
+
+
+def build_model(name):
+    torch.manual_seed(20240601)
+    if name == "bert_base":
+        m = export_models.BertLike(vocab=30522, seq=SEQ, width=768, heads=12, ffn=3072,
+                                   layers=12)
+        return m.eval(), "tokens"
+    import torchvision
+    m = getattr(torchvision.models, name)(weights=None)
+    return m.eval(), "image"
+
+
+def example(kind, batch, device="cpu"):
+    if kind == "tokens":
+        return torch.randint(0, 30522, (batch, SEQ), device=device)
+    return torch.randn(batch, 3, 224, 224, device=device)
+
+
+def cuda_time(fn, iters, warmup=20):
+    for _ in range(warmup):
+        fn()
+    torch.cuda.synchronize()
+    times = []
+    for _ in range(iters):
+        a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        a.record()
+        fn()
+        b.record()
+        b.synchronize()
+        times.append(a.elapsed_time(b))
+    times.sort()
+    return times[len(times) // 2]
+
+
+def torch_rows(model, kind, batch, prec, iters, autotune):
+    m = model.cuda()
+    x = example(kind, batch, "cuda")
+    if prec == "fp16":
+        m = m.half()
+        x = x if kind == "tokens" else x.half()
+    out = {}
+    with torch.no_grad():
+        out["eager"] = cuda_time(lambda: m(x), iters)
+        g = torch.cuda.CUDAGraph()
+        s = torch.cuda.Stream()
+        s.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(s):
+            for _ in range(3):
+                m(x)
+        torch.cuda.current_stream().wait_stream(s)
+        with torch.cuda.graph(g):
+            m(x)
+        out["graphs"] = cuda_time(g.replay, iters)
+        if autotune:
+            t0 = time.time()
+            c = torch.compile(m, mode="max-autotune")
+            c(x)
+            torch.cuda.synchronize()
+            out["autotune_compile_s"] = time.time() - t0
+            out["autotune"] = cuda_time(lambda: c(x), iters)
+    m.float().cpu()
+    return out
+
+
+def export_onnx(model, kind, batch, path):
+    if os.path.exists(path):
+        return
+    x = example(kind, batch)
+    kw = {"dynamo": False} if "dynamo" in inspect.signature(torch.onnx.export).parameters else {}
+    torch.onnx.export(model, (x,), path, opset_version=17, do_constant_folding=True,
+                      input_names=["input"], output_names=["output"], **kw)
+
+
+def nnroute_bench(nnroute, target, route, iters_ms):
+    cmd = [nnroute, "bench", target, "--device", "cuda", "--json", "--duration-ms",
+           str(iters_ms)]
+    if route:
+        cmd += ["--route", route]
+    r = subprocess.run(cmd, capture_output=True, text=True)
+    if r.returncode:
+        return {"error": (r.stderr or r.stdout).strip().splitlines()[-1][:120]}
+    return json.loads(r.stdout.strip().splitlines()[-1])
+
+
+def nnroute_tune(nnroute, onnx, prec, seconds, workdir):
+    eng = onnx[:-5] + f"_{prec}_tuned.nre"
+    cmd = [nnroute, "tune", onnx, "--device", "cuda", "--budget-time", str(seconds),
+           "-o", eng, "--db", os.path.join(workdir, "tune.db")]
+    if prec == "fp16":
+        cmd += ["--routes", "-cuda.precision@*=[fp16] -cuda.conv.layout@*=* "
+                            "-cuda.gemm.tactic@*=* -cuda.graphs=*",
+                "--tolerance", "3e-2"]
+    t0 = time.time()
+    r = subprocess.run(cmd, capture_output=True, text=True)
+    return (eng if r.returncode == 0 else None), time.time() - t0
+
+
+def fmt(v):
+    return f"{v:8.3f}" if isinstance(v, float) else f"{v!s:>8}"
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--nnroute", default=os.path.join(HERE, "..", "..", "build", "nnroute"))
+    ap.add_argument("--models", default="resnet50,mobilenet_v2,bert_base")
+    ap.add_argument("--batches", default="1,32")
+    ap.add_argument("--precisions", default="fp32,fp16")
+    ap.add_argument("--iters", type=int, default=200)
+    ap.add_argument("--bench-ms", type=int, default=1000)
+    ap.add_argument("--tune-s", type=int, default=0)
+    ap.add_argument("--max-autotune", action="store_true")
+    ap.add_argument("--workdir", default="/tmp/nr-bench-gpu")
+    a = ap.parse_args()
+    os.makedirs(a.workdir, exist_ok=True)
+    print(f"# {torch.cuda.get_device_name()}, torch {torch.__version__}, "
+          f"cudnn.allow_tf32={torch.backends.cudnn.allow_tf32}, "
+          f"matmul.allow_tf32={torch.backends.cuda.matmul.allow_tf32}, "
+          f"{time.strftime('%Y-%m-%d')}")
+    print(f"# {' '.join(sys.argv)}")
+    cols = ["model", "batch", "prec", "eager", "graphs", "autotune", "compile_s",
+            "nr_gpu", "nr_host", "tuned_gpu", "tune_s"]
+    print("| " + " | ".join(cols) + " |")
+    print("|" + "---|" * len(cols))
+    for name in a.models.split(","):
+        model, kind = build_model(name)
+        for batch in map(int, a.batches.split(",")):
+            onnx = os.path.join(a.workdir, f"{name}_b{batch}.onnx")
+            export_onnx(model, kind, batch, onnx)
+            for prec in a.precisions.split(","):
+                t = torch_rows(model, kind, batch, prec, a.iters, a.max_autotune)
+                route = "-cuda.precision@*=fp16" if prec == "fp16" else ""
+                nr = nnroute_bench(a.nnroute, onnx, route, a.bench_ms)
+                tuned, tune_s = {}, "-"
+                if a.tune_s > 0:
+                    eng, secs = nnroute_tune(a.nnroute, onnx, prec, a.tune_s, a.workdir)
+                    tune_s = secs
+                    tuned = nnroute_bench(a.nnroute, eng, "", a.bench_ms) if eng else {}
+                row = [name, batch, prec, t["eager"], t["graphs"], t.get("autotune", "-"),
+                       t.get("autotune_compile_s", "-"),
+                       nr.get("gpu_median_ms", nr.get("error", "-")),
+                       nr.get("median_ms", "-"), tuned.get("gpu_median_ms", "-"), tune_s]
+                print("| " + " | ".join(fmt(v).strip() if not isinstance(v, str) else v
+                                        for v in row) + " |", flush=True)
+
+
+if __name__ == "__main__":
+    main()

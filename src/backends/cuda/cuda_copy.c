@@ -1,0 +1,369 @@
+/* cuda_copy.c - data movement on the GPU: Reshape, Flatten, Squeeze, Unsqueeze and
+ * Identity (one device copy, or none when the memory pass placed the output on the
+ * input), Concat, Split, Slice (any non-zero steps), Transpose, Gather, and the
+ * PLAIN <-> NHWC reorders the layout pass inserts in CUDA plans.
+ *
+ * Key decision: every copy is described as one strided view per piece and handed to
+ * nr_cuda_copy_strided (kernels_copy.cu), which merges it and picks a memcpy, a 2-D
+ * memcpy or the generic kernel. The descriptions are the CPU copy tactics' (the same
+ * merging and the same "skip when source is destination" rule that memory.views
+ * relies on), so any dtype the plan stores moves as words of its size. */
+#include "backends/cuda/cuda_internal.h"
+
+#include <string.h>
+
+static void strides_of(const nr_slot *s, int64_t *st) {
+  int64_t acc = 1;
+  for (int d = s->rank - 1; d >= 0; d--) {
+    st[d] = acc;
+    acc *= s->dims[d];
+  }
+}
+
+static bool plain(const nr_slot *s) {
+  return s && s->layout == NR_LAYOUT_PLAIN && nr_dtype_size(s->dtype) > 0;
+}
+
+/* Every present slot plain, of input 0's dtype, from input `first` to `last`. */
+static bool all_plain(const nr_tactic_ctx *c, int first, int last) {
+  const nr_slot *x = nr_step_in(c, 0);
+  if (!c->node || !plain(x) || c->step->n_out < 1)
+    return false;
+  for (int i = first; i <= last && i < c->step->n_in; i++) {
+    const nr_slot *s = nr_step_in(c, i);
+    if (!plain(s) || s->dtype != x->dtype)
+      return false;
+  }
+  for (int o = 0; o < c->step->n_out; o++) {
+    const nr_slot *s = nr_step_out(c, o);
+    if (!plain(s) || s->dtype != x->dtype)
+      return false;
+  }
+  return true;
+}
+
+static int axis_of(const nr_node *n, int rank, int64_t dflt) {
+  int64_t a = nr_attr_int(n, "axis", dflt);
+  return (int)(a < 0 ? a + rank : a);
+}
+
+static nr_status none_prepare(const nr_tactic_ctx *c, nr_plan *plan, nr_step *step) {
+  return NR_OK;
+}
+
+static nr_status copy(const nr_exec_args *a, nr_cuda_copy v, void *dst, const void *src) {
+  return nr_cuda_check(nr_cuda_copy_strided(v, dst, src, nr_cuda_stream(a)), a->err,
+                       "copy kernel");
+}
+
+/* ---- Reshape and friends -------------------------------------------------------------- */
+
+static bool reshape_supports(const nr_tactic_ctx *c) {
+  return all_plain(c, 0, 0) && c->step->n_out == 1 &&
+         nr_step_out(c, 0)->nbytes == nr_step_in(c, 0)->nbytes;
+}
+
+static nr_status reshape_run(const nr_exec_args *a) {
+  nr_cuda_copy v = {1, 1, {(int64_t)a->out_slot[0]->nbytes}, {1}, {1}};
+  return copy(a, v, a->out[0], a->in[0]);
+}
+
+/* ---- Concat and Split ------------------------------------------------------------------ */
+
+static bool pieces_fit(const nr_slot *whole, const nr_slot *const *pieces, int n, int axis) {
+  int64_t sum = 0;
+  if (axis < 0 || axis >= whole->rank)
+    return false;
+  for (int i = 0; i < n; i++) {
+    if (!pieces[i] || pieces[i]->rank != whole->rank)
+      return false;
+    for (int d = 0; d < whole->rank; d++)
+      if (d != axis && pieces[i]->dims[d] != whole->dims[d])
+        return false;
+    sum += pieces[i]->dims[axis];
+  }
+  return sum == whole->dims[axis];
+}
+
+static bool concat_supports(const nr_tactic_ctx *c) {
+  const nr_slot *y = nr_step_out(c, 0), *p[NR_STEP_MAX_IO];
+  if (!all_plain(c, 0, c->step->n_in - 1) || c->step->n_out != 1)
+    return false;
+  for (int i = 0; i < c->step->n_in; i++)
+    p[i] = nr_step_in(c, i);
+  return pieces_fit(y, p, c->step->n_in, axis_of(c->node, y->rank, 0));
+}
+
+static bool split_supports(const nr_tactic_ctx *c) {
+  const nr_slot *x = nr_step_in(c, 0), *p[NR_STEP_MAX_IO];
+  if (!all_plain(c, 0, 0))
+    return false;
+  for (int o = 0; o < c->step->n_out; o++)
+    p[o] = nr_step_out(c, o);
+  return pieces_fit(x, p, c->step->n_out, axis_of(c->node, x->rank, 0));
+}
+
+/* The view of piece (dims of `piece`) inside `whole` at `at` along axis. */
+static nr_cuda_copy piece_view(const nr_slot *whole, const nr_slot *piece, bool to_whole,
+                               int axis, int64_t at, int64_t *whole_off) {
+  nr_cuda_copy v = {.rank = whole->rank, .es = (int)nr_dtype_size(whole->dtype)};
+  int64_t ws[NR_MAX_RANK], ps[NR_MAX_RANK];
+  strides_of(whole, ws);
+  strides_of(piece, ps);
+  for (int d = 0; d < whole->rank; d++) {
+    v.dims[d] = piece->dims[d];
+    v.is[d] = to_whole ? ps[d] : ws[d];
+    v.os[d] = to_whole ? ws[d] : ps[d];
+  }
+  *whole_off = at * ws[axis] * v.es;
+  return v;
+}
+
+static nr_status concat_run(const nr_exec_args *a) {
+  const nr_slot *y = a->out_slot[0];
+  int axis = axis_of(a->node, y->rank, 0);
+  int64_t at = 0, off;
+  nr_status st = NR_OK;
+  for (int i = 0; !st && i < a->step->n_in; i++) {
+    nr_cuda_copy v = piece_view(y, a->in_slot[i], true, axis, at, &off);
+    st = copy(a, v, (char *)a->out[0] + off, a->in[i]);
+    at += a->in_slot[i]->dims[axis];
+  }
+  return st;
+}
+
+static nr_status split_run(const nr_exec_args *a) {
+  const nr_slot *x = a->in_slot[0];
+  int axis = axis_of(a->node, x->rank, 0);
+  int64_t at = 0, off;
+  nr_status st = NR_OK;
+  for (int o = 0; !st && o < a->step->n_out; o++) {
+    if (!a->out_slot[o])
+      continue;
+    nr_cuda_copy v = piece_view(x, a->out_slot[o], false, axis, at, &off);
+    st = copy(a, v, a->out[o], (const char *)a->in[0] + off);
+    at += a->out_slot[o]->dims[axis];
+  }
+  return st;
+}
+
+/* ---- Slice ------------------------------------------------------------------------------ */
+
+typedef struct slice_params {
+  int32_t start[NR_MAX_RANK], step[NR_MAX_RANK];
+} slice_params;
+
+_Static_assert(sizeof(slice_params) <= NR_TACTIC_PARAMS, "slice params too big");
+
+/* Input list i (starts 1, ends 2, axes 3, steps 4; attributes before opset 10) as
+ * int64; *n = -1 when absent; false when not a readable constant. */
+static bool slice_list(const nr_tactic_ctx *c, int i, const char *attr, int64_t *out,
+                       int *n) {
+  *n = -1;
+  if (c->node->opset < 10) {
+    size_t cnt;
+    const int64_t *v = nr_attr_ints(c->node, attr, &cnt);
+    if (v && cnt <= NR_MAX_RANK) {
+      memcpy(out, v, cnt * sizeof *v);
+      *n = (int)cnt;
+    }
+    return !v || cnt <= NR_MAX_RANK;
+  }
+  const nr_slot *s = nr_step_in(c, i);
+  if (!s)
+    return true;
+  const void *d = nr_step_const(c, i);
+  int64_t cnt = s->rank == 1 ? s->dims[0] : -1;
+  if (!d || cnt < 0 || cnt > NR_MAX_RANK ||
+      (s->dtype != NR_DTYPE_INT64 && s->dtype != NR_DTYPE_INT32))
+    return false;
+  for (int64_t k = 0; k < cnt; k++)
+    out[k] = s->dtype == NR_DTYPE_INT64 ? ((const int64_t *)d)[k] : ((const int32_t *)d)[k];
+  *n = (int)cnt;
+  return true;
+}
+
+static int64_t clamp64(int64_t v, int64_t lo, int64_t hi) {
+  return v < lo ? lo : v > hi ? hi : v;
+}
+
+/* ONNX Slice semantics for one axis: the first index and the count. */
+static int64_t slice_axis(int64_t dim, int64_t s, int64_t e, int64_t step, int64_t *first) {
+  s += s < 0 ? dim : 0;
+  e += e < 0 ? dim : 0;
+  if (step > 0) {
+    s = clamp64(s, 0, dim);
+    e = clamp64(e, 0, dim);
+    *first = s;
+    return e > s ? (e - s + step - 1) / step : 0;
+  }
+  s = clamp64(s, -1, dim - 1);
+  e = clamp64(e, -1, dim - 1);
+  *first = s;
+  return s > e ? (s - e - step - 1) / -step : 0;
+}
+
+static bool slice_resolve(const nr_tactic_ctx *c, slice_params *p) {
+  const nr_slot *x = nr_step_in(c, 0), *y = nr_step_out(c, 0);
+  int64_t st[NR_MAX_RANK], en[NR_MAX_RANK], ax[NR_MAX_RANK], sp[NR_MAX_RANK];
+  int ns, ne, na, nt;
+  if (!all_plain(c, 0, 0) || !y || y->rank != x->rank || c->step->n_out != 1 ||
+      !slice_list(c, 1, "starts", st, &ns) || !slice_list(c, 2, "ends", en, &ne) ||
+      !slice_list(c, 3, "axes", ax, &na) || !slice_list(c, 4, "steps", sp, &nt) ||
+      ns < 0 || ne != ns || (na >= 0 && na != ns) || (nt >= 0 && nt != ns))
+    return false;
+  for (int d = 0; d < x->rank; d++)
+    p->start[d] = 0, p->step[d] = 1;
+  int64_t want[NR_MAX_RANK];
+  memcpy(want, x->dims, sizeof want);
+  for (int i = 0; i < ns; i++) {
+    int64_t a = na >= 0 ? ax[i] : i, step = nt >= 0 ? sp[i] : 1, first;
+    a += a < 0 ? x->rank : 0;
+    if (a < 0 || a >= x->rank || step == 0 || step > INT32_MAX || step < -INT32_MAX)
+      return false;
+    want[a] = slice_axis(x->dims[a], st[i], en[i], step, &first);
+    if (first > INT32_MAX)
+      return false;
+    p->start[a] = (int32_t)first;
+    p->step[a] = (int32_t)step;
+  }
+  for (int d = 0; d < x->rank; d++)
+    if (want[d] != y->dims[d])
+      return false;
+  return true;
+}
+
+static bool slice_supports(const nr_tactic_ctx *c) {
+  slice_params p;
+  return slice_resolve(c, &p);
+}
+
+static nr_status slice_prepare(const nr_tactic_ctx *c, nr_plan *plan, nr_step *step) {
+  slice_params p;
+  if (!slice_resolve(c, &p))
+    return nr_errorf(c->err, NR_ERR_INTERNAL, "slice no longer supported");
+  memcpy(step->params, &p, sizeof p);
+  return NR_OK;
+}
+
+static nr_status slice_run(const nr_exec_args *a) {
+  const nr_slot *x = a->in_slot[0], *y = a->out_slot[0];
+  slice_params p;
+  memcpy(&p, a->step->params, sizeof p);
+  int64_t xs[NR_MAX_RANK], ys[NR_MAX_RANK], off = 0;
+  strides_of(x, xs);
+  strides_of(y, ys);
+  nr_cuda_copy v = {.rank = x->rank, .es = (int)nr_dtype_size(x->dtype)};
+  for (int d = 0; d < x->rank; d++) {
+    v.dims[d] = y->dims[d], v.is[d] = xs[d] * p.step[d], v.os[d] = ys[d];
+    off += (int64_t)p.start[d] * xs[d];
+  }
+  return copy(a, v, a->out[0], (const char *)a->in[0] + off * v.es);
+}
+
+/* ---- Transpose -------------------------------------------------------------------------- */
+
+static bool transpose_perm(const nr_node *n, const nr_slot *x, const nr_slot *y,
+                           int64_t *perm) {
+  size_t np = 0;
+  const int64_t *p = nr_attr_ints(n, "perm", &np);
+  if (!y || y->rank != x->rank || (p && (int)np != x->rank))
+    return false;
+  bool seen[NR_MAX_RANK] = {false};
+  for (int d = 0; d < x->rank; d++) {
+    perm[d] = p ? p[d] : x->rank - 1 - d;
+    if (perm[d] < 0 || perm[d] >= x->rank || seen[perm[d]] || y->dims[d] != x->dims[perm[d]])
+      return false;
+    seen[perm[d]] = true;
+  }
+  return true;
+}
+
+static bool transpose_supports(const nr_tactic_ctx *c) {
+  int64_t perm[NR_MAX_RANK];
+  return all_plain(c, 0, 0) && c->step->n_in == 1 &&
+         transpose_perm(c->node, nr_step_in(c, 0), nr_step_out(c, 0), perm);
+}
+
+static nr_status transpose_run(const nr_exec_args *a) {
+  const nr_slot *x = a->in_slot[0], *y = a->out_slot[0];
+  int64_t perm[NR_MAX_RANK], xs[NR_MAX_RANK], ys[NR_MAX_RANK];
+  if (!transpose_perm(a->node, x, y, perm))
+    return nr_errorf(a->err, NR_ERR_INTERNAL, "transpose no longer supported");
+  strides_of(x, xs);
+  strides_of(y, ys);
+  nr_cuda_copy v = {.rank = x->rank, .es = (int)nr_dtype_size(x->dtype)};
+  for (int d = 0; d < x->rank; d++)
+    v.dims[d] = y->dims[d], v.is[d] = xs[perm[d]], v.os[d] = ys[d];
+  return copy(a, v, a->out[0], a->in[0]);
+}
+
+/* ---- Gather ----------------------------------------------------------------------------- */
+
+static bool gather_supports(const nr_tactic_ctx *c) {
+  const nr_slot *x = nr_step_in(c, 0), *i = nr_step_in(c, 1), *y = nr_step_out(c, 0);
+  if (!c->node || !plain(x) || !plain(y) || !i || i->layout != NR_LAYOUT_PLAIN ||
+      (i->dtype != NR_DTYPE_INT64 && i->dtype != NR_DTYPE_INT32) || y->dtype != x->dtype)
+    return false;
+  int axis = axis_of(c->node, x->rank, 0);
+  return axis >= 0 && axis < x->rank && y->rank == x->rank - 1 + i->rank &&
+         nr_dtype_size(x->dtype) <= 8;
+}
+
+static nr_status gather_run(const nr_exec_args *a) {
+  const nr_slot *x = a->in_slot[0], *i = a->in_slot[1];
+  int axis = axis_of(a->node, x->rank, 0);
+  int64_t outer = 1, inner = 1, n_idx = 1;
+  for (int d = 0; d < axis; d++)
+    outer *= x->dims[d];
+  for (int d = axis + 1; d < x->rank; d++)
+    inner *= x->dims[d];
+  for (int d = 0; d < i->rank; d++)
+    n_idx *= i->dims[d];
+  return nr_cuda_check(nr_cuda_gather(a->in[0], a->in[1], i->dtype == NR_DTYPE_INT64,
+                                      a->out[0], outer, x->dims[axis], n_idx, inner,
+                                      (int)nr_dtype_size(x->dtype), nr_cuda_stream(a)),
+                       a->err, "gather kernel");
+}
+
+/* ---- reorders ---------------------------------------------------------------------------- */
+
+/* Rank-4 tensors: PLAIN is [N, C, H, W], NHWC is [N, H, W, C] in memory. */
+static nr_status reorder_run(const nr_exec_args *a) {
+  const nr_slot *x = a->in_slot[0], *y = a->out_slot[0];
+  const int64_t *d = x->dims;
+  int64_t n = d[0], ch = d[1], h = d[2], w = d[3];
+  int64_t nchw[4] = {ch * h * w, h * w, w, 1}, nhwc[4] = {h * w * ch, 1, w * ch, ch};
+  nr_cuda_copy v = {4, (int)nr_dtype_size(x->dtype), {n, ch, h, w}, {0}, {0}};
+  bool to_nhwc = y->layout == NR_LAYOUT_NHWC;
+  memcpy(v.is, to_nhwc ? nchw : nhwc, sizeof nchw);
+  memcpy(v.os, to_nhwc ? nhwc : nchw, sizeof nchw);
+  return copy(a, v, a->out[0], a->in[0]);
+}
+
+const nr_tactic nr_tactics_cuda_reorder[] = {
+    {"nr_cuda_reorder_plain_to_nhwc", "", NULL, "nnroute", "reorder", NR_LAYOUT_NHWC, 0, 0,
+     NULL, NULL, reorder_run, NR_PREC_FP32, NR_DEVICE_CUDA},
+    {"nr_cuda_reorder_nhwc_to_plain", "", NULL, "nnroute", "reorder", NR_LAYOUT_PLAIN, 0, 0,
+     NULL, NULL, reorder_run, NR_PREC_FP32, NR_DEVICE_CUDA},
+    {0},
+};
+
+#define COPY(id, op, sup, prep, run)                                                   \
+  {id, "", op, "nnroute", "copy", NR_LAYOUT_PLAIN, 0, 10, sup, prep, run, NR_PREC_FP32,   \
+   NR_DEVICE_CUDA},
+
+const nr_tactic nr_tactics_cuda_copy[] = {
+    COPY("nr_cuda_copy_reshape", "Reshape", reshape_supports, none_prepare, reshape_run)
+    COPY("nr_cuda_copy_reshape", "Flatten", reshape_supports, none_prepare, reshape_run)
+    COPY("nr_cuda_copy_reshape", "Squeeze", reshape_supports, none_prepare, reshape_run)
+    COPY("nr_cuda_copy_reshape", "Unsqueeze", reshape_supports, none_prepare, reshape_run)
+    COPY("nr_cuda_copy_reshape", "Identity", reshape_supports, none_prepare, reshape_run)
+    COPY("nr_cuda_copy_concat", "Concat", concat_supports, none_prepare, concat_run)
+    COPY("nr_cuda_copy_split", "Split", split_supports, none_prepare, split_run)
+    COPY("nr_cuda_copy_slice", "Slice", slice_supports, slice_prepare, slice_run)
+    COPY("nr_cuda_copy_transpose", "Transpose", transpose_supports, none_prepare,
+         transpose_run)
+    COPY("nr_cuda_gather", "Gather", gather_supports, none_prepare, gather_run)
+    {0},
+};

@@ -1,0 +1,116 @@
+/* cuda_knobs.c - the CUDA backend's knob table (nr_knobs_cuda): the decisions a CUDA
+ * build adds to a model's knob space.
+ *
+ * Key decision: this file is compiled into every build, the CPU-only one included,
+ * and holds no CUDA code: the knob tables, and with them the knob schema hash, are
+ * the same whether or not this nnroute carries the backend, so `nnroute knobs
+ * --device cuda` answers everywhere and engines do not change schema with the build
+ * switch. Every row names NR_DEVICE_CUDA in its device mask, so a CPU build's space
+ * never lists them; the CPU kernels' tables (families.h: NR_KNOB_CPU_FAMILIES) are in
+ * turn absent from CUDA spaces, and the graph passes' knobs are shared.
+ *
+ * Whether a value works is decided where the knowledge is: which convolution
+ * algorithms cuDNN runs for a shape, or how many algorithms cuBLASLt's heuristic
+ * returns, is asked at build time on the GPU; a value it refuses falls back to the
+ * library's heuristic and is counted as an ignored knob (like the select pass's
+ * restrictions), so every route the space admits builds. */
+#include "compiler/knob.h"
+#include "kernels/cpu/norm/fate.h"
+#include "passes/pass_util.h"
+
+#include <string.h>
+
+#define CUDA NR_KNOB_DEVICE(NR_DEVICE_CUDA)
+
+static bool float_out(const nr_graph *g, const nr_node *n) {
+  int y = n->n_outputs > 0 ? n->outputs[0] : -1;
+  return y >= 0 && g->tensors[y].value.dtype == NR_DTYPE_FLOAT;
+}
+
+/* A node that keeps a step of its own at the default route (not absorbed by a
+ * recognized pattern or a horizontal fusion). */
+static bool own_step(const nr_graph *g, const nr_node *n) {
+  return !nr_fate_recognized(g, n) && !nr_horizontal_absorbs(g, n);
+}
+
+static bool conv_applies(const nr_graph *g, const nr_node *n) {
+  if (!g || !nr_pu_is_op(n, "Conv") || !float_out(g, n))
+    return !g;
+  int w = nr_pu_in(n, 1);
+  return w >= 0 && nr_pu_is_const(g, w) && g->tensors[w].value.rank == 4 && own_step(g, n);
+}
+
+static bool gemm_applies(const nr_graph *g, const nr_node *n) {
+  if (!g)
+    return true;
+  return (nr_pu_is_op(n, "Gemm") || nr_pu_is_op(n, "MatMul")) && float_out(g, n) &&
+         own_step(g, n);
+}
+
+static bool precision_applies(const nr_graph *g, const nr_node *n) {
+  return conv_applies(g, n) || gemm_applies(g, n);
+}
+
+static bool any_product(const nr_graph *g, const nr_node *unused) {
+  for (int k = 0; g && k < g->n_nodes; k++)
+    if (precision_applies(g, &g->nodes[k]))
+      return true;
+  return !g;
+}
+
+/* cuda.conv.algo values in table order: auto, implicit_gemm, implicit_precomp_gemm,
+ * gemm, fft, fft_tiling, winograd, winograd_nonfused. FFT needs unit strides and
+ * dilations and one group; Winograd also a 3x3 kernel (nonfused: 3x3 or 5x5). */
+static uint64_t conv_algo_valid(const nr_graph *g, const nr_node *n) {
+  uint64_t all = 0xf; /* auto, the implicit GEMMs, gemm */
+  size_t ns = 0, nd = 0;
+  const int64_t *st = nr_attr_ints(n, "strides", &ns), *dl = nr_attr_ints(n, "dilations", &nd);
+  bool unit = nr_attr_int(n, "group", 1) == 1;
+  for (size_t i = 0; i < ns; i++)
+    unit = unit && st[i] == 1;
+  for (size_t i = 0; i < nd; i++)
+    unit = unit && dl[i] == 1;
+  if (!unit)
+    return all;
+  const nr_value *w = &g->tensors[n->inputs[1]].value;
+  int64_t kh = w->dims[2], kw = w->dims[3];
+  all |= 0x30; /* fft, fft_tiling */
+  if (kh == 3 && kw == 3)
+    all |= 0xc0;
+  else if (kh == 5 && kw == 5)
+    all |= 0x80;
+  return all;
+}
+
+const nr_knob_def nr_knobs_cuda[] = {
+    {"cuda.precision", "fp32|tf32|fp16", "fp32", NR_KNOB_NODE,
+     NR_KNOB_ACCURACY | NR_KNOB_PRECISION, 0.0,
+     "numeric precision of a Conv/Gemm/MatMul on the GPU (tf32: tensor cores on fp32 "
+     "data; fp16: half operands, fp32 accumulation and output)",
+     precision_applies, NULL, CUDA},
+    {"cuda.gemm.tactic", "auto|cublaslt|cublas", "auto", NR_KNOB_NODE, 0, 0.0,
+     "library of a Gemm/MatMul on the GPU: cuBLASLt (bias and ReLU in its epilogue) or "
+     "cuBLAS plus an epilogue kernel",
+     gemm_applies, NULL, CUDA},
+    {"cuda.gemm.algo", "0|1|2|3|4|5|6|7", "0", NR_KNOB_NODE, 0, 0.0,
+     "which of the algorithms cuBLASLt's heuristic returns for the shape runs (index; "
+     "past the list's end: the first)",
+     gemm_applies, NULL, CUDA},
+    {"cuda.conv.algo",
+     "auto|implicit_gemm|implicit_precomp_gemm|gemm|fft|fft_tiling|winograd|winograd_nonfused",
+     "auto", NR_KNOB_NODE, NR_KNOB_ACCURACY, 1e-4,
+     "cuDNN convolution algorithm (auto: cuDNN's heuristic, or its timed search with "
+     "compile.tactic_selection=profile)",
+     conv_applies, conv_algo_valid, CUDA},
+    {"cuda.conv.layout", "auto|plain|nhwc", "auto", NR_KNOB_NODE, NR_KNOB_LAYOUT, 0.0,
+     "activation layout a convolution runs in on the GPU (the layout pass inserts "
+     "reorders)",
+     conv_applies, NULL, CUDA},
+    {"cuda.graphs", "on|off", "on", NR_KNOB_GLOBAL, 0, 0.0,
+     "capture a context's steps into a CUDA graph on its second run and replay it",
+     NULL, NULL, CUDA},
+    {"cuda.workspace", "16|64|256", "64", NR_KNOB_GLOBAL, 0, 0.0,
+     "MiB of scratch a cuDNN or cuBLASLt step may use as workspace",
+     any_product, NULL, CUDA},
+    {0},
+};

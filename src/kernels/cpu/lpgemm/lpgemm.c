@@ -1,0 +1,566 @@
+/* lpgemm.c - the narrow-storage GEMM: micro-kernel registry, packing with rounding,
+ * the loop nest and threading (contract: lpgemm.h).
+ *
+ * Key decisions.
+ *  - The nest is gemm.c's, parameterized the same way (jc by nc, pc by kc, ic by mc,
+ *    then jr / ir micro-tiles; edge tiles through a local tile; the epilogue on each
+ *    tile after its last kc block; one part per thread along N or M, no barriers, so
+ *    threaded output equals single-threaded output bit for bit). What changes is what
+ *    each operand block turns into before the micro-kernels see it:
+ *      B packed (narrow, from the engine)  used in place by the kernels
+ *      B raw (fp32)                        rounded to narrow into the thread's B buffer
+ *      A packed (narrow, from the engine)  widened into the thread's fp32 A buffer
+ *      A raw (fp32)                        packed into the A buffer, each value rounded
+ *                                          through the narrow type
+ *    and, for block-widening kernels, B goes to an fp32 buffer instead (a packed
+ *    block widened, a raw one rounded) that an fp32 micro-kernel reads.
+ *  - A packed operand has the fp32 layout with 2-byte elements: per kc block at pc a
+ *    region at element offset pc * Mpad (A) / pc * Npad (B) of mr-row (nr-column)
+ *    panels, so it depends on the kernel and kc only, and is indexed, never copied.
+ *  - Packing converts whole rows with the vector routines of lp_convert*.c (one
+ *    function pointer chosen per call): rows of B go straight into their panel rows
+ *    (interleaved for the bf16 kernels that want it), gathers (A, transposed B)
+ *    convert a source row into a small buffer and scatter it. */
+#include "kernels/cpu/lpgemm/lpgemm_impl.h"
+
+#include <string.h>
+#include <unistd.h>
+
+#define MAX_MR 16
+#define MAX_NR 32
+/* Below this many multiply-adds a problem runs on one thread (as gemm.c). */
+#define PARALLEL_MIN_MACS (64 * 64 * 64)
+/* Values converted at a time by the gathering packers (a stack buffer). */
+#define CHUNK 256
+
+static const nr_lpgemm_ukernel ukernels[] = {
+#define NR_LP_UKERNEL(name, type, mr, nr, isa, il)                                      \
+  {#name, NR_LP_##type, mr, nr, isa, NR_LP_WIDEN_KERNEL, il},
+#define NR_LP_BLOCKWIDEN(name, type, f32, mr, nr, isa)                                  \
+  {#name, NR_LP_##type, mr, nr, isa, NR_LP_WIDEN_BLOCK, 0},
+#include "kernels/cpu/lpgemm/lpgemm_ukernels.inc"
+#undef NR_LP_UKERNEL
+#undef NR_LP_BLOCKWIDEN
+};
+
+static const nr_lpgemm_ukernel_fn lp_fns[] = {
+#define NR_LP_UKERNEL(name, type, mr, nr, isa, il) name,
+#define NR_LP_BLOCKWIDEN(name, type, f32, mr, nr, isa) NULL,
+#include "kernels/cpu/lpgemm/lpgemm_ukernels.inc"
+#undef NR_LP_UKERNEL
+#undef NR_LP_BLOCKWIDEN
+};
+
+static const nr_gemm_ukernel_fn f32_fns[] = {
+#define NR_LP_UKERNEL(name, type, mr, nr, isa, il) NULL,
+#define NR_LP_BLOCKWIDEN(name, type, f32, mr, nr, isa) f32,
+#include "kernels/cpu/lpgemm/lpgemm_ukernels.inc"
+#undef NR_LP_UKERNEL
+#undef NR_LP_BLOCKWIDEN
+};
+
+_Static_assert(sizeof ukernels / sizeof ukernels[0] == NR_LP_UK_COUNT, "lp ukernel list");
+#define NR_LP_UKERNEL(name, type, mr, nr, isa, il)                                      \
+  _Static_assert((mr) <= MAX_MR && (nr) <= MAX_NR && (nr) % 8 == 0, #name ": tile");
+#define NR_LP_BLOCKWIDEN(name, type, f32, mr, nr, isa)                                  \
+  _Static_assert((mr) <= MAX_MR && (nr) <= MAX_NR, #name ": tile");
+#include "kernels/cpu/lpgemm/lpgemm_ukernels.inc"
+#undef NR_LP_UKERNEL
+#undef NR_LP_BLOCKWIDEN
+
+int nr_lpgemm_ukernel_count(void) {
+  return NR_LP_UK_COUNT;
+}
+
+const nr_lpgemm_ukernel *nr_lpgemm_ukernel_get(int i) {
+  return i >= 0 && i < NR_LP_UK_COUNT ? &ukernels[i] : NULL;
+}
+
+int nr_lpgemm_ukernel_find(const char *name) {
+  for (int i = 0; name && i < NR_LP_UK_COUNT; i++)
+    if (!strcmp(ukernels[i].name, name))
+      return i;
+  return -1;
+}
+
+nr_lpgemm_ukernel_fn nr_lpgemm_ukernel_fn_get(int i) {
+  return i >= 0 && i < NR_LP_UK_COUNT ? lp_fns[i] : NULL;
+}
+
+nr_gemm_ukernel_fn nr_lpgemm_f32_fn_get(int i) {
+  return i >= 0 && i < NR_LP_UK_COUNT ? f32_fns[i] : NULL;
+}
+
+/* As gemm.c: the largest kc <= max cutting K into equal blocks (rounded up to 8). */
+static uint16_t even_kc(int64_t k, int64_t max) {
+  if (k <= max)
+    return (uint16_t)(k < 8 ? 8 : (k + 7) / 8 * 8);
+  int64_t blocks = (k + max - 1) / max;
+  return (uint16_t)(((k + blocks - 1) / blocks + 7) / 8 * 8);
+}
+
+/* The fp32 GEMM's blocking for the same tiles (gemm.c explains the numbers): the
+ * narrow B micro-panel is half the bytes, which leaves L1 room rather than calling
+ * for a larger kc (gemm.kc / conv.gemm_kc can ask for one). The 1-row kernels for
+ * M = 1 as in gemm.c; block widening only for a runtime B (lpgemm.h says why). */
+nr_lpgemm_cfg nr_lpgemm_default_cfg(nr_lp_type t, int64_t m, int64_t n, int64_t k,
+                                    bool b_packed) {
+  unsigned isa = nr_cpu_isa();
+  bool h = t == NR_LP_FP16, row = m == 1, bw = !b_packed && !row;
+  int uk;
+  if (isa & NR_ISA_AVX512) {
+    if (bw)
+      uk = h ? NR_LP_UK_nr_f16w_gemm_12x32_bw__avx512 : NR_LP_UK_nr_bf16w_gemm_12x32_bw__avx512;
+    else if (row)
+      uk = h ? NR_LP_UK_nr_f16w_gemm_1x32__avx512 : NR_LP_UK_nr_bf16w_gemm_1x32__avx512;
+    else
+      uk = h ? NR_LP_UK_nr_f16w_gemm_12x32__avx512 : NR_LP_UK_nr_bf16w_gemm_12x32__avx512;
+    return (nr_lpgemm_cfg){(uint16_t)uk, 144, even_kc(k, 256), 512};
+  }
+  if (isa & NR_ISA_AVX2) {
+    if (bw)
+      uk = h ? NR_LP_UK_nr_f16w_gemm_6x16_bw__avx2 : NR_LP_UK_nr_bf16w_gemm_6x16_bw__avx2;
+    else if (row)
+      uk = h ? NR_LP_UK_nr_f16w_gemm_1x16__avx2 : NR_LP_UK_nr_bf16w_gemm_1x16__avx2;
+    else
+      uk = h ? NR_LP_UK_nr_f16w_gemm_6x16__avx2 : NR_LP_UK_nr_bf16w_gemm_6x16__avx2;
+    return (nr_lpgemm_cfg){(uint16_t)uk, 72, 256, 4080};
+  }
+  uk = h ? (row ? NR_LP_UK_nr_f16w_gemm_1x8 : NR_LP_UK_nr_f16w_gemm_4x8)
+         : (row ? NR_LP_UK_nr_bf16w_gemm_1x8 : NR_LP_UK_nr_bf16w_gemm_4x8);
+  return (nr_lpgemm_cfg){(uint16_t)uk, 64, 256, 4096};
+}
+
+/* ---- blocking -------------------------------------------------------------------- */
+
+typedef struct blocking {
+  const nr_lpgemm_ukernel *u;
+  int mr, nr;
+  int64_t mc, kc, nc; /* mc a multiple of mr, nc of nr */
+} blocking;
+
+static int64_t round_up(int64_t x, int64_t q) {
+  return (x + q - 1) / q * q;
+}
+
+static int64_t min64(int64_t a, int64_t b) {
+  return a < b ? a : b;
+}
+
+static blocking get_blocking(nr_lpgemm_cfg cfg) {
+  const nr_lpgemm_ukernel *u = nr_lpgemm_ukernel_get(cfg.ukernel);
+  if (!u)
+    u = &ukernels[NR_LP_UK_nr_f16w_gemm_4x8];
+  blocking b = {u, u->mr, u->nr, cfg.mc, cfg.kc, cfg.nc};
+  b.mc = b.mc < b.mr ? b.mr : b.mc / b.mr * b.mr;
+  b.nc = b.nc < b.nr ? b.nr : b.nc / b.nr * b.nr;
+  if (b.kc < 1)
+    b.kc = 256;
+  return b;
+}
+
+/* ---- packing ----------------------------------------------------------------------- */
+
+typedef void (*narrow_fn)(nr_lp_type, const float *, uint16_t *, int64_t);
+typedef void (*round_fn)(nr_lp_type, const float *, float *, int64_t);
+typedef void (*pairs_fn)(const float *, uint16_t *, int);
+
+/* The conversion routines of this machine, looked up once per packing call. */
+typedef struct packer {
+  nr_lp_type t;
+  int width;     /* panel width (mr or nr) */
+  int interleave;
+  narrow_fn narrow;
+  round_fn round;
+  pairs_fn pairs;
+} packer;
+
+static packer make_packer(const nr_lpgemm_ukernel *u, int width) {
+  unsigned isa = nr_cpu_isa();
+  packer p = {u->type, width, u->interleave, nr_lp_narrow_portable, nr_lp_round_portable,
+              nr_lp_bf16_pairs_portable};
+  if (isa & NR_ISA_AVX512) {
+    p.narrow = nr_lp_narrow__avx512, p.round = nr_lp_round__avx512;
+    if (width % 32 == 0)
+      p.pairs = nr_lp_bf16_pairs__avx512;
+    else if (width % 16 == 0)
+      p.pairs = nr_lp_bf16_pairs__avx2;
+  } else if (isa & NR_ISA_AVX2) {
+    p.narrow = nr_lp_narrow__avx2, p.round = nr_lp_round__avx2;
+    if (width % 16 == 0)
+      p.pairs = nr_lp_bf16_pairs__avx2;
+  }
+  return p;
+}
+
+/* Position of column j in a panel row of p's width. */
+static inline int lane(const packer *p, int j) {
+  int h = p->width / 2;
+  return p->interleave ? (j % h) * 2 + j / h : j;
+}
+
+/* One full panel row: width floats into width narrow values in lane order. */
+static inline void narrow_row(const packer *p, const float *src, uint16_t *dst) {
+  if (p->interleave)
+    p->pairs(src, dst, p->width / 2);
+  else
+    p->narrow(p->t, src, dst, p->width);
+}
+
+/* Source rows (kb of them, ld apart) hold `cols` contiguous floats each: cut into
+ * width-wide narrow panels of kb x width values (the last one zero-padded). */
+static void lp_panel_rows(const packer *p, const float *src, int64_t ld, int64_t kb,
+                          int64_t cols, uint16_t *out) {
+  int w = p->width;
+  int64_t full = cols / w, rest = cols - full * w;
+  for (int64_t q = 0; q < kb; q++) {
+    const float *s = src + q * ld;
+    for (int64_t j = 0; j < full; j++)
+      narrow_row(p, s + j * w, out + (j * kb + q) * w);
+    if (rest) {
+      float tmp[MAX_NR] = {0};
+      memcpy(tmp, s + full * w, sizeof(float) * (size_t)rest);
+      narrow_row(p, tmp, out + (full * kb + q) * w);
+    }
+  }
+}
+
+/* Source rows r (`rows` of them, ld apart) hold kb contiguous floats each: writes the
+ * narrow value of row r, column q at out[q * width + lane(r)] of its panel. */
+static void lp_panel_gather(const packer *p, const float *src, int64_t ld, int64_t kb,
+                            int64_t rows, uint16_t *out) {
+  int w = p->width;
+  uint16_t tmp[CHUNK];
+  for (int64_t i = 0; i < rows; i += w, out += w * kb) {
+    int64_t h = min64(w, rows - i);
+    for (int64_t r = 0; r < w; r++) {
+      int l = lane(p, (int)r);
+      for (int64_t q0 = 0; q0 < kb; q0 += CHUNK) {
+        int64_t len = min64(CHUNK, kb - q0);
+        if (r < h)
+          p->narrow(p->t, src + (i + r) * ld + q0, tmp, len);
+        else
+          memset(tmp, 0, sizeof(uint16_t) * (size_t)len);
+        for (int64_t q = 0; q < len; q++)
+          out[(q0 + q) * w + l] = tmp[q];
+      }
+    }
+  }
+}
+
+/* lp_panel_rows into fp32 panels of rounded values. */
+static void round_panel_rows(const packer *p, const float *src, int64_t ld, int64_t kb,
+                             int64_t cols, float *out) {
+  int w = p->width;
+  int64_t full = cols / w, rest = cols - full * w;
+  for (int64_t q = 0; q < kb; q++) {
+    const float *s = src + q * ld;
+    for (int64_t j = 0; j < full; j++)
+      p->round(p->t, s + j * w, out + (j * kb + q) * w, w);
+    if (rest) {
+      float *o = out + (full * kb + q) * w;
+      p->round(p->t, s + full * w, o, rest);
+      memset(o + rest, 0, sizeof(float) * (size_t)(w - rest));
+    }
+  }
+}
+
+/* lp_panel_gather into fp32 panels of rounded values (natural lane order): with
+ * zmm transposes where the machine has them, then rounded in place. */
+static void round_panel_gather(const packer *p, const float *src, int64_t ld, int64_t kb,
+                               int64_t rows, float *out) {
+  int w = p->width;
+  if (w == 1) { /* the panel is the row */
+    for (int64_t r = 0; r < rows; r++)
+      p->round(p->t, src + r * ld, out + r * kb, kb);
+    return;
+  }
+  if ((nr_cpu_isa() & NR_ISA_AVX512) && w <= 16) {
+    nr_gemm_pack_gather__avx512(src, ld, kb, rows, w, out);
+    p->round(p->t, out, out, round_up(rows, w) * kb);
+    return;
+  }
+  float tmp[CHUNK];
+  for (int64_t i = 0; i < rows; i += w, out += w * kb) {
+    int64_t h = min64(w, rows - i);
+    for (int64_t r = 0; r < w; r++)
+      for (int64_t q0 = 0; q0 < kb; q0 += CHUNK) {
+        int64_t len = min64(CHUNK, kb - q0);
+        if (r < h)
+          p->round(p->t, src + (i + r) * ld + q0, tmp, len);
+        else
+          memset(tmp, 0, sizeof(float) * (size_t)len);
+        for (int64_t q = 0; q < len; q++)
+          out[(q0 + q) * w + r] = tmp[q];
+      }
+  }
+}
+
+/* Rows [r0, r0+rows) x cols [p0, p0+kb) of op(A), rounded, into fp32 mr-row panels. */
+static void pack_a_round(const packer *p, const nr_lpgemm_operand *a, int64_t r0,
+                         int64_t rows, int64_t p0, int64_t kb, float *out) {
+  const float *src = a->data;
+  if (a->trans)
+    round_panel_rows(p, src + p0 * a->ld + r0, a->ld, kb, rows, out);
+  else
+    round_panel_gather(p, src + r0 * a->ld + p0, a->ld, kb, rows, out);
+}
+
+/* Rows [p0, p0+kb) x cols [c0, c0+cols) of op(B), rounded, into fp32 nr-column panels
+ * (block-widening kernels: a raw B goes straight to fp32). */
+static void pack_b_round(const packer *p, const nr_lpgemm_operand *b, int64_t p0,
+                         int64_t kb, int64_t c0, int64_t cols, float *out) {
+  const float *src = b->data;
+  if (b->trans)
+    round_panel_gather(p, src + c0 * b->ld + p0, b->ld, kb, cols, out);
+  else
+    round_panel_rows(p, src + p0 * b->ld + c0, b->ld, kb, cols, out);
+}
+
+/* Rows [r0, r0+rows) x cols [p0, p0+kb) of op(A) into narrow mr-row panels. */
+static void pack_a_narrow(const packer *p, const nr_lpgemm_operand *a, int64_t r0,
+                          int64_t rows, int64_t p0, int64_t kb, uint16_t *out) {
+  const float *src = a->data;
+  if (a->trans)
+    lp_panel_rows(p, src + p0 * a->ld + r0, a->ld, kb, rows, out);
+  else
+    lp_panel_gather(p, src + r0 * a->ld + p0, a->ld, kb, rows, out);
+}
+
+/* Rows [p0, p0+kb) x cols [c0, c0+cols) of op(B) into narrow nr-column panels. */
+static void pack_b_narrow(const packer *p, const nr_lpgemm_operand *b, int64_t p0,
+                          int64_t kb, int64_t c0, int64_t cols, uint16_t *out) {
+  const float *src = b->data;
+  if (b->trans)
+    lp_panel_gather(p, src + c0 * b->ld + p0, b->ld, kb, cols, out);
+  else
+    lp_panel_rows(p, src + p0 * b->ld + c0, b->ld, kb, cols, out);
+}
+
+size_t nr_lpgemm_packed_a_size(nr_lpgemm_cfg cfg, int64_t m, int64_t k) {
+  blocking bl = get_blocking(cfg);
+  return sizeof(uint16_t) * (size_t)(round_up(m, bl.mr) * k);
+}
+
+size_t nr_lpgemm_packed_b_size(nr_lpgemm_cfg cfg, int64_t k, int64_t n) {
+  blocking bl = get_blocking(cfg);
+  return sizeof(uint16_t) * (size_t)(round_up(n, bl.nr) * k);
+}
+
+/* A is never interleaved: its panels are widened as a whole, not loaded by lanes. */
+void nr_lpgemm_pack_a(nr_lpgemm_cfg cfg, int64_t m, int64_t k, nr_lpgemm_operand a,
+                      uint16_t *out) {
+  blocking bl = get_blocking(cfg);
+  packer p = make_packer(bl.u, bl.mr);
+  p.interleave = 0;
+  int64_t mpad = round_up(m, bl.mr);
+  for (int64_t pc = 0; pc < k; pc += bl.kc)
+    pack_a_narrow(&p, &a, 0, m, pc, min64(bl.kc, k - pc), out + pc * mpad);
+}
+
+void nr_lpgemm_pack_b(nr_lpgemm_cfg cfg, int64_t k, int64_t n, nr_lpgemm_operand b,
+                      uint16_t *out) {
+  blocking bl = get_blocking(cfg);
+  packer p = make_packer(bl.u, bl.nr);
+  int64_t npad = round_up(n, bl.nr);
+  for (int64_t pc = 0; pc < k; pc += bl.kc)
+    pack_b_narrow(&p, &b, pc, min64(bl.kc, k - pc), 0, n, out + pc * npad);
+}
+
+/* ---- the loop nest ----------------------------------------------------------------- */
+
+typedef struct lp_job {
+  blocking bl;
+  nr_lpgemm_ukernel_fn lk; /* NR_LP_WIDEN_KERNEL */
+  nr_gemm_ukernel_fn fk;   /* NR_LP_WIDEN_BLOCK */
+  packer pa, pb;           /* A (rounding into fp32 panels), B (narrowing) */
+  int64_t m, n, k;
+  float alpha;
+  nr_lpgemm_operand a, b;
+  float *c;
+  int64_t ldc;
+  const nr_epilogue *ep;   /* NULL when it has nothing to do */
+  nr_gemm_epilogue_fn epi;
+  char *scratch;           /* 64-byte aligned */
+  size_t thread_bytes, a_bytes, b_bytes; /* per thread: A (fp32), B (16-bit), W (fp32) */
+  int split, parts;
+} lp_job;
+
+/* One mr x nr tile from an fp32 A micro-panel and a B micro-panel (16-bit, or fp32
+ * for block widening): full tiles straight into C, edge tiles through a local tile. */
+static void run_tile(const lp_job *j, int64_t kb, const float *ap, const void *bp,
+                     int64_t row, int64_t col, int acc, bool last) {
+  int64_t h = min64(j->bl.mr, j->m - row), w = min64(j->bl.nr, j->n - col);
+  float *c = j->c + row * j->ldc + col, *dst = c;
+  int64_t ldd = j->ldc;
+  float tile[MAX_MR * MAX_NR] __attribute__((aligned(64)));
+  bool edge = h < j->bl.mr || w < j->bl.nr;
+  if (edge) {
+    dst = tile, ldd = j->bl.nr;
+    for (int64_t i = 0; acc && i < h; i++)
+      memcpy(tile + i * ldd, c + i * j->ldc, sizeof(float) * (size_t)w);
+  }
+  if (j->lk)
+    j->lk(kb, ap, bp, dst, ldd, j->alpha, acc);
+  else
+    j->fk(kb, ap, bp, dst, ldd, j->alpha, acc);
+  if (last && j->ep)
+    j->epi(j->ep, row, col, h, w, dst, ldd);
+  for (int64_t i = 0; edge && i < h; i++)
+    memcpy(c + i * j->ldc, tile + i * ldd, sizeof(float) * (size_t)w);
+}
+
+/* The B block of (pc, jc) as the micro-kernels read it: 16-bit panels for the lp
+ * kernels, fp32 panels (widened or rounded into the W buffer) for block widening. */
+static const void *b_block(const lp_job *j, int64_t pc, int64_t kb, int64_t jc, int64_t nb,
+                           uint16_t *bbuf, float *wbuf) {
+  int64_t npad = round_up(j->n, j->bl.nr);
+  const uint16_t *bp = (const uint16_t *)j->b.data + pc * npad + jc * kb;
+  if (j->fk) {
+    if (j->b.packed)
+      nr_lp_widen(j->bl.u->type, bp, wbuf, round_up(nb, j->bl.nr) * kb);
+    else
+      pack_b_round(&j->pb, &j->b, pc, kb, jc, nb, wbuf);
+    return wbuf;
+  }
+  if (!j->b.packed) {
+    pack_b_narrow(&j->pb, &j->b, pc, kb, jc, nb, bbuf);
+    bp = bbuf;
+  }
+  return bp;
+}
+
+/* The A block of (pc, ic) in fp32 panels, always in the thread's A buffer. */
+static void a_block(const lp_job *j, int64_t pc, int64_t kb, int64_t ic, int64_t mb,
+                    float *abuf) {
+  if (j->a.packed) {
+    int64_t mpad = round_up(j->m, j->bl.mr);
+    const uint16_t *ap = (const uint16_t *)j->a.data + pc * mpad + ic * kb;
+    nr_lp_widen(j->bl.u->type, ap, abuf, round_up(mb, j->bl.mr) * kb);
+  } else {
+    pack_a_round(&j->pa, &j->a, ic, mb, pc, kb, abuf);
+  }
+}
+
+/* The nest over rows [r0, r1) and columns [c0, c1) of C (r0 a multiple of mr, c0 of
+ * nr, so packed operands can be indexed). */
+static void lp_block(const lp_job *j, int64_t r0, int64_t r1, int64_t c0, int64_t c1,
+                     float *abuf, uint16_t *bbuf, float *wbuf) {
+  const blocking *bl = &j->bl;
+  size_t esize = j->lk ? sizeof(uint16_t) : sizeof(float);
+  for (int64_t jc = c0; jc < c1; jc += bl->nc) {
+    int64_t nb = min64(bl->nc, c1 - jc);
+    for (int64_t pc = 0; pc < j->k; pc += bl->kc) {
+      int64_t kb = min64(bl->kc, j->k - pc);
+      bool last = pc + kb >= j->k;
+      const char *bp = b_block(j, pc, kb, jc, nb, bbuf, wbuf);
+      for (int64_t ic = r0; ic < r1; ic += bl->mc) {
+        int64_t mb = min64(bl->mc, r1 - ic);
+        a_block(j, pc, kb, ic, mb, abuf);
+        for (int64_t jr = 0; jr < nb; jr += bl->nr)
+          for (int64_t ir = 0; ir < mb; ir += bl->mr)
+            run_tile(j, kb, abuf + ir * kb, bp + (size_t)(jr * kb) * esize, ic + ir,
+                     jc + jr, pc > 0, last);
+      }
+    }
+  }
+}
+
+static void lp_part(void *arg, int64_t begin, int64_t end, int thread) {
+  const lp_job *j = arg;
+  char *s = j->scratch + (size_t)thread * j->thread_bytes;
+  float *abuf = (float *)s;
+  uint16_t *bbuf = (uint16_t *)(s + j->a_bytes);
+  float *wbuf = (float *)(s + j->a_bytes + j->b_bytes);
+  for (int64_t part = begin; part < end; part++) {
+    int64_t r0 = 0, r1 = j->m, c0 = 0, c1 = j->n;
+    if (j->split == NR_GEMM_SPLIT_N) {
+      int64_t panels = (j->n + j->bl.nr - 1) / j->bl.nr;
+      c0 = panels * part / j->parts * j->bl.nr;
+      c1 = min64(panels * (part + 1) / j->parts * j->bl.nr, j->n);
+    } else {
+      int64_t panels = (j->m + j->bl.mr - 1) / j->bl.mr;
+      r0 = panels * part / j->parts * j->bl.mr;
+      r1 = min64(panels * (part + 1) / j->parts * j->bl.mr, j->m);
+    }
+    if (r0 < r1 && c0 < c1)
+      lp_block(j, r0, r1, c0, c1, abuf, bbuf, wbuf);
+  }
+}
+
+/* ---- scratch and threading ----------------------------------------------------------- */
+
+/* Per-thread buffers, each a multiple of 64 bytes. */
+static void buffer_bytes(const blocking *bl, int64_t m, int64_t n, int64_t k, size_t *a,
+                         size_t *b, size_t *w) {
+  int64_t kb = min64(bl->kc, k), nb = min64(bl->nc, round_up(n, bl->nr));
+  *a = (size_t)round_up(min64(bl->mc, round_up(m, bl->mr)) * kb * 4, 64);
+  bool block = bl->u->widen == NR_LP_WIDEN_BLOCK;
+  *b = block ? 0 : (size_t)round_up(nb * kb * 2, 64);
+  *w = block ? (size_t)round_up(nb * kb * 4, 64) : 0;
+}
+
+static int resolve_threads(int threads) {
+  if (threads > 0)
+    return threads;
+  long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+  return cpus > 0 ? (int)cpus : 1;
+}
+
+size_t nr_lpgemm_scratch_size(nr_lpgemm_cfg cfg, int64_t m, int64_t n, int64_t k,
+                              int threads) {
+  blocking bl = get_blocking(cfg);
+  size_t a, b, w;
+  buffer_bytes(&bl, m, n, k, &a, &b, &w);
+  return (a + b + w) * (size_t)resolve_threads(threads) + 64;
+}
+
+/* gemm.c's rule: N when it has two panels per thread or is the larger extent. */
+static int pick_split(const blocking *bl, int64_t m, int64_t n, int threads) {
+  int64_t mp = (m + bl->mr - 1) / bl->mr, np = (n + bl->nr - 1) / bl->nr;
+  if (np >= 2 * threads || np * bl->nr >= mp * bl->mr)
+    return NR_GEMM_SPLIT_N;
+  return NR_GEMM_SPLIT_M;
+}
+
+void nr_lpgemm(nr_lpgemm_cfg cfg, int split, int64_t m, int64_t n, int64_t k, float alpha,
+               nr_lpgemm_operand a, nr_lpgemm_operand b, float *c, int64_t ldc,
+               const nr_epilogue *ep, void *scratch, nr_threadpool *pool, int threads) {
+  if (m <= 0 || n <= 0)
+    return;
+  bool empty = !ep || (!ep->bias && !ep->residual && ep->act == NR_ACT_NONE);
+  if (k <= 0) {
+    for (int64_t i = 0; i < m; i++)
+      memset(c + i * ldc, 0, sizeof(float) * (size_t)n);
+    nr_gemm_epilogue_apply(ep, 0, 0, m, n, c, ldc);
+    return;
+  }
+  lp_job j = {.bl = get_blocking(cfg), .m = m, .n = n, .k = k, .alpha = alpha, .a = a,
+              .b = b, .c = c, .ldc = ldc, .ep = empty ? NULL : ep};
+  j.epi = (nr_cpu_isa() & NR_ISA_AVX512) ? nr_gemm_epilogue__avx512
+                                          : nr_gemm_epilogue_portable;
+  int uk = nr_lpgemm_ukernel_get(cfg.ukernel) ? cfg.ukernel : NR_LP_UK_nr_f16w_gemm_4x8;
+  j.lk = nr_lpgemm_ukernel_fn_get(uk);
+  j.fk = nr_lpgemm_f32_fn_get(uk);
+  j.pa = make_packer(j.bl.u, j.bl.mr);
+  j.pb = make_packer(j.bl.u, j.bl.nr);
+  size_t wb;
+  buffer_bytes(&j.bl, m, n, k, &j.a_bytes, &j.b_bytes, &wb);
+  j.thread_bytes = j.a_bytes + j.b_bytes + wb;
+  j.scratch = (char *)(((uintptr_t)scratch + 63) & ~(uintptr_t)63);
+  int t = resolve_threads(threads), ps = nr_threadpool_size(pool);
+  if (t > ps)
+    t = ps;
+  if (m * n * k < PARALLEL_MIN_MACS)
+    t = 1;
+  j.split = split == NR_GEMM_SPLIT_AUTO ? pick_split(&j.bl, m, n, t) : split;
+  int64_t panels = j.split == NR_GEMM_SPLIT_N ? (n + j.bl.nr - 1) / j.bl.nr
+                                              : (m + j.bl.mr - 1) / j.bl.mr;
+  j.parts = panels < t ? (int)panels : t;
+  if (j.parts <= 1) {
+    j.parts = 1;
+    lp_part(&j, 0, 1, 0);
+    return;
+  }
+  nr_parallel_for(pool, j.parts, 1, j.parts, lp_part, &j);
+}

@@ -1,0 +1,211 @@
+/* onednn_q.c - the oneDNN int8 family: its tactic table (nr_tactics_onednn_q) and
+ * the build-time parts its conv and GEMM tactics share (onednn_q.h): weight
+ * quantization, the activation's parameters, the post-op mapping, packing the record
+ * into the engine and checking it at run time. The primitive cache and the banded
+ * executor are in onednn_q_exec.c.
+ *
+ * Key decision: one record for both kinds, written by nr_onednn_q_pack after the
+ * primitives exist, so the weights are reordered exactly once, at build time, into the
+ * format the primitives chose, and run() only points oneDNN at engine memory. */
+#include "kernels/cpu/onednn_q/onednn_q.h"
+
+#include "kernels/ref/fused.h"
+#include "util/error.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+static const char head_magic[8] = "NRODNQ1";
+
+static size_t align64(size_t n) { return (n + 63) / 64 * 64; }
+
+/* ---- weights -------------------------------------------------------------------- */
+
+void nr_onednn_q_weights(const float *w, int64_t n_out, int64_t len, int64_t so,
+                         int64_t si, int8_t *q, float *scale) {
+  for (int64_t o = 0; o < n_out; o++) {
+    float mx = 0.0f;
+    for (int64_t i = 0; i < len; i++) {
+      float v = fabsf(w[o * so + i * si]);
+      mx = v > mx ? v : mx;
+    }
+    float s = mx > 0.0f && isfinite(mx) ? mx / 127.0f : 1.0f;
+    scale[o] = s;
+    for (int64_t i = 0; i < len; i++) {
+      float r = nearbyintf(w[o * so + i * si] / s);
+      q[o * so + i * si] = (int8_t)(r > 127.0f ? 127 : r < -127.0f ? -127 : (int)r);
+    }
+  }
+}
+
+static int act_qmax(void) {
+  dnnl_cpu_isa_t isa = dnnl_get_effective_cpu_isa();
+  bool vnni = (isa & dnnl_cpu_isa_avx512_core_vnni) == dnnl_cpu_isa_avx512_core_vnni ||
+              (isa & dnnl_cpu_isa_avx2_vnni) == dnnl_cpu_isa_avx2_vnni;
+  return vnni ? 255 : 127;
+}
+
+nr_status nr_onednn_q_input_params(const nr_tactic_ctx *c, nr_qparams *q) {
+  int qmax = act_qmax();
+  nr_status s = nr_quant_act_params(c, 0, qmax, q);
+  if (s)
+    return s;
+  if (!(q->scale > 0.0f) || !isfinite(1.0f / q->scale) || q->zero_point < 0 ||
+      q->zero_point > qmax) {
+    char b[256];
+    return nr_errorf(c->err, NR_ERR_INVALID_ARGUMENT, "%s: unusable int8 quantization "
+                     "of input '%s' (scale %g, zero point %d)",
+                     nr_node_describe(c->node, b, sizeof b),
+                     nr_step_in(c, 0) ? nr_step_in(c, 0)->name : "?", (double)q->scale,
+                     (int)q->zero_point);
+  }
+  return NR_OK;
+}
+
+/* ---- post-ops ------------------------------------------------------------------- */
+
+bool nr_onednn_q_act_post_ops(dnnl_post_ops_t po, nr_act act, float a, float b) {
+  dnnl_alg_kind_t alg;
+  float al = 0.0f, be = 0.0f;
+  switch (act) {
+  case NR_ACT_NONE: return true;
+  case NR_ACT_RELU: alg = dnnl_eltwise_relu; break;
+  case NR_ACT_LEAKY_RELU: alg = dnnl_eltwise_relu, al = a; break;
+  case NR_ACT_CLIP: alg = dnnl_eltwise_clip_v2, al = a, be = b; break;
+  case NR_ACT_SIGMOID: alg = dnnl_eltwise_logistic; break;
+  case NR_ACT_TANH: alg = dnnl_eltwise_tanh; break;
+  case NR_ACT_SILU: alg = dnnl_eltwise_swish, al = 1.0f; break;
+  case NR_ACT_GELU: alg = dnnl_eltwise_gelu_erf; break;
+  case NR_ACT_GELU_TANH: alg = dnnl_eltwise_gelu_tanh; break;
+  case NR_ACT_HARD_SWISH: alg = dnnl_eltwise_hardswish; break;
+  case NR_ACT_HARD_SIGMOID: /* oneDNN 2.6 has none: clip(a x + b, 0, 1) */
+    return dnnl_post_ops_append_eltwise(po, 1.0f, dnnl_eltwise_linear, a, b) ==
+               dnnl_success &&
+           dnnl_post_ops_append_eltwise(po, 1.0f, dnnl_eltwise_clip_v2, 0.0f, 1.0f) ==
+               dnnl_success;
+  default: return false;
+  }
+  return dnnl_post_ops_append_eltwise(po, 1.0f, alg, al, be) == dnnl_success;
+}
+
+/* ---- build time: the packed record -------------------------------------------------- */
+
+static bool reorder_weights(const dnnl_memory_desc_t *from, const int8_t *q,
+                            const dnnl_memory_desc_t *to, void *dst) {
+  dnnl_engine_t engine = NULL;
+  dnnl_primitive_desc_t pd = NULL;
+  dnnl_primitive_t r = NULL;
+  dnnl_memory_t mf = NULL, mt = NULL;
+  dnnl_stream_t s = NULL;
+  bool ok = dnnl_engine_create(&engine, dnnl_cpu, 0) == dnnl_success &&
+            dnnl_reorder_primitive_desc_create(&pd, from, engine, to, engine, NULL) ==
+                dnnl_success &&
+            dnnl_primitive_create(&r, pd) == dnnl_success &&
+            dnnl_memory_create(&mf, from, engine, (void *)q) == dnnl_success &&
+            dnnl_memory_create(&mt, to, engine, dst) == dnnl_success &&
+            dnnl_stream_create(&s, engine, dnnl_stream_default_flags) == dnnl_success;
+  if (ok) {
+    dnnl_exec_arg_t args[2] = {{DNNL_ARG_FROM, mf}, {DNNL_ARG_TO, mt}};
+    ok = dnnl_primitive_execute(r, s, 2, args) == dnnl_success &&
+         dnnl_stream_wait(s) == dnnl_success;
+  }
+  dnnl_stream_destroy(s);
+  dnnl_memory_destroy(mf);
+  dnnl_memory_destroy(mt);
+  dnnl_primitive_destroy(r);
+  dnnl_primitive_desc_destroy(pd);
+  dnnl_engine_destroy(engine);
+  return ok;
+}
+
+nr_status nr_onednn_q_pack(const nr_tactic_ctx *c, nr_plan *plan, nr_step *st,
+                           nr_onednn_q_head *h, const nr_onednn_q_prim *p,
+                           const dnnl_memory_desc_t *user_md, const int8_t *q,
+                           const float *scales, const float *bias) {
+  size_t n = h->n_out;
+  memcpy(h->magic, head_magic, sizeof h->magic);
+  h->w_md = p->w_md;
+  h->scales_off = align64(sizeof *h);
+  h->bias_off = bias ? h->scales_off + n * sizeof(float) : 0;
+  h->w_off = align64(h->scales_off + (bias ? 2 : 1) * n * sizeof(float));
+  h->w_size = dnnl_memory_desc_get_size(&p->w_md);
+  size_t total = h->w_off + h->w_size;
+  uint8_t *buf = aligned_alloc(64, align64(total));
+  if (!buf)
+    return nr_errorf(c->err, NR_ERR_NOMEM, "%s: %zu bytes of int8 weights",
+                     st->tactic->id, total);
+  memset(buf, 0, align64(total));
+  memcpy(buf, h, sizeof *h);
+  memcpy(buf + h->scales_off, scales, n * sizeof(float));
+  if (bias)
+    memcpy(buf + h->bias_off, bias, n * sizeof(float));
+  nr_status s = NR_OK;
+  if (!reorder_weights(user_md, q, &p->w_md, buf + h->w_off)) {
+    char b[256];
+    s = nr_errorf(c->err, NR_ERR_UNSUPPORTED, "%s: %s: oneDNN cannot reorder the int8 "
+                  "weights into its format", nr_node_describe(c->node, b, sizeof b),
+                  st->tactic->id);
+  }
+  if (!s)
+    s = nr_plan_add_weights(plan, buf, total, &st->packed_offset, c->err);
+  free(buf);
+  if (!s)
+    st->packed_size = total;
+  return s;
+}
+
+/* ---- run time ------------------------------------------------------------------- */
+
+const nr_onednn_q_head *nr_onednn_q_head_get(const nr_exec_args *a, const char *who) {
+  const nr_onednn_q_head *h = a->packed;
+  uint64_t size = a->step->packed_size;
+  if (!h || size < sizeof *h || memcmp(h->magic, head_magic, sizeof h->magic)) {
+    nr_errorf(a->err, NR_ERR_INVALID_ARGUMENT, "%s: the step's packed int8 record is "
+              "missing or not one", who);
+    return NULL;
+  }
+  uint64_t n4 = (uint64_t)h->n_out * sizeof(float);
+  bool ok = h->scales_off >= sizeof *h && h->scales_off <= size &&
+            n4 <= size - h->scales_off &&
+            (!h->bias_off || (h->bias_off <= size && n4 <= size - h->bias_off)) &&
+            h->w_off % 64 == 0 && h->w_off <= size && h->w_size <= size - h->w_off &&
+            h->w_size == dnnl_memory_desc_get_size(&h->w_md) && h->x_scale > 0.0f &&
+            h->bands >= 1 && h->rows >= 1 && h->last_rows >= 1 && h->last_rows <= h->rows &&
+            h->threads >= 1;
+  if (!ok) {
+    nr_errorf(a->err, NR_ERR_INVALID_ARGUMENT, "%s: the step's packed int8 record has "
+              "offsets or sizes outside its %llu bytes", who, (unsigned long long)size);
+    return NULL;
+  }
+  return h;
+}
+
+/* ---- the table ------------------------------------------------------------------ */
+
+/* Priorities against nnroute's own int8 kernels (kernels/cpu/qgemm: VNNI 100-125, AVX2
+ * 60-85, portable 10-30), from whole-model runs at 1 and 2 threads on the 2-core
+ * AVX-512 VNNI machine. Convs: above them all. resnet50 ran as fast either way and
+ * mobilenet_v2 2.5x faster here, since only this tactic runs depthwise convs and mixing
+ * it with the PLAIN qgemm convs costs two reorders per depthwise conv. GEMMs: below
+ * the SIMD qgemm kernels, which tie or win on the M = 1 classifier layers of the CNN
+ * models (this tactic wins by 10-40% on 64-128-row products). */
+#define CONV_PRIO 130
+#define GEMM_PRIO 50
+#define Q NR_PREC_INT8, NR_DEVICE_CPU
+#define CONV_ROW(dom, op)                                                              \
+  {"onednn_conv_int8", dom, op, "onednn", "onednn", NR_LAYOUT_NHWC, 0, CONV_PRIO,        \
+   nr_conv_onednn_q_supports, nr_conv_onednn_q_prepare, nr_conv_onednn_q_run, Q},
+#define GEMM_ROW(dom, op)                                                              \
+  {"onednn_matmul_int8", dom, op, "onednn", "gemm", NR_LAYOUT_PLAIN, 0, GEMM_PRIO,       \
+   nr_gemm_onednn_q_supports, nr_gemm_onednn_q_prepare, nr_gemm_onednn_q_run, Q},
+
+const nr_tactic nr_tactics_onednn_q[] = {
+    CONV_ROW("", "Conv")
+    CONV_ROW(NR_DOMAIN, "FusedConv")
+    GEMM_ROW("", "Gemm")
+    GEMM_ROW("", "MatMul")
+    GEMM_ROW(NR_DOMAIN, "FusedGemm")
+    GEMM_ROW(NR_DOMAIN, "FusedMatMul")
+    {0},
+};

@@ -1,0 +1,611 @@
+/* qgemm.c - the int8 GEMM: micro-kernel registry, weight quantization and packing,
+ * activation quantization while packing, the loop nest, the epilogue and threading
+ * (contract: qgemm.h).
+ *
+ * Key decisions.
+ *  - Packed format: a panel of `width` rows (A) or columns (B) stores, for each group
+ *    of 4 consecutive k, one 4-byte word per row or column: bytes (p * width + i) * 4
+ *    + u hold element (i, 4p + u). A block of k starting at pc lives at byte offset
+ *    pc * padded_width (kc is a multiple of 4), so W packed at build time is indexed,
+ *    never copied, and depends only on the micro-kernel and kc. Padding (k beyond K,
+ *    channels beyond the tile) is zero; zero weights make any activation padding
+ *    harmless.
+ *  - The activation operand is quantized while its block is packed, once per block:
+ *    for W_A (convolution) the loop over its columns (jc, nc) is outermost and each
+ *    (jc, pc) block of B is packed once and reused by every row block of W; for W_B
+ *    (Gemm/MatMul) the loop over its rows (ic, mc) is outermost and each (ic, pc)
+ *    block of A is packed once and swept against all of W's columns.
+ *  - Between k blocks C holds int32 partial sums; the micro-kernel's last k block
+ *    dequantizes in registers and writes floats. The usual epilogues (residual with
+ *    beta 1, ReLU, Clip) are applied there too, before the store; anything else (a
+ *    bias of another shape, other activations) and edge tiles go through the fp32
+ *    epilogue while the tile is in L1.
+ *  - Threading as the fp32 GEMM: one part per thread along M or N in whole tiles,
+ *    each part runs the whole nest with its own scratch, no barriers. The preferred
+ *    split is the activation's own dimension (no block is quantized twice). */
+#include "kernels/cpu/qgemm/qgemm_impl.h"
+/* The fp32 family's epilogue bodies (nr_gemm_epilogue__avx512 / _portable): the int8
+ * GEMM applies the very same epilogue, not a copy of it. */
+#include "kernels/cpu/gemm/gemm_impl.h"
+
+#include <math.h>
+#include <string.h>
+#include <unistd.h>
+
+/* Below this many multiply-adds a problem runs on one thread. */
+#define PARALLEL_MIN_MACS (64 * 64 * 64)
+
+static const nr_qgemm_ukernel ukernels[] = {
+#define NR_QGEMM_UKERNEL(name, mr, nr, isa, wside, qmax) {#name, mr, nr, isa, wside, qmax},
+#include "kernels/cpu/qgemm/qgemm_ukernels.inc"
+#undef NR_QGEMM_UKERNEL
+};
+
+static const nr_qgemm_ukernel_fn ukernel_fns[] = {
+#define NR_QGEMM_UKERNEL(name, mr, nr, isa, wside, qmax) name,
+#include "kernels/cpu/qgemm/qgemm_ukernels.inc"
+#undef NR_QGEMM_UKERNEL
+};
+
+_Static_assert(sizeof ukernels / sizeof ukernels[0] == NR_QGEMM_UK_COUNT, "ukernel list");
+#define NR_QGEMM_UKERNEL(name, mr, nr, isa, wside, qmax)                                   \
+  _Static_assert((mr) <= NR_QGEMM_MAX_MR && (nr) <= NR_QGEMM_MAX_NR,                       \
+                 #name ": tile larger than NR_QGEMM_MAX_MR x NR_QGEMM_MAX_NR");
+#include "kernels/cpu/qgemm/qgemm_ukernels.inc"
+#undef NR_QGEMM_UKERNEL
+
+int nr_qgemm_ukernel_count(void) {
+  return NR_QGEMM_UK_COUNT;
+}
+
+const nr_qgemm_ukernel *nr_qgemm_ukernel_get(int i) {
+  return i >= 0 && i < NR_QGEMM_UK_COUNT ? &ukernels[i] : NULL;
+}
+
+nr_qgemm_ukernel_fn nr_qgemm_ukernel_fn_get(int i) {
+  return i >= 0 && i < NR_QGEMM_UK_COUNT ? ukernel_fns[i] : NULL;
+}
+
+int nr_qgemm_ukernel_find(const char *name) {
+  for (int i = 0; name && i < NR_QGEMM_UK_COUNT; i++)
+    if (!strcmp(ukernels[i].name, name))
+      return i;
+  return -1;
+}
+
+static int64_t round_up(int64_t x, int64_t q) {
+  return (x + q - 1) / q * q;
+}
+
+static int64_t min64(int64_t a, int64_t b) {
+  return a < b ? a : b;
+}
+
+/* The largest multiple of 4 <= max that cuts K into equal blocks (as the fp32
+ * even_kc), so no block is a short remainder. */
+static uint16_t even_kc(int64_t k, int64_t max) {
+  if (k <= max)
+    return (uint16_t)(k < 4 ? 4 : round_up(k, 4));
+  int64_t blocks = (k + max - 1) / max;
+  return (uint16_t)round_up((k + blocks - 1) / blocks, 4);
+}
+
+nr_qgemm_cfg nr_qgemm_default_cfg(int uk, int64_t m, int64_t n, int64_t k) {
+  const nr_qgemm_ukernel *u = nr_qgemm_ukernel_get(uk);
+  if (!u)
+    uk = 0, u = &ukernels[0];
+  /* A micro-panel of the operand reused across the inner loop (kc x nr or mr x kc
+   * bytes) stays in L1 up to kc = 1024 for 32-wide tiles (32 KiB of 48); blocks of
+   * 192 rows x kc (W_A's weights, W_B's activations) and W_A's block of activation
+   * columns (kc x 512) stay in L2. nc = 1024 measured no faster in nr_qgemm_bench
+   * and doubles each thread's scratch. */
+  int64_t kmax = u->nr > 32 ? 512 : 1024;
+  int64_t mc = round_up(192, u->mr) / u->mr * u->mr;
+  return (nr_qgemm_cfg){(uint16_t)uk, (uint16_t)mc, even_kc(k, kmax), 512};
+}
+
+/* ---- blocking -------------------------------------------------------------------- */
+
+typedef struct blocking {
+  int mr, nr;
+  int64_t mc, kc, nc; /* mc a multiple of mr, nc of nr, kc of 4 */
+} blocking;
+
+static blocking get_blocking(nr_qgemm_cfg cfg) {
+  const nr_qgemm_ukernel *u = nr_qgemm_ukernel_get(cfg.ukernel);
+  if (!u)
+    u = &ukernels[0];
+  blocking b = {u->mr, u->nr, cfg.mc, cfg.kc, cfg.nc};
+  b.mc = b.mc < b.mr ? b.mr : b.mc / b.mr * b.mr;
+  b.nc = b.nc < b.nr ? b.nr : b.nc / b.nr * b.nr;
+  b.kc = b.kc < 4 ? 256 : b.kc / 4 * 4;
+  return b;
+}
+
+static int wside_of(nr_qgemm_cfg cfg) {
+  const nr_qgemm_ukernel *u = nr_qgemm_ukernel_get(cfg.ukernel);
+  return u ? u->wside : ukernels[0].wside;
+}
+
+/* ---- weights ---------------------------------------------------------------------- */
+
+bool nr_qgemm_quantize_w(int64_t channels, int64_t k, const float *w, int64_t stride_c,
+                         int64_t stride_k, int8_t *q, float *scale, int32_t *wsum) {
+  for (int64_t ch = 0; ch < channels; ch++) {
+    const float *row = w + ch * stride_c;
+    float amax = 0.0f;
+    for (int64_t p = 0; p < k; p++) {
+      float v = fabsf(row[p * stride_k]);
+      if (!isfinite(v))
+        return false;
+      amax = v > amax ? v : amax;
+    }
+    float s = amax > 0.0f ? amax / 127.0f : 1.0f, inv = 1.0f / s;
+    int32_t sum = 0;
+    for (int64_t p = 0; p < k; p++) {
+      float v = nearbyintf(row[p * stride_k] * inv);
+      int32_t iq = (int32_t)(v > 127.0f ? 127.0f : v < -127.0f ? -127.0f : v);
+      q[ch * k + p] = (int8_t)iq;
+      sum += iq;
+    }
+    scale[ch] = s;
+    wsum[ch] = sum;
+  }
+  return true;
+}
+
+static int w_width(nr_qgemm_cfg cfg) {
+  blocking bl = get_blocking(cfg);
+  return wside_of(cfg) == NR_QGEMM_W_A ? bl.mr : bl.nr;
+}
+
+size_t nr_qgemm_packed_w_size(nr_qgemm_cfg cfg, int64_t channels, int64_t k) {
+  return (size_t)(round_up(channels, w_width(cfg)) * round_up(k, 4));
+}
+
+void nr_qgemm_pack_w(nr_qgemm_cfg cfg, int64_t channels, int64_t k, const int8_t *q,
+                     void *out_) {
+  blocking bl = get_blocking(cfg);
+  int width = w_width(cfg);
+  int64_t cpad = round_up(channels, width);
+  int8_t *out = out_;
+  memset(out, 0, nr_qgemm_packed_w_size(cfg, channels, k));
+  for (int64_t pc = 0; pc < k; pc += bl.kc) {
+    int64_t kb = min64(bl.kc, k - pc), kb4 = round_up(kb, 4);
+    int8_t *block = out + pc * cpad;
+    for (int64_t ch = 0; ch < channels; ch++) {
+      int8_t *panel = block + (ch / width) * width * kb4;
+      for (int64_t p = 0; p < kb; p++)
+        panel[((p / 4) * width + ch % width) * 4 + p % 4] = q[ch * k + pc + p];
+    }
+  }
+}
+
+void nr_qgemm_dequant_build(int64_t channels, const float *w_scale, const int32_t *wsum,
+                            float x_scale, int32_t x_zero_point, float alpha,
+                            const float *bias_in, int64_t bias_n, float bias_scale,
+                            float *scale, int32_t *corr, float *bias) {
+  for (int64_t ch = 0; ch < channels; ch++) {
+    scale[ch] = alpha * x_scale * w_scale[ch];
+    corr[ch] = x_zero_point * wsum[ch];
+    bias[ch] = bias_in ? bias_scale * bias_in[bias_n == 1 ? 0 : ch] : 0.0f;
+  }
+}
+
+/* ---- activations ------------------------------------------------------------------ */
+
+static void quantize_row_portable(const float *x, int64_t stride, int64_t n, float inv,
+                                  int32_t zp, int32_t qmax, uint8_t *out) {
+  for (int64_t i = 0; i < n; i++)
+    out[i] = nr_qgemm_quantize_x(x[i * stride], inv, zp, qmax);
+}
+
+void nr_qgemm_quantize_row(const float *x, int64_t stride, int64_t n, float inv_scale,
+                           int32_t zero_point, int32_t qmax, uint8_t *out) {
+  unsigned isa = nr_cpu_isa();
+  if (stride == 1 && (isa & NR_ISA_AVX512))
+    nr_qgemm_quantize_row__avx512(x, n, inv_scale, zero_point, qmax, out);
+  else if (stride == 1 && (isa & NR_ISA_AVX2))
+    nr_qgemm_quantize_row__avx2(x, n, inv_scale, zero_point, qmax, out);
+  else
+    quantize_row_portable(x, stride, n, inv_scale, zero_point, qmax, out);
+}
+
+/* The activation operand as the packers see it. */
+typedef struct act_src {
+  nr_qgemm_act x;
+  bool kmajor; /* element (t, p) at data[p * ld + t], else data[t * ld + p] */
+  int32_t qmax;
+} act_src;
+
+/* k-major source, portable: rows p0..p0+kb (each holding the tile dimension t) into
+ * panels of width t. */
+static void pack_kmajor_portable(const act_src *s, int64_t t0, int64_t cols, int64_t p0,
+                                 int64_t kb, int width, uint8_t *out) {
+  int64_t kq = (kb + 3) / 4;
+  for (int64_t t = 0; t < round_up(cols, width); t++) {
+    uint8_t *dst = out + (t / width) * width * kq * 4 + (t % width) * 4;
+    for (int64_t p = 0; p < kq * 4; p++) {
+      uint8_t v = 0;
+      if (t < cols && p < kb) {
+        int64_t at = (p0 + p) * s->x.ld + t0 + t;
+        v = s->x.u8 ? ((const uint8_t *)s->x.data)[at]
+                    : nr_qgemm_quantize_x(((const float *)s->x.data)[at], s->x.inv_scale,
+                                          s->x.zero_point, s->qmax);
+      }
+      dst[(p / 4) * width * 4 + p % 4] = v;
+    }
+  }
+}
+
+/* t-major source: each row t holds kb consecutive k; quantized (or copied) into a
+ * staging row, then spread one 4-byte word per k group. */
+static void pack_tmajor(const act_src *s, int64_t t0, int64_t cols, int64_t p0, int64_t kb,
+                        int width, uint8_t *out, uint8_t *stage) {
+  int64_t kq = (kb + 3) / 4;
+  memset(stage + kb, 0, (size_t)(kq * 4 - kb));
+  for (int64_t t = 0; t < round_up(cols, width); t++) {
+    uint32_t *dst = (uint32_t *)(void *)(out + (t / width) * width * kq * 4) + t % width;
+    if (t >= cols) {
+      for (int64_t q = 0; q < kq; q++)
+        dst[q * width] = 0;
+      continue;
+    }
+    int64_t at = (t0 + t) * s->x.ld + p0;
+    if (s->x.u8)
+      memcpy(stage, (const uint8_t *)s->x.data + at, (size_t)kb);
+    else
+      nr_qgemm_quantize_row((const float *)s->x.data + at, 1, kb, s->x.inv_scale,
+                            s->x.zero_point, s->qmax, stage);
+    for (int64_t q = 0; q < kq; q++) {
+      uint32_t w;
+      memcpy(&w, stage + 4 * q, 4);
+      dst[q * width] = w;
+    }
+  }
+}
+
+/* One group of 4 k-rows (rows of them valid, ld apart, u8) into word q of the panels
+ * of a block of kq groups, portable. */
+static void pack_quad_portable(const uint8_t *src, int64_t ld, int rows, int64_t cols,
+                               int width, int64_t kq, int64_t q, uint8_t *out) {
+  for (int64_t t = 0; t < round_up(cols, width); t++) {
+    uint8_t *dst = out + (t / width) * width * kq * 4 + (q * width + t % width) * 4;
+    for (int u = 0; u < 4; u++)
+      dst[u] = u < rows && t < cols ? src[u * ld + t] : 0;
+  }
+}
+
+/* Rows made on demand (nr_qgemm_act.rows): four at a time into the staging area (ld
+ * = cols rounded up to 64), then packed as one k group. */
+static void pack_rows_fn(const act_src *s, int64_t t0, int64_t cols, int64_t p0, int64_t kb,
+                         int width, uint8_t *out, uint8_t *stage) {
+  int64_t kq = (kb + 3) / 4, ld = round_up(cols, 64);
+  unsigned isa = nr_cpu_isa();
+  for (int64_t q = 0; q < kq; q++) {
+    int rows = kb - 4 * q >= 4 ? 4 : (int)(kb - 4 * q);
+    s->x.rows(s->x.data, p0 + 4 * q, rows, t0, cols, stage, ld);
+    if ((isa & NR_ISA_AVX512) && width % 16 == 0)
+      nr_qgemm_pack_quad_u8__avx512(stage, ld, rows, cols, width, kq, q, out);
+    else if ((isa & NR_ISA_AVX2) && width % 8 == 0)
+      nr_qgemm_pack_quad_u8__avx2(stage, ld, rows, cols, width, kq, q, out);
+    else
+      pack_quad_portable(stage, ld, rows, cols, width, kq, q, out);
+  }
+}
+
+/* Packs the activation block of tile-dimension range [t0, t0 + cols) and k range
+ * [p0, p0 + kb) into panels of `width`. */
+static void pack_act(const act_src *s, int64_t t0, int64_t cols, int64_t p0, int64_t kb,
+                     int width, uint8_t *out, uint8_t *stage) {
+  if (s->x.rows) {
+    pack_rows_fn(s, t0, cols, p0, kb, width, out, stage);
+    return;
+  }
+  if (!s->kmajor) {
+    pack_tmajor(s, t0, cols, p0, kb, width, out, stage);
+    return;
+  }
+  unsigned isa = nr_cpu_isa();
+  const uint8_t *b8 = (const uint8_t *)s->x.data + p0 * s->x.ld + t0;
+  const float *bf = (const float *)s->x.data + p0 * s->x.ld + t0;
+  if ((isa & NR_ISA_AVX512) && width % 16 == 0) {
+    if (s->x.u8)
+      nr_qgemm_pack_kmajor_u8__avx512(b8, s->x.ld, kb, cols, width, out);
+    else
+      nr_qgemm_pack_kmajor_f32__avx512(bf, s->x.ld, kb, cols, width, s->x.inv_scale,
+                                       s->x.zero_point, s->qmax, out);
+  } else if ((isa & NR_ISA_AVX2) && width % 8 == 0) {
+    if (s->x.u8)
+      nr_qgemm_pack_kmajor_u8__avx2(b8, s->x.ld, kb, cols, width, out);
+    else
+      nr_qgemm_pack_kmajor_f32__avx2(bf, s->x.ld, kb, cols, width, s->x.inv_scale,
+                                     s->x.zero_point, s->qmax, out);
+  } else {
+    pack_kmajor_portable(s, t0, cols, p0, kb, width, out);
+  }
+}
+
+/* ---- the loop nest ---------------------------------------------------------------- */
+
+typedef struct qgemm_job {
+  blocking bl;
+  nr_qgemm_ukernel_fn uk;
+  int wside;
+  int64_t m, n, k;
+  const uint8_t *w;
+  act_src x;
+  nr_qgemm_dequant dq;
+  float *c;
+  int64_t ldc;
+  const nr_epilogue *ep; /* NULL when it has nothing to do */
+  nr_gemm_epilogue_fn epi;
+  int fuse;             /* NR_QGEMM_RES/RELU/CLIP when full tiles apply ep in registers */
+  uint8_t *scratch;     /* 64-byte aligned */
+  int64_t thread_bytes; /* per thread: the activation block, then the staging row */
+  int64_t block_bytes;
+  nr_qgemm_split split;
+  int parts;
+} qgemm_job;
+
+/* The epilogue in the micro-kernel's registers: no bias (per-channel ones are in the
+ * dequantization), the residual with beta 1, ReLU or Clip. 0 when ep needs the fp32
+ * epilogue. */
+static int fusable(const nr_epilogue *ep) {
+  if (!ep)
+    return 0;
+  if (ep->bias || (ep->residual && ep->beta != 1.0f))
+    return -1;
+  int f = ep->residual ? NR_QGEMM_RES : 0;
+  switch (ep->act) {
+  case NR_ACT_NONE: return f;
+  case NR_ACT_RELU: return f | NR_QGEMM_RELU;
+  case NR_ACT_CLIP: return f | NR_QGEMM_CLIP;
+  default: return -1;
+  }
+}
+
+/* An edge tile (h x w of mr x nr): through a local tile, with the per-channel arrays
+ * copied to padded local ones and the fp32 epilogue after. Out of line: its 5 KiB of
+ * locals would make every full tile's call probe the stack. */
+static __attribute__((noinline)) void run_edge(const qgemm_job *j, int64_t kq,
+                                               const uint8_t *ap, const uint8_t *bp,
+                                               int64_t row, int64_t col, int64_t h,
+                                               int64_t w, int flags, nr_qgemm_out o) {
+  int32_t tile[NR_QGEMM_MAX_MR * NR_QGEMM_MAX_NR] __attribute__((aligned(64)));
+  float scale[NR_QGEMM_MAX_NR] = {0}, bias[NR_QGEMM_MAX_NR] = {0};
+  int32_t corr[NR_QGEMM_MAX_NR] = {0};
+  int64_t nch = j->wside == NR_QGEMM_W_A ? h : w;
+  float *c = j->c + row * j->ldc + col;
+  int nr = j->bl.nr;
+  bool last = (flags & NR_QGEMM_FINAL) != 0;
+  if (last) {
+    memcpy(scale, o.scale, sizeof(float) * (size_t)nch);
+    memcpy(corr, o.corr, sizeof(int32_t) * (size_t)nch);
+    if (o.bias)
+      memcpy(bias, o.bias, sizeof(float) * (size_t)nch);
+    o = (nr_qgemm_out){scale, corr, o.bias ? bias : NULL};
+  }
+  if (flags & NR_QGEMM_ACC)
+    for (int64_t i = 0; i < h; i++)
+      memcpy(tile + i * nr, c + i * j->ldc, sizeof(int32_t) * (size_t)w);
+  j->uk(kq, ap, bp, tile, nr, flags, &o);
+  if (last && j->ep)
+    j->epi(j->ep, row, col, h, w, (float *)(void *)tile, nr);
+  for (int64_t i = 0; i < h; i++)
+    memcpy(c + i * j->ldc, tile + i * nr, sizeof(int32_t) * (size_t)w);
+}
+
+/* One mr x nr tile at (row, col): full tiles straight into C, with the epilogue in
+ * registers when it fits there; edge tiles through run_edge. */
+static inline void run_tile(const qgemm_job *j, int64_t kq, const uint8_t *ap,
+                            const uint8_t *bp, int64_t row, int64_t col, int flags) {
+  int64_t h = min64(j->bl.mr, j->m - row), w = min64(j->bl.nr, j->n - col);
+  int64_t ch0 = j->wside == NR_QGEMM_W_A ? row : col;
+  nr_qgemm_out o = {j->dq.scale + ch0, j->dq.corr + ch0,
+                    j->dq.bias ? j->dq.bias + ch0 : NULL};
+  if (h != j->bl.mr || w != j->bl.nr) {
+    run_edge(j, kq, ap, bp, row, col, h, w, flags, o);
+    return;
+  }
+  float *c = j->c + row * j->ldc + col;
+  bool last = (flags & NR_QGEMM_FINAL) != 0;
+  if (last && j->fuse > 0) {
+    flags |= j->fuse;
+    o.res = j->ep->residual ? j->ep->residual + row * j->ep->ldr + col : NULL;
+    o.ldr = j->ep->ldr, o.lo = j->ep->act_a, o.hi = j->ep->act_b;
+  }
+  j->uk(kq, ap, bp, c, j->ldc, flags, &o);
+  if (last && j->ep && j->fuse <= 0)
+    j->epi(j->ep, row, col, h, w, c, j->ldc);
+}
+
+static int kflags(int64_t pc, int64_t kb, int64_t k) {
+  return (pc > 0 ? NR_QGEMM_ACC : 0) | (pc + kb >= k ? NR_QGEMM_FINAL : 0);
+}
+
+/* W_A: C rows [r0, r1) x columns [c0, c1); B (activations) packed per (jc, pc). */
+static void block_wa(const qgemm_job *j, int64_t r0, int64_t r1, int64_t c0, int64_t c1,
+                     uint8_t *xbuf, uint8_t *stage) {
+  const blocking *bl = &j->bl;
+  int64_t mpad = round_up(j->m, bl->mr);
+  for (int64_t jc = c0; jc < c1; jc += bl->nc) {
+    int64_t nb = min64(bl->nc, c1 - jc);
+    for (int64_t pc = 0; pc < j->k; pc += bl->kc) {
+      int64_t kb = min64(bl->kc, j->k - pc), kb4 = round_up(kb, 4);
+      int flags = kflags(pc, kb, j->k);
+      pack_act(&j->x, jc, nb, pc, kb, bl->nr, xbuf, stage);
+      for (int64_t ic = r0; ic < r1; ic += bl->mc) {
+        int64_t mb = min64(bl->mc, r1 - ic);
+        const uint8_t *ap = j->w + pc * mpad + ic * kb4;
+        for (int64_t jr = 0; jr < nb; jr += bl->nr)
+          for (int64_t ir = 0; ir < mb; ir += bl->mr)
+            run_tile(j, kb4 / 4, ap + ir * kb4, xbuf + jr * kb4, ic + ir, jc + jr, flags);
+      }
+    }
+  }
+}
+
+/* W_B: C rows [r0, r1) x columns [c0, c1); A (activations) packed per (ic, pc), swept
+ * against every column of the part. */
+static void block_wb(const qgemm_job *j, int64_t r0, int64_t r1, int64_t c0, int64_t c1,
+                     uint8_t *xbuf, uint8_t *stage) {
+  const blocking *bl = &j->bl;
+  int64_t npad = round_up(j->n, bl->nr);
+  for (int64_t ic = r0; ic < r1; ic += bl->mc) {
+    int64_t mb = min64(bl->mc, r1 - ic);
+    for (int64_t pc = 0; pc < j->k; pc += bl->kc) {
+      int64_t kb = min64(bl->kc, j->k - pc), kb4 = round_up(kb, 4);
+      int flags = kflags(pc, kb, j->k);
+      pack_act(&j->x, ic, mb, pc, kb, bl->mr, xbuf, stage);
+      const uint8_t *bp = j->w + pc * npad;
+      for (int64_t jr = c0; jr < c1; jr += bl->nr)
+        for (int64_t ir = 0; ir < mb; ir += bl->mr)
+          run_tile(j, kb4 / 4, xbuf + ir * kb4, bp + jr * kb4, ic + ir, jr, flags);
+    }
+  }
+}
+
+static void qgemm_part(void *arg, int64_t begin, int64_t end, int thread) {
+  const qgemm_job *j = arg;
+  uint8_t *xbuf = j->scratch + (int64_t)thread * j->thread_bytes;
+  uint8_t *stage = xbuf + j->block_bytes;
+  for (int64_t part = begin; part < end; part++) {
+    int64_t r0 = 0, r1 = j->m, c0 = 0, c1 = j->n;
+    if (j->split == NR_QGEMM_SPLIT_N) {
+      int64_t panels = (j->n + j->bl.nr - 1) / j->bl.nr;
+      c0 = panels * part / j->parts * j->bl.nr;
+      c1 = min64(panels * (part + 1) / j->parts * j->bl.nr, j->n);
+    } else {
+      int64_t panels = (j->m + j->bl.mr - 1) / j->bl.mr;
+      r0 = panels * part / j->parts * j->bl.mr;
+      r1 = min64(panels * (part + 1) / j->parts * j->bl.mr, j->m);
+    }
+    if (r0 >= r1 || c0 >= c1)
+      continue;
+    if (j->wside == NR_QGEMM_W_A)
+      block_wa(j, r0, r1, c0, c1, xbuf, stage);
+    else
+      block_wb(j, r0, r1, c0, c1, xbuf, stage);
+  }
+}
+
+/* ---- scratch, threading, entry ---------------------------------------------------- */
+
+/* Bytes of one thread's activation block (W_A: kc x nc columns; W_B: mc rows x kc). */
+static int64_t block_bytes(const blocking *bl, int wside, int64_t m, int64_t n, int64_t k) {
+  int64_t kb4 = round_up(min64(bl->kc, k), 4);
+  int64_t t = wside == NR_QGEMM_W_A ? min64(bl->nc, round_up(n, bl->nr))
+                                    : min64(bl->mc, round_up(m, bl->mr));
+  return round_up(t * kb4, 64);
+}
+
+/* The activation block, then a staging area: one row of kc (t-major sources) or four
+ * of nc (rows made on demand). */
+static int64_t thread_bytes(const blocking *bl, int wside, int64_t m, int64_t n,
+                            int64_t k) {
+  int64_t stage = round_up(min64(bl->kc, k) + 4, 64);
+  if (wside == NR_QGEMM_W_A) {
+    int64_t rows4 = 4 * round_up(min64(bl->nc, round_up(n, bl->nr)), 64);
+    stage = stage > rows4 ? stage : rows4;
+  }
+  return block_bytes(bl, wside, m, n, k) + stage;
+}
+
+static int resolve_threads(int threads) {
+  if (threads > 0)
+    return threads;
+  long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+  return cpus > 0 ? (int)cpus : 1;
+}
+
+size_t nr_qgemm_scratch_size(nr_qgemm_cfg cfg, int64_t m, int64_t n, int64_t k,
+                             int threads) {
+  blocking bl = get_blocking(cfg);
+  int64_t per = thread_bytes(&bl, wside_of(cfg), m, n, k);
+  return (size_t)(per * resolve_threads(threads)) + 64;
+}
+
+/* The activation's own dimension (N for W_A, M for W_B) when it has at least two
+ * tiles per thread or is the larger one; else the weights'. */
+static nr_qgemm_split pick_split(const blocking *bl, int wside, int64_t m, int64_t n,
+                                 int threads) {
+  int64_t mp = (m + bl->mr - 1) / bl->mr, np = (n + bl->nr - 1) / bl->nr;
+  if (wside == NR_QGEMM_W_A)
+    return np >= 2 * threads || np * bl->nr >= mp * bl->mr ? NR_QGEMM_SPLIT_N
+                                                           : NR_QGEMM_SPLIT_M;
+  return mp >= 2 * threads || mp * bl->mr >= np * bl->nr ? NR_QGEMM_SPLIT_M
+                                                         : NR_QGEMM_SPLIT_N;
+}
+
+static bool epilogue_empty(const nr_epilogue *ep) {
+  return !ep || (!ep->bias && !ep->residual && ep->act == NR_ACT_NONE);
+}
+
+/* K = 0: every output is its channel's bias. */
+static void zero_k(const qgemm_job *j) {
+  for (int64_t i = 0; i < j->m; i++)
+    for (int64_t t = 0; t < j->n; t++) {
+      int64_t ch = j->wside == NR_QGEMM_W_A ? i : t;
+      j->c[i * j->ldc + t] = j->dq.bias ? j->dq.bias[ch] : 0.0f;
+    }
+  if (j->ep)
+    j->epi(j->ep, 0, 0, j->m, j->n, j->c, j->ldc);
+}
+
+void nr_qgemm_split_run(nr_qgemm_cfg cfg, nr_qgemm_split split, int64_t m, int64_t n,
+                        int64_t k, const void *w_packed, nr_qgemm_act x,
+                        const nr_qgemm_dequant *dq, float *c, int64_t ldc,
+                        const nr_epilogue *ep, void *scratch, nr_threadpool *pool,
+                        int threads) {
+  if (m <= 0 || n <= 0)
+    return;
+  const nr_qgemm_ukernel *u = nr_qgemm_ukernel_get(cfg.ukernel);
+  if (!u)
+    cfg.ukernel = 0, u = &ukernels[0];
+  qgemm_job j = {.bl = get_blocking(cfg),
+                 .uk = ukernel_fns[cfg.ukernel],
+                 .wside = u->wside,
+                 .m = m,
+                 .n = n,
+                 .k = k,
+                 .w = w_packed,
+                 .dq = *dq,
+                 .c = c,
+                 .ldc = ldc,
+                 .ep = epilogue_empty(ep) ? NULL : ep};
+  j.epi =
+      (nr_cpu_isa() & NR_ISA_AVX512) ? nr_gemm_epilogue__avx512 : nr_gemm_epilogue_portable;
+  j.fuse = fusable(j.ep);
+  /* op(X) is A (W_B) or B (W_A); k-major when its rows run along k. */
+  j.x = (act_src){x, u->wside == NR_QGEMM_W_A ? !x.trans : x.trans, u->qmax};
+  if (k <= 0) {
+    zero_k(&j);
+    return;
+  }
+  j.block_bytes = block_bytes(&j.bl, j.wside, m, n, k);
+  j.thread_bytes = thread_bytes(&j.bl, j.wside, m, n, k);
+  j.scratch = (uint8_t *)(((uintptr_t)scratch + 63) & ~(uintptr_t)63);
+  int t = resolve_threads(threads), ps = nr_threadpool_size(pool);
+  if (t > ps)
+    t = ps;
+  if (m * n * k < PARALLEL_MIN_MACS)
+    t = 1;
+  j.split = split == NR_QGEMM_SPLIT_AUTO ? pick_split(&j.bl, j.wside, m, n, t) : split;
+  int64_t panels = j.split == NR_QGEMM_SPLIT_N ? (n + j.bl.nr - 1) / j.bl.nr
+                                               : (m + j.bl.mr - 1) / j.bl.mr;
+  j.parts = panels < t ? (int)panels : t;
+  if (j.parts <= 1) {
+    j.parts = 1;
+    qgemm_part(&j, 0, 1, 0);
+    return;
+  }
+  nr_parallel_for(pool, j.parts, 1, j.parts, qgemm_part, &j);
+}
+
+void nr_qgemm(nr_qgemm_cfg cfg, int64_t m, int64_t n, int64_t k, const void *w_packed,
+              nr_qgemm_act x, const nr_qgemm_dequant *dq, float *c, int64_t ldc,
+              const nr_epilogue *ep, void *scratch, nr_threadpool *pool, int threads) {
+  nr_qgemm_split_run(cfg, NR_QGEMM_SPLIT_AUTO, m, n, k, w_packed, x, dq, c, ldc, ep,
+                     scratch, pool, threads);
+}
