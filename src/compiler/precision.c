@@ -61,12 +61,60 @@ static uint64_t precision_valid(const nr_graph *g, const nr_node *n) {
   return v.bits;
 }
 
+/* ---- precision.int8_source ---------------------------------------------------------- */
+
+static const char *const int8_sources[] = {"auto", "nnroute", "onednn"};
+
+typedef struct source_probe {
+  nr_node_probe probe;
+  const nr_tactic *best;  /* what "auto" picks: the highest priority */
+  unsigned sources;       /* bit i: some int8 tactic of int8_sources[i] supports it */
+} source_probe;
+
+static void probe_int8(const nr_tactic *t, void *user) {
+  source_probe *v = user;
+  const nr_node *n = v->probe.ctx.node;
+  if (t->device != NR_DEVICE_CPU || t->precision != NR_PREC_INT8 || (t->isa & ~nr_cpu_isa()) ||
+      !t->op_type || strcmp(t->op_type, n->op_type) || (t->domain && *t->domain) ||
+      (t->supports && !t->supports(&v->probe.ctx)))
+    return;
+  for (int i = 1; i < 3; i++)
+    if (t->source && !strcmp(t->source, int8_sources[i]))
+      v->sources |= 1u << i;
+  if (!v->best || t->priority > v->best->priority)
+    v->best = t;
+}
+
+/* "auto" always; a source when on some node it has an int8 tactic and is not what
+ * "auto" picks there (otherwise the value would build auto's plan). */
+static uint64_t int8_source_valid(const nr_graph *g, const nr_node *unused) {
+  (void)unused;
+  uint64_t bits = 1;
+  for (int k = 0; g && k < g->n_nodes; k++) {
+    const nr_node *n = &g->nodes[k];
+    if (!precision_applies(g, n))
+      continue;
+    source_probe v = {0};
+    if (nr_node_probe_init(&v.probe, g, n))
+      nr_tactic_foreach(probe_int8, &v);
+    nr_node_probe_free(&v.probe);
+    for (int i = 1; i < 3; i++)
+      if ((v.sources >> i & 1) && strcmp(v.best->source, int8_sources[i]))
+        bits |= 1ull << i;
+  }
+  return bits;
+}
+
 const nr_knob_def nr_knobs_precision[] = {
     {"precision", "fp32|bf16|fp16|int8", "fp32", NR_KNOB_NODE,
      NR_KNOB_ACCURACY | NR_KNOB_PRECISION, 0.0,
      "numeric precision of a Conv/Gemm/MatMul with constant weights (int8 needs "
      "calibration data)",
      precision_applies, precision_valid},
+    {"precision.int8_source", "auto|nnroute|onednn", "auto", NR_KNOB_GLOBAL, 0, 0.0,
+     "which implementation runs int8 nodes: the priority rule, nnroute's own int8 GEMM, "
+     "or oneDNN's",
+     NULL, int8_source_valid, 0, "-precision@*=int8"},
     {"quant.calibration", "minmax|percentile|entropy", "percentile", NR_KNOB_GLOBAL,
      NR_KNOB_ACCURACY | NR_KNOB_PRECISION, 0.0,
      "how int8 activation ranges come from calibration statistics", NULL, NULL, 0,

@@ -21,12 +21,19 @@ const nr_knob_def nr_knobs_compile[] = {
     {0},
 };
 
-typedef enum { MATCH_ID, MATCH_ALGO, MATCH_LAYOUT } match_field;
+typedef enum { MATCH_ID, MATCH_ALGO, MATCH_LAYOUT, MATCH_SOURCE } match_field;
+
+enum {
+  R_GLOBAL = 1u << 0, /* a global knob (else per node) */
+  R_INT8 = 1u << 1,   /* restricts only nodes the route puts in int8 */
+};
 
 static const struct {
   const char *knob;
   match_field field;
+  unsigned flags;
 } restricting[] = {
+    {"precision.int8_source", MATCH_SOURCE, R_GLOBAL | R_INT8},
     {"gemm.tactic", MATCH_ID},
     {"conv.algo", MATCH_ALGO},
     {"conv.layout", MATCH_LAYOUT},
@@ -35,6 +42,7 @@ static const struct {
     {"attention.tactic", MATCH_ALGO},
     {"cuda.gemm.tactic", MATCH_ALGO},
     {"cuda.conv.layout", MATCH_LAYOUT},
+    {"cuda.conv.tactic", MATCH_ALGO},
 };
 
 static bool field_matches(const nr_tactic *t, match_field f, const char *v) {
@@ -42,6 +50,7 @@ static bool field_matches(const nr_tactic *t, match_field f, const char *v) {
   case MATCH_ID: return !strcmp(t->id, v);
   case MATCH_ALGO: return t->algo && !strcmp(t->algo, v);
   case MATCH_LAYOUT: return !strcmp(nr_layout_name(t->layout), v);
+  case MATCH_SOURCE: return t->source && !strcmp(t->source, v);
   }
   return false;
 }
@@ -83,7 +92,10 @@ static void collect(const nr_tactic *t, void *user) {
  * knob space admits must build. */
 static void restrict_by_knobs(const nr_tactic_ctx *c, cand_list *l, int *ignored) {
   for (size_t k = 0; k < sizeof restricting / sizeof restricting[0]; k++) {
-    const char *v = nr_route_get(c->route, restricting[k].knob, c->node);
+    unsigned f = restricting[k].flags;
+    if ((f & R_INT8) && nr_route_precision(c->route, c->node) != NR_PREC_INT8)
+      continue;
+    const char *v = nr_route_get(c->route, restricting[k].knob, f & R_GLOBAL ? NULL : c->node);
     if (!v || !strcmp(v, "auto"))
       continue;
     int w = 0;

@@ -20,7 +20,8 @@ static int tensor(nr_graph *g, const char *name, unsigned flags, nr_dtype dt, in
                   const int64_t *dims, void *data) {
   int t = nr_graph_add_tensor(g, name, flags);
   g->tensors[t].value = (nr_value){dt, rank, {0}, data, false};
-  memcpy(g->tensors[t].value.dims, dims, sizeof(int64_t) * (size_t)rank);
+  for (int d = 0; d < rank; d++)
+    g->tensors[t].value.dims[d] = dims[d];
   return t;
 }
 

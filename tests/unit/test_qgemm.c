@@ -775,28 +775,47 @@ static bool qconv_case_run(nr_test_state *t, const nr_tactic *tac, const qconv_c
     CHECK(false, "%s prepare: %s (seed %u)", tac->id, err.message, seed);
     goto done;
   }
-  float *y = malloc(sizeof(float) * (size_t)(yn + GUARD)),
-        *xt = malloc(sizeof(float) * (size_t)xn);
-  float *wt = malloc(sizeof(float) * (size_t)wn);
+  /* activations in the tactic's layout (NHWC tactics: X, R and Y reordered) */
+  nr_layout l = tac->layout;
+  hs.slots[0].layout = hs.slots[3].layout = hs.slots[4].layout = l;
+  float *y = malloc(sizeof(float) * (size_t)(yn + GUARD)), *yl = y, *xl = x, *rl = r;
+  float *xt = malloc(sizeof(float) * (size_t)xn), *wt = malloc(sizeof(float) * (size_t)wn);
+  if (l != NR_LAYOUT_PLAIN) {
+    xl = malloc(sizeof(float) * (size_t)xn), rl = malloc(sizeof(float) * (size_t)yn);
+    yl = malloc(sizeof(float) * (size_t)(yn + GUARD));
+    nr_reorder_f32(x, NR_LAYOUT_PLAIN, xl, l, hs.slots[0].dims, NULL);
+    nr_reorder_f32(r, NR_LAYOUT_PLAIN, rl, l, yd, NULL);
+  }
   for (int i = 0; i < GUARD; i++)
-    y[yn + i] = 1234.5f;
-  uint64_t sbytes = hs.step.scratch + GUARD;
-  uint8_t *scratch = alloc64(sbytes);
+    yl[yn + i] = 1234.5f;
+  uint8_t *scratch = alloc64(hs.step.scratch + GUARD);
   memset(scratch + hs.step.scratch, 0x5a, GUARD);
-  void *in[4] = {x, hs.plan.weights + hs.slots[1].offset,
-                 hs.plan.weights + hs.slots[2].offset, r};
-  void *out[1] = {y};
+  void *in[4] = {xl, hs.plan.weights + hs.slots[1].offset,
+                 hs.plan.weights + hs.slots[2].offset, rl};
+  void *out[1] = {yl};
   const nr_slot *ins[4] = {&hs.slots[0], &hs.slots[1], k->bias ? &hs.slots[2] : NULL,
                            k->res ? &hs.slots[3] : NULL};
   const nr_slot *outs[1] = {&hs.slots[4]};
-  nr_exec_args a = {&hs.plan, &hs.step, &hs.node, in,
-                    out,      ins,      outs,     hs.plan.weights + hs.step.packed_offset,
-                    scratch,  pool,     &err};
+  nr_exec_args a = {.plan = &hs.plan,
+                    .step = &hs.step,
+                    .node = &hs.node,
+                    .in = in,
+                    .out = out,
+                    .in_slot = ins,
+                    .out_slot = outs,
+                    .packed = hs.plan.weights + hs.step.packed_offset,
+                    .scratch = scratch,
+                    .pool = pool,
+                    .err = &err};
   CHECK(tac->run(&a) == NR_OK, "%s run (seed %u)", tac->id, seed);
   bool guards = true;
   for (int i = 0; i < GUARD; i++)
-    guards &= y[yn + i] == 1234.5f && scratch[hs.step.scratch + i] == 0x5a;
+    guards &= yl[yn + i] == 1234.5f && scratch[hs.step.scratch + i] == 0x5a;
   CHECK(guards, "%s wrote past Y or its scratch (seed %u)", tac->id, seed);
+  if (l != NR_LAYOUT_PLAIN) {
+    nr_reorder_f32(yl, l, y, NR_LAYOUT_PLAIN, yd, NULL);
+    free(xl), free(rl), free(yl);
+  }
   memcpy(xt, x, sizeof(float) * (size_t)xn);
   memcpy(wt, w, sizeof(float) * (size_t)wn);
   dequantize_like(&c, &hs.step, xt, xn, wt, k->m, kk, kk, 1);
@@ -853,14 +872,20 @@ NR_TEST(qgemm_conv_tactics_vs_reference) {
   for (const nr_tactic *tac = nr_tactics_cpu_qgemm; tac->id; tac++) {
     if ((tac->isa & ~nr_cpu_isa()) || !strstr(tac->op_type, "Conv"))
       continue;
-    CHECK(tac->precision == NR_PREC_INT8 && tac->layout == NR_LAYOUT_PLAIN);
+    bool nhwc = tac->layout == NR_LAYOUT_NHWC;
+    CHECK(tac->precision == NR_PREC_INT8 && (nhwc || tac->layout == NR_LAYOUT_PLAIN));
     bool fused = strcmp(tac->op_type, "Conv") != 0, is_1x1 = !strcmp(tac->algo, "gemm1x1");
-    /* the id names the W_A micro-kernel: nr_qs8_conv_<algo>_<tile>__<isa> */
+    /* the id names the micro-kernel: nr_qs8_conv_<algo>_<tile>__<isa> on a W_A one,
+     * nr_qs8_conv_nhwc_1x1_<tile>__<isa> on a W_B one */
     char kname[96];
-    snprintf(kname, sizeof kname, "nr_qs8_wgemm_%s", tac->id + (is_1x1 ? 16 : 19));
+    if (nhwc)
+      snprintf(kname, sizeof kname, "nr_qs8_gemm_%s", tac->id + 21);
+    else
+      snprintf(kname, sizeof kname, "nr_qs8_wgemm_%s", tac->id + (is_1x1 ? 16 : 19));
     int uk = nr_qgemm_ukernel_find(kname), ran = 0;
     REQUIRE(uk >= 0, "%s names no micro-kernel (%s)", tac->id, kname);
-    bool big_only = nr_qgemm_ukernel_get(uk)->nr == 64;
+    const nr_qgemm_ukernel *u = nr_qgemm_ukernel_get(uk);
+    CHECK(u->wside == (nhwc ? NR_QGEMM_W_B : NR_QGEMM_W_A), "%s", tac->id);
     for (size_t i = 0; i < sizeof qcases / sizeof qcases[0]; i++) {
       qconv_case k = qcases[i];
       if (!fused)
@@ -868,16 +893,18 @@ NR_TEST(qgemm_conv_tactics_vs_reference) {
       bool sup = qconv_case_run(t, tac, &k, 700u + (unsigned)i, pool);
       int64_t oh = (k.h + 2 * k.ph - k.dh * (k.kh - 1) - 1) / k.sh + 1;
       int64_t ow = (k.w + 2 * k.pw - k.dw * (k.kw - 1) - 1) / k.sw + 1;
+      int64_t kk = k.c / k.group * k.kh * k.kw;
       bool want = k.m / k.group >= 4 &&
                   (!is_1x1 ||
                    (k.kh == 1 && k.kw == 1 && k.sh == 1 && k.sw == 1 && !k.ph && !k.pw)) &&
-                  (!big_only || (oh * ow >= 784 && k.c / k.group * k.kh * k.kw >= 512));
+                  (nhwc || u->nr != 64 || (oh * ow >= 784 && kk >= 512)) &&
+                  (u->mr != 1 || oh * ow <= 4);
       CHECK(sup == want, "%s: case %zu supported %d, want %d", tac->id, i, sup, want);
       ran += sup;
     }
     rows += ran > 0;
   }
-  CHECK(rows >= 4, "only %d conv rows ran", rows);
+  CHECK(rows >= 6, "only %d conv rows ran", rows); /* PLAIN 1x1, im2col, NHWC 1x1 */
   nr_threadpool_destroy(pool);
 }
 
@@ -1067,9 +1094,17 @@ static bool gemm_case_run(nr_test_state *t, const nr_tactic *tac, const qgemm_ca
   const nr_slot *ins[4] = {&hs.slots[0], &hs.slots[1], g->c ? &hs.slots[2] : NULL,
                            g->res ? &hs.slots[3] : NULL};
   const nr_slot *outs[1] = {&hs.slots[4]};
-  nr_exec_args x = {&hs.plan, &hs.step, &hs.node, in,
-                    out,      ins,      outs,     hs.plan.weights + hs.step.packed_offset,
-                    scratch,  pool,     &err};
+  nr_exec_args x = {.plan = &hs.plan,
+                    .step = &hs.step,
+                    .node = &hs.node,
+                    .in = in,
+                    .out = out,
+                    .in_slot = ins,
+                    .out_slot = outs,
+                    .packed = hs.plan.weights + hs.step.packed_offset,
+                    .scratch = scratch,
+                    .pool = pool,
+                    .err = &err};
   CHECK(tac->run(&x) == NR_OK, "%s run (seed %u)", tac->id, seed);
   bool guards = true;
   for (int i = 0; i < GUARD; i++)

@@ -41,12 +41,12 @@ static nr_epilogue conv_ep(const conv_p *q, const float *res, int64_t ldr) {
 }
 
 /* conv.epilogue=separate: residual and activation over all of Y afterwards (bias was
- * applied by the dequantization). */
-static void finish(const nr_exec_args *a, const conv_p *q, const float *res, bool post,
-                   int threads) {
+ * applied by the dequantization); then a residual that arrived in another layout. */
+static void finish(const nr_exec_args *a, nr_layout l, const conv_p *q, const float *res,
+                   bool post, int threads) {
   if (q->opts & CONV_OPT_SPLIT_EPI)
-    nr_conv_epilogue_pass(a, NR_LAYOUT_PLAIN, q, NULL, res, threads);
-  nr_conv_finish(a, NR_LAYOUT_PLAIN, conv_params(a->step), post);
+    nr_conv_epilogue_pass(a, l, q, NULL, res, threads);
+  nr_conv_finish(a, l, conv_params(a->step), post);
 }
 
 nr_status nr_qconv_1x1_run(const nr_exec_args *a) {
@@ -68,7 +68,32 @@ nr_status nr_qconv_1x1_run(const nr_exec_args *a) {
                qt_act(a, x + (n * q.c + g * cg) * hw, hw, false, false), &dq, y + yo, hw,
                &ep, a->scratch, a->pool, threads);
     }
-  finish(a, &q, res, post, threads);
+  finish(a, NR_LAYOUT_PLAIN, &q, res, post, threads);
+  return NR_OK;
+}
+
+/* NHWC: Y_g[HW x M/g] = X_g[HW x C/g] x W_g^T on the W_B kernels, X rows C floats
+ * apart and Y rows M apart, so groups are column ranges of the same matrices. */
+nr_status nr_qconv_nhwc_1x1_run(const nr_exec_args *a) {
+  conv_p q = *conv_params(a->step);
+  bool post;
+  const float *res = nr_conv_res(a, NR_LAYOUT_NHWC, &q, &post);
+  const float *x = a->in[0];
+  float *y = a->out[0];
+  const qt_header *h = qt_hdr(a);
+  int64_t mg = q.m / q.group, cg = q.c / q.group, hw = (int64_t)q.h * q.w;
+  int threads = nr_conv_threads(a);
+  for (int64_t n = 0; n < q.n; n++)
+    for (int64_t g = 0; g < q.group; g++) {
+      int64_t yo = n * hw * q.m + g * mg;
+      nr_epilogue ep = conv_ep(&q, res ? res + yo : NULL, q.m);
+      nr_qgemm_dequant dq = qt_dequant(a, g * mg);
+      const char *w = (const char *)a->packed + h->w_off + h->w_unit * (uint64_t)g;
+      nr_qgemm(qcfg(&q), hw, mg, cg, w,
+               qt_act(a, x + n * hw * q.c + g * cg, q.c, false, false), &dq, y + yo, q.m,
+               &ep, a->scratch, a->pool, threads);
+    }
+  finish(a, NR_LAYOUT_NHWC, &q, res, post, threads);
   return NR_OK;
 }
 
@@ -217,6 +242,6 @@ nr_status nr_qconv_im2col_run(const nr_exec_args *a) {
       nr_qgemm(qcfg(&q), mg, ohw, k, w, act, &dq, y + yo, ohw, &ep, gs, a->pool, threads);
     }
   }
-  finish(a, &q, res, post, threads);
+  finish(a, NR_LAYOUT_PLAIN, &q, res, post, threads);
   return NR_OK;
 }

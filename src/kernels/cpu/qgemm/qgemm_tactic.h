@@ -51,6 +51,9 @@ static inline nr_qgemm_act qt_act(const nr_exec_args *a, const void *data, int64
  * X, anything else through u8 im2col rows made as the GEMM packs them. */
 nr_status nr_qconv_1x1_run(const nr_exec_args *a);
 nr_status nr_qconv_im2col_run(const nr_exec_args *a);
+/* NHWC 1x1 stride 1 unpadded convolutions on the W_B kernels: the pixels as a GEMM's
+ * rows, so they run between NHWC neighbours (oneDNN's) without reorders. */
+nr_status nr_qconv_nhwc_1x1_run(const nr_exec_args *a);
 /* The im2col masks of a stride-1 conv whose output rows are as wide as its input's:
  * for every tap (kh, kw) and every 64 output pixels (p = 64 * chunk + bit), bit set
  * when the tap reads inside the image. Count of uint64 (0: the geometry does not

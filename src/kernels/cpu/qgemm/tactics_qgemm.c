@@ -4,8 +4,9 @@
  * nr_qs8_gemm_*), and Conv / nnroute.FusedConv in PLAIN layout on the W_A kernels, as
  * a straight GEMM for 1x1 stride-1 unpadded ones (algo "gemm1x1", ids
  * nr_qs8_conv_1x1_<tile>__<isa>) and through u8 im2col columns otherwise (algo
- * "im2col", nr_qs8_conv_im2col_<tile>__<isa>), so conv.algo and conv.layout restrict
- * them as they restrict the fp32 tactics.
+ * "im2col", nr_qs8_conv_im2col_<tile>__<isa>), plus NHWC 1x1 convs on the W_B kernels
+ * (nr_qs8_conv_nhwc_1x1_<tile>__<isa>, the pixels as the GEMM's rows), so conv.algo
+ * and conv.layout restrict them as they restrict the fp32 tactics.
  *
  * Key decisions. Nodes are parsed by the fp32 families' own analyses (gemm_analyze,
  * nr_conv_parse) into their own params records; run() reuses their batch, epilogue
@@ -264,10 +265,13 @@ static bool conv_supports(const nr_tactic_ctx *c, int uk, bool is_1x1) {
   conv_p p;
   if (!conv_problem(c, &p) || (is_1x1 && !is_1x1_s1(&p)))
     return false;
-  int64_t k = (int64_t)(p.c / p.group) * p.kh * p.kw;
-  return tile_fits(uk, p.m / p.group, (int64_t)p.oh * p.ow, k);
+  int64_t k = (int64_t)(p.c / p.group) * p.kh * p.kw, ohw = (int64_t)p.oh * p.ow;
+  return nr_qgemm_ukernel_get(uk)->wside == NR_QGEMM_W_B
+             ? tile_fits(uk, ohw, p.m / p.group, k)
+             : tile_fits(uk, p.m / p.group, ohw, k);
 }
 
+/* PLAIN (W_A kernels: 1x1 or im2col) or NHWC 1x1 (W_B kernels: the pixels as rows). */
 static nr_status conv_prepare(const nr_tactic_ctx *c, nr_plan *plan, nr_step *st, int uk,
                               bool is_1x1) {
   conv_p p;
@@ -280,7 +284,9 @@ static nr_status conv_prepare(const nr_tactic_ctx *c, nr_plan *plan, nr_step *st
     return s;
   int64_t mg = p.m / p.group, k = (int64_t)(p.c / p.group) * p.kh * p.kw;
   int64_t ohw = (int64_t)p.oh * p.ow;
-  nr_qgemm_cfg cfg = nr_qgemm_default_cfg(uk, mg, ohw, k);
+  bool nhwc = u->wside == NR_QGEMM_W_B;
+  nr_qgemm_cfg cfg =
+      nhwc ? nr_qgemm_default_cfg(uk, ohw, mg, k) : nr_qgemm_default_cfg(uk, mg, ohw, k);
   qt_weights w = {.w = nr_step_const(c, 1),
                   .channels = p.m,
                   .k = k,
@@ -292,7 +298,7 @@ static nr_status conv_prepare(const nr_tactic_ctx *c, nr_plan *plan, nr_step *st
                   .bias_n = p.m,
                   .bias_scale = 1.0f,
                   .alpha = 1.0f};
-  int64_t nmasks = is_1x1 ? 0 : nr_qconv_masks(&p, NULL);
+  int64_t nmasks = is_1x1 || nhwc ? 0 : nr_qconv_masks(&p, NULL);
   uint64_t *masks = nmasks ? malloc(sizeof(uint64_t) * (size_t)nmasks) : NULL;
   if (nmasks && !masks)
     return qt_fail(c, NR_ERR_NOMEM, "no memory for the im2col masks");
@@ -311,7 +317,8 @@ static nr_status conv_prepare(const nr_tactic_ctx *c, nr_plan *plan, nr_step *st
   memcpy(&p.gemm, &cfg, sizeof cfg);
   memcpy(st->params, &p, sizeof p);
   int threads = st->threads > 0 ? st->threads : NR_CONV_MAX_THREADS;
-  st->scratch = nr_qgemm_scratch_size(cfg, mg, ohw, k, threads);
+  st->scratch = nhwc ? nr_qgemm_scratch_size(cfg, ohw, mg, k, threads)
+                     : nr_qgemm_scratch_size(cfg, mg, ohw, k, threads);
   if (!is_1x1)
     st->scratch += nr_qconv_im2col_bytes(p.c, p.h, p.w);
   return NR_OK;
@@ -325,6 +332,12 @@ static nr_status conv_prepare(const nr_tactic_ctx *c, nr_plan *plan, nr_step *st
   }                                                                                        \
   static nr_status prep_##name(const nr_tactic_ctx *c, nr_plan *plan, nr_step *st) {       \
     return gemm_prepare(c, plan, st, NR_QGEMM_UK_##name);                                  \
+  }                                                                                        \
+  static bool sup_nhwc_##name(const nr_tactic_ctx *c) {                                    \
+    return conv_supports(c, NR_QGEMM_UK_##name, true);                                     \
+  }                                                                                        \
+  static nr_status prep_nhwc_##name(const nr_tactic_ctx *c, nr_plan *plan, nr_step *st) {  \
+    return conv_prepare(c, plan, st, NR_QGEMM_UK_##name, true);                            \
   }
 #define FN_NR_QGEMM_W_A(name)                                                              \
   static bool sup_1x1_##name(const nr_tactic_ctx *c) {                                     \
@@ -344,7 +357,8 @@ static nr_status conv_prepare(const nr_tactic_ctx *c, nr_plan *plan, nr_step *st
 #include "kernels/cpu/qgemm/qgemm_ukernels.inc"
 #undef NR_QGEMM_UKERNEL
 
-/* Priorities of the Gemm rows (G) and the 1x1 conv rows (C; im2col 20 less). The
+/* Priorities of the Gemm rows (G) and the PLAIN 1x1 conv rows (C; im2col 20 less, NHWC
+ * 1x1 G - 40: below every PLAIN row, so only conv.layout or profiling picks them). The
  * default tiles: 8x32 (1x64 up to 4 rows; 4x64 for large convs, see tile_fits). */
 #define QT_G_NR_ISA_AVX512VNNI(mr) ((mr) == 1 ? 125 : (mr) == 8 ? 120 : 110 - (mr))
 #define QT_C_NR_ISA_AVX512VNNI(mr) ((mr) == 4 ? 122 : (mr) == 8 ? 120 : 110 - (mr))
@@ -358,21 +372,26 @@ static nr_status conv_prepare(const nr_tactic_ctx *c, nr_plan *plan, nr_step *st
 #define QT_SUF_0 ""
 
 /* clang-format off */
-#define QT_ROW(id, dom, op, algo, isa, prio, sup, prep, run)                               \
-  {id, dom, op, "nnroute", algo, NR_LAYOUT_PLAIN, isa, prio, sup, prep, run,               \
-   NR_PREC_INT8, NR_DEVICE_CPU},
+#define QT_ROW(id, dom, op, algo, lay, isa, prio, sup, prep, run)                          \
+  {id, dom, op, "nnroute", algo, lay, isa, prio, sup, prep, run, NR_PREC_INT8,             \
+   NR_DEVICE_CPU},
 /* clang-format on */
 
 #define GEMM_ROWS_NR_QGEMM_W_A(name, mr, nr, isa)
+#define P NR_LAYOUT_PLAIN
+#define H NR_LAYOUT_NHWC
 #define GEMM_ROWS_NR_QGEMM_W_B(name, mr, nr, isa)                                          \
-  QT_ROW(#name, GEMM_DOMAIN, GEMM_OP, "gemm", isa, QT_G_##isa(mr), sup_##name,             \
+  QT_ROW(#name, GEMM_DOMAIN, GEMM_OP, "gemm", P, isa, QT_G_##isa(mr), sup_##name,          \
          prep_##name, gemm_run)
-#define CONV_ROWS_NR_QGEMM_W_B(name, mr, nr, isa)
+#define CONV_ROWS_NR_QGEMM_W_B(name, mr, nr, isa)                                          \
+  QT_ROW("nr_qs8_conv_nhwc_1x1_" #mr "x" #nr QT_SUF_##isa, CONV_DOMAIN, CONV_OP,           \
+         "gemm1x1", H, isa, QT_G_##isa(mr) - 40, sup_nhwc_##name, prep_nhwc_##name,        \
+         nr_qconv_nhwc_1x1_run)
 #define CONV_ROWS_NR_QGEMM_W_A(name, mr, nr, isa)                                          \
-  QT_ROW("nr_qs8_conv_1x1_" #mr "x" #nr QT_SUF_##isa, CONV_DOMAIN, CONV_OP, "gemm1x1",     \
+  QT_ROW("nr_qs8_conv_1x1_" #mr "x" #nr QT_SUF_##isa, CONV_DOMAIN, CONV_OP, "gemm1x1", P,  \
          isa, QT_C_##isa(mr), sup_1x1_##name, prep_1x1_##name, nr_qconv_1x1_run)           \
   QT_ROW("nr_qs8_conv_im2col_" #mr "x" #nr QT_SUF_##isa, CONV_DOMAIN, CONV_OP, "im2col",   \
-         isa, QT_C_##isa(mr) - 20, sup_im2col_##name, prep_im2col_##name,                  \
+         P, isa, QT_C_##isa(mr) - 20, sup_im2col_##name, prep_im2col_##name,               \
          nr_qconv_im2col_run)
 
 const nr_tactic nr_tactics_cpu_qgemm[] = {
@@ -410,3 +429,5 @@ const nr_tactic nr_tactics_cpu_qgemm[] = {
 #undef NR_QGEMM_UKERNEL
     {0},
 };
+#undef P
+#undef H
