@@ -108,6 +108,10 @@ static int check_instance(nr_model *m, const nr_knob_inst *k, uint64_t base, int
         (*passed)++;
       else
         dead++;
+    } else if (h == base && (k->def->flags & NR_KNOB_DATA)) {
+      printf("same %s: builds the plan of '%s' on this calibration data\n", route,
+             *needs ? needs : "the default route");
+      (*passed)++;
     } else if (h == base) {
       printf("DEAD %s: builds the plan of '%s'\n", route, *needs ? needs : "the default route");
       dead++;

@@ -153,6 +153,10 @@ static void flags_text(unsigned f, char *buf) {
     buf[n++] = 'M';
   if (f & NR_KNOB_TEST)
     buf[n++] = 'T';
+  if (f & NR_KNOB_PRECISION)
+    buf[n++] = 'P';
+  if (f & NR_KNOB_DATA)
+    buf[n++] = 'D';
   if (!n)
     buf[n++] = '-';
   buf[n] = '\0';
@@ -192,7 +196,8 @@ static void print_text(const row_list *l) {
            r->def->help ? r->def->help : "");
   }
   printf("\n%d knob%s (* marks the default; flags: A accuracy, L layout, M memory, "
-         "T test)\n", l->n, l->n == 1 ? "" : "s");
+         "T test, P reduced precision: no bound, D depends on calibration data)\n", l->n,
+         l->n == 1 ? "" : "s");
 }
 
 /* ---- JSON ----------------------------------------------------------------------- */
@@ -286,7 +291,9 @@ static int print_markdown(void) {
          "model with the values valid at each. The default value is in bold. Flags:\n"
          "A changes results beyond floating-point reassociation (bounded by the error\n"
          "bound, a relative L2 error), L changes activation layout, M changes memory\n"
-         "planning only, T is a test knob (hidden unless `NNROUTE_TEST_KNOBS=1`).\n\n"
+         "planning only, T is a test knob (hidden unless `NNROUTE_TEST_KNOBS=1`), P is\n"
+         "reduced precision (no documented bound: the user's tolerance decides, see\n"
+         "docs/precision.md), D means a value's effect depends on calibration data.\n\n"
          "| knob | scope | values | flags | error bound | help |\n"
          "| --- | --- | --- | --- | --- | --- |\n");
   for (int i = 0; i < l.n; i++)

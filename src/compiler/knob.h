@@ -30,6 +30,10 @@ enum {
   NR_KNOB_PRECISION = 1u << 4, /* reduced precision: no documented bound (error_bound
                                  0); only the user's tolerance decides. Implies
                                  NR_KNOB_ACCURACY */
+  NR_KNOB_DATA = 1u << 5,     /* what a value changes depends on calibration data:
+                                 on some data two values build the same plan (a
+                                 percentile clip that is the maximum), which
+                                 check-knobs then reports but does not fail */
 };
 
 #define NR_KNOB_MAX_VALUES 32

@@ -116,7 +116,7 @@ const nr_knob_def nr_knobs_precision[] = {
      "or oneDNN's",
      NULL, int8_source_valid, 0, "-precision@*=int8"},
     {"quant.calibration", "minmax|percentile|entropy", "percentile", NR_KNOB_GLOBAL,
-     NR_KNOB_ACCURACY | NR_KNOB_PRECISION, 0.0,
+     NR_KNOB_ACCURACY | NR_KNOB_PRECISION | NR_KNOB_DATA, 0.0,
      "how int8 activation ranges come from calibration statistics", NULL, NULL, 0,
      "-precision@*=int8"},
     {0},
