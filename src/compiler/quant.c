@@ -116,25 +116,26 @@ static float percentile_edge(const nr_calib_tensor *t, double q) {
   return t->hist_max;
 }
 
-/* KL(P || Q) of the first n bins clipped (the tail folded into bin n-1) against the
- * same bins quantized to `levels` levels and expanded back over their non-empty bins. */
-static double clipped_kl(const nr_calib_tensor *t, int n, int levels, double *p, double *q) {
+/* KL(P || Q) of the first n bins of h clipped (the tail folded into bin n-1) against
+ * the same bins quantized to `levels` levels and expanded back over their non-empty
+ * bins. */
+static double clipped_kl(const double *h, int n, int levels, double *p, double *q) {
   double tail = 0;
   for (int i = n; i < NR_CALIB_BINS; i++)
-    tail += (double)t->hist[i];
+    tail += h[i];
   for (int i = 0; i < n; i++)
-    p[i] = (double)t->hist[i];
+    p[i] = h[i];
   p[n - 1] += tail;
   for (int l = 0; l < levels; l++) {
     int a = (int)((int64_t)l * n / levels), b = (int)((int64_t)(l + 1) * n / levels);
     double sum = 0;
     int nonzero = 0;
     for (int i = a; i < b; i++) {
-      sum += (double)t->hist[i];
-      nonzero += t->hist[i] != 0;
+      sum += h[i];
+      nonzero += h[i] != 0;
     }
     for (int i = a; i < b; i++)
-      q[i] = t->hist[i] && nonzero ? sum / nonzero : 0;
+      q[i] = h[i] != 0 && nonzero ? sum / nonzero : 0;
   }
   double sp = 0, sq = 0, kl = 0;
   for (int i = 0; i < n; i++) {
@@ -153,19 +154,26 @@ static double clipped_kl(const nr_calib_tensor *t, int n, int levels, double *p,
 }
 
 /* The clipping threshold on |x| with the least KL divergence (TensorRT's entropy
- * calibration), searched over bin edges from `levels` bins up. */
+ * calibration), searched over bin edges from `levels` bins up. The first bin is left
+ * out: after a ReLU it holds half of all values, exact zeros the grid represents
+ * exactly, and spreading that spike over a level's bins would make the divergence
+ * favour the narrowest range (one bin per level) whatever the tail holds. */
 static float entropy_edge(const nr_calib_tensor *t, int levels) {
   double *p = malloc(sizeof(double) * NR_CALIB_BINS), *q = malloc(sizeof(double) * NR_CALIB_BINS);
+  double *h = malloc(sizeof(double) * NR_CALIB_BINS);
   int last = 0;
-  for (int i = 0; i < NR_CALIB_BINS; i++)
+  for (int i = 0; i < NR_CALIB_BINS; i++) {
     if (t->hist[i])
       last = i + 1;
+    if (h)
+      h[i] = i ? (double)t->hist[i] : 0;
+  }
   float edge = t->hist_max;
-  if (p && q && last > levels) {
+  if (p && q && h && last > levels) {
     double best = INFINITY;
     int best_n = last;
     for (int n = levels; n <= last; n += 4) {
-      double kl = clipped_kl(t, n, levels, p, q);
+      double kl = clipped_kl(h, n, levels, p, q);
       if (kl < best) {
         best = kl;
         best_n = n;
@@ -177,6 +185,7 @@ static float entropy_edge(const nr_calib_tensor *t, int levels) {
   }
   free(p);
   free(q);
+  free(h);
   return edge;
 }
 
