@@ -4,7 +4,8 @@
 #   scripts/bootstrap.sh              Debian packages + the Python venv (.venv)
 #   NR_BOOTSTRAP_MODELS=0 scripts/bootstrap.sh
 #                                     the same without python3-torch/torchvision (about
-#                                     1 GB), which only bench/models/export_models.py uses
+#                                     1 GB) and dataset-fashion-mnist, which only
+#                                     bench/models/export_models.py and fashion_mnist.py use
 #
 # Targets Debian 12. Debian packages are installed with apt-get (as root, or through
 # sudo) only when some are missing, so a second run does no network access at all.
@@ -27,6 +28,8 @@ packages=(build-essential cmake pkg-config libprotobuf-c-dev protobuf-c-compiler
           libsqlite3-dev libcjson-dev libssl-dev libopenblas-dev libdnnl-dev xz-utils
           python3 python3-venv python3-numpy)
 [[ $models != 0 ]] && packages+=(python3-torch python3-torchvision)
+# The Fashion-MNIST images (30 MB) for bench/models/fashion_mnist.py, issue 6's top-1 model.
+[[ $models != 0 ]] && packages+=(dataset-fashion-mnist)
 
 say() { echo "bootstrap: $*"; }
 

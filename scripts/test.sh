@@ -20,7 +20,10 @@
 #               change the built plan (no dead knobs)
 #   tune        tests/tune/check_tune.sh: `nnroute tune` with the fault-injection knobs:
 #               every candidate status, the known winner, `nnroute report`, kill -9 and
-#               --continue
+#               --continue, int8 candidates and their calibration
+#   qdq         tests/models/check_qdq.sh: ONNX Runtime's QDQ quantization of three suite
+#               models run in nnroute (reference, default route, int8) and agree with
+#               ONNX Runtime; bench/quant/test_tradeoff.py (the 16-route sweep's rules)
 # The last line is `N passed, N failed` over the stages (`, N skipped` when some were
 # skipped); the exit status is non-zero when any stage failed.
 #
@@ -131,6 +134,11 @@ do_tune() {
   NNROUTE=$build/nnroute bash tests/tune/check_tune.sh "$build/models"
 }
 
+do_qdq() {
+  NNROUTE=$build/nnroute bash tests/models/check_qdq.sh "$build/models" &&
+    .venv/bin/python bench/quant/test_tradeoff.py
+}
+
 stage bootstrap "" do_bootstrap
 stage build "bootstrap" do_build
 stage ctest "build" do_ctest
@@ -140,6 +148,7 @@ stage reference "build models" do_reference
 stage routes "build models" do_routes
 stage knobs "build models" do_knobs
 stage tune "build models" do_tune
+stage qdq "build models" do_qdq
 stage asan "bootstrap" do_asan
 
 echo
