@@ -94,6 +94,8 @@ struct nr_search {
   change *chg;  /* greedy: the sorted changes, and the binary search over prefixes */
   int n_chg, g_lo, g_hi, g_last; /* prefix lengths: g_lo feasible, g_hi infeasible (or
                                     n_chg + 1: not known), g_last proposed (-1: none) */
+  int *g_cur;                    /* phase 3: the point being extended */
+  int g_next, g_tried;           /* phase 3: next change to add; the one pending (-1) */
 
   int pop;      /* evolve: population (and generation) size */
   ranked *pool; /* evolve: scratch for ranking feasible points */
@@ -515,6 +517,33 @@ static bool next_greedy(nr_search *s, int *p) {
   }
 }
 
+/* Phase 3: from the longest feasible prefix, every later change in the list is added
+ * in turn and kept when the point stays feasible. Feasibility alone decides: each
+ * change was faster by itself, and the tolerance is a steadier guide than screening
+ * times taken at different moments of a shared machine (a climb toward the point
+ * with the lowest screening time follows the noise). */
+static bool next_extend(nr_search *s, int *p) {
+  for (;;) {
+    if (s->g_tried >= 0) {
+      memcpy(s->tmp2, s->g_cur, (size_t)s->n_dims * sizeof *s->tmp2);
+      s->tmp2[s->chg[s->g_tried].d] = s->chg[s->g_tried].v;
+      int64_t k = find_point(s, s->tmp2);
+      if (k >= 0 && told_feasible(s, k))
+        memcpy(s->g_cur, s->tmp2, (size_t)s->n_dims * sizeof *s->g_cur);
+      s->g_tried = -1;
+    }
+    if (s->g_next >= s->n_chg)
+      return false;
+    int i = s->g_next++;
+    s->total = add_sat(s->n_pts + 1, s->n_chg - s->g_next);
+    memcpy(p, s->g_cur, (size_t)s->n_dims * sizeof *p);
+    p[s->chg[i].d] = s->chg[i].v;
+    s->g_tried = i;
+    if (!proposed(s, p))
+      return true;
+  }
+}
+
 static bool next_greedy_all(nr_search *s, int *p) {
   if (s->stage == 1) {
     if (next_fast(s, p))
@@ -526,8 +555,13 @@ static bool next_greedy_all(nr_search *s, int *p) {
     if (next_greedy(s, p))
       return true;
     s->stage = 3;
+    if (!(s->g_cur = malloc((size_t)(s->n_dims ? s->n_dims : 1) * sizeof *s->g_cur)))
+      return false;
+    greedy_prefix(s, s->g_lo, s->g_cur);
+    s->g_next = s->g_lo;
+    s->g_tried = -1;
   }
-  return next_refine(s, p);
+  return next_extend(s, p);
 }
 
 static bool next_mixed(nr_search *s, int *p) {
@@ -862,6 +896,7 @@ void nr_search_destroy(nr_search *s) {
   free(s->tmp2);
   free(s->moves);
   free(s->chg);
+  free(s->g_cur);
   odo_free(&s->odo);
   free(s->remaining);
   free(s->pool);
@@ -883,7 +918,7 @@ static bool propose(nr_search *s) {
   case NR_SEARCH_GREEDY:
     if (!next_greedy_all(s, s->tmp))
       return false;
-    strcpy(s->phase, s->stage == 1 ? "fast" : s->stage == 2 ? "greedy" : "refine");
+    strcpy(s->phase, s->stage == 1 ? "fast" : s->stage == 2 ? "greedy" : "extend");
     return true;
   case NR_SEARCH_RANDOM:
     return s->n_pts < s->max_points && next_random(s, s->tmp);

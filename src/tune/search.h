@@ -44,9 +44,11 @@
  *          value that was feasible and faster than the default; these changes
  *          sorted by the loss they caused alone (nr_search_tell_loss), lowest
  *          first; then a binary search for the longest prefix of that list that is
- *          feasible when applied together (all of them first). "refine": mixed's
- *          climb from the best point. This is layer-wise sensitivity analysis:
- *          changes that hurt accuracy least are combined first. */
+ *          feasible when applied together (all of them first). "extend": every
+ *          later change of the list added to that prefix in turn, kept when the
+ *          point stays feasible. This is layer-wise sensitivity analysis: changes
+ *          that hurt accuracy least are combined first, and the tolerance, not a
+ *          screening time, decides what joins. */
 #ifndef NR_TUNE_SEARCH_H
 #define NR_TUNE_SEARCH_H
 

@@ -825,8 +825,10 @@ NR_TEST(tune_search_mixed_phase2_is_capped) {
 static const double g_loss[6] = {0.1, 0.7, 0.2, 0.05, 0.4, 0.3};
 static const double g_gain[6] = {1.0, 3.0, 2.0, 0.5, 1.5, 0.0};
 
+static bool g_interact; /* dimensions 0 and 2 together cost 0.5 more */
+
 static double greedy_loss(const int *p) {
-  double l = 0;
+  double l = g_interact && p[0] && p[2] ? 0.5 : 0;
   for (int d = 0; d < 6; d++)
     l += p[d] ? g_loss[d] : 0;
   return l;
@@ -877,15 +879,37 @@ NR_TEST(tune_search_greedy_combines_the_least_lossy_changes) {
       best = i;
   int want[6] = {1, 0, 1, 1, 0, 0};
   CHECK(best >= 0 && !memcmp(seq[best], want, sizeof want), "best point is not {3, 0, 2}");
-  /* The climb then tries the remaining single additions from it; none is feasible and
-   * faster, and nothing is proposed twice. */
+  /* Bisection: all four (infeasible), two (feasible), three (feasible): 10 points.
+   * Phase 3's one candidate, the prefix plus dimension 4, is the all-four point
+   * already judged, so nothing more is proposed, and nothing twice. */
   for (int i = 0; i < n; i++)
     for (int j = 0; j < i; j++)
       CHECK(memcmp(seq[i], seq[j], sizeof seq[i]), "point %d repeats point %d", i, j);
-  CHECK(!strcmp(ph[n - 1], "refine"), "ends climbing, not in %s", ph[n - 1]);
+  CHECK(n == 10 && !strcmp(ph[n - 1], "greedy") && !memcmp(seq[n - 1], want, sizeof want),
+        "%d points, the last in phase %s", n, ph[n - 1]);
   /* Replay: told the same results, the same sequence. */
   s = nr_search_create(&c);
   int n2 = greedy_drive(s, seq2, ph2);
   nr_search_destroy(s);
   CHECK(n2 == n && !memcmp(seq, seq2, sizeof(seq[0]) * (size_t)n), "replay differs");
+}
+
+/* With an interaction (0 and 2 together cost 0.5 more), bisection stops at {3, 0}, and
+ * phase 3 skips 2 (infeasible with 0) but keeps 4: {3, 0, 4} at 0.55. */
+NR_TEST(tune_search_greedy_extends_past_an_interaction) {
+  int n_values[6] = {2, 2, 2, 2, 2, 2}, dflt[6] = {0};
+  nr_search_config c = {.kind = NR_SEARCH_GREEDY, .n_dims = 6, .n_values = n_values,
+                        .dflt = dflt};
+  g_interact = true;
+  nr_search *s = nr_search_create(&c);
+  REQUIRE(s);
+  static int seq[256][6];
+  static char ph[256][24];
+  int n = greedy_drive(s, seq, ph);
+  nr_search_destroy(s);
+  g_interact = false;
+  int want[6] = {1, 0, 0, 1, 1, 0};
+  CHECK(n >= 2 && !strcmp(ph[n - 1], "extend") && !memcmp(seq[n - 1], want, sizeof want),
+        "%d points, last in phase %s", n, ph[n - 1]);
+  CHECK(greedy_loss(want) <= 0.6 + 1e-12);
 }
