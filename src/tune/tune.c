@@ -354,18 +354,32 @@ static int median_cmp(const void *a, const void *b) {
   return (x->median > y->median) - (x->median < y->median);
 }
 
-/* Keeps the engine files of the s->keep fastest feasible candidates (and the
- * default route's); deletes the others' files. */
+/* The greedy search's current answer: its latest feasible point of phase greedy or
+ * extend (each supersedes the one before), or -1. */
+static int greedy_answer(const tune_session *s) {
+  for (int i = s->n_cands - 1; i >= 0; i--) {
+    const char *ph = s->cands[i].phase ? s->cands[i].phase : "";
+    if (s->cands[i].feasible && (!strcmp(ph, "greedy") || !strcmp(ph, "extend")))
+      return i;
+  }
+  return -1;
+}
+
+/* Keeps the engine files of the s->keep fastest feasible candidates, the default
+ * route's and the greedy search's answer; deletes the others' files. The answer is
+ * kept whatever its screening time: on a loaded machine single-change points can
+ * screen faster than a combination that is really faster, and the re-measurement
+ * must see the combination to judge. */
 static void prune_engines(tune_session *s) {
   tune_cand **v = malloc(sizeof *v * (size_t)(s->n_cands ? s->n_cands : 1));
   if (!v)
     return;
-  int n = 0;
+  int n = 0, answer = greedy_answer(s);
   for (int i = 0; i < s->n_cands; i++)
-    if (s->cands[i].engine_path && i != s->default_idx)
+    if (s->cands[i].engine_path && i != s->default_idx && i != answer)
       v[n++] = &s->cands[i];
   qsort(v, (size_t)n, sizeof *v, median_cmp);
-  for (int i = s->keep; i < n; i++)
+  for (int i = s->keep - (answer >= 0); i < n; i++)
     tune_drop_engine(s, v[i]);
   free(v);
 }
