@@ -15,8 +15,9 @@ For each model (resnet50, mobilenet_v2, a BERT-base-like encoder: 12 layers, wid
                then the tuned engine's bench, and the tuning wall time
 
 Times are medians in milliseconds. PyTorch fp16 runs the model in half precision
-(model.half()); nnroute fp16 keeps fp32 tensors between layers and runs the products
-in fp16 with fp32 accumulation, which is the precision knob's contract today. Weights
+(model.half()); nnroute fp16 runs the products in fp16 with fp32 accumulation and keeps
+the activations between steps in fp16 (the CUDA plan's fp16 pass), converting only at
+the fp32 graph inputs and outputs and around steps with no fp16 kernel. Weights
 are random (seeded); timing does not depend on them. Every framework sees the same
 shapes; PyTorch's TF32 switches are left at their defaults (cuDNN convolutions may use
 TF32 in fp32 rows, matmuls not) and printed.

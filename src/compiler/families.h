@@ -34,7 +34,13 @@
   X(fold) X(qdq) X(fuse_bn) X(recognize) X(transpose) X(horizontal) X(fuse_act)       \
   X(eltwise_fuse)
 
-/* Plan passes (after the plan skeleton exists), in order. */
-#define NR_PLAN_PASSES(X) X(select) X(layout) X(prepare) X(memory) X(fault)
+/* Plan passes (after the plan skeleton exists), in order. cuda_half (CUDA builds):
+ * fp16 slots between fp16 steps, src/backends/cuda/cuda_half.c. */
+#ifdef NR_HAVE_CUDA
+#define NR_PLAN_PASSES_CUDA(X) X(cuda_half)
+#else
+#define NR_PLAN_PASSES_CUDA(X)
+#endif
+#define NR_PLAN_PASSES(X) X(select) X(layout) NR_PLAN_PASSES_CUDA(X) X(prepare) X(memory) X(fault)
 
 #endif

@@ -163,11 +163,24 @@ void gt_free(gt_graph *b) {
 
 /* ---- the check -------------------------------------------------------------------- */
 
-static bool plan_has(const nr_plan *p, const char *want) {
-  for (int k = 0; k < p->n_steps; k++)
-    if (strstr(p->steps[k].tactic->id, want))
-      return true;
+static bool plan_has_one(const nr_plan *p, const char *want, size_t len) {
+  for (int k = 0; k < p->n_steps; k++) {
+    for (const char *at = p->steps[k].tactic->id; *at; at++)
+      if (!strncmp(at, want, len))
+        return true;
+  }
   return false;
+}
+
+/* Every comma-separated substring of want names some step's tactic. */
+static bool plan_has(const nr_plan *p, const char *want) {
+  for (const char *w = want; *w;) {
+    size_t len = strcspn(w, ",");
+    if (len && !plan_has_one(p, w, len))
+      return false;
+    w += len + (w[len] == ',');
+  }
+  return true;
 }
 
 static void plan_tactics(const nr_plan *p, char *buf, size_t cap) {

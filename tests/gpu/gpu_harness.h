@@ -57,7 +57,8 @@ void gt_inputs_free(gt_inputs *in);
 
 /* Compiles b for CUDA along route, runs it (twice) and compares each output with the
  * reference: |got - want| <= atol + rtol * |want|. want_tactic (a substring of a
- * step's tactic id, or NULL) must appear in the plan. */
+ * step's tactic id, several separated by commas, or NULL) must each appear in the
+ * plan. */
 void gt_check(nr_test_state *t, const gt_graph *b, const gt_inputs *in, const char *route,
               double atol, double rtol, const char *want_tactic, unsigned seed);
 

@@ -53,9 +53,19 @@ static gt_graph conv_graph(const conv_case *cc, unsigned seed) {
   return b;
 }
 
+static bool depthwise_kernel_case(const conv_case *cc) {
+  return cc->group == cc->c && cc->m == cc->c && (cc->k == 3 || cc->k == 5) &&
+         (cc->stride == 1 || cc->stride == 2) && cc->dil == 1;
+}
+
 static void conv_check(nr_test_state *t, const conv_case *cc, const char *route, double atol,
                        double rtol, const char *want) {
   unsigned seed = (unsigned)(cc->c * 31 + cc->h * 7 + cc->m + cc->k);
+  char r[256];
+  if (depthwise_kernel_case(cc) && want && !strncmp(want, "cudnn", 5)) {
+    snprintf(r, sizeof r, "%s -cuda.conv.tactic@c=cudnn", route); /* else the own kernel */
+    route = r;
+  }
   gt_graph b = conv_graph(cc, seed);
   int y = b.g->nodes[b.g->n_nodes - 1].outputs[0];
   if (gt_finish(t, &b, 1, &y)) {
@@ -442,6 +452,194 @@ NR_TEST(gpu_copies) {
       gt_inputs in;
       gt_inputs_make(&b, seed, -1, 1, &in);
       gt_check(t, &b, &in, "", 0, 0, "nr_cuda_copy_split", seed);
+      gt_inputs_free(&in);
+    }
+    gt_free(&b);
+  }
+}
+
+/* ---- depthwise convolution (the project's kernel) ---------------------------------------- */
+
+static const conv_case DWS[] = {
+    {1, 32, 9, 9, 32, 3, 1, 1, 32, 1, "clip"},
+    {2, 24, 13, 11, 24, 3, 2, 1, 24, 1, "relu"},    /* odd planes, batch 2 */
+    {1, 16, 7, 7, 16, 5, 1, 2, 16, 1, "hardswish"},
+    {1, 40, 15, 14, 40, 5, 2, 2, 40, 1, ""},        /* plain Conv + bias */
+    {1, 8, 4, 5, 8, 3, 1, 0, 8, 1, "sigmoid"},      /* no padding, tiny plane */
+    {1, 96, 56, 56, 96, 3, 2, 1, 96, 1, "clip"},    /* mobilenet_v2's size */
+};
+
+NR_TEST(gpu_dwconv) {
+  for (size_t i = 0; i < sizeof DWS / sizeof DWS[0]; i++) {
+    conv_check(t, &DWS[i], "", GT_TOL_F32, "nr_cuda_f32_dwconv");
+    conv_check(t, &DWS[i], "-cuda.conv.layout@c=nhwc", GT_TOL_F32, "nr_cuda_f32_dwconv_nhwc");
+    conv_check(t, &DWS[i], "-cuda.precision@c=fp16", GT_TOL_F16, "nr_cuda_f16_dwconv_nhwc");
+    conv_check(t, &DWS[i], "-cuda.precision@c=fp16 -cuda.conv.layout@c=plain", GT_TOL_F16,
+               "nr_cuda_f16_dwconv");
+    conv_check(t, &DWS[i], "-cuda.conv.tactic@c=cudnn", GT_TOL_F32, "cudnn_f32_conv");
+  }
+}
+
+/* ---- fp16 end to end (cuda_half.c): activations stay fp16 between steps ------------------ */
+
+/* x -> Conv 3x3 + Relu -> MaxPool -> depthwise (dk, stride ds) + Clip -> Conv 1x1
+ * (+ the pool's output, Relu, when ds is 1) -> GlobalAveragePool -> Flatten -> Gemm. */
+static void cnn_case(nr_test_state *t, int64_t n, int64_t c, int64_t hw, int64_t dk, int64_t ds,
+                     const char *route, double atol, double rtol, const char *want) {
+  unsigned seed = (unsigned)(n * 101 + c * 7 + hw + dk * 3 + ds);
+  gt_graph b = gt_new(14);
+  int64_t c2 = 2 * c, p1[4] = {1, 1, 1, 1}, s1[2] = {1, 1}, k3[2] = {3, 3}, s2[2] = {2, 2};
+  int64_t pd[4] = {dk / 2, dk / 2, dk / 2, dk / 2}, sd[2] = {ds, ds}, p0[4] = {0, 0, 0, 0};
+  int x = gt_input(&b, "x", F, 4, DIMS(n, c, hw, hw));
+  int w1 = gt_const_rand(&b, "w1", 4, DIMS(c2, c, 3, 3), &seed, -0.3f, 0.3f);
+  int b1 = gt_const_rand(&b, "b1", 1, DIMS(c2), &seed, -0.3f, 0.3f);
+  nr_attr a1[] = {gt_ints("pads", 4, p1), gt_ints("strides", 2, s1)};
+  int y = gt_node(&b, "Conv", "c1", 3, (int[]){x, w1, b1}, 2, a1);
+  y = gt_node(&b, "Relu", "r1", 1, (int[]){y}, 0, NULL);
+  nr_attr mp[] = {gt_ints("kernel_shape", 2, k3), gt_ints("strides", 2, s2),
+                  gt_ints("pads", 4, p1)};
+  int pool = gt_node(&b, "MaxPool", "mp", 1, (int[]){y}, 3, mp);
+  int w2 = gt_const_rand(&b, "w2", 4, DIMS(c2, 1, dk, dk), &seed, -0.5f, 0.5f);
+  int b2 = gt_const_rand(&b, "b2", 1, DIMS(c2), &seed, -0.3f, 0.3f);
+  nr_attr a2[] = {gt_ints("pads", 4, pd), gt_ints("strides", 2, sd), gt_i("group", c2)};
+  y = gt_node(&b, "Conv", "c2", 3, (int[]){pool, w2, b2}, 3, a2);
+  float lo = 0, hi = 6;
+  int l = gt_const(&b, "lo", F, 0, NULL, &lo), h = gt_const(&b, "hi", F, 0, NULL, &hi);
+  y = gt_node(&b, "Clip", "r2", 3, (int[]){y, l, h}, 0, NULL);
+  int w3 = gt_const_rand(&b, "w3", 4, DIMS(c2, c2, 1, 1), &seed, -0.3f, 0.3f);
+  int b3 = gt_const_rand(&b, "b3", 1, DIMS(c2), &seed, -0.3f, 0.3f);
+  nr_attr a3[] = {gt_ints("pads", 4, p0), gt_ints("strides", 2, s1)};
+  y = gt_node(&b, "Conv", "c3", 3, (int[]){y, w3, b3}, 2, a3);
+  if (ds == 1) {
+    y = gt_node(&b, "Add", "add", 2, (int[]){y, pool}, 0, NULL);
+    y = gt_node(&b, "Relu", "r3", 1, (int[]){y}, 0, NULL);
+  }
+  y = gt_node(&b, "GlobalAveragePool", "gap", 1, (int[]){y}, 0, NULL);
+  nr_attr fa[] = {gt_i("axis", 1)};
+  y = gt_node(&b, "Flatten", "fl", 1, (int[]){y}, 1, fa);
+  int wf = gt_const_rand(&b, "wf", 2, DIMS(c2, 10), &seed, -0.5f, 0.5f);
+  int bf = gt_const_rand(&b, "bf", 1, DIMS(10), &seed, -0.5f, 0.5f);
+  y = gt_node(&b, "Gemm", "fc", 3, (int[]){y, wf, bf}, 0, NULL);
+  if (gt_finish(t, &b, 1, &y)) {
+    gt_inputs in;
+    gt_inputs_make(&b, seed, -1, 1, &in);
+    gt_check(t, &b, &in, route, atol, rtol, want, seed);
+    gt_inputs_free(&in);
+  }
+  gt_free(&b);
+}
+
+NR_TEST(gpu_half_cnn) {
+  static const int64_t shapes[][5] = {{1, 16, 20, 3, 1}, {2, 12, 17, 5, 2}, {1, 24, 15, 3, 2}};
+  for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++) {
+    const int64_t *s = shapes[i];
+    cnn_case(t, s[0], s[1], s[2], s[3], s[4], "", GT_TOL_F32,
+             "nr_cuda_f32_dwconv,nr_cuda_f32_pool2d");
+    cnn_case(t, s[0], s[1], s[2], s[3], s[4], "-cuda.precision@*=fp16", GT_TOL_F16,
+             "nr_cuda_f16_dwconv_nhwc,nr_cuda_f16_pool2d,nr_cuda_f16_reduce_rows,cudnn_f16_conv_nhwc");
+    cnn_case(t, s[0], s[1], s[2], s[3], s[4], "-cuda.precision@*=fp16 -cuda.conv.layout@*=plain",
+             GT_TOL_F16, "nr_cuda_f16_dwconv,nr_cuda_f16_pool2d");
+    cnn_case(t, s[0], s[1], s[2], s[3], s[4],
+             "-cuda.precision@*=fp16 -cuda.conv.tactic@*=cudnn -cuda.graphs=off", GT_TOL_F16,
+             "cudnn_f16_conv,nr_cuda_f16_pool2d");
+    cnn_case(t, s[0], s[1], s[2], s[3], s[4], "-cuda.precision@*=fp16 -cuda.precision@c3=fp32",
+             GT_TOL_F16, "cudnn_f32_conv"); /* fp32 reads fp16 producers' outputs */
+  }
+}
+
+/* x (and a memory of t rows) -> q, k, v projections -> Attention -> Wo -> + x ->
+ * LayerNorm -> MatMul, Gelu -> MatMul -> y; a second output is q transposed. */
+typedef struct tf_case {
+  int64_t batch, s, t, hq, hkv, d;
+  int mask; /* 0 none, 1 float [s, t], 2 bool [batch, 1, s, t] */
+  bool causal;
+} tf_case;
+
+static void transformer_case(nr_test_state *t, const tf_case *tc, const char *route,
+                             double atol, double rtol, const char *want) {
+  unsigned seed = (unsigned)(tc->s * 13 + tc->t * 5 + tc->d + tc->hq + tc->mask);
+  gt_graph b = gt_new(23);
+  int64_t e = tc->hq * tc->d, ekv = tc->hkv * tc->d, perm[3] = {0, 2, 1};
+  float ws = 1.0f / (float)e;
+  int x = gt_input(&b, "x", F, 3, DIMS(tc->batch, tc->s, e));
+  int mem = tc->t != tc->s ? gt_input(&b, "mem", F, 3, DIMS(tc->batch, tc->t, e)) : x;
+  int wq = gt_const_rand(&b, "wq", 2, DIMS(e, e), &seed, -2 * ws * 8, 2 * ws * 8);
+  int wk = gt_const_rand(&b, "wk", 2, DIMS(e, ekv), &seed, -2 * ws * 8, 2 * ws * 8);
+  int wv = gt_const_rand(&b, "wv", 2, DIMS(e, ekv), &seed, -0.3f, 0.3f);
+  int wo = gt_const_rand(&b, "wo", 2, DIMS(e, e), &seed, -0.3f, 0.3f);
+  int w1 = gt_const_rand(&b, "w1", 2, DIMS(e, 2 * e), &seed, -0.2f, 0.2f);
+  int w2 = gt_const_rand(&b, "w2", 2, DIMS(2 * e, e), &seed, -0.2f, 0.2f);
+  int sc = gt_const_rand(&b, "ln_s", 1, DIMS(e), &seed, 0.5f, 1.5f);
+  int bi = gt_const_rand(&b, "ln_b", 1, DIMS(e), &seed, -0.5f, 0.5f);
+  int q = gt_node(&b, "MatMul", "mq", 2, (int[]){x, wq}, 0, NULL);
+  int k = gt_node(&b, "MatMul", "mk", 2, (int[]){mem, wk}, 0, NULL);
+  int v = gt_node(&b, "MatMul", "mv", 2, (int[]){mem, wv}, 0, NULL);
+  int ins[4] = {q, k, v, -1}, n_in = 3;
+  if (tc->mask == 1)
+    ins[n_in++] = gt_input(&b, "mask", F, 2, DIMS(tc->s, tc->t));
+  else if (tc->mask == 2)
+    ins[n_in++] = gt_input(&b, "mask", NR_DTYPE_BOOL, 4, DIMS(tc->batch, 1, tc->s, tc->t));
+  nr_attr at[] = {gt_i("q_num_heads", tc->hq), gt_i("kv_num_heads", tc->hkv),
+                  gt_i("is_causal", tc->causal)};
+  int y = gt_node(&b, "Attention", "att", n_in, ins, 3, at);
+  y = gt_node(&b, "MatMul", "mo", 2, (int[]){y, wo}, 0, NULL);
+  y = gt_node(&b, "Add", "res", 2, (int[]){y, x}, 0, NULL);
+  y = gt_node(&b, "LayerNormalization", "ln", 3, (int[]){y, sc, bi}, 0, NULL);
+  y = gt_node(&b, "MatMul", "m1", 2, (int[]){y, w1}, 0, NULL);
+  y = gt_node(&b, "Gelu", "gelu", 1, (int[]){y}, 0, NULL);
+  y = gt_node(&b, "MatMul", "m2", 2, (int[]){y, w2}, 0, NULL);
+  nr_attr pa[] = {gt_ints("perm", 3, perm)};
+  int qt = gt_node(&b, "Transpose", "qt", 1, (int[]){q}, 1, pa);
+  if (gt_finish(t, &b, 2, (int[]){y, qt})) {
+    gt_inputs in;
+    gt_inputs_make(&b, seed, -1, 1, &in);
+    gt_check(t, &b, &in, route, atol, rtol, want, seed);
+    gt_inputs_free(&in);
+  }
+  gt_free(&b);
+}
+
+static const tf_case TFS[] = {
+    {1, 128, 128, 2, 2, 64, 0, false}, /* bert_tiny's attention */
+    {2, 37, 37, 2, 2, 32, 1, false},   /* additive mask, rows not a multiple of 32 */
+    {1, 45, 45, 4, 2, 16, 0, true},    /* grouped heads, causal */
+    {2, 20, 70, 2, 2, 64, 2, false},   /* cross attention: 70 keys, bool mask */
+    {1, 33, 33, 1, 1, 128, 0, false},  /* D 128 */
+    {1, 300, 300, 2, 1, 48, 0, false}, /* keys over several tiles */
+};
+
+NR_TEST(gpu_half_transformer) {
+  for (size_t i = 0; i < sizeof TFS / sizeof TFS[0]; i++) {
+    transformer_case(t, &TFS[i], "", 2e-4, 1e-3, "nr_cuda_f32_attention");
+    transformer_case(t, &TFS[i], "-cuda.precision@*=fp16", GT_TOL_F16,
+                     "nr_cuda_f16_attention,nr_cuda_f16_layernorm,nr_cuda_cast_f16_to_f32");
+  }
+  /* D 40: no tensor-core kernel; the fp32 kernel behind casts */
+  const tf_case odd = {1, 20, 20, 2, 2, 40, 0, false};
+  transformer_case(t, &odd, "-cuda.precision@*=fp16", GT_TOL_F16,
+                   "nr_cuda_f32_attention,nr_cuda_cast_f16_to_f32");
+  transformer_case(t, &TFS[0], "-cuda.precision@*=fp16 -cuda.gemm.tactic@*=cublas -cuda.graphs=off",
+                   GT_TOL_F16, "cublas_f16_gemm,nr_cuda_f16_attention");
+}
+
+/* x -> MatMul -> Softmax -> MatMul -> LogSoftmax -> y, fp16 in between. */
+NR_TEST(gpu_half_softmax) {
+  static const int64_t ns[] = {40, 1000, 1500};
+  for (size_t i = 0; i < sizeof ns / sizeof ns[0]; i++) {
+    unsigned seed = (unsigned)ns[i];
+    gt_graph b = gt_new(13);
+    int x = gt_input(&b, "x", F, 3, DIMS(2, 8, 64));
+    int w = gt_const_rand(&b, "w", 2, DIMS(64, ns[i]), &seed, -0.5f, 0.5f);
+    int w2 = gt_const_rand(&b, "w2", 2, DIMS(ns[i], 24), &seed, -1, 1);
+    int y = gt_node(&b, "MatMul", "m1", 2, (int[]){x, w}, 0, NULL);
+    y = gt_node(&b, "Softmax", "sm", 1, (int[]){y}, 0, NULL);
+    y = gt_node(&b, "MatMul", "m2", 2, (int[]){y, w2}, 0, NULL);
+    y = gt_node(&b, "LogSoftmax", "lsm", 1, (int[]){y}, 0, NULL);
+    if (gt_finish(t, &b, 1, &y)) {
+      gt_inputs in;
+      gt_inputs_make(&b, seed, -1, 1, &in);
+      gt_check(t, &b, &in, "-cuda.precision@*=fp16", GT_TOL_F16,
+               "nr_cuda_f16_softmax,nr_cuda_f16_logsoftmax", seed);
       gt_inputs_free(&in);
     }
     gt_free(&b);

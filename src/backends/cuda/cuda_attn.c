@@ -8,7 +8,13 @@
  * 1/sqrt(D)); no KV cache, softcap, windows or qk_matmul_output. Anything else fails
  * the CUDA build with the node's name. The geometry is recomputed from the slots at
  * run time (a few integer operations), so the params hold only what the node's
- * attributes say. */
+ * attributes say.
+ *
+ * nr_cuda_f16_attention is the tensor-core kernel (fp16 products, fp32 softmax and
+ * accumulation; D and Dv multiples of 16 up to 128, all keys' scores in shared
+ * memory). Its precision is fp16, so select never picks it: the fp16 pass
+ * (cuda_half.c) moves an attention step onto it when Q, K or V arrive in fp16, and Q,
+ * K, V and Y are then fp16 or fp32 each, as their slots say. */
 #include "backends/cuda/cuda_internal.h"
 
 #include <math.h>
@@ -16,8 +22,10 @@
 
 enum { IN_Q, IN_K, IN_V, IN_MASK, IN_PAST_K };
 
-static bool f32(const nr_slot *s) {
-  if (!s || s->dtype != NR_DTYPE_FLOAT || s->layout != NR_LAYOUT_PLAIN)
+/* A plain fp32 tensor (or fp16 too, when half) with no empty dim. */
+static bool fl(const nr_slot *s, bool half) {
+  if (!s || s->layout != NR_LAYOUT_PLAIN ||
+      (s->dtype != NR_DTYPE_FLOAT && !(half && s->dtype == NR_DTYPE_FLOAT16)))
     return false;
   for (int d = 0; d < s->rank; d++)
     if (s->dims[d] < 1)
@@ -32,8 +40,8 @@ static void strides(int64_t *st, bool three, int64_t heads, int64_t seq, int64_t
 }
 
 static bool qkv(const nr_node *n, const nr_slot *q, const nr_slot *k, const nr_slot *v,
-                nr_cuda_attn *g) {
-  if (!f32(q) || !f32(k) || !f32(v) || (q->rank != 3 && q->rank != 4) ||
+                bool half, nr_cuda_attn *g) {
+  if (!fl(q, half) || !fl(k, half) || !fl(v, half) || (q->rank != 3 && q->rank != 4) ||
       k->rank != q->rank || v->rank != q->rank)
     return false;
   bool three = q->rank == 3;
@@ -82,7 +90,7 @@ static bool mask_of(const nr_slot *m, nr_cuda_attn *g) {
 }
 
 static bool geom(const nr_node *n, const nr_step *st, const nr_slot *const *in,
-                 const nr_slot *const *out, nr_cuda_attn *g) {
+                 const nr_slot *const *out, bool half, nr_cuda_attn *g) {
   memset(g, 0, sizeof *g);
   if (!n || strcmp(n->op_type, "Attention") || (n->domain && n->domain[0]) || n->opset < 23 ||
       st->n_in < 3 || nr_attr_float(n, "softcap", 0.0f) != 0.0f ||
@@ -95,7 +103,7 @@ static bool geom(const nr_node *n, const nr_step *st, const nr_slot *const *in,
   for (int o = 1; o < st->n_out; o++)
     if (out[o])
       return false;
-  if (!qkv(n, in[IN_Q], in[IN_K], in[IN_V], g) ||
+  if (!qkv(n, in[IN_Q], in[IN_K], in[IN_V], half, g) ||
       !mask_of(st->n_in > IN_MASK ? in[IN_MASK] : NULL, g))
     return false;
   const nr_slot *y = st->n_out > 0 ? out[0] : NULL;
@@ -105,27 +113,51 @@ static bool geom(const nr_node *n, const nr_step *st, const nr_slot *const *in,
   const nr_attr *sc = nr_node_attr(n, "scale");
   g->scale = sc ? sc->f : (float)(1.0 / sqrt((double)g->d));
   g->causal = nr_attr_int(n, "is_causal", 0) != 0;
-  return f32(y) && y->rank == in[IN_Q]->rank && have == want;
+  if (!fl(y, half) || y->rank != in[IN_Q]->rank || have != want)
+    return false;
+  return !half || (g->d % 16 == 0 && g->dv % 16 == 0 && g->d <= 128 && g->dv <= 128 &&
+                   nr_cuda_attention_tc_smem(g->d, g->dv, g->t) <= NR_CUDA_ATTN_TC_SMEM_MAX);
 }
 
-static bool attn_supports(const nr_tactic_ctx *c) {
+static bool supports_prec(const nr_tactic_ctx *c, bool half) {
   const nr_slot *in[NR_STEP_MAX_IO], *out[NR_STEP_MAX_IO];
   nr_cuda_attn g;
   for (int i = 0; i < c->step->n_in; i++)
     in[i] = nr_step_in(c, i);
   for (int o = 0; o < c->step->n_out; o++)
     out[o] = nr_step_out(c, o);
-  return geom(c->node, c->step, in, out, &g);
+  return geom(c->node, c->step, in, out, half, &g);
 }
 
+static bool attn_supports(const nr_tactic_ctx *c) { return supports_prec(c, false); }
+static bool attn_supports_tc(const nr_tactic_ctx *c) { return supports_prec(c, true); }
+
 static nr_status attn_prepare(const nr_tactic_ctx *c, nr_plan *plan, nr_step *step) {
-  return attn_supports(c) ? NR_OK
-                          : nr_errorf(c->err, NR_ERR_INTERNAL, "node no longer supported");
+  return supports_prec(c, step->tactic->precision == NR_PREC_FP16)
+             ? NR_OK
+             : nr_errorf(c->err, NR_ERR_INTERNAL, "node no longer supported");
+}
+
+static int io_of(const nr_exec_args *a) {
+  int io = 0;
+  for (int i = 0; i < 3; i++)
+    io |= a->in_slot[i]->dtype == NR_DTYPE_FLOAT16 ? NR_CUDA_ATTN_Q_HALF << i : 0;
+  return io | (a->out_slot[0]->dtype == NR_DTYPE_FLOAT16 ? NR_CUDA_ATTN_Y_HALF : 0);
+}
+
+static nr_status attn_tc_run(const nr_exec_args *a) {
+  nr_cuda_attn g;
+  if (!geom(a->node, a->step, a->in_slot, a->out_slot, true, &g))
+    return nr_errorf(a->err, NR_ERR_INTERNAL, "unexpected attention shapes");
+  return nr_cuda_check(nr_cuda_attention_tc(&g, a->in[IN_Q], a->in[IN_K], a->in[IN_V],
+                                            g.mask ? a->in[IN_MASK] : NULL, a->out[0],
+                                            io_of(a), nr_cuda_stream(a)),
+                       a->err, "tensor-core attention kernel");
 }
 
 static nr_status attn_run(const nr_exec_args *a) {
   nr_cuda_attn g;
-  if (!geom(a->node, a->step, a->in_slot, a->out_slot, &g))
+  if (!geom(a->node, a->step, a->in_slot, a->out_slot, false, &g))
     return nr_errorf(a->err, NR_ERR_INTERNAL, "unexpected attention shapes");
   return nr_cuda_check(nr_cuda_attention(&g, a->in[IN_Q], a->in[IN_K], a->in[IN_V],
                                          g.mask ? a->in[IN_MASK] : NULL, a->out[0],
@@ -136,5 +168,7 @@ static nr_status attn_run(const nr_exec_args *a) {
 const nr_tactic nr_tactics_cuda_attn[] = {
     {"nr_cuda_f32_attention", "", "Attention", "nnroute", "fused", NR_LAYOUT_PLAIN, 0, 20,
      attn_supports, attn_prepare, attn_run, NR_PREC_FP32, NR_DEVICE_CUDA},
+    {"nr_cuda_f16_attention", "", "Attention", "nnroute", "tensorcore", NR_LAYOUT_PLAIN, 0, 20,
+     attn_supports_tc, attn_prepare, attn_tc_run, NR_PREC_FP16, NR_DEVICE_CUDA},
     {0},
 };

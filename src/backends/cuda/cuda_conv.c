@@ -12,7 +12,12 @@
  * which runs each alone, as the tuner's profile mode does for tactics). The math type
  * is the precision: fp32 forbids tensor cores (FMA math), tf32 allows them on fp32
  * data, fp16 converts X and the weights to half, accumulates in fp32 and converts
- * the result back in the epilogue. Weights for NHWC are packed [M, kh, kw, C/g]. */
+ * the result back in the epilogue. Weights for NHWC are packed [M, kh, kw, C/g].
+ *
+ * fp16 tactics read an fp16 X in place and write an fp16 Y directly where the fp16
+ * pass (cuda_half.c) made those slots fp16; cuDNN then fuses bias + ReLU (+ an fp16
+ * residual) in half precision too (its half-config bias is fp16, packed after the
+ * weights), and a call cuDNN refuses falls back to convolution + epilogue. */
 #include "backends/cuda/cuda_internal.h"
 #include "kernels/ref/conv_util.h"
 
@@ -23,8 +28,12 @@ typedef struct conv_params {
   int32_t n, c, h, w, m, oh, ow, group;
   int16_t kh, kw, sh, sw, ph, pw, dh, dw;
   float act_a, act_b;
-  uint8_t algo, act, has_bias, has_res, fused, packed_w, pad[2];
+  uint8_t algo, act, has_bias, has_res, fused, packed_w;
+  uint8_t io;        /* CONV_*_HALF: which activations are fp16 */
+  uint8_t half_bias; /* an fp16 copy of the bias follows the packed weights */
 } conv_params;
+
+enum { CONV_X_HALF = 1, CONV_Y_HALF = 2, CONV_R_HALF = 4 };
 
 _Static_assert(sizeof(conv_params) <= NR_TACTIC_PARAMS, "conv params too big");
 
@@ -45,6 +54,12 @@ static int64_t count(const nr_slot *s) {
 
 static bool fits16(int64_t v) { return v >= 0 && v <= INT16_MAX; }
 
+static bool fl(const nr_slot *s, bool half) {
+  return s && (s->dtype == NR_DTYPE_FLOAT || (half && s->dtype == NR_DTYPE_FLOAT16));
+}
+
+static bool is_half(const nr_slot *s) { return s && s->dtype == NR_DTYPE_FLOAT16; }
+
 /* ---- geometry ------------------------------------------------------------------------ */
 
 static bool geom_of(const nr_tactic_ctx *c, conv_params *p) {
@@ -52,10 +67,12 @@ static bool geom_of(const nr_tactic_ctx *c, conv_params *p) {
   const nr_slot *x = nr_step_in(c, 0), *w = nr_step_in(c, 1), *y = nr_step_out(c, 0);
   const nr_slot *b = c->step->n_in > 2 ? nr_step_in(c, 2) : NULL;
   const nr_slot *r = c->step->n_in > 3 ? nr_step_in(c, 3) : NULL;
+  /* fp16 activations only once the step has its fp16 tactic (prepare, run) */
+  bool h = c->step->tactic && c->step->tactic->precision == NR_PREC_FP16;
   memset(p, 0, sizeof *p);
   if (!n || !x || !w || !y || x->rank != 4 || w->rank != 4 || y->rank != 4 ||
-      x->dtype != NR_DTYPE_FLOAT || w->dtype != NR_DTYPE_FLOAT ||
-      y->dtype != NR_DTYPE_FLOAT || !nr_step_const(c, 1) || c->step->n_out != 1)
+      !fl(x, h) || w->dtype != NR_DTYPE_FLOAT || !fl(y, h) || !nr_step_const(c, 1) ||
+      c->step->n_out != 1)
     return false;
   nr_error err = {0};
   nr_op_ctx oc = {.node = n, .err = &err};
@@ -81,9 +98,11 @@ static bool geom_of(const nr_tactic_ctx *c, conv_params *p) {
       .dh = (int16_t)win.dil[0], .dw = (int16_t)win.dil[1]};
   if (b && (b->dtype != NR_DTYPE_FLOAT || count(b) != p->m || !nr_step_const(c, 2)))
     return false;
-  if (r && (r->dtype != NR_DTYPE_FLOAT || count(r) != count(y)))
+  if (r && (!fl(r, h) || count(r) != count(y)))
     return false;
   p->has_bias = b != NULL, p->has_res = r != NULL;
+  p->io = (uint8_t)((is_half(x) ? CONV_X_HALF : 0) | (is_half(y) ? CONV_Y_HALF : 0) |
+                    (is_half(r) ? CONV_R_HALF : 0));
   nr_act act = NR_ACT_NONE;
   if (is_fused(n) && !nr_cuda_fused_act(n, &act, &p->act_a, &p->act_b))
     return false;
@@ -145,8 +164,8 @@ static cudnnStatus_t describe(const conv_params *p, nr_precision prec, nr_layout
     s = cudnnSetTensor4dDescriptor(d->x, f, t, p->n, p->c, p->h, p->w);
   if (!s)
     s = cudnnSetTensor4dDescriptor(d->y, f, t, p->n, p->m, p->oh, p->ow);
-  if (!s)
-    s = cudnnSetTensor4dDescriptor(d->bias, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, 1, p->m, 1, 1);
+  if (!s) /* cuDNN's half configurations take an fp16 bias */
+    s = cudnnSetTensor4dDescriptor(d->bias, CUDNN_TENSOR_NCHW, t, 1, p->m, 1, 1);
   if (!s)
     s = cudnnSetFilter4dDescriptor(d->w, t, f, p->m, p->c / p->group, p->kh, p->kw);
   if (!s)
@@ -224,11 +243,15 @@ static nr_status choose_algo(const nr_tactic_ctx *c, nr_plan *plan, conv_params 
   if (!st) {
     p->algo = (uint8_t)algo;
     *ws = algo_workspace(h, d, algo);
-    /* cuDNN fuses bias + (ReLU | identity) + residual in fp32 only; identity needs
-     * the precomputed implicit GEMM */
-    p->fused = prec != NR_PREC_FP16 && p->has_bias &&
+    /* cuDNN fuses bias + (ReLU | identity) + residual, all in Y's type (fp16: only
+     * when Y and the residual are fp16 slots); identity needs the precomputed
+     * implicit GEMM */
+    bool types = prec != NR_PREC_FP16 ||
+                 ((p->io & CONV_Y_HALF) && (!p->has_res || (p->io & CONV_R_HALF)));
+    p->fused = types && p->has_bias &&
                (p->act == NR_ACT_RELU ||
                 (p->act == NR_ACT_NONE && algo == CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_PRECOMP_GEMM));
+    p->half_bias = p->fused && prec == NR_PREC_FP16;
   }
   desc_free(d);
   return st;
@@ -240,8 +263,14 @@ static uint64_t align256(uint64_t v) { return (v + 255) & ~(uint64_t)255; }
 
 static uint16_t half_bits(float f);
 
+/* Bytes of the packed weights; an fp16 bias (half_bias) follows at this offset. */
+static uint64_t weights_bytes(const conv_params *p, nr_precision prec) {
+  int64_t total = (int64_t)p->m * (p->c / p->group) * p->kh * p->kw;
+  return align256((uint64_t)total * (prec == NR_PREC_FP16 ? 2 : 4));
+}
+
 /* The weights as the tactic reads them: NHWC order and/or fp16 (NULL: the constant
- * slot is used as it is). */
+ * slot is used as it is), then the fp16 bias when cuDNN fuses in half precision. */
 static nr_status pack_weights(const nr_tactic_ctx *c, nr_plan *plan, nr_step *step,
                               const conv_params *p, nr_precision prec, nr_layout l) {
   bool half = prec == NR_PREC_FP16, nhwc = l == NR_LAYOUT_NHWC;
@@ -250,7 +279,8 @@ static nr_status pack_weights(const nr_tactic_ctx *c, nr_plan *plan, nr_step *st
   const float *w = nr_step_const(c, 1);
   int64_t cg = p->c / p->group, kk = (int64_t)p->kh * p->kw, total = (int64_t)p->m * cg * kk;
   size_t es = half ? 2 : 4;
-  uint8_t *buf = malloc((size_t)total * es + 1);
+  uint64_t size = p->half_bias ? weights_bytes(p, prec) + (uint64_t)p->m * 2 : total * es;
+  uint8_t *buf = calloc(1, (size_t)size + 1);
   if (!buf)
     return nr_errorf(c->err, NR_ERR_NOMEM, "out of memory packing weights");
   for (int64_t o = 0; o < p->m; o++)
@@ -265,19 +295,30 @@ static nr_status pack_weights(const nr_tactic_ctx *c, nr_plan *plan, nr_step *st
           memcpy(buf + at * 4, &v, 4);
         }
       }
-  nr_status st = nr_plan_add_weights(plan, buf, (uint64_t)total * es, &step->packed_offset,
-                                     c->err);
-  step->packed_size = (uint64_t)total * es;
+  const float *bias = p->half_bias ? nr_step_const(c, 2) : NULL;
+  for (int64_t o = 0; bias && o < p->m; o++) {
+    uint16_t h = half_bits(bias[o]);
+    memcpy(buf + weights_bytes(p, prec) + o * 2, &h, 2);
+  }
+  nr_status st = nr_plan_add_weights(plan, buf, size, &step->packed_offset, c->err);
+  step->packed_size = size;
   free(buf);
   return st;
 }
 
-/* fp16 needs X and Y in half precision in scratch ahead of the workspace. */
+/* fp16 needs X and Y in half precision: in scratch ahead of the workspace, unless
+ * their slots are fp16 already. */
+static uint64_t x_half_bytes(const conv_params *p, nr_precision prec) {
+  if (prec != NR_PREC_FP16 || (p->io & CONV_X_HALF))
+    return 0;
+  return align256((uint64_t)p->n * p->c * p->h * p->w * 2);
+}
+
 static uint64_t half_io_bytes(const conv_params *p, nr_precision prec) {
   if (prec != NR_PREC_FP16)
     return 0;
-  return align256((uint64_t)p->n * p->c * p->h * p->w * 2) +
-         align256((uint64_t)p->n * p->m * p->oh * p->ow * 2);
+  uint64_t y = p->io & CONV_Y_HALF ? 0 : align256((uint64_t)p->n * p->m * p->oh * p->ow * 2);
+  return x_half_bytes(p, prec) + y;
 }
 
 static nr_status conv_prepare(const nr_tactic_ctx *c, nr_plan *plan, nr_step *step) {
@@ -326,9 +367,63 @@ static nr_status epilogue(const nr_exec_args *a, const conv_params *p, nr_layout
   bool nhwc = l == NR_LAYOUT_NHWC;
   int64_t plane = (int64_t)p->oh * p->ow;
   nr_cuda_epi e = {nhwc ? p->n * plane : p->n, p->m, nhwc ? 1 : plane, x_half,
-                   (nr_act)p->act, p->act_a, p->act_b};
+                   (nr_act)p->act, p->act_a, p->act_b, (p->io & CONV_Y_HALF) != 0,
+                   (p->io & CONV_R_HALF) != 0};
   return nr_cuda_epilogue(&e, x, p->has_bias ? a->in[2] : NULL, p->has_res ? a->in[3] : NULL,
                           a->out[0], nr_cuda_stream(a), a->err);
+}
+
+/* The fused call in Y's type; false when cuDNN refuses it (for good, in this
+ * context), with *st set for any other failure. */
+static bool fused_run(const nr_exec_args *a, const conv_params *p, conv_desc *d,
+                      const void *x, const void *w, const void *bias, void *ws,
+                      size_t ws_size, nr_status *st) {
+  float one = 1.0f, alpha2 = p->has_res ? 1.0f : 0.0f;
+  const void *z = p->has_res ? a->in[3] : a->out[0];
+  *st = NR_OK;
+  if (!p->fused || d->unfused)
+    return false;
+  cudnnStatus_t s = cudnnConvolutionBiasActivationForward(
+      nr_cuda_of(a)->dnn, &one, d->x, x, d->w, w, d->conv, (cudnnConvolutionFwdAlgo_t)p->algo,
+      ws, ws_size, &alpha2, d->y, z, d->bias, bias, d->act, d->y, a->out[0]);
+  if (s == CUDNN_STATUS_SUCCESS)
+    return true;
+  if (s != CUDNN_STATUS_NOT_SUPPORTED && s != CUDNN_STATUS_BAD_PARAM) {
+    *st = nr_cudnn_check(s, a->err, "cudnnConvolutionBiasActivationForward");
+    return true;
+  }
+  d->unfused = true; /* refused for this shape: the two-pass path from now on */
+  return false;
+}
+
+/* fp16: X converted into scratch unless it is an fp16 slot; Y written in place when it
+ * is one (the epilogue then runs in place), else into scratch and converted by the
+ * epilogue. */
+static nr_status half_run(const nr_exec_args *a, const conv_params *p, conv_desc *d,
+                          const void *w, void *ws, size_t ws_size) {
+  nr_layout l = a->step->tactic->layout;
+  const void *x = a->in[0];
+  nr_status st = NR_OK;
+  if (!(p->io & CONV_X_HALF)) {
+    x = a->scratch;
+    st = nr_cuda_check(nr_cuda_f32_to_f16(a->in[0], a->scratch,
+                                          (int64_t)p->n * p->c * p->h * p->w, nr_cuda_stream(a)),
+                       a->err, "converting X to fp16");
+  }
+  if (st)
+    return st;
+  const void *hb = (const uint8_t *)a->packed + weights_bytes(p, NR_PREC_FP16);
+  if (fused_run(a, p, d, x, w, hb, ws, ws_size, &st))
+    return st;
+  void *y = p->io & CONV_Y_HALF ? a->out[0] : (uint8_t *)a->scratch + x_half_bytes(p, NR_PREC_FP16);
+  float one = 1.0f, zero = 0.0f;
+  st = nr_cudnn_check(cudnnConvolutionForward(nr_cuda_of(a)->dnn, &one, d->x, x, d->w, w,
+                                              d->conv, (cudnnConvolutionFwdAlgo_t)p->algo, ws,
+                                              ws_size, &zero, d->y, y),
+                      a->err, "cudnnConvolutionForward");
+  if (st || (y == a->out[0] && !p->has_bias && !p->has_res && p->act == NR_ACT_NONE))
+    return st;
+  return epilogue(a, p, l, y, true);
 }
 
 static nr_status conv_run(const nr_exec_args *a) {
@@ -354,31 +449,11 @@ static nr_status conv_run(const nr_exec_args *a) {
   size_t ws_size = (size_t)(a->step->scratch - io);
   float one = 1.0f, zero = 0.0f;
   cudnnConvolutionFwdAlgo_t algo = (cudnnConvolutionFwdAlgo_t)p.algo;
-  if (prec == NR_PREC_FP16) {
-    void *xh = a->scratch;
-    void *yh = (uint8_t *)a->scratch + align256((uint64_t)p.n * p.c * p.h * p.w * 2);
-    nr_status st = nr_cuda_check(nr_cuda_f32_to_f16(a->in[0], xh,
-                                                    (int64_t)p.n * p.c * p.h * p.w,
-                                                    nr_cuda_stream(a)),
-                                 a->err, "converting X to fp16");
-    if (!st)
-      st = nr_cudnn_check(cudnnConvolutionForward(h, &one, d->x, xh, d->w, w, d->conv, algo,
-                                                  ws, ws_size, &zero, d->y, yh),
-                          a->err, "cudnnConvolutionForward");
-    return st ? st : epilogue(a, &p, l, yh, true);
-  }
-  if (p.fused && !d->unfused) {
-    float alpha2 = p.has_res ? 1.0f : 0.0f;
-    const void *z = p.has_res ? a->in[3] : a->out[0];
-    cudnnStatus_t s = cudnnConvolutionBiasActivationForward(
-        h, &one, d->x, a->in[0], d->w, w, d->conv, algo, ws, ws_size, &alpha2, d->y, z,
-        d->bias, a->in[2], d->act, d->y, a->out[0]);
-    if (s == CUDNN_STATUS_SUCCESS)
-      return NR_OK;
-    if (s != CUDNN_STATUS_NOT_SUPPORTED)
-      return nr_cudnn_check(s, a->err, "cudnnConvolutionBiasActivationForward");
-    d->unfused = true; /* refused for this shape: the two-pass path from now on */
-  }
+  if (prec == NR_PREC_FP16)
+    return half_run(a, &p, d, w, ws, ws_size);
+  nr_status fst;
+  if (fused_run(a, &p, d, a->in[0], w, p.has_bias ? a->in[2] : NULL, ws, ws_size, &fst))
+    return fst;
   nr_status st = nr_cudnn_check(cudnnConvolutionForward(h, &one, d->x, a->in[0], d->w, w,
                                                         d->conv, algo, ws, ws_size, &zero,
                                                         d->y, a->out[0]),
@@ -395,7 +470,21 @@ static nr_status conv_run(const nr_exec_args *a) {
   CONV_ROW(id, "", "Conv", layout, prec, prio)                                          \
   CONV_ROW(id, "nnroute", "FusedConv", layout, prec, prio)
 
+#define DW_ROW(id, dom, op, layout, sup, prec, prio)                                    \
+  {id, dom, op, "nnroute", "depthwise", layout, 0, prio, sup, nr_cuda_dw_prepare,            \
+   nr_cuda_dw_run, prec, NR_DEVICE_CUDA},
+#define DW_ROWS(id, layout, sup, prec, prio)                                             \
+  DW_ROW(id, "", "Conv", layout, sup, prec, prio)                                        \
+  DW_ROW(id, "nnroute", "FusedConv", layout, sup, prec, prio)
+
 const nr_tactic nr_tactics_cuda_conv[] = {
+    /* depthwise (cuda_dwconv.c): in each layout at or above cuDNN's row, and below
+     * the other layout's preferred row, so each precision keeps cuDNN's preferred
+     * layout (fp32 NCHW, fp16 NHWC) and ties go to this kernel (listed first) */
+    DW_ROWS("nr_cuda_f32_dwconv", NR_LAYOUT_PLAIN, nr_cuda_dw_supports, NR_PREC_FP32, 21)
+    DW_ROWS("nr_cuda_f32_dwconv_nhwc", NR_LAYOUT_NHWC, nr_cuda_dw_supports, NR_PREC_FP32, 19)
+    DW_ROWS("nr_cuda_f16_dwconv", NR_LAYOUT_PLAIN, nr_cuda_dw_supports_f16, NR_PREC_FP16, 19)
+    DW_ROWS("nr_cuda_f16_dwconv_nhwc", NR_LAYOUT_NHWC, nr_cuda_dw_supports_f16, NR_PREC_FP16, 21)
     CONV_ROWS("cudnn_f32_conv", NR_LAYOUT_PLAIN, NR_PREC_FP32, 20)
     CONV_ROWS("cudnn_f32_conv_nhwc", NR_LAYOUT_NHWC, NR_PREC_FP32, 19)
     CONV_ROWS("cudnn_tf32_conv", NR_LAYOUT_PLAIN, NR_PREC_TF32, 20)

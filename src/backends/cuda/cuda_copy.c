@@ -7,7 +7,9 @@
  * nr_cuda_copy_strided (kernels_copy.cu), which merges it and picks a memcpy, a 2-D
  * memcpy or the generic kernel. The descriptions are the CPU copy tactics' (the same
  * merging and the same "skip when source is destination" rule that memory.views
- * relies on), so any dtype the plan stores moves as words of its size. */
+ * relies on), so any dtype the plan stores moves as words of its size. The fp16
+ * pass's conversions (nr_cuda_cast_*, steps of no node like the reorders) live here
+ * too: a cast is a copy that changes the word. */
 #include "backends/cuda/cuda_internal.h"
 
 #include <string.h>
@@ -341,6 +343,22 @@ static nr_status reorder_run(const nr_exec_args *a) {
   return copy(a, v, a->out[0], a->in[0]);
 }
 
+/* ---- casts (cuda_half.c inserts them) --------------------------------------------------- */
+
+/* Slot to slot of the same shape and layout, fp32 <-> fp16 by the slots' dtypes. */
+static nr_status cast_run(const nr_exec_args *a) {
+  const nr_slot *x = a->in_slot[0], *y = a->out_slot[0];
+  int64_t n = (int64_t)(y->nbytes / nr_dtype_size(y->dtype));
+  cudaError_t e = cudaErrorInvalidValue;
+  if (x->dtype == NR_DTYPE_FLOAT && y->dtype == NR_DTYPE_FLOAT16)
+    e = nr_cuda_f32_to_f16(a->in[0], a->out[0], n, nr_cuda_stream(a));
+  else if (x->dtype == NR_DTYPE_FLOAT16 && y->dtype == NR_DTYPE_FLOAT)
+    e = nr_cuda_f16_to_f32(a->in[0], a->out[0], n, nr_cuda_stream(a));
+  if (e == cudaErrorInvalidValue && x->dtype == y->dtype)
+    return nr_errorf(a->err, NR_ERR_INTERNAL, "cast of '%s' to its own dtype", x->name);
+  return nr_cuda_check(e, a->err, "cast kernel");
+}
+
 const nr_tactic nr_tactics_cuda_reorder[] = {
     {"nr_cuda_reorder_plain_to_nhwc", "", NULL, "nnroute", "reorder", NR_LAYOUT_NHWC, 0, 0,
      NULL, NULL, reorder_run, NR_PREC_FP32, NR_DEVICE_CUDA},
@@ -365,5 +383,10 @@ const nr_tactic nr_tactics_cuda_copy[] = {
     COPY("nr_cuda_copy_transpose", "Transpose", transpose_supports, none_prepare,
          transpose_run)
     COPY("nr_cuda_gather", "Gather", gather_supports, none_prepare, gather_run)
+    /* no op: only the fp16 pass places them */
+    {"nr_cuda_cast_f32_to_f16", "", NULL, "nnroute", "cast", NR_LAYOUT_ANY, 0, 0, NULL, NULL,
+     cast_run, NR_PREC_FP16, NR_DEVICE_CUDA},
+    {"nr_cuda_cast_f16_to_f32", "", NULL, "nnroute", "cast", NR_LAYOUT_ANY, 0, 0, NULL, NULL,
+     cast_run, NR_PREC_FP16, NR_DEVICE_CUDA},
     {0},
 };

@@ -9,7 +9,10 @@
  * so the plan stores nothing beyond the node and a later run does no host work but
  * the launch. The rows are NR_LAYOUT_ANY: the layout pass gives them a non-plain
  * layout only when every operand has the output's shape, and then the program is one
- * flat pass over the physical bytes, whatever the layout. */
+ * flat pass over the physical bytes, whatever the layout. nr_cuda_f32_eltwise reads
+ * and writes fp32; nr_cuda_f16_eltwise (fp16 precision, so select never picks it:
+ * the fp16 pass, cuda_half.c, moves a step onto it) takes each operand and the
+ * output in fp32 or fp16 as the slots say, a bit each in the program. */
 #include "backends/cuda/cuda_internal.h"
 
 #include <float.h>
@@ -232,14 +235,26 @@ static bool is_chain(const nr_node *n) {
   return !strcmp(n->op_type, "EltwiseChain") && n->domain && !strcmp(n->domain, "nnroute");
 }
 
+static bool float_slot(const nr_slot *s, bool half) {
+  return s && (s->dtype == NR_DTYPE_FLOAT || (half && s->dtype == NR_DTYPE_FLOAT16));
+}
+
+static int64_t elems(const nr_slot *s) {
+  int64_t n = 1;
+  for (int d = 0; d < s->rank; d++)
+    n *= s->dims[d];
+  return n;
+}
+
 /* The whole program of a step from its node and slots. Operands: the node's present
- * inputs that the steps read (for Clip only X). */
+ * inputs that the steps read (for Clip only X). half: operands and output may be
+ * fp16 (the fp16 rows). */
 static bool build_prog(const nr_node *n, const nr_step *st, const nr_slot *const *in_slot,
-                       const nr_slot *const *out_slot, const void *const *consts,
+                       const nr_slot *const *out_slot, const void *const *consts, bool half,
                        nr_cuda_ew_prog *p) {
   const nr_slot *y = st->n_out == 1 ? out_slot[0] : NULL;
   memset(p, 0, sizeof *p);
-  if (!n || !y || y->dtype != NR_DTYPE_FLOAT || !in_slot[0])
+  if (!n || !float_slot(y, half) || !in_slot[0])
     return false;
   bool ok = is_chain(n) ? chain_steps(n, st->n_in, p)
                         : node_steps(n, in_slot, st->n_in, consts, p);
@@ -249,18 +264,20 @@ static bool build_prog(const nr_node *n, const nr_step *st, const nr_slot *const
   bool same = true;
   for (int k = 0; ok && k < n_ops; k++) {
     const nr_slot *s = in_slot[k];
-    ok = k < NR_CUDA_EW_MAX_OPS && s && s->dtype == NR_DTYPE_FLOAT;
+    ok = k < NR_CUDA_EW_MAX_OPS && float_slot(s, half);
     if (!ok)
       break;
     ranks[k] = s->rank;
     memcpy(dims[k], s->dims, sizeof dims[k]);
-    same = same && s->nbytes == y->nbytes && s->layout == y->layout &&
-           nr_slot_bytes(s, NR_LAYOUT_PLAIN) == nr_slot_bytes(y, NR_LAYOUT_PLAIN);
+    same = same && elems(s) == elems(y) && s->layout == y->layout &&
+           s->nbytes / nr_dtype_size(s->dtype) == y->nbytes / nr_dtype_size(y->dtype);
+    p->half_mask |= (uint8_t)((s->dtype == NR_DTYPE_FLOAT16) << k);
   }
+  p->y_half = y->dtype == NR_DTYPE_FLOAT16;
   if (!ok)
     return false;
   if (y->layout != NR_LAYOUT_PLAIN) { /* same shapes only: one flat pass */
-    int64_t flat = (int64_t)(y->nbytes / 4);
+    int64_t flat = (int64_t)(y->nbytes / nr_dtype_size(y->dtype));
     for (int k = 0; k < n_ops; k++)
       ranks[k] = 1, dims[k][0] = flat;
     return same && nr_cuda_ew_layout(p, 1, &flat, n_ops, ranks, (const void *)dims);
@@ -273,7 +290,7 @@ static bool build_prog(const nr_node *n, const nr_step *st, const nr_slot *const
 
 /* ---- the tactic functions --------------------------------------------------------------- */
 
-static bool ew_supports(const nr_tactic_ctx *c) {
+static bool supports_prec(const nr_tactic_ctx *c, bool half) {
   const nr_slot *in[NR_STEP_MAX_IO], *out[NR_STEP_MAX_IO];
   const void *consts[NR_STEP_MAX_IO];
   if (!c->node || c->step->n_in > NR_CUDA_EW_MAX_OPS)
@@ -285,8 +302,11 @@ static bool ew_supports(const nr_tactic_ctx *c) {
   for (int o = 0; o < c->step->n_out; o++)
     out[o] = nr_step_out(c, o);
   nr_cuda_ew_prog p;
-  return build_prog(c->node, c->step, in, out, consts, &p);
+  return build_prog(c->node, c->step, in, out, consts, half, &p);
 }
+
+static bool ew_supports(const nr_tactic_ctx *c) { return supports_prec(c, false); }
+static bool ew_supports_f16(const nr_tactic_ctx *c) { return supports_prec(c, true); }
 
 static nr_status ew_prepare(const nr_tactic_ctx *c, nr_plan *plan, nr_step *step) {
   return NR_OK;
@@ -303,7 +323,8 @@ static nr_status ew_run(const nr_exec_args *a) {
     nr_cuda_ew_prog *p = malloc(sizeof *p);
     if (!p)
       return nr_errorf(a->err, NR_ERR_NOMEM, "out of memory");
-    if (!build_prog(a->node, a->step, a->in_slot, a->out_slot, consts, p)) {
+    bool half = a->step->tactic->precision == NR_PREC_FP16;
+    if (!build_prog(a->node, a->step, a->in_slot, a->out_slot, consts, half, p)) {
       free(p);
       return nr_errorf(a->err, NR_ERR_INTERNAL, "elementwise step no longer supported");
     }
@@ -317,7 +338,9 @@ static nr_status ew_run(const nr_exec_args *a) {
 
 #define EW(op, dom)                                                                     \
   {"nr_cuda_f32_eltwise", dom, op, "nnroute", "vector", NR_LAYOUT_ANY, 0, 10,           \
-   ew_supports, ew_prepare, ew_run, NR_PREC_FP32, NR_DEVICE_CUDA},
+   ew_supports, ew_prepare, ew_run, NR_PREC_FP32, NR_DEVICE_CUDA},                        \
+  {"nr_cuda_f16_eltwise", dom, op, "nnroute", "vector", NR_LAYOUT_ANY, 0, 10,           \
+   ew_supports_f16, ew_prepare, ew_run, NR_PREC_FP16, NR_DEVICE_CUDA},
 
 const nr_tactic nr_tactics_cuda_eltwise[] = {
     EW("Relu", "") EW("Sigmoid", "") EW("Tanh", "") EW("Exp", "") EW("Log", "")
@@ -333,15 +356,17 @@ const nr_tactic nr_tactics_cuda_eltwise[] = {
 /* ---- epilogues ----------------------------------------------------------------------------- */
 
 nr_status nr_cuda_epilogue(const nr_cuda_epi *e, const void *x, const float *bias,
-                           const float *res, float *y, cudaStream_t s, nr_error *err) {
+                           const void *res, void *y, cudaStream_t s, nr_error *err) {
   nr_cuda_ew_prog p;
   memset(&p, 0, sizeof p);
   p.n = e->outer * e->channels * e->inner;
-  p.rank = 3;
-  p.dims[0] = e->outer, p.dims[1] = e->channels, p.dims[2] = e->inner;
-  p.x0_half = (uint8_t)e->x_half;
+  /* without a bias every operand is the full tensor: one flat dim, the linear kernel */
+  p.rank = bias ? 3 : 1;
+  p.dims[0] = bias ? e->outer : p.n, p.dims[1] = e->channels, p.dims[2] = e->inner;
+  p.half_mask = (uint8_t)(e->x_half != 0);
+  p.y_half = (uint8_t)(e->y_half != 0);
   const void *ops[3] = {x, NULL, NULL};
-  int64_t full[3] = {e->channels * e->inner, e->inner, 1}, chan[3] = {0, 1, 0};
+  int64_t full[3] = {bias ? e->channels * e->inner : 1, e->inner, 1}, chan[3] = {0, 1, 0};
   int n = 1;
   nr_cuda_ew_set_strides(&p, 0, full);
   if (bias) {
@@ -352,6 +377,7 @@ nr_status nr_cuda_epilogue(const nr_cuda_epi *e, const void *x, const float *bia
   }
   if (res) {
     nr_cuda_ew_set_strides(&p, n, full);
+    p.half_mask |= (uint8_t)((e->res_half != 0) << n);
     ops[n] = res;
     p.step[p.n_steps++] = (nr_cuda_ew_step){NR_EW_ADD, (int8_t)n, 0, 0, 0, 0};
     n++;

@@ -12,7 +12,13 @@
  * or a residual input. Constant operands for fp16 are converted at build time into
  * the packed data; activations are converted into scratch per run. Which of the
  * heuristic's algorithms cuBLASLt runs is the knob cuda.gemm.algo (index into the
- * list the heuristic returns for this shape; the build checks it exists). */
+ * list the heuristic returns for this shape; the build checks it exists).
+ *
+ * fp16 tactics also take fp16 activations and write fp16 outputs where the fp16 pass
+ * (cuda_half.c) made the slots fp16: an fp16 operand is read in place, an fp16 output
+ * is cuBLAS's D (its C and the epilogue's bias are then fp16 too, packed at build
+ * time); a residual whose dtype differs from the output's is added by the epilogue
+ * pass instead of being cuBLAS's C. */
 #include "backends/cuda/cuda_internal.h"
 #include "passes/pass_util.h"
 
@@ -31,8 +37,11 @@ typedef struct gemm_params {
   uint8_t b_const, a_const; /* operand is a constant (fp16: packed as half) */
   uint8_t algo;           /* cuBLASLt heuristic index */
   uint8_t has_bias;       /* a packed bias vector besides the addend */
-  uint8_t pad[3];
+  uint8_t io;             /* GEMM_*_HALF: which activations are fp16 */
+  uint8_t pad[2];
 } gemm_params;
+
+enum { GEMM_A_HALF = 1, GEMM_B_HALF = 2, GEMM_Y_HALF = 4, GEMM_R_HALF = 8 };
 
 _Static_assert(sizeof(gemm_params) <= NR_TACTIC_PARAMS, "gemm params too big");
 
@@ -44,8 +53,18 @@ static uint64_t align256(uint64_t v) { return (v + 255) & ~(uint64_t)255; }
 
 /* ---- geometry -------------------------------------------------------------------------- */
 
-static bool f32_plain(const nr_slot *s) {
-  return s && s->dtype == NR_DTYPE_FLOAT && s->layout == NR_LAYOUT_PLAIN;
+static bool fl_plain(const nr_slot *s, bool half) {
+  return s && s->layout == NR_LAYOUT_PLAIN &&
+         (s->dtype == NR_DTYPE_FLOAT || (half && s->dtype == NR_DTYPE_FLOAT16));
+}
+
+static bool f32_plain(const nr_slot *s) { return fl_plain(s, false); }
+
+static bool is_half(const nr_slot *s) { return s && s->dtype == NR_DTYPE_FLOAT16; }
+
+/* Whether the step's tactic (set from prepare on) reads and writes fp16 activations. */
+static bool half_io(const nr_tactic_ctx *c) {
+  return c->step->tactic && c->step->tactic->precision == NR_PREC_FP16;
 }
 
 static int64_t count(const nr_slot *s) {
@@ -106,7 +125,7 @@ static bool gemm_c(const nr_tactic_ctx *c, const nr_slot *cs, gemm_params *p) {
   float beta = nr_attr_float(c->node, "beta", 1.0f);
   if (!cs || beta == 0.0f)
     return true;
-  if (!f32_plain(cs) || cs->rank > 2)
+  if (!fl_plain(cs, half_io(c) && !nr_step_const(c, 2)) || cs->rank > 2)
     return false;
   int64_t r = cs->rank == 2 ? cs->dims[0] : 1, cc = cs->rank >= 1 ? cs->dims[cs->rank - 1] : 1;
   if ((r != 1 && r != p->m) || (cc != 1 && cc != p->n))
@@ -125,8 +144,9 @@ static bool gemm_c(const nr_tactic_ctx *c, const nr_slot *cs, gemm_params *p) {
 static bool geom_of(const nr_tactic_ctx *c, gemm_params *p) {
   const nr_node *n = c->node;
   const nr_slot *a = nr_step_in(c, 0), *b = nr_step_in(c, 1), *y = nr_step_out(c, 0);
+  bool h = half_io(c);
   memset(p, 0, sizeof *p);
-  if (!n || !f32_plain(a) || !f32_plain(b) || !f32_plain(y) || c->step->n_out != 1)
+  if (!n || !fl_plain(a, h) || !fl_plain(b, h) || !fl_plain(y, h) || c->step->n_out != 1)
     return false;
   bool gemm = !strcmp(n->op_type, "Gemm") || is_fused(n, "FusedGemm");
   bool fused = is_fused(n, "FusedGemm") || is_fused(n, "FusedMatMul");
@@ -148,7 +168,7 @@ static bool geom_of(const nr_tactic_ctx *c, gemm_params *p) {
     p->has_bias = 1;
   }
   if (r) {
-    if (!f32_plain(r) || count(r) != count(y) || p->add == ADD_RES || p->add == ADD_CMAT)
+    if (!fl_plain(r, h) || count(r) != count(y) || p->add == ADD_RES || p->add == ADD_CMAT)
       return false;
     if (p->add == ADD_BIAS)
       p->has_bias = 1;
@@ -156,16 +176,25 @@ static bool geom_of(const nr_tactic_ctx *c, gemm_params *p) {
   }
   if (p->add == ADD_BIAS)
     p->has_bias = 1, p->add = ADD_NONE;
+  p->io = (uint8_t)((is_half(a) ? GEMM_A_HALF : 0) | (is_half(b) ? GEMM_B_HALF : 0) |
+                    (is_half(y) ? GEMM_Y_HALF : 0) |
+                    (p->add == ADD_RES && is_half(nr_step_in(c, p->res_in)) ? GEMM_R_HALF : 0));
   return true;
+}
+
+/* The residual is added by the epilogue pass, not as cuBLAS's C (whose type is D's). */
+static bool res_apart(const gemm_params *p) {
+  return p->add == ADD_RES && !(p->io & GEMM_R_HALF) != !(p->io & GEMM_Y_HALF);
 }
 
 /* ---- build time ------------------------------------------------------------------------- */
 
 static size_t half_bytes(int64_t n) { return (size_t)n * 2; }
 
-/* Packed data: [B or A as fp16 when constant and fp16][bias: N floats][C matrix]. */
+/* Packed data: [B or A as fp16 when constant and fp16][bias: N floats][bias: N halves
+ * when the output is fp16][C matrix, in the output's type]. */
 typedef struct packed_layout {
-  uint64_t a_half, b_half, bias, cmat, size;
+  uint64_t a_half, b_half, bias, bias_half, cmat, size;
 } packed_layout;
 
 static packed_layout packed_of(const gemm_params *p, nr_precision prec) {
@@ -173,11 +202,12 @@ static packed_layout packed_of(const gemm_params *p, nr_precision prec) {
   uint64_t at = 0;
   int64_t na = (int64_t)p->m * p->k * (p->sa ? p->batch : 1);
   int64_t nb = (int64_t)p->k * p->n * (p->sb ? p->batch : 1);
-  bool half = prec == NR_PREC_FP16;
+  bool half = prec == NR_PREC_FP16, yh = p->io & GEMM_Y_HALF;
   l.a_half = at, at += half && p->a_const ? align256(half_bytes(na)) : 0;
   l.b_half = at, at += half && p->b_const ? align256(half_bytes(nb)) : 0;
   l.bias = at, at += p->has_bias ? align256((uint64_t)p->n * 4) : 0;
-  l.cmat = at, at += p->add == ADD_CMAT ? align256((uint64_t)p->m * p->n * 4) : 0;
+  l.bias_half = at, at += p->has_bias && yh ? align256((uint64_t)p->n * 2) : 0;
+  l.cmat = at, at += p->add == ADD_CMAT ? align256((uint64_t)p->m * p->n * (yh ? 2 : 4)) : 0;
   l.size = at;
   return l;
 }
@@ -193,8 +223,10 @@ static scratch_layout scratch_of(const gemm_params *p, nr_precision prec, uint64
   bool half = prec == NR_PREC_FP16;
   int64_t na = (int64_t)p->m * p->k * (p->sa ? p->batch : 1);
   int64_t nb = (int64_t)p->k * p->n * (p->sb ? p->batch : 1);
-  s.a_half = at, at += half && !p->a_const ? align256(half_bytes(na)) : 0;
-  s.b_half = at, at += half && !p->b_const ? align256(half_bytes(nb)) : 0;
+  bool ah = half && !p->a_const && !(p->io & GEMM_A_HALF);
+  bool bh = half && !p->b_const && !(p->io & GEMM_B_HALF);
+  s.a_half = at, at += ah ? align256(half_bytes(na)) : 0;
+  s.b_half = at, at += bh ? align256(half_bytes(nb)) : 0;
   s.work = at, at += work;
   s.size = at;
   return s;
@@ -261,8 +293,20 @@ static nr_status gemm_prepare(const nr_tactic_ctx *c, nr_plan *plan, nr_step *st
     to_half(nr_step_const(c, 1), (uint16_t *)(buf + pl.b_half), nb);
   if (p.has_bias)
     pack_bias(c, &p, (float *)(buf + pl.bias));
-  if (p.add == ADD_CMAT)
+  if (p.has_bias && (p.io & GEMM_Y_HALF))
+    to_half((const float *)(buf + pl.bias), (uint16_t *)(buf + pl.bias_half), p.n);
+  if (p.add == ADD_CMAT && !(p.io & GEMM_Y_HALF))
     pack_cmat(c, &p, (float *)(buf + pl.cmat));
+  if (p.add == ADD_CMAT && (p.io & GEMM_Y_HALF)) {
+    float *tmp = malloc(sizeof(float) * (size_t)p.m * (size_t)p.n + 1);
+    if (!tmp) {
+      free(buf);
+      return nr_errorf(c->err, NR_ERR_NOMEM, "out of memory packing a GEMM");
+    }
+    pack_cmat(c, &p, tmp);
+    to_half(tmp, (uint16_t *)(buf + pl.cmat), (int64_t)p.m * p.n);
+    free(tmp);
+  }
   nr_status st = NR_OK;
   if (pl.size)
     st = nr_plan_add_weights(plan, buf, pl.size, &step->packed_offset, c->err);
@@ -356,6 +400,7 @@ static cublasStatus_t lt_describe(const gemm_params *p, nr_precision prec, const
   cublasComputeType_t ct = prec == NR_PREC_TF32 ? CUBLAS_COMPUTE_32F_FAST_TF32
                                                 : CUBLAS_COMPUTE_32F;
   cudaDataType in = prec == NR_PREC_FP16 ? CUDA_R_16F : CUDA_R_32F;
+  cudaDataType out = p->io & GEMM_Y_HALF ? CUDA_R_16F : CUDA_R_32F;
   cublasStatus_t st = cublasLtMatmulDescCreate(&s->desc, ct, CUDA_R_32F);
   cublasOperation_t opa = p->tb ? CUBLAS_OP_T : CUBLAS_OP_N;
   cublasOperation_t opb = p->ta ? CUBLAS_OP_T : CUBLAS_OP_N;
@@ -364,7 +409,7 @@ static cublasStatus_t lt_describe(const gemm_params *p, nr_precision prec, const
   if (!st)
     st = cublasLtMatmulDescSetAttribute(s->desc, CUBLASLT_MATMUL_DESC_TRANSB, &opb, sizeof opb);
   cublasLtEpilogue_t epi = CUBLASLT_EPILOGUE_DEFAULT;
-  bool relu = p->act == NR_ACT_RELU;
+  bool relu = p->act == NR_ACT_RELU && !res_apart(p); /* ReLU after the residual */
   if (bias)
     epi = relu ? CUBLASLT_EPILOGUE_RELU_BIAS : CUBLASLT_EPILOGUE_BIAS;
   else if (relu)
@@ -379,8 +424,8 @@ static cublasStatus_t lt_describe(const gemm_params *p, nr_precision prec, const
   int64_t n = p->n, m = p->m, k = p->k;
   s->la = lt_layout(in, p->tb ? k : n, p->tb ? n : k, p->tb ? k : n, p->batch, p->sb, &st);
   s->lb = lt_layout(in, p->ta ? m : k, p->ta ? k : m, p->ta ? m : k, p->batch, p->sa, &st);
-  s->lc = lt_layout(CUDA_R_32F, n, m, n, p->batch, p->sd, &st);
-  s->ld = lt_layout(CUDA_R_32F, n, m, n, p->batch, p->sd, &st);
+  s->lc = lt_layout(out, n, m, n, p->batch, p->sd, &st);
+  s->ld = lt_layout(out, n, m, n, p->batch, p->sd, &st);
   (void)has_c;
   return st;
 }
@@ -464,6 +509,8 @@ static nr_status half_operands(const nr_exec_args *a, const gemm_params *p,
   cudaError_t e = cudaSuccess;
   if (p->a_const) {
     *pa = packed_at(a, pl.a_half);
+  } else if (p->io & GEMM_A_HALF) {
+    *pa = a->in[0];
   } else {
     *pa = (uint8_t *)a->scratch + sl.a_half;
     if (convert)
@@ -471,6 +518,8 @@ static nr_status half_operands(const nr_exec_args *a, const gemm_params *p,
   }
   if (p->b_const) {
     *pb = packed_at(a, pl.b_half);
+  } else if (p->io & GEMM_B_HALF) {
+    *pb = a->in[1];
   } else if (e == cudaSuccess) {
     *pb = (uint8_t *)a->scratch + sl.b_half;
     if (convert)
@@ -479,15 +528,28 @@ static nr_status half_operands(const nr_exec_args *a, const gemm_params *p,
   return nr_cuda_check(e, a->err, "converting GEMM operands to fp16");
 }
 
+/* What cuBLASLt left undone, in place on the output: the residual when it is not
+ * cuBLAS's C, and an activation its epilogue does not have. */
 static nr_status post_act(const nr_exec_args *a, const gemm_params *p) {
-  nr_cuda_epi e = {(int64_t)p->m * p->batch, p->n, 1, 0, (nr_act)p->act, p->act_a, p->act_b};
-  return nr_cuda_epilogue(&e, a->out[0], NULL, NULL, a->out[0], nr_cuda_stream(a), a->err);
+  int yh = (p->io & GEMM_Y_HALF) != 0;
+  nr_cuda_epi e = {(int64_t)p->m * p->batch, p->n, 1, yh, (nr_act)p->act, p->act_a, p->act_b,
+                   yh, (p->io & GEMM_R_HALF) != 0};
+  return nr_cuda_epilogue(&e, a->out[0], NULL, res_apart(p) ? a->in[p->res_in] : NULL,
+                          a->out[0], nr_cuda_stream(a), a->err);
 }
 
 /* cuBLAS's C: the residual, the packed constant matrix, or D itself (beta 0). */
 static const void *lt_c(const nr_exec_args *a, const gemm_params *p, const packed_layout *pl) {
-  return p->add == ADD_RES ? a->in[p->res_in] : p->add == ADD_CMAT ? packed_at(a, pl->cmat)
-                                                                   : a->out[0];
+  if (p->add == ADD_RES && !res_apart(p))
+    return a->in[p->res_in];
+  return p->add == ADD_CMAT ? packed_at(a, pl->cmat) : a->out[0];
+}
+
+static const void *lt_bias(const nr_exec_args *a, const gemm_params *p,
+                           const packed_layout *pl) {
+  if (!p->has_bias)
+    return NULL;
+  return packed_at(a, p->io & GEMM_Y_HALF ? pl->bias_half : pl->bias);
 }
 
 static nr_status lt_run(const nr_exec_args *a) {
@@ -505,8 +567,7 @@ static nr_status lt_run(const nr_exec_args *a) {
     ss->p = s, ss->free_fn = lt_free;
     cublasLtMatmulHeuristicResult_t res[8];
     int n = 0;
-    cublasStatus_t st = lt_describe(&p, prec, p.has_bias ? packed_at(a, pl.bias) : NULL,
-                                    p.add != ADD_NONE, s);
+    cublasStatus_t st = lt_describe(&p, prec, lt_bias(a, &p, &pl), p.add != ADD_NONE, s);
     const void *pa, *pb;
     nr_status r = half_operands(a, &p, &pa, &pb, false);
     if (r)
@@ -527,12 +588,12 @@ static nr_status lt_run(const nr_exec_args *a) {
   if (r)
     return r;
   const void *cm = lt_c(a, &p, &pl);
-  float beta = p.add == ADD_NONE ? 0.0f : 1.0f;
+  float beta = p.add == ADD_NONE || res_apart(&p) ? 0.0f : 1.0f;
   cublasStatus_t st = cublasLtMatmul(nr_cuda_of(a)->lt, s->desc, &p.alpha, pb, s->la, pa,
                                      s->lb, &beta, cm, s->lc, a->out[0], s->ld, &s->algo,
                                      (uint8_t *)a->scratch + sl.work, work, nr_cuda_stream(a));
   r = nr_cublas_check(st, a->err, "cublasLtMatmul");
-  if (!r && s->post_act)
+  if (!r && (s->post_act || res_apart(&p)))
     r = post_act(a, &p);
   return r;
 }
@@ -550,20 +611,22 @@ static nr_status blas_run(const nr_exec_args *a) {
   cublasComputeType_t ct = prec == NR_PREC_TF32 ? CUBLAS_COMPUTE_32F_FAST_TF32
                                                 : CUBLAS_COMPUTE_32F;
   cudaDataType in = prec == NR_PREC_FP16 ? CUDA_R_16F : CUDA_R_32F;
+  int yh = (p.io & GEMM_Y_HALF) != 0;
   float beta = 0.0f;
   int n = p.n, m = p.m, k = p.k;
   cublasStatus_t st = cublasGemmStridedBatchedEx(
       nr_cuda_of(a)->blas, p.tb ? CUBLAS_OP_T : CUBLAS_OP_N, p.ta ? CUBLAS_OP_T : CUBLAS_OP_N,
       n, m, k, &p.alpha, pb, in, p.tb ? k : n, p.sb, pa, in, p.ta ? m : k, p.sa, &beta,
-      a->out[0], CUDA_R_32F, n, p.sd, p.batch, ct, CUBLAS_GEMM_DEFAULT);
+      a->out[0], yh ? CUDA_R_16F : CUDA_R_32F, n, p.sd, p.batch, ct, CUBLAS_GEMM_DEFAULT);
   r = nr_cublas_check(st, a->err, "cublasGemmStridedBatchedEx");
   if (r || (!p.has_bias && p.add == ADD_NONE && p.act == NR_ACT_NONE))
     return r;
   packed_layout pl = packed_of(&p, prec);
-  nr_cuda_epi e = {(int64_t)p.m * p.batch, p.n, 1, 0, (nr_act)p.act, p.act_a, p.act_b};
-  const float *res = p.add == ADD_RES    ? a->in[p.res_in]
-                     : p.add == ADD_CMAT ? packed_at(a, pl.cmat)
-                                         : NULL;
+  int rh = p.add == ADD_RES ? (p.io & GEMM_R_HALF) != 0 : yh; /* CMAT: packed as Y */
+  nr_cuda_epi e = {(int64_t)p.m * p.batch, p.n, 1, yh, (nr_act)p.act, p.act_a, p.act_b, yh, rh};
+  const void *res = p.add == ADD_RES    ? a->in[p.res_in]
+                    : p.add == ADD_CMAT ? packed_at(a, pl.cmat)
+                                        : NULL;
   return nr_cuda_epilogue(&e, a->out[0], p.has_bias ? packed_at(a, pl.bias) : NULL, res,
                           a->out[0], nr_cuda_stream(a), a->err);
 }

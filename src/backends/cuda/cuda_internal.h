@@ -106,15 +106,17 @@ uint8_t nr_cuda_ew_act(nr_act act);
 
 /* y = act(x + bias + res) over y viewed as [outer, channels, inner] (contiguous), the
  * bias running along channels (NCHW: N, C, H*W; NHWC and GEMM rows: rows, C, 1).
- * x may be fp16 (x_half); bias and res may be NULL; x may be y. */
+ * x, res and y are fp16 where their flag says, else fp32; the bias is fp32; bias and
+ * res may be NULL; x may be y. */
 typedef struct nr_cuda_epi {
   int64_t outer, channels, inner;
   int x_half;
   nr_act act;
   float a, b;
+  int y_half, res_half;
 } nr_cuda_epi;
 nr_status nr_cuda_epilogue(const nr_cuda_epi *e, const void *x, const float *bias,
-                           const float *res, float *y, cudaStream_t s, nr_error *err);
+                           const void *res, void *y, cudaStream_t s, nr_error *err);
 /* Reads a fused op's activation (activation, act_alpha, act_beta with the reference's
  * defaults); false for an unknown name. */
 bool nr_cuda_fused_act(const nr_node *n, nr_act *act, float *a, float *b);
@@ -122,6 +124,13 @@ bool nr_cuda_fused_act(const nr_node *n, nr_act *act, float *a, float *b);
 /* ---- the tactic rows' functions (one file per family) ------------------------------------ */
 
 extern const nr_tactic nr_tactics_cuda_reorder[]; /* cuda_copy.c: PLAIN <-> NHWC */
+extern const nr_tactic nr_tactics_cuda_copy[];    /* cuda_copy.c: data movement, casts */
+
+/* The depthwise rows' functions (cuda_dwconv.c; the rows are in cuda_conv.c's table). */
+bool nr_cuda_dw_supports(const nr_tactic_ctx *c);
+bool nr_cuda_dw_supports_f16(const nr_tactic_ctx *c);
+nr_status nr_cuda_dw_prepare(const nr_tactic_ctx *c, nr_plan *plan, nr_step *step);
+nr_status nr_cuda_dw_run(const nr_exec_args *a);
 
 /* compile.tactic_selection=profile (cuda_profile.c). */
 double nr_cuda_time_step(nr_compile_ctx *cc, int k, const nr_tactic *t);

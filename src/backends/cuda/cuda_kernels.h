@@ -42,7 +42,8 @@ typedef struct nr_cuda_ew_step {
 
 typedef struct nr_cuda_ew_prog {
   int n_steps, n_ops, rank;
-  uint8_t x0_half;                              /* operand 0 is fp16 */
+  uint8_t half_mask;                            /* bit k: operand k is fp16 */
+  uint8_t y_half;                               /* the output is fp16 */
   int64_t n;                                    /* output elements */
   int64_t dims[NR_CUDA_EW_MAX_DIMS];            /* merged output dims */
   int64_t stride[NR_CUDA_EW_MAX_OPS][NR_CUDA_EW_MAX_DIMS]; /* elements; 0 = broadcast */
@@ -54,7 +55,7 @@ typedef struct nr_cuda_ew_prog {
 extern "C" {
 #endif
 /* y[i] = program(ops...); ops[0] is x0. */
-cudaError_t nr_cuda_ew_launch(const nr_cuda_ew_prog *prog, const void *const *ops, float *y,
+cudaError_t nr_cuda_ew_launch(const nr_cuda_ew_prog *prog, const void *const *ops, void *y,
                               cudaStream_t s);
 /* fp32 <-> fp16 conversions of n elements. */
 cudaError_t nr_cuda_f32_to_f16(const float *x, void *y, int64_t n, cudaStream_t s);
@@ -67,7 +68,7 @@ cudaError_t nr_cuda_f16_to_f32(const void *x, float *y, int64_t n, cudaStream_t 
 
 /* 2-D pooling over NCHW planes; windows as the reference resolves them (nr_window). */
 typedef struct nr_cuda_pool2d {
-  uint8_t max, count_pad, pad[2];
+  uint8_t max, count_pad, x_half, y_half; /* x_half, y_half: fp16 tensors */
   int32_t kh, kw, sh, sw, dh, dw, pt, pl, pb, pr;
   int32_t planes, ih, iw, oh, ow;
 } nr_cuda_pool2d;
@@ -75,16 +76,19 @@ typedef struct nr_cuda_pool2d {
 #ifdef __cplusplus
 extern "C" {
 #endif
-/* Softmax (log: LogSoftmax) over rows of n contiguous floats. */
-cudaError_t nr_cuda_softmax(const float *x, float *y, int64_t rows, int64_t n, int log,
-                            cudaStream_t s);
-/* LayerNormalization over rows of n floats; scale/bias of n floats (bias may be NULL). */
-cudaError_t nr_cuda_layernorm(const float *x, const float *scale, const float *bias, float *y,
-                              int64_t rows, int64_t n, float eps, cudaStream_t s);
-/* Mean (or max, max != 0) of each of `rows` rows of n contiguous floats. */
-cudaError_t nr_cuda_reduce_rows(const float *x, float *y, int64_t rows, int64_t n, int max,
-                                cudaStream_t s);
-cudaError_t nr_cuda_pool2d_run(const nr_cuda_pool2d *p, const float *x, float *y, cudaStream_t s);
+/* x and y of the row kernels are fp16 when xh / yh (bit 0 of `half`: x, bit 1: y),
+ * else fp32; scale and bias are fp32. */
+enum { NR_CUDA_X_HALF = 1, NR_CUDA_Y_HALF = 2 };
+/* Softmax (log: LogSoftmax) over rows of n contiguous elements. */
+cudaError_t nr_cuda_softmax(const void *x, void *y, int64_t rows, int64_t n, int log,
+                            int half, cudaStream_t s);
+/* LayerNormalization over rows of n elements; scale/bias of n floats (bias may be NULL). */
+cudaError_t nr_cuda_layernorm(const void *x, const float *scale, const float *bias, void *y,
+                              int64_t rows, int64_t n, float eps, int half, cudaStream_t s);
+/* Mean (or max, max != 0) of each of `rows` rows of n contiguous elements. */
+cudaError_t nr_cuda_reduce_rows(const void *x, void *y, int64_t rows, int64_t n, int max,
+                                int half, cudaStream_t s);
+cudaError_t nr_cuda_pool2d_run(const nr_cuda_pool2d *p, const void *x, void *y, cudaStream_t s);
 #ifdef __cplusplus
 }
 #endif
@@ -107,6 +111,42 @@ extern "C" {
  * D and Dv at most 256. */
 cudaError_t nr_cuda_attention(const nr_cuda_attn *g, const float *q, const float *k,
                               const float *v, const void *mask, float *y, cudaStream_t s);
+/* The tensor-core variant (nr_cuda_f16_attention): Q, K, V and Y each fp32 or fp16
+ * (io: NR_CUDA_ATTN_*_HALF), products on fp16 tensor cores with fp32 accumulation, an
+ * exact fp32 softmax over all keys held in shared memory. D and Dv multiples of 16,
+ * at most 128; nr_cuda_attention_tc_smem is the shared memory a launch needs (bytes;
+ * tactics refuse what does not fit, NR_CUDA_ATTN_TC_SMEM_MAX). */
+enum {
+  NR_CUDA_ATTN_Q_HALF = 1, NR_CUDA_ATTN_K_HALF = 2, NR_CUDA_ATTN_V_HALF = 4,
+  NR_CUDA_ATTN_Y_HALF = 8
+};
+#define NR_CUDA_ATTN_TC_SMEM_MAX (200 * 1024)
+int64_t nr_cuda_attention_tc_smem(int64_t d, int64_t dv, int64_t t);
+cudaError_t nr_cuda_attention_tc(const nr_cuda_attn *g, const void *q, const void *k,
+                                 const void *v, const void *mask, void *y, int io,
+                                 cudaStream_t s);
+#ifdef __cplusplus
+}
+#endif
+
+/* ---- depthwise convolution (kernels_dwconv.cu) -------------------------------------------- */
+
+/* One filter per channel (group == C == M), a K x K window (K 3 or 5), one stride S
+ * (1 or 2) on both axes, any pads, no dilation. Weights packed per layout (PLAIN:
+ * [C][K*K], NHWC: [K*K][C]) as fp32; bias fp32 [C] or NULL; y = act(conv + bias) with
+ * act an nr_cuda_ew_op (NR_EW_IDENTITY for none). */
+typedef struct nr_cuda_dwconv {
+  int32_t n, c, h, w, oh, ow;
+  int16_t k, stride, pad_t, pad_l;
+  uint8_t nhwc, x_half, y_half, act;
+  float p0, p1;
+} nr_cuda_dwconv;
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+cudaError_t nr_cuda_dwconv_run(const nr_cuda_dwconv *p, const void *x, const float *w,
+                               const float *bias, void *y, cudaStream_t s);
 #ifdef __cplusplus
 }
 #endif

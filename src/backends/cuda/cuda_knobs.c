@@ -47,6 +47,25 @@ static bool gemm_applies(const nr_graph *g, const nr_node *n) {
          own_step(g, n);
 }
 
+/* A convolution the depthwise kernel can run (cuda_dwconv.c): one filter per
+ * channel, 3x3 or 5x5, stride 1 or 2 on both axes, no dilation. */
+static bool dw_applies(const nr_graph *g, const nr_node *n) {
+  if (!g)
+    return true;
+  if (!conv_applies(g, n))
+    return false;
+  const nr_value *x = &g->tensors[n->inputs[0]].value, *w = &g->tensors[n->inputs[1]].value;
+  size_t ns = 0, nd = 0;
+  const int64_t *st = nr_attr_ints(n, "strides", &ns), *dl = nr_attr_ints(n, "dilations", &nd);
+  bool ok = x->rank == 4 && nr_attr_int(n, "group", 1) == x->dims[1] && w->dims[0] == x->dims[1] &&
+            w->dims[1] == 1 && w->dims[2] == w->dims[3] && (w->dims[2] == 3 || w->dims[2] == 5);
+  for (size_t i = 0; ok && i < ns; i++)
+    ok = st[i] == st[0] && (st[i] == 1 || st[i] == 2);
+  for (size_t i = 0; ok && i < nd; i++)
+    ok = dl[i] == 1;
+  return ok;
+}
+
 static bool precision_applies(const nr_graph *g, const nr_node *n) {
   return conv_applies(g, n) || gemm_applies(g, n);
 }
@@ -102,6 +121,10 @@ const nr_knob_def nr_knobs_cuda[] = {
      "cuDNN convolution algorithm (auto: cuDNN's heuristic, or its timed search with "
      "compile.tactic_selection=profile)",
      conv_applies, conv_algo_valid, CUDA},
+    {"cuda.conv.tactic", "auto|cudnn|depthwise", "auto", NR_KNOB_NODE, 0, 0.0,
+     "who runs a depthwise convolution on the GPU: cuDNN, or nnroute's depthwise kernel "
+     "(bias and activation fused; restricting knob on the tactic's algo)",
+     dw_applies, NULL, CUDA},
     {"cuda.conv.layout", "auto|plain|nhwc", "auto", NR_KNOB_NODE, NR_KNOB_LAYOUT, 0.0,
      "activation layout a convolution runs in on the GPU (the layout pass inserts "
      "reorders)",

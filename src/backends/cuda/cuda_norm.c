@@ -8,7 +8,10 @@
  * block, LayerNorm's optional Mean/InvStdDev outputs); those nodes fail the CUDA
  * build by name instead of running something slower in secret. Pool windows are
  * resolved with the reference's nr_window code, so pads, ceil_mode and auto_pad mean
- * the same thing on both sides. */
+ * the same thing on both sides. Each row is twice: nr_cuda_f32_* (fp32 tensors,
+ * what select picks) and nr_cuda_f16_* (fp16 precision rows, which select never
+ * picks for these ops: the fp16 pass, cuda_half.c, moves a step onto them when one
+ * of its inputs became fp16; x and y are then fp16 or fp32 each, math fp32). */
 #include "backends/cuda/cuda_internal.h"
 #include "kernels/ref/conv_util.h"
 
@@ -17,13 +20,22 @@
 typedef struct rows_params {
   int64_t rows, n;
   float eps;
-  int32_t log, max;
+  int32_t log, max, half; /* half: NR_CUDA_X_HALF | NR_CUDA_Y_HALF */
 } rows_params;
 
 _Static_assert(sizeof(rows_params) <= NR_TACTIC_PARAMS, "rows params too big");
 
-static bool plain_f32(const nr_slot *s) {
-  return s && s->dtype == NR_DTYPE_FLOAT && s->layout == NR_LAYOUT_PLAIN;
+/* A plain fp32 tensor, or fp16 too when half. */
+static bool plain_fl(const nr_slot *s, bool half) {
+  return s && s->layout == NR_LAYOUT_PLAIN &&
+         (s->dtype == NR_DTYPE_FLOAT || (half && s->dtype == NR_DTYPE_FLOAT16));
+}
+
+static bool plain_f32(const nr_slot *s) { return plain_fl(s, false); }
+
+static int32_t half_bits(const nr_slot *x, const nr_slot *y) {
+  return (x->dtype == NR_DTYPE_FLOAT16 ? NR_CUDA_X_HALF : 0) |
+         (y->dtype == NR_DTYPE_FLOAT16 ? NR_CUDA_Y_HALF : 0);
 }
 
 static int64_t prod(const int64_t *d, int from, int to) {
@@ -39,9 +51,9 @@ static int norm_axis(int64_t a, int rank) {
 
 /* Softmax/LogSoftmax: opset 13 normalizes one axis (the last only, here); before 13
  * the input is flattened at `axis` (default 1) into rows. */
-static bool softmax_rows(const nr_tactic_ctx *c, rows_params *p) {
+static bool softmax_rows(const nr_tactic_ctx *c, rows_params *p, bool h) {
   const nr_slot *x = nr_step_in(c, 0), *y = nr_step_out(c, 0);
-  if (!plain_f32(x) || !plain_f32(y) || x->rank < 1 || c->step->n_out != 1)
+  if (!plain_fl(x, h) || !plain_fl(y, h) || x->rank < 1 || c->step->n_out != 1)
     return false;
   bool v13 = c->node->opset >= 13;
   int ax = norm_axis(nr_attr_int(c->node, "axis", v13 ? -1 : 1), x->rank);
@@ -52,10 +64,10 @@ static bool softmax_rows(const nr_tactic_ctx *c, rows_params *p) {
   return true;
 }
 
-static bool layernorm_rows(const nr_tactic_ctx *c, rows_params *p) {
+static bool layernorm_rows(const nr_tactic_ctx *c, rows_params *p, bool h) {
   const nr_slot *x = nr_step_in(c, 0), *sc = nr_step_in(c, 1), *b = nr_step_in(c, 2);
   const nr_slot *y = nr_step_out(c, 0);
-  if (!plain_f32(x) || !plain_f32(y) || !plain_f32(sc) || (b && !plain_f32(b)))
+  if (!plain_fl(x, h) || !plain_fl(y, h) || !plain_f32(sc) || (b && !plain_f32(b)))
     return false;
   for (int o = 1; o < c->step->n_out; o++)
     if (nr_step_out(c, o))
@@ -71,9 +83,9 @@ static bool layernorm_rows(const nr_tactic_ctx *c, rows_params *p) {
 }
 
 /* Global pools: [N, C, spatial...] -> [N, C, 1...]. */
-static bool global_rows(const nr_tactic_ctx *c, rows_params *p) {
+static bool global_rows(const nr_tactic_ctx *c, rows_params *p, bool h) {
   const nr_slot *x = nr_step_in(c, 0), *y = nr_step_out(c, 0);
-  if (!plain_f32(x) || !plain_f32(y) || x->rank < 3 || c->step->n_out != 1)
+  if (!plain_fl(x, h) || !plain_fl(y, h) || x->rank < 3 || c->step->n_out != 1)
     return false;
   *p = (rows_params){x->dims[0] * x->dims[1], prod(x->dims, 2, x->rank), 0, 0, 0};
   p->max = !strcmp(c->node->op_type, "GlobalMaxPool");
@@ -81,9 +93,9 @@ static bool global_rows(const nr_tactic_ctx *c, rows_params *p) {
 }
 
 /* ReduceMean/ReduceMax over axes that are exactly the trailing dims from some r0. */
-static bool reduce_rows(const nr_tactic_ctx *c, rows_params *p) {
+static bool reduce_rows(const nr_tactic_ctx *c, rows_params *p, bool h) {
   const nr_slot *x = nr_step_in(c, 0), *y = nr_step_out(c, 0);
-  if (!plain_f32(x) || !plain_f32(y) || x->rank < 1 || c->step->n_out != 1)
+  if (!plain_fl(x, h) || !plain_fl(y, h) || x->rank < 1 || c->step->n_out != 1)
     return false;
   int64_t axes[NR_MAX_RANK];
   size_t na = 0;
@@ -120,27 +132,38 @@ static bool reduce_rows(const nr_tactic_ctx *c, rows_params *p) {
   return prod(y->dims, 0, y->rank) == p->rows;
 }
 
-static bool rows_of(const nr_tactic_ctx *c, rows_params *p) {
+/* h: the fp16 rows (x and y may be fp16). */
+static bool rows_of(const nr_tactic_ctx *c, rows_params *p, bool h) {
   const char *op = c->node ? c->node->op_type : "";
+  bool ok;
   if (!c->node)
     return false;
   if (!strcmp(op, "Softmax") || !strcmp(op, "LogSoftmax"))
-    return softmax_rows(c, p);
-  if (!strcmp(op, "LayerNormalization"))
-    return layernorm_rows(c, p);
-  if (!strcmp(op, "GlobalAveragePool") || !strcmp(op, "GlobalMaxPool"))
-    return global_rows(c, p);
-  return reduce_rows(c, p);
+    ok = softmax_rows(c, p, h);
+  else if (!strcmp(op, "LayerNormalization"))
+    ok = layernorm_rows(c, p, h);
+  else if (!strcmp(op, "GlobalAveragePool") || !strcmp(op, "GlobalMaxPool"))
+    ok = global_rows(c, p, h);
+  else
+    ok = reduce_rows(c, p, h);
+  if (ok)
+    p->half = half_bits(nr_step_in(c, 0), nr_step_out(c, 0));
+  return ok;
 }
 
 static bool rows_supports(const nr_tactic_ctx *c) {
   rows_params p;
-  return rows_of(c, &p);
+  return rows_of(c, &p, false);
+}
+
+static bool rows_supports_f16(const nr_tactic_ctx *c) {
+  rows_params p;
+  return rows_of(c, &p, true);
 }
 
 static nr_status rows_prepare(const nr_tactic_ctx *c, nr_plan *plan, nr_step *step) {
   rows_params p;
-  if (!rows_of(c, &p))
+  if (!rows_of(c, &p, step->tactic->precision == NR_PREC_FP16))
     return nr_errorf(c->err, NR_ERR_INTERNAL, "node no longer supported");
   memcpy(step->params, &p, sizeof p);
   return NR_OK;
@@ -149,7 +172,7 @@ static nr_status rows_prepare(const nr_tactic_ctx *c, nr_plan *plan, nr_step *st
 static nr_status softmax_run(const nr_exec_args *a) {
   rows_params p;
   memcpy(&p, a->step->params, sizeof p);
-  return nr_cuda_check(nr_cuda_softmax(a->in[0], a->out[0], p.rows, p.n, p.log,
+  return nr_cuda_check(nr_cuda_softmax(a->in[0], a->out[0], p.rows, p.n, p.log, p.half,
                                        nr_cuda_stream(a)),
                        a->err, "softmax kernel");
 }
@@ -159,23 +182,23 @@ static nr_status layernorm_run(const nr_exec_args *a) {
   memcpy(&p, a->step->params, sizeof p);
   const float *bias = a->step->n_in > 2 ? a->in[2] : NULL;
   return nr_cuda_check(nr_cuda_layernorm(a->in[0], a->in[1], bias, a->out[0], p.rows, p.n,
-                                         p.eps, nr_cuda_stream(a)),
+                                         p.eps, p.half, nr_cuda_stream(a)),
                        a->err, "layernorm kernel");
 }
 
 static nr_status reduce_run(const nr_exec_args *a) {
   rows_params p;
   memcpy(&p, a->step->params, sizeof p);
-  return nr_cuda_check(nr_cuda_reduce_rows(a->in[0], a->out[0], p.rows, p.n, p.max,
+  return nr_cuda_check(nr_cuda_reduce_rows(a->in[0], a->out[0], p.rows, p.n, p.max, p.half,
                                            nr_cuda_stream(a)),
                        a->err, "reduction kernel");
 }
 
 /* ---- 2-D pooling ---------------------------------------------------------------------- */
 
-static bool pool_of(const nr_tactic_ctx *c, nr_cuda_pool2d *p) {
+static bool pool_of(const nr_tactic_ctx *c, nr_cuda_pool2d *p, bool h) {
   const nr_slot *x = nr_step_in(c, 0), *y = nr_step_out(c, 0);
-  if (!c->node || !plain_f32(x) || !plain_f32(y) || x->rank != 4 || y->rank != 4 ||
+  if (!c->node || !plain_fl(x, h) || !plain_fl(y, h) || x->rank != 4 || y->rank != 4 ||
       c->step->n_in != 1 || (c->step->n_out > 1 && nr_step_out(c, 1)))
     return false;
   nr_error err = {0};
@@ -194,6 +217,8 @@ static bool pool_of(const nr_tactic_ctx *c, nr_cuda_pool2d *p) {
       .pb = (int32_t)w.pad_e[0], .pr = (int32_t)w.pad_e[1],
       .planes = (int32_t)(x->dims[0] * x->dims[1]), .ih = (int32_t)x->dims[2],
       .iw = (int32_t)x->dims[3], .oh = (int32_t)y->dims[2], .ow = (int32_t)y->dims[3]};
+  p->x_half = x->dtype == NR_DTYPE_FLOAT16;
+  p->y_half = y->dtype == NR_DTYPE_FLOAT16;
   return x->dims[0] * x->dims[1] < INT32_MAX && x->dims[2] * x->dims[3] < INT32_MAX;
 }
 
@@ -201,12 +226,17 @@ _Static_assert(sizeof(nr_cuda_pool2d) <= NR_TACTIC_PARAMS, "pool params too big"
 
 static bool pool_supports(const nr_tactic_ctx *c) {
   nr_cuda_pool2d p;
-  return pool_of(c, &p);
+  return pool_of(c, &p, false);
+}
+
+static bool pool_supports_f16(const nr_tactic_ctx *c) {
+  nr_cuda_pool2d p;
+  return pool_of(c, &p, true);
 }
 
 static nr_status pool_prepare(const nr_tactic_ctx *c, nr_plan *plan, nr_step *step) {
   nr_cuda_pool2d p;
-  if (!pool_of(c, &p))
+  if (!pool_of(c, &p, step->tactic->precision == NR_PREC_FP16))
     return nr_errorf(c->err, NR_ERR_INTERNAL, "pool no longer supported");
   memcpy(step->params, &p, sizeof p);
   return NR_OK;
@@ -219,22 +249,27 @@ static nr_status pool_run(const nr_exec_args *a) {
                        "pool kernel");
 }
 
-#define ROW(id, op, run)                                                               \
-  {id, "", op, "nnroute", "vector", NR_LAYOUT_PLAIN, 0, 10, rows_supports, rows_prepare,  \
-   run, NR_PREC_FP32, NR_DEVICE_CUDA},
-#define POOL(id, op)                                                                   \
-  {id, "", op, "nnroute", "vector", NR_LAYOUT_PLAIN, 0, 10, pool_supports, pool_prepare,  \
-   pool_run, NR_PREC_FP32, NR_DEVICE_CUDA},
+#define ROW_P(id, op, run, sup, prec)                                                  \
+  {id, "", op, "nnroute", "vector", NR_LAYOUT_PLAIN, 0, 10, sup, rows_prepare, run, prec,  \
+   NR_DEVICE_CUDA},
+#define ROW(name, op, run)                                                              \
+  ROW_P("nr_cuda_f32_" name, op, run, rows_supports, NR_PREC_FP32)                       \
+  ROW_P("nr_cuda_f16_" name, op, run, rows_supports_f16, NR_PREC_FP16)
+#define POOL(op)                                                                        \
+  {"nr_cuda_f32_pool2d", "", op, "nnroute", "vector", NR_LAYOUT_PLAIN, 0, 10, pool_supports, \
+   pool_prepare, pool_run, NR_PREC_FP32, NR_DEVICE_CUDA},                                 \
+  {"nr_cuda_f16_pool2d", "", op, "nnroute", "vector", NR_LAYOUT_PLAIN, 0, 10,              \
+   pool_supports_f16, pool_prepare, pool_run, NR_PREC_FP16, NR_DEVICE_CUDA},
 
 const nr_tactic nr_tactics_cuda_norm[] = {
-    ROW("nr_cuda_f32_softmax", "Softmax", softmax_run)
-    ROW("nr_cuda_f32_logsoftmax", "LogSoftmax", softmax_run)
-    ROW("nr_cuda_f32_layernorm", "LayerNormalization", layernorm_run)
-    ROW("nr_cuda_f32_reduce_rows", "GlobalAveragePool", reduce_run)
-    ROW("nr_cuda_f32_reduce_rows", "GlobalMaxPool", reduce_run)
-    ROW("nr_cuda_f32_reduce_rows", "ReduceMean", reduce_run)
-    ROW("nr_cuda_f32_reduce_rows", "ReduceMax", reduce_run)
-    POOL("nr_cuda_f32_pool2d", "MaxPool")
-    POOL("nr_cuda_f32_pool2d", "AveragePool")
+    ROW("softmax", "Softmax", softmax_run)
+    ROW("logsoftmax", "LogSoftmax", softmax_run)
+    ROW("layernorm", "LayerNormalization", layernorm_run)
+    ROW("reduce_rows", "GlobalAveragePool", reduce_run)
+    ROW("reduce_rows", "GlobalMaxPool", reduce_run)
+    ROW("reduce_rows", "ReduceMean", reduce_run)
+    ROW("reduce_rows", "ReduceMax", reduce_run)
+    POOL("MaxPool")
+    POOL("AveragePool")
     {0},
 };

@@ -376,7 +376,7 @@ static nr_status run_step(nr_cuda_ctx *c, int k, nr_error *err) {
     nr_error_prefix(err, "step %d, node '%s' (%s, tactic %s): ", k, node->name,
                     node->op_type, st->tactic->id);
   else
-    nr_error_prefix(err, "step %d (reorder, tactic %s): ", k, st->tactic->id);
+    nr_error_prefix(err, "step %d (reorder or cast, tactic %s): ", k, st->tactic->id);
   return s;
 }
 

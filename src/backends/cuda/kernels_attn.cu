@@ -1,4 +1,5 @@
-/* kernels_attn.cu - fused attention, fp32 (cuda_kernels.h: nr_cuda_attention).
+/* kernels_attn.cu - fused attention: fp32 (nr_cuda_attention) and on fp16 tensor
+ * cores (nr_cuda_attention_tc, described where it starts below).
  *
  * Key decision: flash-attention order without tensor cores. A block of 4 warps takes
  * 8 query rows of one (batch, head), 2 per warp (more blocks than rows per block: a
@@ -10,9 +11,9 @@
  * read row-wise from shared memory. The running maximum rescales the partial output
  * when it grows (online softmax), so the scores never leave registers and any key
  * count works. A row whose keys are all masked gives zeros, as in the reference. */
-#include "backends/cuda/cuda_kernels.h"
+#include "backends/cuda/kernels_common.cuh"
 
-#include <math.h>
+#include <mma.h>
 
 namespace {
 
@@ -167,4 +168,277 @@ extern "C" cudaError_t nr_cuda_attention(const nr_cuda_attn *g, const float *q, 
   if (g->dv <= 256)
     return launch<8>(g, q, k, v, mask, y, s);
   return cudaErrorInvalidValue;
+}
+
+/* ---- the tensor-core kernel (nr_cuda_attention_tc) ------------------------------------
+ * A block of 2 warps takes 32 query rows of one (batch, head), 16 per warp. Phase 1:
+ * the keys pass through shared memory in tiles of 64 (converted to fp16 on the way
+ * in), and each warp computes its 16 x 64 scores per tile with WMMA (16x16x16 fp16
+ * products, fp32 accumulators) into its own fp32 score rows, so all T scores of its
+ * rows end up in shared memory. Phase 2: per row (two lanes a row, all 16 rows at
+ * once), scale, mask and causality, the maximum, exp and sum in fp32; the unnormalized probabilities (in
+ * [0, 1]) are stored as fp16, the reciprocal of the sum kept per row. Phase 3: the
+ * values pass through a tile buffer of their own (the first tile loads while the
+ * softmax runs) and P V accumulates in WMMA fragments held for the whole walk (no
+ * online rescaling: the softmax was exact); the result is
+ * scaled by the reciprocal sum on the way out. Padded keys (past T) are zero in V and
+ * have probability zero; padded query rows are computed on zeros and not written. */
+namespace {
+
+constexpr int kTcWarps = 2, kTcRows = 16 * kTcWarps, kTcKeys = 64;
+
+struct tc_layout {
+  int ldq, ldk, lds, ldp;
+  int64_t tp, q_off, k_off, v_off, s_off, p_off, l_off, bytes;
+};
+
+__host__ __device__ inline int64_t round_up(int64_t v, int64_t m) { return (v + m - 1) / m * m; }
+
+__host__ __device__ inline tc_layout tc_layout_of(int64_t d, int64_t dv, int64_t t) {
+  tc_layout L;
+  L.tp = round_up(t, kTcKeys);
+  int64_t wide = d > dv ? d : dv;
+  L.ldq = (int)d + 8;
+  L.ldk = (int)wide + 8;
+  L.lds = (int)((L.tp > dv ? L.tp : dv) + 4); /* scores, then the output staging */
+  L.ldp = (int)L.tp + 8;
+  L.q_off = 0;
+  L.k_off = round_up(L.q_off + (int64_t)kTcRows * L.ldq * 2, 128);
+  L.v_off = round_up(L.k_off + (int64_t)kTcKeys * L.ldk * 2, 128);
+  L.s_off = round_up(L.v_off + (int64_t)kTcKeys * L.ldk * 2, 128);
+  L.p_off = round_up(L.s_off + (int64_t)kTcRows * L.lds * 4, 128);
+  L.l_off = round_up(L.p_off + (int64_t)kTcRows * L.ldp * 2, 128);
+  L.bytes = L.l_off + (int64_t)kTcRows * 4;
+  return L;
+}
+
+/* One chunk of 8 elements of row r (fp16 when half) as fp16; zeros past `valid`. */
+template <bool VEC>
+__device__ __forceinline__ uint4 load8(const void *src, int64_t rs, int r, int c, int64_t valid,
+                                       bool half) {
+  __align__(16) __half v[8];
+  if (r >= valid) {
+    return make_uint4(0, 0, 0, 0);
+  } else if (VEC && half) {
+    return *(const uint4 *)((const __half *)src + r * rs + c);
+  } else if (VEC) {
+    const float4 *f = (const float4 *)((const float *)src + r * rs + c);
+    float4 a = f[0], b = f[1];
+    v[0] = __float2half_rn(a.x), v[1] = __float2half_rn(a.y);
+    v[2] = __float2half_rn(a.z), v[3] = __float2half_rn(a.w);
+    v[4] = __float2half_rn(b.x), v[5] = __float2half_rn(b.y);
+    v[6] = __float2half_rn(b.z), v[7] = __float2half_rn(b.w);
+  } else {
+    for (int i = 0; i < 8; i++)
+      v[i] = __float2half_rn(nr_ld(src, r * rs + c + i, half));
+  }
+  return *(const uint4 *)v;
+}
+
+/* rows x cols (cols a multiple of 8) of src (row stride rs, fp16 when half) into dst
+ * as fp16 with row stride ld; rows from `valid` on are zeros. VEC: 16-byte loads.
+ * Each thread issues kBatch loads before it stores any, so a tile costs about one
+ * memory latency instead of one per chunk (the loads are independent). */
+constexpr int kBatch = 8;
+
+template <bool VEC>
+__device__ void stage(__half *dst, int ld, const void *src, int64_t rs, int rows, int64_t valid,
+                      int cols, bool half) {
+  int chunks = cols / 8, total = rows * chunks;
+  for (int e0 = threadIdx.x; e0 < total; e0 += kBatch * blockDim.x) {
+    uint4 v[kBatch];
+#pragma unroll
+    for (int u = 0; u < kBatch; u++) {
+      int e = e0 + u * blockDim.x;
+      v[u] = e < total ? load8<VEC>(src, rs, e / chunks, (e % chunks) * 8, valid, half)
+                       : make_uint4(0, 0, 0, 0);
+    }
+#pragma unroll
+    for (int u = 0; u < kBatch; u++) {
+      int e = e0 + u * blockDim.x;
+      if (e < total)
+        *(uint4 *)(dst + (e / chunks) * ld + (e % chunks) * 8) = v[u];
+    }
+  }
+}
+
+/* Phase 2 for the warp's 16 rows at once (the first is query row i0): P and the
+ * reciprocal sums. Lanes 2r and 2r + 1 share row r, taking alternate keys, so all
+ * rows advance together and a row costs one shuffle per reduction (16 rows one after
+ * another, each reduced across the warp, left the kernel waiting on latencies). */
+__device__ void tc_softmax(const nr_cuda_attn &g, const tc_layout &L, float *ss, __half *ps,
+                           float *inv, int64_t i0, int64_t b, int64_t h, const void *mask) {
+  int lane = threadIdx.x & 31, r = lane >> 1, part = lane & 1;
+  int64_t i = i0 + r;
+  float *sr = ss + r * L.lds;
+  __half *pr = ps + r * L.ldp;
+  bool row = i < g.s;
+  int t = (int)g.t, tp = (int)L.tp;
+  float m = -INFINITY;
+  int64_t at = b * g.ms[0] + h * g.ms[1] + i * g.ms[2];
+#pragma unroll 4
+  for (int j = part; row && j < t; j += 2) {
+    float sc = sr[j] * g.scale;
+    if (g.causal && j > i)
+      sc = -INFINITY;
+    else if (g.mask == 2)
+      sc = ((const unsigned char *)mask)[at + j] ? sc : -INFINITY;
+    else if (g.mask)
+      sc += ((const float *)mask)[at + j];
+    sr[j] = sc;
+    m = fmaxf(m, sc);
+  }
+  m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, 1));
+  float sum = 0.0f;
+#pragma unroll 4
+  for (int j = part; j < tp; j += 2) {
+    float e = 0.0f;
+    if (row && j < t && m != -INFINITY && sr[j] != -INFINITY)
+      e = expf(sr[j] - m);
+    __half eh = __float2half_rn(e);
+    sum += __half2float(eh); /* normalize what the products will see */
+    pr[j] = eh;
+  }
+  sum += __shfl_xor_sync(0xffffffffu, sum, 1);
+  if (part == 0)
+    inv[r] = row && sum > 0.0f ? 1.0f / sum : 0.0f;
+}
+
+template <int NT, bool VEC> /* NT: 16-wide output tiles, NT * 16 >= dv */
+__global__ void __launch_bounds__(kTcWarps * 32)
+    attn_tc_kernel(const nr_cuda_attn g, const void *q, const void *k, const void *v,
+                   const void *mask, void *y, int io) {
+  using namespace nvcuda;
+  extern __shared__ __align__(128) unsigned char smem[];
+  tc_layout L = tc_layout_of(g.d, g.dv, g.t);
+  int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+  __half *qs = (__half *)(smem + L.q_off), *ks = (__half *)(smem + L.k_off);
+  __half *vs = (__half *)(smem + L.v_off);
+  float *ss = (float *)(smem + L.s_off) + (int64_t)warp * 16 * L.lds;
+  __half *ps = (__half *)(smem + L.p_off) + (int64_t)warp * 16 * L.ldp;
+  float *inv = (float *)(smem + L.l_off) + warp * 16;
+  int64_t b = blockIdx.z, h = blockIdx.y, kvh = h / (g.hq / g.hkv);
+  int64_t row0 = (int64_t)blockIdx.x * kTcRows;
+  int esq = io & NR_CUDA_ATTN_Q_HALF ? 2 : 4, esk = io & NR_CUDA_ATTN_K_HALF ? 2 : 4;
+  int esv = io & NR_CUDA_ATTN_V_HALF ? 2 : 4;
+  const char *qb = (const char *)q + (b * g.qs[0] + h * g.qs[1] + row0 * g.qs[2]) * esq;
+  const char *kb = (const char *)k + (b * g.ks[0] + kvh * g.ks[1]) * esk;
+  const char *vb = (const char *)v + (b * g.vs[0] + kvh * g.vs[1]) * esv;
+  stage<VEC>(qs, L.ldq, qb, g.qs[2], kTcRows, g.s - row0, (int)g.d, esq == 2);
+  /* phase 1: scores (Q's loads and the first tile's are in flight together) */
+  for (int64_t j0 = 0; j0 < L.tp; j0 += kTcKeys) {
+    if (j0 > 0)
+      __syncthreads(); /* the previous tile consumed */
+    stage<VEC>(ks, L.ldk, kb + j0 * g.ks[2] * esk, g.ks[2], kTcKeys, g.t - j0, (int)g.d,
+               esk == 2);
+    __syncthreads();
+    for (int n = 0; n < kTcKeys / 16; n++) {
+      wmma::fragment<wmma::accumulator, 16, 16, 16, float> acc;
+      wmma::fill_fragment(acc, 0.0f);
+      for (int kk = 0; kk < g.d; kk += 16) {
+        wmma::fragment<wmma::matrix_a, 16, 16, 16, __half, wmma::row_major> fa;
+        wmma::fragment<wmma::matrix_b, 16, 16, 16, __half, wmma::col_major> fb;
+        wmma::load_matrix_sync(fa, qs + warp * 16 * L.ldq + kk, L.ldq);
+        wmma::load_matrix_sync(fb, ks + n * 16 * L.ldk + kk, L.ldk);
+        wmma::mma_sync(acc, fa, fb, acc);
+      }
+      wmma::store_matrix_sync(ss + j0 + n * 16, acc, L.lds, wmma::mem_row_major);
+    }
+  }
+  /* the first value tile loads while the softmax runs (its own buffer) */
+  stage<VEC>(vs, L.ldk, vb, g.vs[2], kTcKeys, g.t, (int)g.dv, esv == 2);
+  __syncwarp();
+  /* phase 2: softmax rows */
+  tc_softmax(g, L, ss, ps, inv, row0 + warp * 16, b, h, mask);
+  __syncwarp();
+  /* phase 3: P V */
+  wmma::fragment<wmma::accumulator, 16, 16, 16, float> o[NT];
+#pragma unroll
+  for (int t = 0; t < NT; t++)
+    wmma::fill_fragment(o[t], 0.0f);
+  for (int64_t j0 = 0; j0 < L.tp; j0 += kTcKeys) {
+    if (j0 > 0) {
+      __syncthreads(); /* the previous tile consumed */
+      stage<VEC>(vs, L.ldk, vb + j0 * g.vs[2] * esv, g.vs[2], kTcKeys, g.t - j0, (int)g.dv,
+                 esv == 2);
+    }
+    __syncthreads();
+    for (int kk = 0; kk < kTcKeys; kk += 16) {
+      wmma::fragment<wmma::matrix_a, 16, 16, 16, __half, wmma::row_major> fa;
+      wmma::load_matrix_sync(fa, ps + j0 + kk, L.ldp);
+#pragma unroll
+      for (int t = 0; t < NT; t++) {
+        if (t * 16 < g.dv) {
+          wmma::fragment<wmma::matrix_b, 16, 16, 16, __half, wmma::row_major> fb;
+          wmma::load_matrix_sync(fb, vs + kk * L.ldk + t * 16, L.ldk);
+          wmma::mma_sync(o[t], fa, fb, o[t]);
+        }
+      }
+    }
+  }
+#pragma unroll
+  for (int t = 0; t < NT; t++)
+    if (t * 16 < g.dv)
+      wmma::store_matrix_sync(ss + t * 16, o[t], L.lds, wmma::mem_row_major);
+  __syncwarp();
+  bool yh = io & NR_CUDA_ATTN_Y_HALF;
+  for (int r = 0; r < 16; r++) {
+    int64_t i = row0 + warp * 16 + r;
+    if (i >= g.s)
+      break;
+    int64_t at = b * g.ys[0] + h * g.ys[1] + i * g.ys[2];
+    for (int64_t c = lane; c < g.dv; c += 32)
+      nr_st(y, at + c, ss[r * L.lds + c] * inv[r], yh);
+  }
+}
+
+bool aligned16(const void *p) { return ((uintptr_t)p & 15) == 0; }
+
+template <int NT, bool VEC>
+cudaError_t launch_tc(const nr_cuda_attn *g, const void *q, const void *k, const void *v,
+                      const void *mask, void *y, int io, cudaStream_t s) {
+  tc_layout L = tc_layout_of(g->d, g->dv, g->t);
+  static int allowed = 0; /* the largest size set so far (a race only sets it again) */
+  if (L.bytes > allowed) {
+    cudaError_t e = cudaFuncSetAttribute(attn_tc_kernel<NT, VEC>,
+                                         cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                         (int)L.bytes);
+    if (e != cudaSuccess)
+      return e;
+    allowed = (int)L.bytes;
+  }
+  dim3 grid((unsigned)((g->s + kTcRows - 1) / kTcRows), (unsigned)g->hq, (unsigned)g->b);
+  attn_tc_kernel<NT, VEC><<<grid, kTcWarps * 32, (size_t)L.bytes, s>>>(*g, q, k, v, mask, y, io);
+  return cudaGetLastError();
+}
+
+template <bool VEC>
+cudaError_t launch_tc_nt(const nr_cuda_attn *g, const void *q, const void *k, const void *v,
+                         const void *mask, void *y, int io, cudaStream_t s) {
+  if (g->dv <= 32)
+    return launch_tc<2, VEC>(g, q, k, v, mask, y, io, s);
+  if (g->dv <= 64)
+    return launch_tc<4, VEC>(g, q, k, v, mask, y, io, s);
+  return launch_tc<8, VEC>(g, q, k, v, mask, y, io, s);
+}
+
+} // namespace
+
+extern "C" int64_t nr_cuda_attention_tc_smem(int64_t d, int64_t dv, int64_t t) {
+  return tc_layout_of(d, dv, t).bytes;
+}
+
+extern "C" cudaError_t nr_cuda_attention_tc(const nr_cuda_attn *g, const void *q, const void *k,
+                                            const void *v, const void *mask, void *y, int io,
+                                            cudaStream_t s) {
+  if (g->b <= 0 || g->hq <= 0 || g->s <= 0)
+    return cudaSuccess;
+  if (g->d % 16 || g->dv % 16 || g->d > 128 || g->dv > 128 || g->t < 1 ||
+      nr_cuda_attention_tc_smem(g->d, g->dv, g->t) > NR_CUDA_ATTN_TC_SMEM_MAX)
+    return cudaErrorInvalidValue;
+  bool vec = aligned16(q) && aligned16(k) && aligned16(v);
+  for (int i = 0; i < 3; i++)
+    vec = vec && g->qs[i] % 8 == 0 && g->ks[i] % 8 == 0 && g->vs[i] % 8 == 0;
+  return vec ? launch_tc_nt<true>(g, q, k, v, mask, y, io, s)
+             : launch_tc_nt<false>(g, q, k, v, mask, y, io, s);
 }

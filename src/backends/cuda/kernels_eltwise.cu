@@ -7,51 +7,11 @@
  * and the interpretation costs a few integer instructions per step against a memory
  * bound loop. Operand offsets come from the output index through per-dim strides
  * (0 for a broadcast dim); when the program has one merged dim and unit strides the
- * index is the offset. Math follows the reference's formulas in float (erff, expf,
- * tanhf are the CUDA library's accurate versions, not the fast intrinsics). */
-#include "backends/cuda/cuda_kernels.h"
-
-#include <cuda_fp16.h>
-#include <math.h>
+ * index is the offset. Each operand and the output are fp32 or fp16 (a bit each in
+ * the program); math is fp32 in the reference's formulas (kernels_common.cuh). */
+#include "backends/cuda/kernels_common.cuh"
 
 namespace {
-
-__device__ __forceinline__ float ew_unary(const nr_cuda_ew_step &s, float x) {
-  switch (s.op) {
-  case NR_EW_RELU: return x > 0.0f ? x : 0.0f;
-  case NR_EW_SIGMOID: {
-    float e = expf(-fabsf(x));
-    return x >= 0.0f ? 1.0f / (1.0f + e) : e / (1.0f + e);
-  }
-  case NR_EW_TANH: return tanhf(x);
-  case NR_EW_EXP: return expf(x);
-  case NR_EW_LOG: return logf(x);
-  case NR_EW_ERF: return erff(x);
-  case NR_EW_SQRT: return sqrtf(x);
-  case NR_EW_NEG: return -x;
-  case NR_EW_ABS: return fabsf(x);
-  case NR_EW_RECIPROCAL: return 1.0f / x;
-  case NR_EW_FLOOR: return floorf(x);
-  case NR_EW_CEIL: return ceilf(x);
-  case NR_EW_SOFTPLUS: return log1pf(expf(-fabsf(x))) + fmaxf(x, 0.0f);
-  case NR_EW_HARD_SWISH: return x * fmaxf(0.0f, fminf(1.0f, x / 6.0f + 0.5f));
-  case NR_EW_CLIP: return x < s.p0 ? s.p0 : x > s.p1 ? s.p1 : x;
-  case NR_EW_LEAKY_RELU: return x >= 0.0f ? x : s.p0 * x;
-  case NR_EW_ELU: return x >= 0.0f ? x : s.p0 * expm1f(x);
-  case NR_EW_SELU: return s.p1 * (x > 0.0f ? x : s.p0 * expm1f(x));
-  case NR_EW_HARD_SIGMOID: return fmaxf(0.0f, fminf(1.0f, s.p0 * x + s.p1));
-  case NR_EW_GELU: return 0.5f * x * (1.0f + erff(x * 0.70710678118654752f));
-  case NR_EW_GELU_TANH: {
-    float u = 0.7978845608028654f * (x + 0.044715f * x * x * x);
-    return 0.5f * x * (1.0f + tanhf(u));
-  }
-  case NR_EW_SILU: {
-    float e = expf(-fabsf(x));
-    return x * (x >= 0.0f ? 1.0f / (1.0f + e) : e / (1.0f + e));
-  }
-  default: return x; /* NR_EW_IDENTITY */
-  }
-}
 
 __device__ __forceinline__ float ew_binary(int op, float a, float b) {
   switch (op) {
@@ -69,9 +29,7 @@ __device__ __forceinline__ float ew_binary(int op, float a, float b) {
 
 __device__ __forceinline__ float load_op(const nr_cuda_ew_prog &p, const void *const *ops,
                                          int i, int64_t off) {
-  if (i == 0 && p.x0_half)
-    return __half2float(((const __half *)ops[0])[off]);
-  return ((const float *)ops[i])[off];
+  return nr_ld(ops[i], off, (p.half_mask >> i) & 1);
 }
 
 struct ew_ptrs {
@@ -79,7 +37,7 @@ struct ew_ptrs {
 };
 
 template <bool LINEAR>
-__global__ void ew_kernel(const nr_cuda_ew_prog p, const ew_ptrs ptrs, float *y) {
+__global__ void ew_kernel(const nr_cuda_ew_prog p, const ew_ptrs ptrs, void *y) {
   const void *const *ops = ptrs.p;
   int64_t stride = (int64_t)gridDim.x * blockDim.x;
   for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < p.n; i += stride) {
@@ -106,10 +64,10 @@ __global__ void ew_kernel(const nr_cuda_ew_prog p, const ew_ptrs ptrs, float *y)
                                   : load_op(p, ops, st.operand, off[st.operand]);
         v = st.swapped ? ew_binary(st.op, o, v) : ew_binary(st.op, v, o);
       } else {
-        v = ew_unary(st, v);
+        v = nr_unary(st.op, v, st.p0, st.p1);
       }
     }
-    y[i] = v;
+    nr_st(y, i, v, p.y_half);
   }
 }
 
@@ -143,7 +101,7 @@ bool linear(const nr_cuda_ew_prog *p) {
 } // namespace
 
 extern "C" cudaError_t nr_cuda_ew_launch(const nr_cuda_ew_prog *prog, const void *const *ops,
-                                         float *y, cudaStream_t s) {
+                                         void *y, cudaStream_t s) {
   if (prog->n <= 0)
     return cudaSuccess;
   ew_ptrs o = {};

@@ -2,16 +2,16 @@
  * 2-D pooling over NCHW planes (cuda_kernels.h).
  *
  * Key decision: a row is one warp when it is short (<= 1024 floats: bert's rows are
- * 128 to 768) and one 256-thread block otherwise, picked per launch; both walk the
- * row in strided order and reduce with shuffles, so one code path (templated on the
- * group size) serves both. Sums are float and pairwise by construction (per-lane
+ * 128 to 768) and one 256-thread block otherwise, picked per launch. A short softmax
+ * or LayerNorm row sits in the warp's registers (all its loads issued at once); the
+ * other kernels walk the row in strided order, and all reduce with shuffles. Sums are float and pairwise by construction (per-lane
  * partials, then a tree), which keeps the error far below the tests' tolerance
  * without the reference's double sums. LayerNorm makes two passes over the row
- * (mean, then variance of x - mean), like the reference, rather than E[x^2] - E[x]^2. */
-#include "backends/cuda/cuda_kernels.h"
+ * (mean, then variance of x - mean), like the reference, rather than E[x^2] - E[x]^2.
+ * x and y are fp32 or fp16 each (run-time flags, kernels_common.cuh); math is fp32. */
+#include "backends/cuda/kernels_common.cuh"
 
 #include <float.h>
-#include <math.h>
 
 namespace {
 
@@ -62,79 +62,148 @@ template <int G> __device__ int64_t row_of(int *lane) {
 }
 
 template <int G>
-__global__ void softmax_kernel(const float *x, float *y, int64_t rows, int64_t n, int log) {
+__global__ void softmax_kernel(const void *x, void *y, int64_t rows, int64_t n, int log,
+                               int half) {
   int lane;
   int64_t r = row_of<G>(&lane);
   if (r >= rows) /* whole warps (G 32) or whole blocks leave together */
     return;
-  const float *xr = x + r * n;
-  float *yr = y + r * n;
+  bool xh = half & NR_CUDA_X_HALF, yh = half & NR_CUDA_Y_HALF;
+  int64_t at = r * n;
   float m = -INFINITY;
   for (int64_t j = lane; j < n; j += G)
-    m = fmaxf(m, xr[j]);
+    m = fmaxf(m, nr_ld(x, at + j, xh));
   m = group_reduce<G>(m, true);
   float s = 0.0f;
   for (int64_t j = lane; j < n; j += G)
-    s += expf(xr[j] - m);
+    s += expf(nr_ld(x, at + j, xh) - m);
   s = group_reduce<G>(s, false);
   if (log) {
     float ls = logf(s);
     for (int64_t j = lane; j < n; j += G)
-      yr[j] = xr[j] - m - ls;
+      nr_st(y, at + j, nr_ld(x, at + j, xh) - m - ls, yh);
   } else {
     float inv = 1.0f / s;
     for (int64_t j = lane; j < n; j += G)
-      yr[j] = expf(xr[j] - m) * inv;
+      nr_st(y, at + j, expf(nr_ld(x, at + j, xh) - m) * inv, yh);
   }
 }
 
 template <int G>
-__global__ void layernorm_kernel(const float *x, const float *scale, const float *bias,
-                                 float *y, int64_t rows, int64_t n, float eps) {
+__global__ void layernorm_kernel(const void *x, const float *scale, const float *bias,
+                                 void *y, int64_t rows, int64_t n, float eps, int half) {
   int lane;
   int64_t r = row_of<G>(&lane);
   if (r >= rows)
     return;
-  const float *xr = x + r * n;
-  float *yr = y + r * n;
+  bool xh = half & NR_CUDA_X_HALF, yh = half & NR_CUDA_Y_HALF;
+  int64_t at = r * n;
   float s = 0.0f;
   for (int64_t j = lane; j < n; j += G)
-    s += xr[j];
+    s += nr_ld(x, at + j, xh);
   float mean = group_reduce<G>(s, false) / (float)n;
   float v = 0.0f;
   for (int64_t j = lane; j < n; j += G) {
-    float d = xr[j] - mean;
+    float d = nr_ld(x, at + j, xh) - mean;
     v += d * d;
   }
   float var = group_reduce<G>(v, false) / (float)n;
   float inv = 1.0f / sqrtf(var + eps);
   for (int64_t j = lane; j < n; j += G) {
-    float o = (xr[j] - mean) * inv * scale[j];
-    yr[j] = bias ? o + bias[j] : o;
+    float o = (nr_ld(x, at + j, xh) - mean) * inv * scale[j];
+    nr_st(y, at + j, bias ? o + bias[j] : o, yh);
   }
 }
 
 template <int G>
-__global__ void reduce_kernel(const float *x, float *y, int64_t rows, int64_t n, int max) {
+__global__ void reduce_kernel(const void *x, void *y, int64_t rows, int64_t n, int max,
+                              int half) {
   int lane;
   int64_t r = row_of<G>(&lane);
   if (r >= rows)
     return;
-  const float *xr = x + r * n;
+  bool xh = half & NR_CUDA_X_HALF;
   float a = max ? -INFINITY : 0.0f;
-  for (int64_t j = lane; j < n; j += G)
-    a = max ? fmaxf(a, xr[j]) : a + xr[j];
+  for (int64_t j = lane; j < n; j += G) {
+    float v = nr_ld(x, r * n + j, xh);
+    a = max ? fmaxf(a, v) : a + v;
+  }
   a = group_reduce<G>(a, max != 0);
   if (lane == 0)
-    y[r] = max ? a : a / (float)n;
+    nr_st(y, r, max ? a : a / (float)n, half & NR_CUDA_Y_HALF);
 }
 
-__global__ void pool_kernel(const nr_cuda_pool2d p, const float *x, float *y) {
+/* Rows of at most 32 * V elements, one warp each, held in registers: every load of a
+ * row is issued at once (the strided loops above wait on one load per iteration and
+ * walk the row three times), then mean/variance or max/sum come from shuffles. */
+template <int V>
+__global__ void layernorm_regs(const void *x, const float *scale, const float *bias, void *y,
+                               int64_t rows, int64_t n, float eps, int half) {
+  int lane = threadIdx.x & 31;
+  int64_t r = (int64_t)blockIdx.x * (blockDim.x / 32) + (threadIdx.x >> 5);
+  if (r >= rows)
+    return;
+  bool xh = half & NR_CUDA_X_HALF, yh = half & NR_CUDA_Y_HALF;
+  float v[V], sc[V], bi[V], s = 0.0f;
+#pragma unroll
+  for (int i = 0; i < V; i++) { /* scale and bias load with x, not after the sums */
+    int64_t j = lane + 32 * i;
+    v[i] = j < n ? nr_ld(x, r * n + j, xh) : 0.0f;
+    sc[i] = j < n ? scale[j] : 0.0f;
+    bi[i] = j < n && bias ? bias[j] : 0.0f;
+    s += v[i];
+  }
+  float mean = warp_sum(s) / (float)n, q = 0.0f;
+#pragma unroll
+  for (int i = 0; i < V; i++) {
+    float d = v[i] - mean;
+    q += lane + 32 * i < n ? d * d : 0.0f;
+  }
+  float inv = 1.0f / sqrtf(warp_sum(q) / (float)n + eps);
+#pragma unroll
+  for (int i = 0; i < V; i++) {
+    int64_t j = lane + 32 * i;
+    if (j < n)
+      nr_st(y, r * n + j, (v[i] - mean) * inv * sc[i] + bi[i], yh);
+  }
+}
+
+template <int V>
+__global__ void softmax_regs(const void *x, void *y, int64_t rows, int64_t n, int log,
+                             int half) {
+  int lane = threadIdx.x & 31;
+  int64_t r = (int64_t)blockIdx.x * (blockDim.x / 32) + (threadIdx.x >> 5);
+  if (r >= rows)
+    return;
+  bool xh = half & NR_CUDA_X_HALF, yh = half & NR_CUDA_Y_HALF;
+  float v[V], m = -INFINITY;
+#pragma unroll
+  for (int i = 0; i < V; i++) {
+    int64_t j = lane + 32 * i;
+    v[i] = j < n ? nr_ld(x, r * n + j, xh) : -INFINITY;
+    m = fmaxf(m, v[i]);
+  }
+  m = warp_max(m);
+  float s = 0.0f;
+#pragma unroll
+  for (int i = 0; i < V; i++)
+    s += lane + 32 * i < n ? expf(v[i] - m) : 0.0f;
+  s = warp_sum(s);
+  float ls = logf(s), inv = 1.0f / s;
+#pragma unroll
+  for (int i = 0; i < V; i++) {
+    int64_t j = lane + 32 * i;
+    if (j < n)
+      nr_st(y, r * n + j, log ? v[i] - m - ls : expf(v[i] - m) * inv, yh);
+  }
+}
+
+__global__ void pool_kernel(const nr_cuda_pool2d p, const void *x, void *y) {
   int64_t total = (int64_t)p.planes * p.oh * p.ow;
   int64_t stride = (int64_t)gridDim.x * blockDim.x;
   for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < total; i += stride) {
     int64_t ox = i % p.ow, oy = (i / p.ow) % p.oh, plane = i / ((int64_t)p.ow * p.oh);
-    const float *xp = x + plane * (int64_t)p.ih * p.iw;
+    int64_t xp = plane * (int64_t)p.ih * p.iw;
     float acc = p.max ? -INFINITY : 0.0f;
     int valid = 0, padded = 0;
     for (int ky = 0; ky < p.kh; ky++) {
@@ -147,7 +216,7 @@ __global__ void pool_kernel(const nr_cuda_pool2d p, const float *x, float *y) {
         if (!(vy && vx))
           continue;
         valid++;
-        float v = xp[iy * p.iw + ix];
+        float v = nr_ld(x, xp + iy * p.iw + ix, p.x_half);
         if (p.max) { /* the reference's rule: a NaN is replaced by a later number */
           if (valid == 1 || v > acc || (acc != acc && v == v))
             acc = v;
@@ -156,12 +225,9 @@ __global__ void pool_kernel(const nr_cuda_pool2d p, const float *x, float *y) {
         }
       }
     }
-    if (p.max)
-      y[i] = valid ? acc : -INFINITY;
-    else {
-      int cnt = p.count_pad ? padded : valid;
-      y[i] = cnt ? acc / (float)cnt : NAN;
-    }
+    int cnt = p.count_pad ? padded : valid;
+    float out = p.max ? (valid ? acc : -INFINITY) : (cnt ? acc / (float)cnt : NAN);
+    nr_st(y, i, out, p.y_half);
   }
 }
 
@@ -171,44 +237,57 @@ unsigned warp_blocks(int64_t rows) {
 
 } // namespace
 
-extern "C" cudaError_t nr_cuda_softmax(const float *x, float *y, int64_t rows, int64_t n,
-                                       int log, cudaStream_t s) {
+extern "C" cudaError_t nr_cuda_softmax(const void *x, void *y, int64_t rows, int64_t n,
+                                       int log, int half, cudaStream_t s) {
   if (rows <= 0 || n <= 0)
     return cudaSuccess;
-  if (n <= 1024)
-    softmax_kernel<32><<<warp_blocks(rows), kBlock, 0, s>>>(x, y, rows, n, log);
+  unsigned wb = warp_blocks(rows);
+  if (n <= 128)
+    softmax_regs<4><<<wb, kBlock, 0, s>>>(x, y, rows, n, log, half);
+  else if (n <= 256)
+    softmax_regs<8><<<wb, kBlock, 0, s>>>(x, y, rows, n, log, half);
+  else if (n <= 512)
+    softmax_regs<16><<<wb, kBlock, 0, s>>>(x, y, rows, n, log, half);
+  else if (n <= 1024)
+    softmax_regs<32><<<wb, kBlock, 0, s>>>(x, y, rows, n, log, half);
   else
-    softmax_kernel<kBlock><<<(unsigned)rows, kBlock, 0, s>>>(x, y, rows, n, log);
+    softmax_kernel<kBlock><<<(unsigned)rows, kBlock, 0, s>>>(x, y, rows, n, log, half);
   return cudaGetLastError();
 }
 
-extern "C" cudaError_t nr_cuda_layernorm(const float *x, const float *scale,
-                                         const float *bias, float *y, int64_t rows,
-                                         int64_t n, float eps, cudaStream_t s) {
+extern "C" cudaError_t nr_cuda_layernorm(const void *x, const float *scale,
+                                         const float *bias, void *y, int64_t rows,
+                                         int64_t n, float eps, int half, cudaStream_t s) {
   if (rows <= 0 || n <= 0)
     return cudaSuccess;
-  if (n <= 1024)
-    layernorm_kernel<32><<<warp_blocks(rows), kBlock, 0, s>>>(x, scale, bias, y, rows, n,
-                                                              eps);
+  unsigned wb = warp_blocks(rows);
+  if (n <= 128)
+    layernorm_regs<4><<<wb, kBlock, 0, s>>>(x, scale, bias, y, rows, n, eps, half);
+  else if (n <= 256)
+    layernorm_regs<8><<<wb, kBlock, 0, s>>>(x, scale, bias, y, rows, n, eps, half);
+  else if (n <= 512)
+    layernorm_regs<16><<<wb, kBlock, 0, s>>>(x, scale, bias, y, rows, n, eps, half);
+  else if (n <= 1024)
+    layernorm_regs<32><<<wb, kBlock, 0, s>>>(x, scale, bias, y, rows, n, eps, half);
   else
     layernorm_kernel<kBlock><<<(unsigned)rows, kBlock, 0, s>>>(x, scale, bias, y, rows, n,
-                                                               eps);
+                                                               eps, half);
   return cudaGetLastError();
 }
 
-extern "C" cudaError_t nr_cuda_reduce_rows(const float *x, float *y, int64_t rows, int64_t n,
-                                           int max, cudaStream_t s) {
+extern "C" cudaError_t nr_cuda_reduce_rows(const void *x, void *y, int64_t rows, int64_t n,
+                                           int max, int half, cudaStream_t s) {
   if (rows <= 0)
     return cudaSuccess;
   if (n <= 1024)
-    reduce_kernel<32><<<warp_blocks(rows), kBlock, 0, s>>>(x, y, rows, n, max);
+    reduce_kernel<32><<<warp_blocks(rows), kBlock, 0, s>>>(x, y, rows, n, max, half);
   else
-    reduce_kernel<kBlock><<<(unsigned)rows, kBlock, 0, s>>>(x, y, rows, n, max);
+    reduce_kernel<kBlock><<<(unsigned)rows, kBlock, 0, s>>>(x, y, rows, n, max, half);
   return cudaGetLastError();
 }
 
-extern "C" cudaError_t nr_cuda_pool2d_run(const nr_cuda_pool2d *p, const float *x, float *y,
-                                      cudaStream_t s) {
+extern "C" cudaError_t nr_cuda_pool2d_run(const nr_cuda_pool2d *p, const void *x, void *y,
+                                          cudaStream_t s) {
   int64_t total = (int64_t)p->planes * p->oh * p->ow;
   if (total <= 0)
     return cudaSuccess;
