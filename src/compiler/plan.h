@@ -33,6 +33,16 @@ typedef enum nr_layout {
 
 const char *nr_layout_name(nr_layout l);
 
+struct nr_plan;
+/* The layout the layout pass will give slot s, judged from the tactics chosen so far
+ * for steps [0, before) (layout.c, by the pass's own rules; route r gives
+ * layout.propagate, NULL: on). Select calls it through supports(), which lets a tactic
+ * that works in one layout (the NHWC pooling and copy tactics) offer itself only where
+ * its input already arrives in that layout. PLAIN for graph inputs, constants and
+ * slots no step before `before` writes. */
+nr_layout nr_layout_predict(const struct nr_plan *p, const nr_route *r, int s,
+                            int before);
+
 typedef enum nr_slot_kind {
   NR_SLOT_ARENA = 0, /* intermediate or output: lives in the context's arena */
   NR_SLOT_CONST = 1, /* constant: lives in the engine's weights */

@@ -5,17 +5,20 @@
  * Rules. Graph inputs and constants are PLAIN (tactics pack constants themselves);
  * graph outputs leave PLAIN (a producer working in another layout writes a private
  * slot and a reorder fills the output). A tactic's layout applies to activation
- * input 0 and output 0, and to every other non-constant input of output 0's shape
- * (FusedConv's residual); other inputs and outputs are PLAIN. An NR_LAYOUT_ANY step
- * (elementwise) follows its input 0 when layout.propagate=on and it is a same-shape
- * float32 rank-4 op with no constant operand, else it runs PLAIN; so a Relu or Add
- * between two NCHW8C convs stays blocked. Every (slot, layout) pair is converted at
- * most once: later consumers reuse the converted slot.
+ * input 0 and output 0, and to every other non-constant float32 rank-4 input or
+ * output whose dims are output 0's except perhaps the channels (FusedConv's residual;
+ * the pieces of an NHWC Split or Concat); other inputs and outputs are PLAIN. An
+ * NR_LAYOUT_ANY step (elementwise) follows its input 0 when layout.propagate=on and it
+ * is a same-shape float32 rank-4 op with no constant operand, else it runs PLAIN; so
+ * a Relu or Add between two NCHW8C convs stays blocked. Every (slot, layout) pair is
+ * converted at most once: later consumers reuse the converted slot.
  *
  * Key decision: one forward walk over the steps with a table alt[slot][layout] of
  * where each tensor is available in which layout; the step list is rebuilt with the
  * reorders in place, right before their first consumer (or right after a producer
- * that writes a graph output). */
+ * that writes a graph output). nr_layout_predict (plan.h) answers the same question
+ * before the pass, from the producers' tactics, for tactics that follow their input's
+ * layout (the NHWC pooling and copy rows). */
 #include "backends/backend.h"
 #include "compiler/plan.h"
 #include "kernels/cpu/conv/conv_internal.h"
@@ -149,30 +152,70 @@ static bool same_shape(const nr_slot *a, const nr_slot *b) {
   return a->rank == b->rank && !memcmp(a->dims, b->dims, sizeof(int64_t) * (size_t)a->rank);
 }
 
-/* The layout step st runs in. */
-static nr_layout step_layout(const layout_ctx *c, const nr_step *st) {
-  const nr_plan *p = c->p;
-  const nr_tactic *t = st->tactic;
-  if (!t || st->n_out < 1 || st->out[0] < 0)
-    return NR_LAYOUT_PLAIN;
-  if (t->layout != NR_LAYOUT_ANY)
-    return t->layout;
-  if (!c->propagate || st->n_in < 1 || st->in[0] < 0)
-    return NR_LAYOUT_PLAIN;
+/* Does slot s take the layout of a step whose output 0 is y (besides input 0 and
+ * output 0 themselves)? */
+static bool follows_out0(const nr_slot *s, const nr_slot *y) {
+  if (!blockable(s) || y->rank != 4)
+    return false;
+  for (int d = 0; d < 4; d++)
+    if (d != 1 && s->dims[d] != y->dims[d])
+      return false;
+  return true;
+}
+
+/* Does NR_LAYOUT_ANY step st follow its input 0's layout (layout.propagate on)? */
+static bool any_follows(const nr_plan *p, const nr_step *st) {
+  if (st->n_in < 1 || st->in[0] < 0 || st->n_out != 1 || st->out[0] < 0)
+    return false;
   const nr_slot *y = &p->slots[st->out[0]];
-  if (!blockable(y) || st->n_out != 1)
-    return NR_LAYOUT_PLAIN;
+  if (!blockable(y))
+    return false;
   for (int i = 0; i < st->n_in; i++) {
     if (st->in[i] < 0)
       continue;
     const nr_slot *x = &p->slots[st->in[i]];
     if (x->kind == NR_SLOT_CONST || !blockable(x) || !same_shape(x, y))
-      return NR_LAYOUT_PLAIN;
+      return false;
   }
+  return true;
+}
+
+/* The layout step st runs in. */
+static nr_layout step_layout(const layout_ctx *c, const nr_step *st) {
+  const nr_tactic *t = st->tactic;
+  if (!t || st->n_out < 1 || st->out[0] < 0)
+    return NR_LAYOUT_PLAIN;
+  if (t->layout != NR_LAYOUT_ANY)
+    return t->layout;
+  if (!c->propagate || !any_follows(c->p, st))
+    return NR_LAYOUT_PLAIN;
   int s0 = st->in[0];
   for (int k = 0; k < N_LAYOUTS; k++)
     if (c->alt[s0][k] == s0)
       return (nr_layout)k; /* where input 0 was produced */
+  return NR_LAYOUT_PLAIN;
+}
+
+/* The same rules, before the pass: the producer's tactic decides; an ANY producer
+ * passes on where its input 0 comes from. */
+nr_layout nr_layout_predict(const nr_plan *p, const nr_route *r, int s, int before) {
+  bool propagate = !r || !nr_route_is(r, "layout.propagate", NULL, "off");
+  for (int k = before - 1; s >= 0 && k >= 0; k--) {
+    const nr_step *st = &p->steps[k];
+    for (int o = 0; o < st->n_out; o++) {
+      if (st->out[o] != s)
+        continue;
+      const nr_tactic *t = st->tactic;
+      if (!t || st->out[0] < 0)
+        return NR_LAYOUT_PLAIN;
+      if (t->layout != NR_LAYOUT_ANY)
+        return o == 0 || follows_out0(&p->slots[s], &p->slots[st->out[0]]) ? t->layout
+                                                                           : NR_LAYOUT_PLAIN;
+      if (o != 0 || !propagate || !any_follows(p, st))
+        return NR_LAYOUT_PLAIN;
+      return nr_layout_predict(p, r, st->in[0], k);
+    }
+  }
   return NR_LAYOUT_PLAIN;
 }
 
@@ -185,8 +228,7 @@ static nr_status place_step(layout_ctx *c, const nr_step *orig) {
     int s = st.in[i];
     if (s < 0 || p->slots[s].kind == NR_SLOT_CONST)
       continue;
-    bool act = i == 0 || (y >= 0 && blockable(&p->slots[s]) &&
-                          same_shape(&p->slots[s], &p->slots[y]));
+    bool act = i == 0 || (y >= 0 && follows_out0(&p->slots[s], &p->slots[y]));
     nr_status e = get_in(c, s, act ? l : NR_LAYOUT_PLAIN, &st.in[i]);
     if (e)
       return e;
@@ -196,7 +238,8 @@ static nr_status place_step(layout_ctx *c, const nr_step *orig) {
     int s = st.out[o];
     if (s < 0)
       continue;
-    nr_layout lo = o == 0 ? l : NR_LAYOUT_PLAIN;
+    bool piece = o > 0 && y >= 0 && follows_out0(&p->slots[s], &p->slots[y]);
+    nr_layout lo = o == 0 || piece ? l : NR_LAYOUT_PLAIN;
     if (lo != NR_LAYOUT_PLAIN && is_graph_output(p, s)) {
       int t = add_slot(c, s, lo);
       if (t < 0)

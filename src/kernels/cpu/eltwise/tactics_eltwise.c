@@ -417,6 +417,102 @@ static nr_status where_run(const nr_exec_args *a) {
   return NR_OK;
 }
 
+/* ---- NHWC: rows that follow an NHWC producer ------------------------------------ */
+
+/* The ANY rows already run in NHWC after an NHWC step. These cover the rest inside an
+ * NHWC chain (int8 convs, conv.layout=nhwc): the unary ops eltwise.inc lists PLAIN
+ * because f(0) != 0 would spoil NCHW8C padding (NHWC has none), same-shape Div, and
+ * broadcasting Add/Sub/Mul/Div whose small operand has the same bytes in PLAIN and
+ * NHWC (C == 1 or H * W == 1: a squeeze-excitation scale [N, C, 1, 1], a scalar).
+ * supports() asks nr_layout_predict whether a full-shape input arrives in NHWC, so
+ * these rows never pull a PLAIN network into NHWC; layout.propagate=off turns them off
+ * like the other followers (tactics_pool_nhwc.c). */
+
+static bool arrives_nhwc(const nr_tactic_ctx *c, int i) {
+  const nr_plan *p = c->plan;
+  if (!p || !c->step || i >= c->step->n_in || c->step->in[i] < 0 ||
+      (c->route && nr_route_is(c->route, "layout.propagate", NULL, "off")))
+    return false;
+  for (int k = 0; k < p->n_steps; k++)
+    if (&p->steps[k] == c->step)
+      return nr_layout_predict(p, c->route, c->step->in[i], k) == NR_LAYOUT_NHWC;
+  return false;
+}
+
+static bool unary_nhwc_supports(const nr_tactic_ctx *c) {
+  return unary_supports(c) && nr_step_in(c, 0)->rank == 4 && arrives_nhwc(c, 0);
+}
+
+static bool same_nhwc_supports(const nr_tactic_ctx *c) {
+  return same_supports(c) && nr_step_in(c, 0)->rank == 4 && arrives_nhwc(c, 0);
+}
+
+/* s as a rank-4 shape (leading ones) in physical NHWC order; false above rank 4. */
+static bool nhwc_view(const nr_slot *s, nr_slot *v) {
+  int64_t a[4] = {1, 1, 1, 1};
+  if (s->rank > 4)
+    return false;
+  for (int d = 0; d < s->rank; d++)
+    a[4 - s->rank + d] = s->dims[d];
+  *v = *s;
+  v->rank = 4;
+  v->dims[0] = a[0], v->dims[1] = a[2], v->dims[2] = a[3], v->dims[3] = a[1];
+  return true;
+}
+
+/* Do PLAIN bytes of NHWC view v equal its NHWC bytes? */
+static bool plain_is_nhwc(const nr_slot *v) {
+  return v->dims[3] == 1 || v->dims[1] * v->dims[2] == 1;
+}
+
+/* Will the layout pass give input i NHWC (layout.c: input 0, and a rank-4 input whose
+ * dims are the output's but for the channels)? */
+static bool gets_nhwc(const nr_slot *x, const nr_slot *y, int i) {
+  return i == 0 || (x->rank == 4 && x->dims[0] == y->dims[0] && x->dims[2] == y->dims[2] &&
+                    x->dims[3] == y->dims[3]);
+}
+
+static bool bcast_nhwc_supports(const nr_tactic_ctx *c) {
+  if (!binary_types(c) || same_supports(c))
+    return false;
+  const nr_slot *y = nr_step_out(c, 0), *in[2] = {nr_step_in(c, 0), nr_step_in(c, 1)};
+  nr_slot v[2], vy;
+  bool follows = false;
+  if (y->rank != 4 || in[0]->rank != 4)
+    return false;
+  for (int i = 0; i < 2; i++) {
+    if (!nhwc_view(in[i], &v[i]) || (!gets_nhwc(in[i], y, i) && !plain_is_nhwc(&v[i])))
+      return false;
+    follows |= same_shape(in[i], y) && arrives_nhwc(c, i);
+  }
+  const nr_slot *vp[2] = {&v[0], &v[1]};
+  bc_geom g;
+  return follows && nhwc_view(y, &vy) && bc_build(&g, &vy, 2, vp);
+}
+
+static nr_status binary_nhwc_run(const nr_exec_args *a) {
+  binary_job j = {.op = (nr_ewb_op)a->step->params[0],
+                  .avx2 = (a->step->tactic->isa & NR_ISA_AVX2) != 0,
+                  .a = a->in[0], .b = a->in[1], .y = a->out[0]};
+  nr_slot v[3];
+  const nr_slot *vp[2] = {&v[0], &v[1]};
+  bool ok = a->out_slot[0]->layout == NR_LAYOUT_NHWC && nhwc_view(a->out_slot[0], &v[2]);
+  for (int i = 0; i < 2 && ok; i++)
+    ok = nhwc_view(a->in_slot[i], &v[i]) &&
+         (a->in_slot[i]->layout == NR_LAYOUT_NHWC ||
+          (a->in_slot[i]->layout == NR_LAYOUT_PLAIN && plain_is_nhwc(&v[i])));
+  if (!ok || !bc_build(&j.g, &v[2], 2, vp))
+    return nr_errorf(a->err, NR_ERR_INTERNAL, "%s: operands '%s' (%s) and '%s' (%s) do not "
+                     "broadcast in NHWC", a->step->tactic->id, a->in_slot[0]->name,
+                     nr_layout_name(a->in_slot[0]->layout), a->in_slot[1]->name,
+                     nr_layout_name(a->in_slot[1]->layout));
+  if (j.g.count < 2 * GRAIN)
+    binary_task(&j, 0, j.g.count, 0);
+  else
+    nr_parallel_for(a->pool, j.g.count, GRAIN, a->step->threads, binary_task, &j);
+  return NR_OK;
+}
+
 /* ---- the tables ----------------------------------------------------------------- */
 
 #define UNARY_ROWS(op, stem, code, lay)                                                \
@@ -434,8 +530,21 @@ static nr_status where_run(const nr_exec_args *a) {
   {"nr_f32_v" #stem "_bcast__portable", "", op, "nnroute", "vector", NR_LAYOUT_PLAIN,  \
    0, 10, bcast_supports, binary_prepare, binary_run},
 
+#define NHWC_ROWS(op, id, sup, prep, run)                                             \
+  {"nr_f32_v" id "_nhwc__avx2", "", op, "nnroute", "vector", NR_LAYOUT_NHWC, NR_ISA_AVX2, \
+   22, sup, prep, run},                                                                \
+  {"nr_f32_v" id "_nhwc__portable", "", op, "nnroute", "vector", NR_LAYOUT_NHWC, 0, 12, \
+   sup, prep, run},
+#define UNARY_NHWC(op, id) NHWC_ROWS(op, id, unary_nhwc_supports, unary_prepare, unary_run)
+#define BCAST_NHWC(op, stem, code, lay)                                                \
+  NHWC_ROWS(op, #stem "_bcast", bcast_nhwc_supports, binary_prepare, binary_nhwc_run)
+
 const nr_tactic nr_tactics_cpu_eltwise[] = {
     NR_EWU_LIST(UNARY_ROWS) NR_EWB_LIST(BINARY_ROWS)
+    UNARY_NHWC("HardSigmoid", "hardsigmoid") UNARY_NHWC("Exp", "exp")
+    UNARY_NHWC("Sigmoid", "sigmoid")
+    NHWC_ROWS("Div", "div", same_nhwc_supports, binary_prepare, binary_run)
+    NR_EWB_LIST(BCAST_NHWC)
     {"nr_f32_vwhere_bcast__portable", "", "Where", "nnroute", "vector", NR_LAYOUT_PLAIN, 0,
      10, where_supports, where_prepare, where_run},
     {0},

@@ -65,6 +65,12 @@ struct nr_graph;
 struct nr_node;
 bool nr_norm_parallel(const struct nr_graph *g, const struct nr_node *n);
 
+/* The window of 2-D MaxPool / AveragePool node n from X and Y dims [N, C, H, W],
+ * resolved by the reference's nr_window code (tactics_norm.c); false when it is not
+ * one these kernels run. Shared with the NHWC tactics (tactics_pool_nhwc.c). */
+bool nr_pool2d_of_node(const struct nr_node *n, const int64_t *xdims, const int64_t *ydims,
+                       nr_pool2d *p);
+
 void nr_f32_pool2d__portable(const nr_pool2d *p, const float *x, int64_t ih, int64_t iw,
                              float *y, int64_t oh, int64_t ow);
 /* The same with a row buffer and 8-wide reductions (pool__avx2.c); planes holding a

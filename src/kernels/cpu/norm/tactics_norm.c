@@ -279,6 +279,11 @@ static bool window_of(const nr_node *n, const int64_t *xdims, const int64_t *ydi
   return true;
 }
 
+bool nr_pool2d_of_node(const nr_node *n, const int64_t *xdims, const int64_t *ydims,
+                       nr_pool2d *p) {
+  return window_of(n, xdims, ydims, p);
+}
+
 static bool pool_window(const nr_tactic_ctx *c, nr_pool2d *p) {
   const nr_slot *x = nr_step_in(c, 0), *y = nr_step_out(c, 0);
   if (!c->node || !is_f32(x) || !is_f32(y) || x->rank != 4 || y->rank != 4 ||
