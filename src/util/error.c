@@ -23,13 +23,19 @@ nr_status nr_errorf(nr_error *err, nr_status status, const char *fmt, ...) {
 nr_status nr_error_prefix(nr_error *err, const char *fmt, ...) {
   if (!err)
     return NR_ERR_INTERNAL;
-  char prefix[512], old[sizeof err->message];
+  char prefix[512];
   va_list ap;
   va_start(ap, fmt);
   vsnprintf(prefix, sizeof prefix, fmt, ap);
   va_end(ap);
-  memcpy(old, err->message, sizeof old);
-  snprintf(err->message, sizeof err->message, "%s%s", prefix, old);
+  /* The message moves right to make room; what passes the end is cut. */
+  size_t cap = sizeof err->message - 1, np = strlen(prefix);
+  size_t no = strnlen(err->message, cap);
+  if (no > cap - np)
+    no = cap - np;
+  memmove(err->message + np, err->message, no);
+  memcpy(err->message, prefix, np);
+  err->message[np + no] = '\0';
   return err->status;
 }
 
