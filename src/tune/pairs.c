@@ -25,6 +25,7 @@
 #include "io/tensor_io.h"
 #include "kernels/ref/ref_util.h"
 #include "runtime/model_internal.h"
+#include "runtime/threadpool.h"
 #include "util/error.h"
 
 #include <dirent.h>
@@ -34,6 +35,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 /* ---- the set ------------------------------------------------------------------------ */
 
@@ -116,6 +118,78 @@ static nr_status compute_outputs(nr_model *m, nr_pair *p, nr_error *err) {
   if (st)
     nr_error_prefix(err, "%s: computing the reference outputs: ", p->origin);
   return st;
+}
+
+/* Pairs of a set whose outputs the reference executor still has to compute: the
+ * readers collect them and compute_pending runs them together at the end. */
+typedef struct pending {
+  int *idx;
+  int n, cap;
+} pending;
+
+static nr_status pending_add(pending *q, int k, nr_error *err) {
+  if (q->n == q->cap) {
+    int cap = q->cap ? 2 * q->cap : 16;
+    int *grown = realloc(q->idx, sizeof *grown * (size_t)cap);
+    if (!grown)
+      return nr_errorf(err, NR_ERR_NOMEM, "out of memory for reference pairs");
+    q->idx = grown;
+    q->cap = cap;
+  }
+  q->idx[q->n++] = k;
+  return NR_OK;
+}
+
+typedef struct pending_job {
+  nr_model *m;
+  nr_pair_set *set;
+  const pending *q;
+  nr_status *st; /* per pending pair */
+  nr_error *errs;
+} pending_job;
+
+static void pending_task(void *arg, int64_t begin, int64_t end, int thread) {
+  pending_job *j = arg;
+  (void)thread;
+  for (int64_t k = begin; k < end; k++)
+    j->st[k] = compute_outputs(j->m, &j->set->pairs[j->q->idx[k]], &j->errs[k]);
+}
+
+/* Computes the outputs of the pending pairs, several at once. One pair is one
+ * sequential run of the reference executor, and a GPU tuning session of a BERT-base
+ * encoder spent most of its start-up there (2026-11-29); the executor only reads the
+ * prepared graph, so runs can share it. At most 8 threads (each run holds its own
+ * intermediate tensors) and never more than the CPUs. On failure, the error of the
+ * first failing pair in set order. */
+static nr_status compute_pending(nr_model *m, nr_pair_set *set, const pending *q,
+                                 nr_error *err) {
+  if (q->n == 0)
+    return NR_OK;
+  long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+  int threads = (int)(cpus < 1 ? 1 : cpus > 8 ? 8 : cpus);
+  if (threads > q->n)
+    threads = q->n;
+  nr_status *st = calloc((size_t)q->n, sizeof *st);
+  nr_error *errs = calloc((size_t)q->n, sizeof *errs);
+  if (!st || !errs) {
+    free(st);
+    free(errs);
+    return nr_errorf(err, NR_ERR_NOMEM, "out of memory for reference pairs");
+  }
+  nr_threadpool *pool = threads > 1 ? nr_threadpool_create(threads) : NULL;
+  pending_job job = {m, set, q, st, errs};
+  nr_parallel_for(pool, q->n, 1, 0, pending_task, &job);
+  nr_threadpool_destroy(pool);
+  nr_status first = NR_OK;
+  for (int k = 0; k < q->n && !first; k++)
+    if (st[k]) {
+      first = st[k];
+      if (err)
+        *err = errs[k];
+    }
+  free(st);
+  free(errs);
+  return first;
 }
 
 /* ---- reading one folder ------------------------------------------------------------- */
@@ -314,9 +388,10 @@ static int count_outputs(nr_model *m, const pair_dir *f, char **first_missing) {
   return found;
 }
 
-/* Outputs: all given (read and checked), or none (computed); a part is an error. */
+/* Outputs: all given (read and checked), or none (*computed_later set: the
+ * reference executor fills them); a part is an error. */
 static nr_status read_outputs(nr_model *m, const pair_dir *f, nr_pair *p,
-                              nr_error *err) {
+                              bool *computed_later, nr_error *err) {
   int no = nr_model_output_count(m);
   char *missing;
   int found = count_outputs(m, f, &missing);
@@ -328,8 +403,7 @@ static nr_status read_outputs(nr_model *m, const pair_dir *f, nr_pair *p,
   free(missing);
   for (int o = 0; !st && found == no && o < no; o++)
     st = read_one(m, f, true, o, &p->outputs[o], err);
-  if (!st && found == 0 && no > 0)
-    st = compute_outputs(m, p, err);
+  *computed_later = !st && found == 0 && no > 0;
   return st;
 }
 
@@ -363,9 +437,10 @@ static nr_status detect_layout(nr_model *m, const char *dir, layout *lay, nr_err
 
 /* One folder holding one pair (either layout), appended to set. */
 static nr_status load_folder(nr_model *m, const char *dir, nr_pair_set *set,
-                             nr_error *err) {
+                             pending *q, nr_error *err) {
   pair_dir f = {dir, LAYOUT_NPY, {0}};
   nr_pair p = {0};
+  bool later = false;
   nr_status st = detect_layout(m, dir, &f.lay, err);
   if (!st)
     st = f.lay == LAYOUT_PB ? scan_pb(&f, err) : check_npy_names(m, dir, err);
@@ -376,11 +451,14 @@ static nr_status load_folder(nr_model *m, const char *dir, nr_pair_set *set,
   if (!st)
     st = check_no_extra(&f, false, set->n_inputs, err);
   if (!st)
-    st = read_outputs(m, &f, &p, err);
-  if (!st)
-    st = set_push(set, &p, err); /* takes p, or frees it on failure */
-  else
+    st = read_outputs(m, &f, &p, &later, err);
+  if (st) {
     pair_free(&p, set->n_inputs, set->n_outputs);
+  } else {
+    st = set_push(set, &p, err); /* takes p, or frees it on failure */
+    if (!st && later)
+      st = pending_add(q, set->n - 1, err);
+  }
   nr_testdata_set_free(&f.pb);
   return st;
 }
@@ -475,10 +553,14 @@ nr_status nr_pairs_load_dir(nr_model *m, const char *dir, nr_pair_set *set,
   int n_dirs = 0;
   if (!st)
     st = list_set_dirs(dir, &dirs, &n_dirs, err);
+  pending q = {0};
   for (int i = 0; !st && i < n_dirs; i++)
-    st = load_folder(m, dirs[i].path, set, err);
+    st = load_folder(m, dirs[i].path, set, &q, err);
   if (!st && n_dirs == 0)
-    st = load_folder(m, dir, set, err);
+    st = load_folder(m, dir, set, &q, err);
+  if (!st)
+    st = compute_pending(m, set, &q, err);
+  free(q.idx);
   free_set_dirs(dirs, n_dirs);
   if (st && set)
     set_restore(set, &before);
@@ -672,9 +754,9 @@ static void draw(nr_value *v, const draw_rule *r, uint64_t *state) {
   }
 }
 
-/* Pair k of seed: drawn inputs and the reference executor's outputs. */
+/* Pair k of seed: drawn inputs (its outputs are computed later, with the others). */
 static nr_status generate_one(nr_model *m, const draw_rule *rules, uint64_t seed, int k,
-                              nr_pair_set *set, nr_error *err) {
+                              nr_pair_set *set, pending *q, nr_error *err) {
   char origin[64];
   snprintf(origin, sizeof origin, "generated seed %llu #%d", (unsigned long long)seed, k);
   nr_pair p = {0};
@@ -691,11 +773,13 @@ static nr_status generate_one(nr_model *m, const draw_rule *rules, uint64_t seed
     p.inputs[i] = (nr_buffer){v.dtype, v.rank, {0}, v.data};
     memcpy(p.inputs[i].dims, v.dims, sizeof p.inputs[i].dims);
   }
+  if (st) {
+    pair_free(&p, set->n_inputs, set->n_outputs);
+    return st;
+  }
+  st = set_push(set, &p, err); /* takes p, or frees it on failure */
   if (!st && set->n_outputs > 0)
-    st = compute_outputs(m, &p, err);
-  if (!st)
-    return set_push(set, &p, err);
-  pair_free(&p, set->n_inputs, set->n_outputs);
+    st = pending_add(q, set->n - 1, err);
   return st;
 }
 
@@ -712,8 +796,12 @@ nr_status nr_pairs_generate(nr_model *m, int count, uint64_t seed,
   draw_rule *rules = calloc((size_t)set->n_inputs + 1, sizeof *rules);
   st = rules ? make_rules(m, ranges, n_ranges, rules, err)
              : nr_errorf(err, NR_ERR_NOMEM, "out of memory");
+  pending q = {0};
   for (int k = 0; !st && k < count; k++)
-    st = generate_one(m, rules, seed, k, set, err);
+    st = generate_one(m, rules, seed, k, set, &q, err);
+  if (!st)
+    st = compute_pending(m, set, &q, err);
+  free(q.idx);
   free(rules);
   if (st)
     set_restore(set, &before);
