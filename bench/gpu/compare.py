@@ -11,8 +11,9 @@ For each model (resnet50, mobilenet_v2, a BERT-base-like encoder: 12 layers, wid
   nr default   `nnroute bench --device cuda` of the ONNX export, default route (fp16:
                every Conv/Gemm/MatMul at cuda.precision=fp16), its GPU time per
                inference (CUDA events) and host-visible latency
-  nr tuned     `nnroute tune --device cuda` for --tune-s seconds (--tune-s 0: skipped),
-               then the tuned engine's bench, and the tuning wall time
+  nr tuned     `nnroute tune --device cuda` for --tune-s seconds (--tune-s 0: skipped;
+               --tune-rows MODEL:BATCH:PREC,... limits it to those rows), then the
+               tuned engine's bench, and the tuning wall time
 
 Times are medians in milliseconds. PyTorch fp16 runs the model in half precision
 (model.half()); nnroute fp16 runs the products in fp16 with fp32 accumulation and keeps
@@ -24,7 +25,7 @@ TF32 in fp32 rows, matmuls not) and printed.
 
     python3 bench/gpu/compare.py --nnroute build/nnroute [--models resnet50,...]
         [--batches 1,32] [--precisions fp32,fp16] [--iters 200] [--tune-s 0]
-        [--max-autotune] [--workdir DIR]
+        [--tune-rows bert_base:1:fp16,...] [--max-autotune] [--workdir DIR]
 """
 import argparse
 import inspect
@@ -130,9 +131,11 @@ def nnroute_tune(nnroute, onnx, prec, seconds, workdir):
     eng = onnx[:-5] + f"_{prec}_tuned.nre"
     cmd = [nnroute, "tune", onnx, "--device", "cuda", "--budget-time", str(seconds),
            "-o", eng, "--db", os.path.join(workdir, "tune.db")]
-    if prec == "fp16":
-        cmd += ["--routes", "-cuda.precision@*=[fp16] -cuda.conv.layout@*=* "
-                            "-cuda.gemm.tactic@*=* -cuda.graphs=*",
+    if prec == "fp16":  # every product fp16; the knobs that exist for this model free
+        free = ("-cuda.gemm.residual=* -cuda.gemm.gelu=*" if "bert" in onnx
+                else "-cuda.conv.layout@*=*")
+        cmd += ["--routes", f"-cuda.precision@*=[fp16] {free} -cuda.gemm.tactic@*=* "
+                            "-cuda.graphs=*",
                 "--tolerance", "3e-2"]
     t0 = time.time()
     r = subprocess.run(cmd, capture_output=True, text=True)
@@ -152,6 +155,8 @@ def main():
     ap.add_argument("--iters", type=int, default=200)
     ap.add_argument("--bench-ms", type=int, default=1000)
     ap.add_argument("--tune-s", type=int, default=0)
+    ap.add_argument("--tune-rows", default="",
+                    help="MODEL:BATCH:PREC rows to tune (default: every row)")
     ap.add_argument("--max-autotune", action="store_true")
     ap.add_argument("--workdir", default="/tmp/nr-bench-gpu")
     a = ap.parse_args()
@@ -175,7 +180,8 @@ def main():
                 route = "-cuda.precision@*=fp16" if prec == "fp16" else ""
                 nr = nnroute_bench(a.nnroute, onnx, route, a.bench_ms)
                 tuned, tune_s = {}, "-"
-                if a.tune_s > 0:
+                want_tune = not a.tune_rows or f"{name}:{batch}:{prec}" in a.tune_rows.split(",")
+                if a.tune_s > 0 and want_tune:
                     eng, secs = nnroute_tune(a.nnroute, onnx, prec, a.tune_s, a.workdir)
                     tune_s = secs
                     tuned = nnroute_bench(a.nnroute, eng, "", a.bench_ms) if eng else {}

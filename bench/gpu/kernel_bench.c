@@ -1,6 +1,7 @@
 /* kernel_bench.c - GPU time of the CUDA backend's own kernels alone, on the shapes of
  * the models in bench/gpu/compare.py: the fp32 attention kernel against the
- * tensor-core one (fp16 and fp32 operands), LayerNorm and softmax rows, and the
+ * tensor-core ones (the staged kernel with fp16 and fp32 operands, the register-
+ * resident one with fp16 operands), LayerNorm and softmax rows, and the
  * depthwise convolution. Prints one table; needs a GPU (`build/bench/nr_cuda_kernel_bench`).
  *
  * Key decision: each kernel is captured 50 times into one CUDA graph and the graph
@@ -110,9 +111,10 @@ static double attn_time(int64_t b, int64_t h, int64_t s, int64_t d, int kind) {
     st[0] = h * s * d, st[1] = d, st[2] = h * d;
   }
   memcpy(c.g.ys, c.g.qs, sizeof c.g.ys);
-  bool half = kind == 1;
+  bool half = kind == 1 || kind == 3; /* 1: staged, 2: staged fp32 io, 3: registers */
   c.io = half ? NR_CUDA_ATTN_Q_HALF | NR_CUDA_ATTN_K_HALF | NR_CUDA_ATTN_V_HALF | NR_CUDA_ATTN_Y_HALF
               : 0;
+  c.io |= kind == 1 ? NR_CUDA_ATTN_STAGED : 0;
   int64_t n = b * s * h * d;
   c.q = dev_rand(n, half, 1), c.k = dev_rand(n, half, 2), c.v = dev_rand(n, half, 3);
   c.y = dev_rand(n, half, 4);
@@ -177,15 +179,16 @@ int main(void) {
   }
   printf("# %s, microseconds per launch (CUDA graph of %d launches, median of %d)\n",
          prop.name, LAUNCHES, REPLAYS);
-  printf("| attention B,H,S,D | fp32 kernel | tensor cores fp16 | tensor cores fp32 io |\n"
-         "|---|---|---|---|\n");
+  printf("| attention B,H,S,D | fp32 kernel | staged fp16 | staged fp32 io | registers fp16 |\n"
+         "|---|---|---|---|---|\n");
   static const int64_t shapes[][4] = {{1, 4, 128, 64}, {1, 12, 128, 64}, {32, 12, 128, 64},
                                       {1, 12, 512, 64}, {1, 8, 256, 128}};
   for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++) {
     const int64_t *d = shapes[i];
-    printf("| %lld,%lld,%lld,%lld | %.2f | %.2f | %.2f |\n", (long long)d[0], (long long)d[1],
-           (long long)d[2], (long long)d[3], attn_time(d[0], d[1], d[2], d[3], 0),
-           attn_time(d[0], d[1], d[2], d[3], 1), attn_time(d[0], d[1], d[2], d[3], 2));
+    printf("| %lld,%lld,%lld,%lld | %.2f | %.2f | %.2f | %.2f |\n", (long long)d[0],
+           (long long)d[1], (long long)d[2], (long long)d[3], attn_time(d[0], d[1], d[2], d[3], 0),
+           attn_time(d[0], d[1], d[2], d[3], 1), attn_time(d[0], d[1], d[2], d[3], 2),
+           attn_time(d[0], d[1], d[2], d[3], 3));
   }
   printf("\n| rows x n | LayerNorm fp32 | LayerNorm fp16 | softmax fp32 | softmax fp16 |\n"
          "|---|---|---|---|---|\n");

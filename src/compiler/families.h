@@ -10,12 +10,13 @@
 #define NR_KNOB_FAMILIES(X)                                                            \
   X(compile) X(fold) X(fuse) X(eltwise_fuse) X(recognize) X(horizontal) X(transpose)   \
   X(layout) X(memory) X(precision) X(gemm) X(conv) X(cpu_eltwise) X(cpu_norm) X(cpu_attn)   \
-  X(cuda) X(fault)
+  X(cuda) X(int8_chain) X(fault)
 
 /* Knob tables whose rows (unless a row names its devices) steer CPU kernels and so
  * appear only in CPU builds' knob spaces; every other table is shared by all devices. */
 #define NR_KNOB_CPU_FAMILIES(X)                                                        \
-  X(layout) X(precision) X(gemm) X(conv) X(cpu_eltwise) X(cpu_norm) X(cpu_attn)
+  X(layout) X(precision) X(gemm) X(conv) X(cpu_eltwise) X(cpu_norm) X(cpu_attn)          \
+  X(int8_chain)
 
 /* Tactic tables (cuda_* only in builds with the CUDA backend, NR_HAVE_CUDA). */
 #ifdef NR_HAVE_CUDA
@@ -36,12 +37,15 @@
   X(eltwise_fuse)
 
 /* Plan passes (after the plan skeleton exists), in order. cuda_half (CUDA builds):
- * fp16 slots between fp16 steps, src/backends/cuda/cuda_half.c. */
+ * fp16 slots between fp16 steps, src/backends/cuda/cuda_half.c, after cuda_fuse (a
+ * product takes the residual Add behind it, cuda_fuse.c); int8_chain: uint8
+ * slots between int8 steps, src/passes/int8_chain.c. */
 #ifdef NR_HAVE_CUDA
-#define NR_PLAN_PASSES_CUDA(X) X(cuda_half)
+#define NR_PLAN_PASSES_CUDA(X) X(cuda_fuse) X(cuda_half)
 #else
 #define NR_PLAN_PASSES_CUDA(X)
 #endif
-#define NR_PLAN_PASSES(X) X(select) X(layout) NR_PLAN_PASSES_CUDA(X) X(prepare) X(memory) X(fault)
+#define NR_PLAN_PASSES(X)                                                              \
+  X(select) X(layout) NR_PLAN_PASSES_CUDA(X) X(int8_chain) X(prepare) X(memory) X(fault)
 
 #endif

@@ -60,6 +60,12 @@ typedef struct nr_slot {
   uint64_t offset;  /* ARENA: arena offset; CONST: weights offset; INPUT: input index */
   int first_use, last_use; /* step indices: producer (or -1) and last reader */
   int alias_of;     /* in-place: slot whose memory this one reuses, or -1 */
+  /* uint8 activations between int8 steps (the int8_chain pass): x = q8_scale * (q -
+   * q8_zero_point), q in [0, q8_qmax]. Build time only (the producer's packed data
+   * holds it in engines); 0 for every other slot. */
+  float q8_scale;
+  int32_t q8_zero_point, q8_qmax;
+  int32_t q8_round; /* nr_q8_round: how the producer must round */
 } nr_slot;
 
 #define NR_STEP_MAX_IO 16
@@ -132,6 +138,24 @@ typedef enum nr_precision {
 /* "fp32", "bf16", "fp16", "int8", "tf32". */
 const char *nr_precision_name(nr_precision p);
 
+/* How an int8 family rounds when it quantizes an activation x to q on a grid:
+ * MUL q = clamp(rint(x * (1 / scale)) + zero_point, 0, qmax) (nnroute's int8 GEMM),
+ * FMA q = clamp(rint(fma(x, 1 / scale, zero_point)), 0, qmax) (the oneDNN family). A
+ * producer requantizing for a reader must round as that reader would have. */
+typedef enum nr_q8_round { NR_Q8_ROUND_MUL = 1, NR_Q8_ROUND_FMA = 2 } nr_q8_round;
+
+/* A tactic's 8-bit activation capability on one step (nr_tactic.io8; the int8_chain
+ * pass, src/passes/int8_chain.c). */
+typedef struct nr_io8 {
+  bool in;           /* reads input 0 as uint8 on its own grid (nr_quant_act_params
+                        with qmax), without quantizing it again */
+  bool out;          /* writes output 0 as uint8 on the grid its slot records
+                        (q8_scale, q8_zero_point, q8_qmax, q8_round) */
+  int qmax;          /* the top of input 0's grid: 255, or 127 (AVX2 kernels) */
+  nr_q8_round round; /* how it quantizes its input */
+  unsigned out_rounds; /* bits 1 << nr_q8_round it can requantize its output with */
+} nr_io8;
+
 /* What a tactic sees at build time about one step. */
 typedef struct nr_tactic_ctx {
   const nr_plan *plan;
@@ -193,7 +217,25 @@ struct nr_tactic {
   /* Zero for existing rows: fp32 on the CPU. */
   nr_precision precision; /* the precision knob value this tactic implements */
   nr_device device;       /* where run() executes and its buffers live */
+  /* Optional (int8 tactics): fills *cap and returns true when the step could take or
+   * give 8-bit activations; asked by the int8_chain pass after layout, before prepare,
+   * which then sees the slots' dtypes. NULL: fp32 in and out. */
+  bool (*io8)(const nr_tactic_ctx *c, nr_io8 *cap);
 };
+
+/* A view of c's plan in which the uint8 activation slots (the int8_chain pass) read
+ * as float32, for code that accepts float tensors only (nr_conv_parse, a prepare()
+ * written for fp32 input): same slot indices and steps, so lookups that walk the plan
+ * (the calibration's) still work. Returns c itself when c's step has no uint8 slot,
+ * else &v->ctx over a copy of the slots; NULL when out of memory. Free with
+ * nr_f32_view_free (src/passes/int8_chain.c). */
+typedef struct nr_f32_view {
+  nr_plan plan;
+  nr_slot *slots; /* the copy (names shared with c's plan), or NULL */
+  nr_tactic_ctx ctx;
+} nr_f32_view;
+const nr_tactic_ctx *nr_f32_view_init(nr_f32_view *v, const nr_tactic_ctx *c);
+void nr_f32_view_free(nr_f32_view *v);
 
 /* A throwaway plan of one step around node n of graph g, for knob valid() functions
  * that ask tactics' supports() before any plan exists: one slot per tensor of the

@@ -645,3 +645,71 @@ NR_TEST(gpu_half_softmax) {
     gt_free(&b);
   }
 }
+
+/* ---- the residual pass (cuda_fuse.c) and the GELU epilogue ------------------------------ */
+
+/* x -> h = x W0 + b0 -> r = h W1 + b1 -> r + h -> LayerNorm -> y (the second product
+ * takes h as its residual); and a 2-D Gemm (transB, alpha, beta) whose + x2 it takes,
+ * the Add's output a graph output. */
+static void residual_case(nr_test_state *t, int64_t batch, int64_t m, int64_t k,
+                          const char *route, double atol, double rtol, const char *want) {
+  unsigned seed = (unsigned)(batch * 31 + m * 7 + k);
+  gt_graph b = gt_new(17);
+  int x = gt_input(&b, "x", F, 3, DIMS(batch, m, k));
+  int x2 = gt_input(&b, "x2", F, 2, DIMS(m, k));
+  int w0 = gt_const_rand(&b, "w0", 2, DIMS(k, k), &seed, -0.1f, 0.1f);
+  int w1 = gt_const_rand(&b, "w1", 2, DIMS(k, k), &seed, -0.1f, 0.1f);
+  int w2 = gt_const_rand(&b, "w2", 2, DIMS(k, k), &seed, -0.1f, 0.1f);
+  int b0 = gt_const_rand(&b, "b0", 1, DIMS(k), &seed, -1, 1);
+  int b1 = gt_const_rand(&b, "b1", 1, DIMS(k), &seed, -1, 1);
+  int sc = gt_const_rand(&b, "ln_s", 1, DIMS(k), &seed, 0.5f, 1.5f);
+  int h = gt_node(&b, "MatMul", "m0", 2, (int[]){x, w0}, 0, NULL);
+  h = gt_node(&b, "Add", "b0_add", 2, (int[]){h, b0}, 0, NULL);
+  int r = gt_node(&b, "MatMul", "m1", 2, (int[]){h, w1}, 0, NULL);
+  r = gt_node(&b, "Add", "b1_add", 2, (int[]){r, b1}, 0, NULL);
+  r = gt_node(&b, "Add", "res", 2, (int[]){r, h}, 0, NULL);
+  int y = gt_node(&b, "LayerNormalization", "ln", 2, (int[]){r, sc}, 0, NULL);
+  nr_attr at[] = {gt_i("transB", 1), gt_f("alpha", 0.75f), gt_f("beta", 1.5f)};
+  int z = gt_node(&b, "Gemm", "fc", 3, (int[]){x2, w2, b1}, 3, at);
+  z = gt_node(&b, "Add", "res2", 2, (int[]){x2, z}, 0, NULL);
+  if (gt_finish(t, &b, 2, (int[]){y, z})) {
+    gt_inputs in;
+    gt_inputs_make(&b, seed, -1, 1, &in);
+    gt_check(t, &b, &in, route, atol, rtol, want, seed);
+    gt_inputs_free(&in);
+  }
+  gt_free(&b);
+}
+
+NR_TEST(gpu_residual_gemm) {
+  static const int64_t shapes[][3] = {{1, 128, 768}, {2, 37, 96}, {4, 1, 64}};
+  for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++) {
+    const int64_t *s = shapes[i];
+    residual_case(t, s[0], s[1], s[2], "", GT_TOL_F32, "cublaslt_f32_gemm,nr_cuda_f32_layernorm");
+    residual_case(t, s[0], s[1], s[2], "-cuda.gemm.residual=off", GT_TOL_F32,
+                  "cublaslt_f32_gemm,nr_cuda_f32_eltwise");
+    residual_case(t, s[0], s[1], s[2], "-cuda.gemm.tactic@*=cublas -cuda.graphs=off", GT_TOL_F32,
+                  "cublas_f32_gemm");
+    /* fp16: h is fp16 (C of the second product); x2 is an fp32 input, the Gemm's output
+     * a graph output (fp32) */
+    residual_case(t, s[0], s[1], s[2], "-cuda.precision@*=fp16", GT_TOL_F16,
+                  "cublaslt_f16_gemm,nr_cuda_f16_layernorm");
+    residual_case(t, s[0], s[1], s[2], "-cuda.precision@*=fp16 -cuda.gemm.tactic@*=cublas",
+                  GT_TOL_F16, "cublas_f16_gemm");
+    /* m0 fp32 writes h fp32, m1 fp16 writes fp16: the residual's dtype differs from
+     * the output's, so the epilogue pass adds it */
+    residual_case(t, s[0], s[1], s[2], "-cuda.precision@m1=fp16", GT_TOL_F16,
+                  "cublaslt_f16_gemm,cublaslt_f32_gemm");
+  }
+}
+
+NR_TEST(gpu_gelu_epilogue) {
+  /* fp16 products: erf GELU in cuBLASLt's tanh epilogue (default) or exact after it */
+  matmul_case(t, 2, 128, 256, 1024, true, true, "-cuda.precision@mm=fp16", GT_TOL_F16,
+              "cublaslt_f16");
+  matmul_case(t, 2, 128, 256, 1024, true, true, "-cuda.precision@mm=fp16 -cuda.gemm.gelu=exact",
+              GT_TOL_F16, "cublaslt_f16");
+  matmul_case(t, 1, 7, 40, 24, true, true, "-cuda.precision@mm=fp16", GT_TOL_F16, "cublaslt_f16");
+  matmul_case(t, 1, 7, 40, 24, true, true, "-cuda.precision@mm=fp16 -cuda.graphs=off", GT_TOL_F16,
+              "cublaslt_f16");
+}

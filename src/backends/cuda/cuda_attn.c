@@ -10,9 +10,11 @@
  * run time (a few integer operations), so the params hold only what the node's
  * attributes say.
  *
- * nr_cuda_f16_attention is the tensor-core kernel (fp16 products, fp32 softmax and
- * accumulation; D and Dv multiples of 16 up to 128, all keys' scores in shared
- * memory). Its precision is fp16, so select never picks it: the fp16 pass
+ * nr_cuda_f16_attention runs on tensor cores (fp16 products, fp32 softmax and
+ * accumulation): the register-resident kernel when Q, K and V are fp16 with D == Dv in
+ * {32, 64, 128} and aligned rows (decided per launch, kernels_attn.cu), else the staged
+ * one (D and Dv multiples of 16 up to 128, all keys' scores in shared memory: what
+ * this tactic accepts). Its precision is fp16, so select never picks it: the fp16 pass
  * (cuda_half.c) moves an attention step onto it when Q, K or V arrive in fp16, and Q,
  * K, V and Y are then fp16 or fp32 each, as their slots say. */
 #include "backends/cuda/cuda_internal.h"

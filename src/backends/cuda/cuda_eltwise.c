@@ -357,6 +357,12 @@ const nr_tactic nr_tactics_cuda_eltwise[] = {
 
 nr_status nr_cuda_epilogue(const nr_cuda_epi *e, const void *x, const float *bias,
                            const void *res, void *y, cudaStream_t s, nr_error *err) {
+  /* the epilogue kernel; the program kernel only past its 2^31 elements */
+  nr_cuda_epi_args ka = {e->outer, e->channels, e->inner, e->x_half != 0, e->y_half != 0,
+                         e->res_half != 0, nr_cuda_ew_act(e->act), e->a, e->b};
+  cudaError_t ke = nr_cuda_epi_launch(&ka, x, bias, res, y, s);
+  if (ke != cudaErrorNotSupported)
+    return nr_cuda_check(ke, err, "epilogue kernel");
   nr_cuda_ew_prog p;
   memset(&p, 0, sizeof p);
   p.n = e->outer * e->channels * e->inner;

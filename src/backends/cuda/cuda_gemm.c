@@ -12,7 +12,10 @@
  * or a residual input. Constant operands for fp16 are converted at build time into
  * the packed data; activations are converted into scratch per run. Which of the
  * heuristic's algorithms cuBLASLt runs is the knob cuda.gemm.algo (index into the
- * list the heuristic returns for this shape; the build checks it exists).
+ * list the heuristic returns for this shape; the build checks it exists). An fp16
+ * product's GELU runs in cuBLASLt's GELU epilogue (its tanh form: the knob
+ * cuda.gemm.gelu=exact keeps an erf GELU exact, as an epilogue pass), and a residual
+ * Add the plan pass cuda_fuse.c merged into the product arrives as input 3.
  *
  * fp16 tactics also take fp16 activations and write fp16 outputs where the fp16 pass
  * (cuda_half.c) made the slots fp16: an fp16 operand is read in place, an fp16 output
@@ -38,7 +41,8 @@ typedef struct gemm_params {
   uint8_t algo;           /* cuBLASLt heuristic index */
   uint8_t has_bias;       /* a packed bias vector besides the addend */
   uint8_t io;             /* GEMM_*_HALF: which activations are fp16 */
-  uint8_t pad[2];
+  uint8_t gelu_epi;       /* cuBLASLt's GELU epilogue (tanh form) runs the GELU */
+  uint8_t pad;
 } gemm_params;
 
 enum { GEMM_A_HALF = 1, GEMM_B_HALF = 2, GEMM_Y_HALF = 4, GEMM_R_HALF = 8 };
@@ -271,6 +275,12 @@ static nr_status gemm_prepare(const nr_tactic_ctx *c, nr_plan *plan, nr_step *st
   bool lt = !strcmp(step->tactic->algo, "cublaslt");
   uint64_t work = lt ? nr_cuda_workspace_limit(c) : 0;
   if (lt) {
+    /* cuda.gemm.gelu: an fp16 product's GELU in cuBLASLt's epilogue (the tanh form;
+     * exact for a tanh GELU, an approximation of the erf one) */
+    p.gelu_epi = prec == NR_PREC_FP16 && !res_apart(&p) &&
+                 (p.act == NR_ACT_GELU_TANH ||
+                  (p.act == NR_ACT_GELU &&
+                   !nr_route_is(c->route, "cuda.gemm.gelu", NULL, "exact")));
     int n_algos = 0, want = knob_algo(c);
     nr_status st = lt_count(c, &p, work, &n_algos);
     if (st)
@@ -410,11 +420,13 @@ static cublasStatus_t lt_describe(const gemm_params *p, nr_precision prec, const
     st = cublasLtMatmulDescSetAttribute(s->desc, CUBLASLT_MATMUL_DESC_TRANSB, &opb, sizeof opb);
   cublasLtEpilogue_t epi = CUBLASLT_EPILOGUE_DEFAULT;
   bool relu = p->act == NR_ACT_RELU && !res_apart(p); /* ReLU after the residual */
+  bool gelu = p->gelu_epi != 0;
   if (bias)
-    epi = relu ? CUBLASLT_EPILOGUE_RELU_BIAS : CUBLASLT_EPILOGUE_BIAS;
-  else if (relu)
-    epi = CUBLASLT_EPILOGUE_RELU;
-  s->post_act = p->act != NR_ACT_NONE && !relu;
+    epi = relu ? CUBLASLT_EPILOGUE_RELU_BIAS
+          : gelu ? CUBLASLT_EPILOGUE_GELU_BIAS : CUBLASLT_EPILOGUE_BIAS;
+  else if (relu || gelu)
+    epi = relu ? CUBLASLT_EPILOGUE_RELU : CUBLASLT_EPILOGUE_GELU;
+  s->post_act = p->act != NR_ACT_NONE && !relu && !gelu;
   if (!st)
     st = cublasLtMatmulDescSetAttribute(s->desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &epi,
                                         sizeof epi);

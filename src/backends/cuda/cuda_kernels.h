@@ -9,6 +9,7 @@
 #define NR_BACKENDS_CUDA_KERNELS_H
 
 #include <cuda_runtime_api.h>
+#include <stdbool.h>
 #include <stdint.h>
 
 /* ---- elementwise programs (kernels_eltwise.cu) ------------------------------------------
@@ -57,6 +58,21 @@ extern "C" {
 /* y[i] = program(ops...); ops[0] is x0. */
 cudaError_t nr_cuda_ew_launch(const nr_cuda_ew_prog *prog, const void *const *ops, void *y,
                               cudaStream_t s);
+/* The epilogue of a product: y = act(x + bias[c] + res) over y viewed as [outer,
+ * channels, inner] (contiguous), c the channel; bias (fp32, channels) and res may be
+ * NULL, x may be y. x, res and y are fp16 or fp32 each; act is an nr_cuda_ew_op
+ * (NR_EW_IDENTITY: none) with parameters p0, p1. Eight elements a thread with 16-byte
+ * accesses where the contiguous run (inner, or channels when inner is 1) is a multiple
+ * of 8 and the pointers are aligned, else one; 32-bit index math. cudaErrorNotSupported
+ * for 2^31 elements or more (the program kernel takes those). */
+typedef struct nr_cuda_epi_args {
+  int64_t outer, channels, inner;
+  int x_half, y_half, res_half;
+  int op;
+  float p0, p1;
+} nr_cuda_epi_args;
+cudaError_t nr_cuda_epi_launch(const nr_cuda_epi_args *e, const void *x, const float *bias,
+                               const void *res, void *y, cudaStream_t s);
 /* fp32 <-> fp16 conversions of n elements. */
 cudaError_t nr_cuda_f32_to_f16(const float *x, void *y, int64_t n, cudaStream_t s);
 cudaError_t nr_cuda_f16_to_f32(const void *x, float *y, int64_t n, cudaStream_t s);
@@ -112,14 +128,19 @@ extern "C" {
 cudaError_t nr_cuda_attention(const nr_cuda_attn *g, const float *q, const float *k,
                               const float *v, const void *mask, float *y, cudaStream_t s);
 /* The tensor-core variant (nr_cuda_f16_attention): Q, K, V and Y each fp32 or fp16
- * (io: NR_CUDA_ATTN_*_HALF), products on fp16 tensor cores with fp32 accumulation, an
- * exact fp32 softmax over all keys held in shared memory. D and Dv multiples of 16,
- * at most 128; nr_cuda_attention_tc_smem is the shared memory a launch needs (bytes;
- * tactics refuse what does not fit, NR_CUDA_ATTN_TC_SMEM_MAX). */
+ * (io: NR_CUDA_ATTN_*_HALF), products on fp16 tensor cores with fp32 accumulation.
+ * Two kernels: when nr_cuda_attention_fl_ok (Q, K, V fp16, D == Dv in {32, 64, 128},
+ * 16-byte aligned rows) the register-resident one (mma.sync, online softmax, any key
+ * count), else, or with NR_CUDA_ATTN_STAGED in io, the staged one: an exact fp32
+ * softmax over all keys held in shared memory, D and Dv multiples of 16, at most 128;
+ * nr_cuda_attention_tc_smem is the shared memory it needs (bytes; tactics refuse
+ * what does not fit, NR_CUDA_ATTN_TC_SMEM_MAX). */
 enum {
   NR_CUDA_ATTN_Q_HALF = 1, NR_CUDA_ATTN_K_HALF = 2, NR_CUDA_ATTN_V_HALF = 4,
-  NR_CUDA_ATTN_Y_HALF = 8
+  NR_CUDA_ATTN_Y_HALF = 8, NR_CUDA_ATTN_STAGED = 16
 };
+bool nr_cuda_attention_fl_ok(const nr_cuda_attn *g, const void *q, const void *k,
+                             const void *v, const void *y, int io);
 #define NR_CUDA_ATTN_TC_SMEM_MAX (200 * 1024)
 int64_t nr_cuda_attention_tc_smem(int64_t d, int64_t dv, int64_t t);
 cudaError_t nr_cuda_attention_tc(const nr_cuda_attn *g, const void *q, const void *k,

@@ -77,6 +77,59 @@ static bool any_product(const nr_graph *g, const nr_node *unused) {
   return !g;
 }
 
+static bool has_op(const nr_graph *g, const char *op) {
+  for (int k = 0; k < g->n_nodes; k++)
+    if (nr_pu_is_op(&g->nodes[k], op))
+      return true;
+  return false;
+}
+
+/* The only node reading tensor t (none when t is a graph output or has more). */
+static const nr_node *only_reader(const nr_graph *g, int t) {
+  const nr_node *found = NULL;
+  if (t < 0 || nr_pu_is_output(g, t))
+    return NULL;
+  for (int k = 0; k < g->n_nodes; k++)
+    for (int i = 0; i < g->nodes[k].n_inputs; i++)
+      if (g->nodes[k].inputs[i] == t) {
+        if (found && found != &g->nodes[k])
+          return NULL;
+        found = &g->nodes[k];
+      }
+  return found;
+}
+
+/* The Add's operand other than t is a constant. */
+static bool const_addend(const nr_graph *g, const nr_node *add, int t) {
+  int o = nr_pu_in(add, 0) == t ? nr_pu_in(add, 1) : nr_pu_in(add, 0);
+  return o >= 0 && nr_pu_is_const(g, o);
+}
+
+/* A Gemm/MatMul whose output (after a constant bias Add, which the fuse passes take
+ * into the product) only an Add of an activation reads: what cuda_fuse.c may merge. */
+static bool residual_applies(const nr_graph *g, const nr_node *unused) {
+  for (int k = 0; g && k < g->n_nodes; k++) {
+    const nr_node *n = &g->nodes[k];
+    if (!gemm_applies(g, n) || n->n_outputs != 1)
+      continue;
+    int t = n->outputs[0];
+    const nr_node *r = only_reader(g, t);
+    if (r && nr_pu_is_op(r, "Add") && const_addend(g, r, t)) {
+      t = r->outputs[0];
+      r = only_reader(g, t);
+    }
+    if (r && nr_pu_is_op(r, "Add") && !const_addend(g, r, t))
+      return true;
+  }
+  (void)unused;
+  return !g;
+}
+
+/* A product and a GELU, as the op or as the erf form the exporters write. */
+static bool gelu_applies(const nr_graph *g, const nr_node *unused) {
+  return !g || (any_product(g, unused) && (has_op(g, "Gelu") || has_op(g, "Erf")));
+}
+
 /* cuda.conv.algo values in table order: auto, implicit_gemm, implicit_precomp_gemm,
  * gemm, fft, fft_tiling, winograd, winograd_nonfused. FFT needs unit strides and
  * dilations and one group; Winograd also a 3x3 kernel (nonfused: 3x3 or 5x5). */
@@ -115,6 +168,14 @@ const nr_knob_def nr_knobs_cuda[] = {
      "which of the algorithms cuBLASLt's heuristic returns for the shape runs (index; "
      "past the list's end: the first)",
      gemm_applies, NULL, CUDA},
+    {"cuda.gemm.residual", "on|off", "on", NR_KNOB_GLOBAL, 0, 0.0,
+     "a product whose only reader is an Add of a same-shaped activation takes it as "
+     "cuBLASLt's C matrix (or its epilogue pass's residual) and the Add's step goes",
+     residual_applies, NULL, CUDA},
+    {"cuda.gemm.gelu", "tanh_fp16|exact", "tanh_fp16", NR_KNOB_GLOBAL, NR_KNOB_ACCURACY, 1e-3,
+     "an exact (erf) GELU fused into an fp16 cuBLASLt product runs in its GELU epilogue, "
+     "which is the tanh form (tanh_fp16), or as an exact pass after it (exact)",
+     gelu_applies, NULL, CUDA, "-cuda.precision@*=fp16"},
     {"cuda.conv.algo",
      "auto|implicit_gemm|implicit_precomp_gemm|gemm|fft|fft_tiling|winograd|winograd_nonfused",
      "auto", NR_KNOB_NODE, NR_KNOB_ACCURACY, 1e-4,

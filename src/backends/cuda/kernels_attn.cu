@@ -1,5 +1,7 @@
 /* kernels_attn.cu - fused attention: fp32 (nr_cuda_attention) and on fp16 tensor
- * cores (nr_cuda_attention_tc, described where it starts below).
+ * cores (nr_cuda_attention_tc): a staged kernel and a register-resident one, each
+ * described where it starts below; nr_cuda_attention_tc picks the register kernel
+ * whenever its conditions hold (about 3.4x faster at BERT-base's batch-1 shape).
  *
  * Key decision: flash-attention order without tensor cores. A block of 4 warps takes
  * 8 query rows of one (batch, head), 2 per warp (more blocks than rows per block: a
@@ -428,11 +430,283 @@ extern "C" int64_t nr_cuda_attention_tc_smem(int64_t d, int64_t dv, int64_t t) {
   return tc_layout_of(d, dv, t).bytes;
 }
 
+/* ---- the register-resident kernel (attn_fl_kernel) ---------------------------------------
+ * For fp16 Q, K, V with D == Dv in {32, 64, 128}, 16-byte aligned rows: a warp owns 16
+ * query rows and keeps everything of them in registers, in the layouts of the
+ * m16n8k16 tensor-core instruction (mma.sync): Q as A fragments (loaded once with
+ * ldmatrix), the 16 x 64 scores of one key tile as accumulators, and P as A
+ * fragments made from those accumulators in place (the accumulator of an m16n8 tile
+ * pair holds exactly the A fragment of the 16 x 16 chunk), so the softmax is online
+ * (running maximum and sum per row, the output rescaled when the maximum grows) and
+ * no score touches shared memory. The W warps of a block share K and V tiles of 64
+ * keys, which cp.async brings into two buffers (the next tile loads while this one
+ * is used; padded keys are zero-filled), B fragments come from ldmatrix (V
+ * transposed on the way). Row statistics need only the four lanes of a quad. W is
+ * picked per launch so that a batch-1 model still has about one block per SM. */
+namespace {
+
+constexpr int kFlKeys = 64;
+
+__device__ __forceinline__ uint32_t smem_addr(const void *p) {
+  return (uint32_t)__cvta_generic_to_shared(p);
+}
+
+__device__ __forceinline__ void cp_async16(void *dst, const void *src, bool valid) {
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(smem_addr(dst)),
+               "l"(src), "r"(valid ? 16 : 0));
+}
+
+__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n"); }
+
+template <int N> __device__ __forceinline__ void cp_async_wait() {
+  asm volatile("cp.async.wait_group %0;\n" ::"n"(N));
+}
+
+__device__ __forceinline__ void ldsm_x4(uint32_t *r, const void *p) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(smem_addr(p)));
+}
+
+__device__ __forceinline__ void ldsm_x4_t(uint32_t *r, const void *p) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(smem_addr(p)));
+}
+
+/* c += a b for one m16n8k16 tile (fp16 operands, fp32 accumulators). */
+__device__ __forceinline__ void mma16816(float *c, const uint32_t *a, uint32_t b0, uint32_t b1) {
+  asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0, %1, %2, %3}, "
+               "{%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};\n"
+               : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+               : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+
+__device__ __forceinline__ uint32_t pack_half2(float lo, float hi, float *sum) {
+  __half2 h = __floats2half2_rn(lo, hi);
+  float2 f = __half22float2(h);
+  *sum += f.x + f.y; /* normalize by what the product sees */
+  uint32_t u;
+  memcpy(&u, &h, 4);
+  return u;
+}
+
+__host__ __device__ constexpr int fl_ld(int d) { return d + 8; } /* halves a smem row */
+
+__host__ __device__ inline int64_t fl_bytes(int d, int w) {
+  return (int64_t)(w * 16 + 4 * kFlKeys) * fl_ld(d) * 2;
+}
+
+/* The score of (query row i, key j) after scale (in log2 units), mask and causality;
+ * padded rows and keys (i >= S, j >= T) are -inf and read no mask. */
+__device__ __forceinline__ float fl_score(const nr_cuda_attn &g, float s, int64_t mrow, int64_t i,
+                                          int64_t j, const void *mask) {
+  if (i >= g.s || j >= g.t || (g.causal && j > i))
+    return -INFINITY;
+  if (g.mask == 2)
+    return ((const unsigned char *)mask)[mrow + j] ? s : -INFINITY;
+  if (g.mask)
+    return s + ((const float *)mask)[mrow + j] * 1.4426950408889634f;
+  return s;
+}
+
+template <int D, int W>
+__global__ void __launch_bounds__(W * 32)
+    attn_fl_kernel(const nr_cuda_attn g, const __half *q, const __half *k, const __half *v,
+                   const void *mask, void *y, int y_half) {
+  extern __shared__ __align__(128) unsigned char smem[];
+  constexpr int LD = fl_ld(D), NK = D / 16, NO = D / 8, CH = D / 8;
+  __half *qs = (__half *)smem, *ks = qs + W * 16 * LD, *vs = ks + 2 * kFlKeys * LD;
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, gq = lane >> 2, tq = lane & 3;
+  const int lm = lane >> 3, lr = lane & 7; /* ldmatrix: which 8x8 matrix, which row */
+  const int64_t b = blockIdx.z, h = blockIdx.y, kvh = h / (g.hq / g.hkv);
+  const int64_t row0 = (int64_t)blockIdx.x * (W * 16);
+  const __half *qb = q + b * g.qs[0] + h * g.qs[1];
+  const __half *kb = k + b * g.ks[0] + kvh * g.ks[1];
+  const __half *vb = v + b * g.vs[0] + kvh * g.vs[1];
+  for (int e = threadIdx.x; e < W * 16 * CH; e += W * 32) {
+    int r = e / CH, c = (e % CH) * 8;
+    bool ok = row0 + r < g.s;
+    cp_async16(qs + r * LD + c, qb + (ok ? row0 + r : 0) * g.qs[2] + c, ok);
+  }
+  auto load_kv = [&](int tile, int buf) {
+    __half *kd = ks + buf * kFlKeys * LD, *vd = vs + buf * kFlKeys * LD;
+    int64_t j0 = (int64_t)tile * kFlKeys;
+    for (int e = threadIdx.x; e < kFlKeys * CH; e += W * 32) {
+      int r = e / CH, c = (e % CH) * 8;
+      bool ok = j0 + r < g.t;
+      int64_t j = ok ? j0 + r : 0;
+      cp_async16(kd + r * LD + c, kb + j * g.ks[2] + c, ok);
+      cp_async16(vd + r * LD + c, vb + j * g.vs[2] + c, ok);
+    }
+  };
+  const int tiles = (int)((g.t + kFlKeys - 1) / kFlKeys);
+  load_kv(0, 0);
+  cp_async_commit();
+  const float sl2 = g.scale * 1.4426950408889634f; /* exp(x) = exp2(x log2 e) */
+  const int64_t i0 = row0 + warp * 16 + gq, i1 = i0 + 8;
+  const int64_t mr0 = b * g.ms[0] + h * g.ms[1] + i0 * g.ms[2], mr1 = mr0 + 8 * g.ms[2];
+  uint32_t qf[NK][4];
+  float o[NO][4];
+#pragma unroll
+  for (int t = 0; t < NO; t++)
+    o[t][0] = o[t][1] = o[t][2] = o[t][3] = 0.0f;
+  float m0 = -INFINITY, m1 = -INFINITY, l0 = 0.0f, l1 = 0.0f;
+  for (int tile = 0; tile < tiles; tile++) {
+    const int buf = tile & 1;
+    if (tile + 1 < tiles) {
+      load_kv(tile + 1, buf ^ 1);
+      cp_async_commit();
+      cp_async_wait<1>();
+    } else {
+      cp_async_wait<0>();
+    }
+    __syncthreads();
+    if (tile == 0) {
+#pragma unroll
+      for (int kc = 0; kc < NK; kc++)
+        ldsm_x4(qf[kc], qs + (warp * 16 + lr + 8 * (lm & 1)) * LD + kc * 16 + 8 * (lm >> 1));
+    }
+    const __half *kt = ks + buf * kFlKeys * LD, *vt = vs + buf * kFlKeys * LD;
+    float s[8][4];
+#pragma unroll
+    for (int n = 0; n < 8; n++)
+      s[n][0] = s[n][1] = s[n][2] = s[n][3] = 0.0f;
+#pragma unroll
+    for (int kc = 0; kc < NK; kc++) {
+#pragma unroll
+      for (int np = 0; np < 4; np++) {
+        uint32_t bf[4];
+        ldsm_x4(bf, kt + (np * 16 + lr + 8 * (lm >> 1)) * LD + kc * 16 + 8 * (lm & 1));
+        mma16816(s[2 * np], qf[kc], bf[0], bf[1]);
+        mma16816(s[2 * np + 1], qf[kc], bf[2], bf[3]);
+      }
+    }
+    const int64_t j0 = (int64_t)tile * kFlKeys;
+    float x0 = -INFINITY, x1 = -INFINITY;
+#pragma unroll
+    for (int n = 0; n < 8; n++) {
+#pragma unroll
+      for (int c = 0; c < 2; c++) {
+        int64_t j = j0 + n * 8 + 2 * tq + c;
+        s[n][c] = fl_score(g, s[n][c] * sl2, mr0, i0, j, mask);
+        s[n][2 + c] = fl_score(g, s[n][2 + c] * sl2, mr1, i1, j, mask);
+        x0 = fmaxf(x0, s[n][c]);
+        x1 = fmaxf(x1, s[n][2 + c]);
+      }
+    }
+#pragma unroll
+    for (int o2 = 1; o2 < 4; o2 <<= 1) {
+      x0 = fmaxf(x0, __shfl_xor_sync(0xffffffffu, x0, o2));
+      x1 = fmaxf(x1, __shfl_xor_sync(0xffffffffu, x1, o2));
+    }
+    const float n0 = fmaxf(m0, x0), n1 = fmaxf(m1, x1);
+    const float z0 = n0 == -INFINITY ? 0.0f : n0, z1 = n1 == -INFINITY ? 0.0f : n1;
+    const float a0 = exp2f(m0 - z0), a1 = exp2f(m1 - z1); /* 0 while m was -inf */
+    m0 = n0, m1 = n1;
+    float r0 = 0.0f, r1 = 0.0f;
+    uint32_t pf[4][4];
+#pragma unroll
+    for (int n = 0; n < 8; n++) {
+      pf[n >> 1][(n & 1) * 2] = pack_half2(exp2f(s[n][0] - z0), exp2f(s[n][1] - z0), &r0);
+      pf[n >> 1][(n & 1) * 2 + 1] = pack_half2(exp2f(s[n][2] - z1), exp2f(s[n][3] - z1), &r1);
+    }
+    l0 = l0 * a0 + r0, l1 = l1 * a1 + r1;
+#pragma unroll
+    for (int t = 0; t < NO; t++)
+      o[t][0] *= a0, o[t][1] *= a0, o[t][2] *= a1, o[t][3] *= a1;
+#pragma unroll
+    for (int kc = 0; kc < 4; kc++) {
+#pragma unroll
+      for (int tp = 0; tp < NO / 2; tp++) {
+        uint32_t bf[4];
+        ldsm_x4_t(bf, vt + (kc * 16 + lr + 8 * (lm & 1)) * LD + tp * 16 + 8 * (lm >> 1));
+        mma16816(o[2 * tp], pf[kc], bf[0], bf[1]);
+        mma16816(o[2 * tp + 1], pf[kc], bf[2], bf[3]);
+      }
+    }
+    __syncthreads(); /* this buffer is refilled by the next iteration's prefetch */
+  }
+#pragma unroll
+  for (int o2 = 1; o2 < 4; o2 <<= 1) {
+    l0 += __shfl_xor_sync(0xffffffffu, l0, o2);
+    l1 += __shfl_xor_sync(0xffffffffu, l1, o2);
+  }
+  const float v0 = l0 > 0.0f ? 1.0f / l0 : 0.0f, v1 = l1 > 0.0f ? 1.0f / l1 : 0.0f;
+  const int64_t y0 = b * g.ys[0] + h * g.ys[1] + i0 * g.ys[2], y1 = y0 + 8 * g.ys[2];
+#pragma unroll
+  for (int t = 0; t < NO; t++) {
+    int c = t * 8 + 2 * tq;
+    if (y_half) {
+      if (i0 < g.s)
+        *(__half2 *)((__half *)y + y0 + c) = __floats2half2_rn(o[t][0] * v0, o[t][1] * v0);
+      if (i1 < g.s)
+        *(__half2 *)((__half *)y + y1 + c) = __floats2half2_rn(o[t][2] * v1, o[t][3] * v1);
+    } else {
+      if (i0 < g.s)
+        *(float2 *)((float *)y + y0 + c) = make_float2(o[t][0] * v0, o[t][1] * v0);
+      if (i1 < g.s)
+        *(float2 *)((float *)y + y1 + c) = make_float2(o[t][2] * v1, o[t][3] * v1);
+    }
+  }
+}
+
+template <int D, int W>
+cudaError_t launch_fl(const nr_cuda_attn *g, const void *q, const void *k, const void *v,
+                      const void *mask, void *y, int y_half, cudaStream_t s) {
+  int64_t bytes = fl_bytes(D, W);
+  static int allowed = 0;
+  if (bytes > 48 * 1024 && bytes > allowed) {
+    cudaError_t e = cudaFuncSetAttribute(attn_fl_kernel<D, W>,
+                                         cudaFuncAttributeMaxDynamicSharedMemorySize, (int)bytes);
+    if (e != cudaSuccess)
+      return e;
+    allowed = (int)bytes;
+  }
+  dim3 grid((unsigned)((g->s + W * 16 - 1) / (W * 16)), (unsigned)g->hq, (unsigned)g->b);
+  attn_fl_kernel<D, W><<<grid, W * 32, (size_t)bytes, s>>>(
+      *g, (const __half *)q, (const __half *)k, (const __half *)v, mask, y, y_half);
+  return cudaGetLastError();
+}
+
+/* Warps a block: 4 when that still gives two blocks an SM (132 on an H200; the exact
+ * count matters little), else fewer, so short sequences at batch 1 spread out. */
+template <int D>
+cudaError_t launch_fl_w(const nr_cuda_attn *g, const void *q, const void *k, const void *v,
+                        const void *mask, void *y, int y_half, cudaStream_t s) {
+  int64_t heads = g->b * g->hq;
+  if (heads * ((g->s + 63) / 64) >= 264)
+    return launch_fl<D, 4>(g, q, k, v, mask, y, y_half, s);
+  if (heads * ((g->s + 31) / 32) >= 132)
+    return launch_fl<D, 2>(g, q, k, v, mask, y, y_half, s);
+  return launch_fl<D, 1>(g, q, k, v, mask, y, y_half, s);
+}
+
+} // namespace
+
+extern "C" bool nr_cuda_attention_fl_ok(const nr_cuda_attn *g, const void *q, const void *k,
+                                        const void *v, const void *y, int io) {
+  bool half_in = (io & 7) == 7;
+  bool ok = half_in && g->d == g->dv && (g->d == 32 || g->d == 64 || g->d == 128) &&
+            aligned16(q) && aligned16(k) && aligned16(v) && aligned16(y);
+  for (int i = 0; i < 3; i++)
+    ok = ok && g->qs[i] % 8 == 0 && g->ks[i] % 8 == 0 && g->vs[i] % 8 == 0 && g->ys[i] % 4 == 0;
+  return ok;
+}
+
 extern "C" cudaError_t nr_cuda_attention_tc(const nr_cuda_attn *g, const void *q, const void *k,
                                             const void *v, const void *mask, void *y, int io,
                                             cudaStream_t s) {
   if (g->b <= 0 || g->hq <= 0 || g->s <= 0)
     return cudaSuccess;
+  if (!(io & NR_CUDA_ATTN_STAGED) && g->t >= 1 && nr_cuda_attention_fl_ok(g, q, k, v, y, io)) {
+    int yh = (io & NR_CUDA_ATTN_Y_HALF) != 0;
+    if (g->d == 32)
+      return launch_fl_w<32>(g, q, k, v, mask, y, yh, s);
+    if (g->d == 64)
+      return launch_fl_w<64>(g, q, k, v, mask, y, yh, s);
+    return launch_fl_w<128>(g, q, k, v, mask, y, yh, s);
+  }
   if (g->d % 16 || g->dv % 16 || g->d > 128 || g->dv > 128 || g->t < 1 ||
       nr_cuda_attention_tc_smem(g->d, g->dv, g->t) > NR_CUDA_ATTN_TC_SMEM_MAX)
     return cudaErrorInvalidValue;

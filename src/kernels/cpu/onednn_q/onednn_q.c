@@ -9,6 +9,7 @@
  * format the primitives chose, and run() only points oneDNN at engine memory. */
 #include "kernels/cpu/onednn_q/onednn_q.h"
 
+#include "kernels/cpu/conv/conv_internal.h" /* conv_p: the conv rows' params record */
 #include "kernels/ref/fused.h"
 #include "util/error.h"
 
@@ -172,13 +173,94 @@ const nr_onednn_q_head *nr_onednn_q_head_get(const nr_exec_args *a, const char *
             h->w_off % 64 == 0 && h->w_off <= size && h->w_size <= size - h->w_off &&
             h->w_size == dnnl_memory_desc_get_size(&h->w_md) && h->x_scale > 0.0f &&
             h->bands >= 1 && h->rows >= 1 && h->last_rows >= 1 && h->last_rows <= h->rows &&
-            h->threads >= 1;
+            h->threads >= 1 && h->y_round >= 0 && h->y_round <= NR_Q8_ROUND_FMA &&
+            (!h->y_round || (h->y_qmax >= 1 && h->y_qmax <= 255 && h->y_inv_scale > 0.0f));
   if (!ok) {
     nr_errorf(a->err, NR_ERR_INVALID_ARGUMENT, "%s: the step's packed int8 record has "
               "offsets or sizes outside its %llu bytes", who, (unsigned long long)size);
     return NULL;
   }
   return h;
+}
+
+/* ---- 8-bit activations (the int8_chain pass) ---------------------------------------- */
+
+/* Whether oneDNN applies activation act itself (no pass over Y afterwards). */
+static bool act_in_primitive(nr_act act, float a, float b) {
+  dnnl_post_ops_t po = NULL;
+  bool ok = dnnl_post_ops_create(&po) == dnnl_success && nr_onednn_q_act_post_ops(po, act, a, b);
+  dnnl_post_ops_destroy(po);
+  return ok;
+}
+
+/* The conv rows read a uint8 input 0 that a producer requantized on this step's own
+ * grid, rounding as nr_quantize_u8 does: the executor copies the bytes where it would
+ * have quantized the floats. They write a uint8 output 0 when nothing runs over Y
+ * after the primitive (no residual, whose sum post-op reads Y, and an activation
+ * oneDNN applies): each band runs into a float buffer and is requantized there, for
+ * either family's reader. */
+static bool conv_io8(const nr_tactic_ctx *c, nr_io8 *cap) {
+  nr_f32_view v;
+  conv_p p;
+  const nr_tactic_ctx *f = nr_f32_view_init(&v, c);
+  bool ok = f && nr_conv_parse(f, &p);
+  nr_f32_view_free(&v);
+  if (!ok)
+    return false;
+  *cap = (nr_io8){.in = true,
+                  .out = !p.has_res && act_in_primitive((nr_act)p.act, p.act_a, p.act_b),
+                  .qmax = act_qmax(),
+                  .round = NR_Q8_ROUND_FMA,
+                  .out_rounds = 1u << NR_Q8_ROUND_MUL | 1u << NR_Q8_ROUND_FMA};
+  return true;
+}
+
+static bool has_u8(const nr_tactic_ctx *c) {
+  const nr_slot *x = nr_step_in(c, 0), *y = nr_step_out(c, 0);
+  return (x && x->dtype == NR_DTYPE_UINT8) || (y && y->dtype == NR_DTYPE_UINT8);
+}
+
+/* A uint8 output: the record gets the slot's grid, and the scratch a float band per
+ * thread (nr_onednn_q_scratch's last term, for the head prepare() made). */
+static void set_y8(nr_plan *plan, nr_step *st, const nr_slot *y) {
+  nr_onednn_q_head *h = (nr_onednn_q_head *)(void *)(plan->weights + st->packed_offset);
+  conv_p p;
+  memcpy(&p, st->params, sizeof p);
+  h->y_inv_scale = 1.0f / y->q8_scale;
+  h->y_zp = y->q8_zero_point, h->y_qmax = y->q8_qmax, h->y_round = y->q8_round;
+  uint64_t band = (uint64_t)h->rows * (uint64_t)p.ow * (uint64_t)p.m * sizeof(float);
+  st->scratch += (uint64_t)h->threads * align64(band);
+}
+
+/* nr_conv_onednn_q_prepare parses float tensors only: it sees the step's uint8 slots
+ * as float (the input's grid is the same either way), after checking that the input
+ * slot holds this step's grid; a uint8 output then gets its grid in the record. */
+static nr_status conv_prepare8(const nr_tactic_ctx *c, nr_plan *plan, nr_step *st) {
+  const nr_slot *x = nr_step_in(c, 0), *y = nr_step_out(c, 0);
+  if (!has_u8(c))
+    return nr_conv_onednn_q_prepare(c, plan, st); /* the real ctx: the calibration lookup
+                                                     follows reorders through its steps */
+  if (x->dtype == NR_DTYPE_UINT8) {
+    nr_qparams q;
+    nr_status s = nr_onednn_q_input_params(c, &q);
+    if (s)
+      return s;
+    if (q.scale != x->q8_scale || q.zero_point != x->q8_zero_point ||
+        x->q8_qmax != act_qmax() || x->q8_round != NR_Q8_ROUND_FMA) {
+      char b[256];
+      return nr_errorf(c->err, NR_ERR_INTERNAL, "%s: %s: the uint8 input '%s' is on "
+                       "another grid than this step's", nr_node_describe(c->node, b, sizeof b),
+                       st->tactic->id, x->name);
+    }
+  }
+  nr_f32_view v;
+  const nr_tactic_ctx *f = nr_f32_view_init(&v, c);
+  nr_status s = f ? nr_conv_onednn_q_prepare(f, plan, st)
+                  : nr_errorf(c->err, NR_ERR_NOMEM, "%s: out of memory", st->tactic->id);
+  nr_f32_view_free(&v);
+  if (!s && y->dtype == NR_DTYPE_UINT8)
+    set_y8(plan, st, y);
+  return s;
 }
 
 /* ---- the table ------------------------------------------------------------------ */
@@ -195,7 +277,7 @@ const nr_onednn_q_head *nr_onednn_q_head_get(const nr_exec_args *a, const char *
 #define Q NR_PREC_INT8, NR_DEVICE_CPU
 #define CONV_ROW(dom, op)                                                              \
   {"onednn_conv_int8", dom, op, "onednn", "onednn", NR_LAYOUT_NHWC, 0, CONV_PRIO,        \
-   nr_conv_onednn_q_supports, nr_conv_onednn_q_prepare, nr_conv_onednn_q_run, Q},
+   nr_conv_onednn_q_supports, conv_prepare8, nr_conv_onednn_q_run, Q, conv_io8},
 #define GEMM_ROW(dom, op)                                                              \
   {"onednn_matmul_int8", dom, op, "onednn", "gemm", NR_LAYOUT_PLAIN, 0, GEMM_PRIO,       \
    nr_gemm_onednn_q_supports, nr_gemm_onednn_q_prepare, nr_gemm_onednn_q_run, Q},

@@ -15,7 +15,11 @@
  * quantized and reordered at build time into the blocked format the primitive chose,
  * compensation included. The output is fp32: per-channel output scales s_x * s_w[oc]
  * (times Gemm's alpha), then bias, residual (sum post-op) and activation (eltwise
- * post-ops) inside the primitive.
+ * post-ops) inside the primitive. Between int8 layers (the int8_chain pass) a conv's
+ * input may arrive as uint8 already on its grid (copied where it would have been
+ * quantized), and its output may leave as uint8 on the next layer's grid: the
+ * primitive still writes fp32, into a band-sized buffer of the thread, which the
+ * executor requantizes as the reader would have (onednn_q.c says when it may).
  *
  * Threads: bands on nnroute's pool, not oneDNN's OpenMP team. oneDNN 2.6 here is an
  * OpenMP build whose kernels split work statically and meet at barriers; on a
@@ -64,6 +68,10 @@ typedef struct nr_onednn_q_head {
   uint64_t bias_off;        /* n_out floats: bias / scale, or 0 without bias */
   uint64_t w_off, w_size;   /* the weights in w_md's format, 64-byte aligned */
   dnnl_memory_desc_t w_md;
+  /* Output 0 as uint8 (the int8_chain pass) when y_round is an nr_q8_round: each band
+   * runs into a float buffer of its thread and is requantized on this grid. */
+  float y_inv_scale;
+  int32_t y_zp, y_qmax, y_round;
 } nr_onednn_q_head;
 
 /* Per-channel symmetric s8 quantization of n_out rows of `len` weights, element
@@ -162,13 +170,14 @@ typedef struct nr_onednn_q_geom {
 } nr_onednn_q_geom;
 
 /* Scratch bytes of a step: the quantized input of geometry g, then one scratchpad per
- * thread h->threads (nr_onednn_q_execute lays them out so). */
+ * thread h->threads, then (uint8 output) one float band per thread
+ * (nr_onednn_q_execute lays them out so). */
 uint64_t nr_onednn_q_scratch(const nr_onednn_q_geom *g, const nr_onednn_q_prim *p,
                              const nr_onednn_q_head *h);
 
-/* Run time: quantizes x into the scratch, then runs the images x bands work items
- * into y, both spread over the context's pool (at most h->threads of it, and the
- * step's threads). */
+/* Run time: quantizes x into the scratch (copies it, when the step's input slot is
+ * uint8: the int8_chain pass), then runs the images x bands work items into y, both
+ * spread over the context's pool (at most h->threads of it, and the step's threads). */
 nr_status nr_onednn_q_execute(const nr_exec_args *a, const nr_onednn_q_prim *p,
                               const nr_onednn_q_head *h, const nr_onednn_q_geom *g,
                               const float *x, float *y, const char *who);

@@ -10,6 +10,7 @@
  * OpenMP itself). The parallelism is the pool's: bands and quantize chunks are
  * claimed one at a time, so a worker the OS deschedules costs its own items only. */
 #include "kernels/cpu/onednn_q/onednn_q.h"
+#include "kernels/cpu/qgemm/qgemm.h" /* nr_qgemm_quantize_row: requantizing for it */
 
 #include "runtime/threadpool.h"
 #include "util/error.h"
@@ -144,6 +145,23 @@ static int build_threads(const nr_tactic_ctx *c, const nr_step *st) {
   return n > 0 ? (int)n : 1;
 }
 
+/* A band's floats are requantized from a buffer of its thread under a uint8 output
+ * (the int8_chain pass; a float view of the step still carries the slot's q8_round):
+ * enough bands that the buffer stays in L2. One band of a 96 x 112 x 112 output wrote
+ * and read back 4.8 MB and made the step 2x slower than writing fp32. */
+#define Y8_BAND_BYTES ((int64_t)256 << 10)
+
+static int64_t y8_least_bands(const nr_tactic_ctx *c, int64_t out_rows) {
+  const nr_slot *y = nr_step_out(c, 0);
+  if (!y || !y->q8_round || y->rank < 1 || out_rows < 1 || y->dims[0] < 1)
+    return 1;
+  int64_t n = 1;
+  for (int d = 0; d < y->rank; d++)
+    n *= y->dims[d];
+  int64_t bytes = n / y->dims[0] * (int64_t)sizeof(float);
+  return (bytes + Y8_BAND_BYTES - 1) / Y8_BAND_BYTES;
+}
+
 const nr_onednn_q_prim *nr_onednn_q_choose_bands(const nr_tactic_ctx *c, const nr_step *st,
                                                  nr_onednn_q_key *k, const float *scales,
                                                  nr_onednn_q_create_fn create,
@@ -151,9 +169,11 @@ const nr_onednn_q_prim *nr_onednn_q_choose_bands(const nr_tactic_ctx *c, const n
                                                  uint32_t *threads) {
   int t = macs < (double)(1 << 18) ? 1 : build_threads(c, st);
   *threads = (uint32_t)t;
+  int64_t least = y8_least_bands(c, out_rows);
   int64_t tries[3] = {2 * (int64_t)t, t, 1};
   for (int i = t > 1 ? 0 : 2; i < 3; i++) {
-    int64_t b = tries[i] < out_rows ? tries[i] : out_rows;
+    int64_t b = tries[i] > least ? tries[i] : least;
+    b = b < out_rows ? b : out_rows;
     b = b < 1 ? 1 : b;
     int64_t rows = (out_rows + b - 1) / b;
     b = (out_rows + rows - 1) / rows;
@@ -182,9 +202,14 @@ static uint64_t pad_bytes(const nr_onednn_q_prim *p) {
   return align64(a > b ? a : b);
 }
 
+/* Bytes of one thread's float band under a uint8 output, else 0. */
+static uint64_t band_bytes(const nr_onednn_q_geom *g, const nr_onednn_q_head *h) {
+  return h->y_round ? align64((uint64_t)g->y_band * sizeof(float)) : 0;
+}
+
 uint64_t nr_onednn_q_scratch(const nr_onednn_q_geom *g, const nr_onednn_q_prim *p,
                              const nr_onednn_q_head *h) {
-  return quant_bytes(g) + (uint64_t)h->threads * pad_bytes(p);
+  return quant_bytes(g) + (uint64_t)h->threads * (pad_bytes(p) + band_bytes(g, h));
 }
 
 typedef struct exec_job {
@@ -192,12 +217,16 @@ typedef struct exec_job {
   const nr_onednn_q_head *h;
   const nr_onednn_q_geom *g;
   const float *x;
+  bool x8; /* x is uint8 already on the step's grid (the int8_chain pass) */
   uint8_t *xq;
   float *y;
   const void *w, *bias;
   int64_t chunks; /* quantize chunks per image */
   uint8_t *pads;  /* thread i's scratchpad at pads + i * pad */
   uint64_t pad;
+  uint8_t *y8;    /* the uint8 output, or NULL */
+  float *bands;   /* y8: thread i's float band at bands + i * band floats */
+  uint64_t band;
   atomic_int failed;
 } exec_job;
 
@@ -216,16 +245,34 @@ static void quant_task(void *arg, int64_t begin, int64_t end, int thread) {
       memset(q, j->h->x_zp, (size_t)g->pad_top);
       memset(q + g->pad_top + g->body, j->h->x_zp, (size_t)g->pad_bottom);
     }
-    nr_quantize_u8(j->x + img * g->x_image + lo, q + g->pad_top + lo, n,
-                   1.0f / j->h->x_scale, j->h->x_zp);
+    if (j->x8)
+      memcpy(q + g->pad_top + lo, (const uint8_t *)(const void *)j->x + img * g->x_image + lo,
+             (size_t)n);
+    else
+      nr_quantize_u8(j->x + img * g->x_image + lo, q + g->pad_top + lo, n,
+                     1.0f / j->h->x_scale, j->h->x_zp);
   }
+}
+
+/* A uint8 output: band b's n floats requantized as the reader would have quantized
+ * them (nr_q8_round). */
+static void requant_band(const exec_job *j, const float *y, int64_t img, int64_t b,
+                         int64_t n) {
+  const nr_onednn_q_head *h = j->h;
+  uint8_t *q = j->y8 + img * j->g->y_image + b * j->g->y_band;
+  if (h->y_round == NR_Q8_ROUND_FMA)
+    nr_quantize_u8(y, q, n, h->y_inv_scale, h->y_zp);
+  else
+    nr_qgemm_quantize_row(y, 1, n, h->y_inv_scale, h->y_zp, h->y_qmax, q);
 }
 
 static bool run_band(const exec_job *j, int64_t img, int64_t b, int thread) {
   const nr_onednn_q_geom *g = j->g;
-  const nr_onednn_q_band *band = &j->p->band[b == j->h->bands - 1 && j->p->band[1].op];
+  bool last = b == j->h->bands - 1 && j->p->band[1].op;
+  const nr_onednn_q_band *band = &j->p->band[last];
   uint8_t *xq = j->xq + img * (g->pad_top + g->body + g->pad_bottom) + b * g->x_band;
-  float *y = j->y + img * g->y_image + b * g->y_band;
+  float *y = j->y8 ? j->bands + (uint64_t)thread * j->band / sizeof(float)
+                   : j->y + img * g->y_image + b * g->y_band;
   dnnl_memory_t mq = NULL, mw = NULL, mb = NULL, my = NULL, ms = NULL;
   dnnl_stream_t s = NULL;
   bool ok = dnnl_stream_create(&s, engine, dnnl_stream_default_flags) == dnnl_success &&
@@ -243,6 +290,9 @@ static bool run_band(const exec_job *j, int64_t img, int64_t b, int thread) {
     ok = dnnl_primitive_execute(band->op, s, j->bias ? 5 : 4, args) == dnnl_success &&
          dnnl_stream_wait(s) == dnnl_success;
   }
+  if (ok && j->y8) /* the band's rows: y_band floats, or the last band's share */
+    requant_band(j, y, img, b, (int64_t)dnnl_memory_desc_get_size(&band->y_md) /
+                                   (int64_t)sizeof(float));
   dnnl_memory_destroy(mq), dnnl_memory_destroy(mw);
   dnnl_memory_destroy(mb), dnnl_memory_destroy(my), dnnl_memory_destroy(ms);
   dnnl_stream_destroy(s);
@@ -270,10 +320,19 @@ nr_status nr_onednn_q_execute(const nr_exec_args *a, const nr_onednn_q_prim *p,
     return nr_errorf(a->err, NR_ERR_RUNTIME, "%s: the step's %llu bytes of scratch are "
                      "fewer than its primitives need (rebuild the engine here)", who,
                      (unsigned long long)a->step->scratch);
-  exec_job j = {p, h, g, x, a->scratch, y, (const uint8_t *)a->packed + h->w_off,
+  if (h->y_round && a->out_slot[0]->dtype != NR_DTYPE_UINT8)
+    return nr_errorf(a->err, NR_ERR_RUNTIME, "%s: the record requantizes into a float "
+                     "output", who);
+  exec_job j = {p, h, g, x, a->in_slot[0]->dtype == NR_DTYPE_UINT8, a->scratch, y,
+                (const uint8_t *)a->packed + h->w_off,
                 h->bias_off ? (const uint8_t *)a->packed + h->bias_off : NULL,
                 (g->body + QUANT_CHUNK - 1) / QUANT_CHUNK,
                 (uint8_t *)a->scratch + quant_bytes(g), pad_bytes(p)};
+  if (h->y_round) {
+    j.y8 = (uint8_t *)(void *)y;
+    j.bands = (float *)(void *)(j.pads + (uint64_t)h->threads * j.pad);
+    j.band = band_bytes(g, h);
+  }
   atomic_init(&j.failed, 0);
   int t = (int)h->threads; /* the scratchpads prepare() made room for */
   if (a->step->threads > 0 && a->step->threads < t)

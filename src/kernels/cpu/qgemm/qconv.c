@@ -13,9 +13,15 @@
  * from memory (it was a tenth of resnet50's int8 time). Bias is folded into the
  * dequantization; the residual and activation run in the GEMM's epilogue
  * (conv.epilogue=separate: in nr_conv_epilogue_pass afterwards), through the fp32 conv
- * helpers. */
+ * helpers.
+ *
+ * Between int8 layers (the int8_chain pass) X may arrive as uint8 on this step's grid:
+ * the 1x1 GEMMs pack the bytes as they are, and im2col reads them in place of its
+ * quantized plane. Y may leave as uint8 on the next layer's grid (nr_qgemm_to_u8),
+ * which the pass allows only where the whole epilogue runs inside the GEMM. */
 #include "kernels/cpu/conv/conv_internal.h"
 #include "kernels/cpu/qgemm/qgemm_tactic.h"
+#include "util/error.h"
 
 #include <string.h>
 
@@ -40,6 +46,32 @@ static nr_epilogue conv_ep(const conv_p *q, const float *res, int64_t ldr) {
   return (q->opts & CONV_OPT_SPLIT_EPI) ? none : ep;
 }
 
+/* Bytes per element of the step's input 0: 1 when the int8_chain pass made it uint8. */
+static int64_t x_size(const nr_exec_args *a) {
+  return a->in_slot[0]->dtype == NR_DTYPE_UINT8 ? 1 : (int64_t)sizeof(float);
+}
+
+/* One group's GEMM into Y from element yo on (rows ldc apart), float or requantized. */
+static void group_gemm(const nr_exec_args *a, const conv_p *q, int64_t m, int64_t n,
+                       int64_t k, const char *w, nr_qgemm_act act,
+                       const nr_qgemm_dequant *dq, int64_t yo, int64_t ldc,
+                       const nr_epilogue *ep, void *scratch, int threads) {
+  nr_qgemm_y8 y8;
+  if (qt_y8(a, yo, ldc, &y8))
+    nr_qgemm_to_u8(qcfg(q), m, n, k, w, act, dq, &y8, ep, scratch, a->pool, threads);
+  else
+    nr_qgemm(qcfg(q), m, n, k, w, act, dq, (float *)a->out[0] + yo, ldc, ep, scratch,
+             a->pool, threads);
+}
+
+/* A uint8 Y leaves no room for work after the GEMM (the pass never asks for it). */
+static nr_status check_y8(const nr_exec_args *a, const conv_p *q, bool post) {
+  if (a->out_slot[0]->dtype != NR_DTYPE_UINT8 || (!post && !(q->opts & CONV_OPT_SPLIT_EPI)))
+    return NR_OK;
+  return nr_errorf(a->err, NR_ERR_INTERNAL, "%s: a uint8 output with an epilogue after "
+                   "the product", a->step->tactic->id);
+}
+
 /* conv.epilogue=separate: residual and activation over all of Y afterwards (bias was
  * applied by the dequantization); then a residual that arrived in another layout. */
 static void finish(const nr_exec_args *a, nr_layout l, const conv_p *q, const float *res,
@@ -53,8 +85,11 @@ nr_status nr_qconv_1x1_run(const nr_exec_args *a) {
   conv_p q = *conv_params(a->step);
   bool post;
   const float *res = nr_conv_res(a, NR_LAYOUT_PLAIN, &q, &post);
-  const float *x = a->in[0];
-  float *y = a->out[0];
+  nr_status s = check_y8(a, &q, post);
+  if (s)
+    return s;
+  const char *x = a->in[0];
+  int64_t xs = x_size(a);
   const qt_header *h = qt_hdr(a);
   int64_t mg = q.m / q.group, cg = q.c / q.group, hw = (int64_t)q.h * q.w;
   int threads = nr_conv_threads(a);
@@ -64,9 +99,8 @@ nr_status nr_qconv_1x1_run(const nr_exec_args *a) {
       nr_epilogue ep = conv_ep(&q, res ? res + yo : NULL, hw);
       nr_qgemm_dequant dq = qt_dequant(a, g * mg);
       const char *w = (const char *)a->packed + h->w_off + h->w_unit * (uint64_t)g;
-      nr_qgemm(qcfg(&q), mg, hw, cg, w,
-               qt_act(a, x + (n * q.c + g * cg) * hw, hw, false, false), &dq, y + yo, hw,
-               &ep, a->scratch, a->pool, threads);
+      nr_qgemm_act act = qt_act(a, x + xs * (n * q.c + g * cg) * hw, hw, false, xs == 1);
+      group_gemm(a, &q, mg, hw, cg, w, act, &dq, yo, hw, &ep, a->scratch, threads);
     }
   finish(a, NR_LAYOUT_PLAIN, &q, res, post, threads);
   return NR_OK;
@@ -78,8 +112,11 @@ nr_status nr_qconv_nhwc_1x1_run(const nr_exec_args *a) {
   conv_p q = *conv_params(a->step);
   bool post;
   const float *res = nr_conv_res(a, NR_LAYOUT_NHWC, &q, &post);
-  const float *x = a->in[0];
-  float *y = a->out[0];
+  nr_status s = check_y8(a, &q, post);
+  if (s)
+    return s;
+  const char *x = a->in[0];
+  int64_t xs = x_size(a);
   const qt_header *h = qt_hdr(a);
   int64_t mg = q.m / q.group, cg = q.c / q.group, hw = (int64_t)q.h * q.w;
   int threads = nr_conv_threads(a);
@@ -89,9 +126,8 @@ nr_status nr_qconv_nhwc_1x1_run(const nr_exec_args *a) {
       nr_epilogue ep = conv_ep(&q, res ? res + yo : NULL, q.m);
       nr_qgemm_dequant dq = qt_dequant(a, g * mg);
       const char *w = (const char *)a->packed + h->w_off + h->w_unit * (uint64_t)g;
-      nr_qgemm(qcfg(&q), hw, mg, cg, w,
-               qt_act(a, x + n * hw * q.c + g * cg, q.c, false, false), &dq, y + yo, q.m,
-               &ep, a->scratch, a->pool, threads);
+      nr_qgemm_act act = qt_act(a, x + xs * (n * hw * q.c + g * cg), q.c, false, xs == 1);
+      group_gemm(a, &q, hw, mg, cg, w, act, &dq, yo, q.m, &ep, a->scratch, threads);
     }
   finish(a, NR_LAYOUT_NHWC, &q, res, post, threads);
   return NR_OK;
@@ -214,8 +250,11 @@ nr_status nr_qconv_im2col_run(const nr_exec_args *a) {
   conv_p q = *conv_params(a->step);
   bool post;
   const float *res = nr_conv_res(a, NR_LAYOUT_PLAIN, &q, &post);
+  nr_status s = check_y8(a, &q, post);
+  if (s)
+    return s;
   const float *x = a->in[0];
-  float *y = a->out[0];
+  bool x8 = x_size(a) == 1; /* already the quantized image: no plane to make */
   const qt_header *h = qt_hdr(a);
   int64_t mg = q.m / q.group, cg = q.c / q.group, k = cg * q.kh * q.kw;
   int64_t hw = (int64_t)q.h * q.w, ohw = (int64_t)q.oh * q.ow;
@@ -227,8 +266,12 @@ nr_status nr_qconv_im2col_run(const nr_exec_args *a) {
                               ? (const uint64_t *)((const char *)a->packed + h->extra_off)
                               : NULL;
   for (int64_t n = 0; n < q.n; n++) {
-    quant_job qj = {x + n * q.c * hw, xq, hw, h};
-    nr_parallel_for(a->pool, q.c, hw >= 4096 ? 1 : 4096 / hw, threads, quant_planes, &qj);
+    if (x8) {
+      xq = (uint8_t *)a->in[0] + n * q.c * hw;
+    } else {
+      quant_job qj = {x + n * q.c * hw, xq, hw, h};
+      nr_parallel_for(a->pool, q.c, hw >= 4096 ? 1 : 4096 / hw, threads, quant_planes, &qj);
+    }
     for (int64_t g = 0; g < q.group; g++) {
       col_ctx cc = {
           &q, xq + g * cg * hw, masks, masks ? (ohw + 63) / 64 : 0, (uint8_t)h->zero_point,
@@ -239,7 +282,7 @@ nr_status nr_qconv_im2col_run(const nr_exec_args *a) {
       nr_epilogue ep = conv_ep(&q, res ? res + yo : NULL, ohw);
       nr_qgemm_dequant dq = qt_dequant(a, g * mg);
       const char *w = (const char *)a->packed + h->w_off + h->w_unit * (uint64_t)g;
-      nr_qgemm(qcfg(&q), mg, ohw, k, w, act, &dq, y + yo, ohw, &ep, gs, a->pool, threads);
+      group_gemm(a, &q, mg, ohw, k, w, act, &dq, yo, ohw, &ep, gs, threads);
     }
   }
   finish(a, NR_LAYOUT_PLAIN, &q, res, post, threads);

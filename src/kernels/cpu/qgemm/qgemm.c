@@ -22,11 +22,17 @@
  *    epilogue while the tile is in L1.
  *  - Threading as the fp32 GEMM: one part per thread along M or N in whole tiles,
  *    each part runs the whole nest with its own scratch, no barriers. The preferred
- *    split is the activation's own dimension (no block is quantized twice). */
+ *    split is the activation's own dimension (no block is quantized twice).
+ *  - An 8-bit result (nr_qgemm_to_u8) runs the same nest, tiles and epilogue into a
+ *    float block of the thread's scratch instead of C, and requantizes each block of
+ *    rows once it is final, a row at a time: the bytes equal quantizing nr_qgemm's
+ *    floats, since they are the same floats. */
 #include "kernels/cpu/qgemm/qgemm_impl.h"
 /* The fp32 family's epilogue bodies (nr_gemm_epilogue__avx512 / _portable): the int8
  * GEMM applies the very same epilogue, not a copy of it. */
 #include "kernels/cpu/gemm/gemm_impl.h"
+/* nr_quantize_u8: an 8-bit result for a oneDNN reader rounds as its quantizer. */
+#include "kernels/cpu/onednn_q/onednn_q.h"
 
 #include <math.h>
 #include <string.h>
@@ -341,9 +347,12 @@ typedef struct qgemm_job {
   const nr_epilogue *ep; /* NULL when it has nothing to do */
   nr_gemm_epilogue_fn epi;
   int fuse;             /* NR_QGEMM_RES/RELU/CLIP when full tiles apply ep in registers */
+  const nr_qgemm_y8 *y8; /* NULL: c is the output; else c is unused and each thread's
+                            float block (cbuf) stands in for it */
+  int64_t cbuf_ld;
   uint8_t *scratch;     /* 64-byte aligned */
-  int64_t thread_bytes; /* per thread: the activation block, then the staging row */
-  int64_t block_bytes;
+  int64_t thread_bytes; /* per thread: the activation block, the staging row, cbuf */
+  int64_t block_bytes, cbuf_off;
   nr_qgemm_split split;
   int parts;
 } qgemm_job;
@@ -365,18 +374,43 @@ static int fusable(const nr_epilogue *ep) {
   }
 }
 
+/* Where the tiles of C live: the output itself (row0 = col0 = 0, ldc of C), or for
+ * an 8-bit result a thread's float block whose element (0, 0) is C's (row0, col0). */
+typedef struct cview {
+  float *c;
+  int64_t ldc, row0, col0;
+} cview;
+
+static inline float *cview_at(const cview *v, int64_t row, int64_t col) {
+  return v->c + (row - v->row0) * v->ldc + (col - v->col0);
+}
+
+/* An 8-bit result: the finished h x w float tile at c, rows ldc apart, requantized
+ * into the output at (row, col). */
+static void requant(const qgemm_job *j, const float *c, int64_t ldc, int64_t row,
+                    int64_t col, int64_t h, int64_t w) {
+  const nr_qgemm_y8 *y = j->y8;
+  for (int64_t i = 0; i < h; i++)
+    if (y->fma)
+      nr_quantize_u8(c + i * ldc, y->c + (row + i) * y->ldc + col, w, y->inv_scale,
+                     y->zero_point);
+    else
+      nr_qgemm_quantize_row(c + i * ldc, 1, w, y->inv_scale, y->zero_point, y->qmax,
+                            y->c + (row + i) * y->ldc + col);
+}
+
 /* An edge tile (h x w of mr x nr): through a local tile, with the per-channel arrays
  * copied to padded local ones and the fp32 epilogue after. Out of line: its 5 KiB of
  * locals would make every full tile's call probe the stack. */
 static __attribute__((noinline)) void run_edge(const qgemm_job *j, int64_t kq,
                                                const uint8_t *ap, const uint8_t *bp,
-                                               int64_t row, int64_t col, int64_t h,
-                                               int64_t w, int flags, nr_qgemm_out o) {
+                                               float *c, int64_t ldc, int64_t row,
+                                               int64_t col, int64_t h, int64_t w,
+                                               int flags, nr_qgemm_out o) {
   int32_t tile[NR_QGEMM_MAX_MR * NR_QGEMM_MAX_NR] __attribute__((aligned(64)));
   float scale[NR_QGEMM_MAX_NR] = {0}, bias[NR_QGEMM_MAX_NR] = {0};
   int32_t corr[NR_QGEMM_MAX_NR] = {0};
   int64_t nch = j->wside == NR_QGEMM_W_A ? h : w;
-  float *c = j->c + row * j->ldc + col;
   int nr = j->bl.nr;
   bool last = (flags & NR_QGEMM_FINAL) != 0;
   if (last) {
@@ -388,36 +422,47 @@ static __attribute__((noinline)) void run_edge(const qgemm_job *j, int64_t kq,
   }
   if (flags & NR_QGEMM_ACC)
     for (int64_t i = 0; i < h; i++)
-      memcpy(tile + i * nr, c + i * j->ldc, sizeof(int32_t) * (size_t)w);
+      memcpy(tile + i * nr, c + i * ldc, sizeof(int32_t) * (size_t)w);
   j->uk(kq, ap, bp, tile, nr, flags, &o);
   if (last && j->ep)
     j->epi(j->ep, row, col, h, w, (float *)(void *)tile, nr);
   for (int64_t i = 0; i < h; i++)
-    memcpy(c + i * j->ldc, tile + i * nr, sizeof(int32_t) * (size_t)w);
+    memcpy(c + i * ldc, tile + i * nr, sizeof(int32_t) * (size_t)w);
 }
 
-/* One mr x nr tile at (row, col): full tiles straight into C, with the epilogue in
- * registers when it fits there; edge tiles through run_edge. */
-static inline void run_tile(const qgemm_job *j, int64_t kq, const uint8_t *ap,
-                            const uint8_t *bp, int64_t row, int64_t col, int flags) {
+/* One mr x nr tile at (row, col): full tiles straight into C (or its stand-in), with
+ * the epilogue in registers when it fits there; edge tiles through run_edge. */
+static inline void run_tile(const qgemm_job *j, const cview *v, int64_t kq,
+                            const uint8_t *ap, const uint8_t *bp, int64_t row, int64_t col,
+                            int flags) {
   int64_t h = min64(j->bl.mr, j->m - row), w = min64(j->bl.nr, j->n - col);
   int64_t ch0 = j->wside == NR_QGEMM_W_A ? row : col;
   nr_qgemm_out o = {j->dq.scale + ch0, j->dq.corr + ch0,
                     j->dq.bias ? j->dq.bias + ch0 : NULL};
-  if (h != j->bl.mr || w != j->bl.nr) {
-    run_edge(j, kq, ap, bp, row, col, h, w, flags, o);
-    return;
-  }
-  float *c = j->c + row * j->ldc + col;
+  float *c = cview_at(v, row, col);
   bool last = (flags & NR_QGEMM_FINAL) != 0;
-  if (last && j->fuse > 0) {
-    flags |= j->fuse;
-    o.res = j->ep->residual ? j->ep->residual + row * j->ep->ldr + col : NULL;
-    o.ldr = j->ep->ldr, o.lo = j->ep->act_a, o.hi = j->ep->act_b;
+  if (h != j->bl.mr || w != j->bl.nr) {
+    run_edge(j, kq, ap, bp, c, v->ldc, row, col, h, w, flags, o);
+  } else {
+    if (last && j->fuse > 0) {
+      flags |= j->fuse;
+      o.res = j->ep->residual ? j->ep->residual + row * j->ep->ldr + col : NULL;
+      o.ldr = j->ep->ldr, o.lo = j->ep->act_a, o.hi = j->ep->act_b;
+    }
+    j->uk(kq, ap, bp, c, v->ldc, flags, &o);
+    if (last && j->ep && j->fuse <= 0)
+      j->epi(j->ep, row, col, h, w, c, v->ldc);
   }
-  j->uk(kq, ap, bp, c, j->ldc, flags, &o);
-  if (last && j->ep && j->fuse <= 0)
-    j->epi(j->ep, row, col, h, w, c, j->ldc);
+}
+
+/* An 8-bit result: rows [r0, r0 + h) x columns [c0, c0 + w) of C are final in the
+ * float block; requantized a whole row at a time (per tile, the calls cost more
+ * than the product on small K), while the block is still in L2. */
+static void requant_block(const qgemm_job *j, const cview *v, int64_t r0, int64_t c0,
+                          int64_t h, int64_t w) {
+  h = min64(h, j->m - r0), w = min64(w, j->n - c0);
+  if (j->y8 && h > 0 && w > 0)
+    requant(j, cview_at(v, r0, c0), v->ldc, r0, c0, h, w);
 }
 
 static int kflags(int64_t pc, int64_t kb, int64_t k) {
@@ -426,11 +471,12 @@ static int kflags(int64_t pc, int64_t kb, int64_t k) {
 
 /* W_A: C rows [r0, r1) x columns [c0, c1); B (activations) packed per (jc, pc). */
 static void block_wa(const qgemm_job *j, int64_t r0, int64_t r1, int64_t c0, int64_t c1,
-                     uint8_t *xbuf, uint8_t *stage) {
+                     uint8_t *xbuf, uint8_t *stage, float *cbuf) {
   const blocking *bl = &j->bl;
   int64_t mpad = round_up(j->m, bl->mr);
   for (int64_t jc = c0; jc < c1; jc += bl->nc) {
     int64_t nb = min64(bl->nc, c1 - jc);
+    cview v = j->y8 ? (cview){cbuf, j->cbuf_ld, r0, jc} : (cview){j->c, j->ldc, 0, 0};
     for (int64_t pc = 0; pc < j->k; pc += bl->kc) {
       int64_t kb = min64(bl->kc, j->k - pc), kb4 = round_up(kb, 4);
       int flags = kflags(pc, kb, j->k);
@@ -438,9 +484,14 @@ static void block_wa(const qgemm_job *j, int64_t r0, int64_t r1, int64_t c0, int
       for (int64_t ic = r0; ic < r1; ic += bl->mc) {
         int64_t mb = min64(bl->mc, r1 - ic);
         const uint8_t *ap = j->w + pc * mpad + ic * kb4;
+        if (j->y8 && j->k <= bl->kc) /* one k block: each row block is final at once */
+          v.row0 = ic;
         for (int64_t jr = 0; jr < nb; jr += bl->nr)
           for (int64_t ir = 0; ir < mb; ir += bl->mr)
-            run_tile(j, kb4 / 4, ap + ir * kb4, xbuf + jr * kb4, ic + ir, jc + jr, flags);
+            run_tile(j, &v, kb4 / 4, ap + ir * kb4, xbuf + jr * kb4, ic + ir, jc + jr,
+                     flags);
+        if (flags & NR_QGEMM_FINAL)
+          requant_block(j, &v, ic, jc, mb, nb);
       }
     }
   }
@@ -449,11 +500,12 @@ static void block_wa(const qgemm_job *j, int64_t r0, int64_t r1, int64_t c0, int
 /* W_B: C rows [r0, r1) x columns [c0, c1); A (activations) packed per (ic, pc), swept
  * against every column of the part. */
 static void block_wb(const qgemm_job *j, int64_t r0, int64_t r1, int64_t c0, int64_t c1,
-                     uint8_t *xbuf, uint8_t *stage) {
+                     uint8_t *xbuf, uint8_t *stage, float *cbuf) {
   const blocking *bl = &j->bl;
   int64_t npad = round_up(j->n, bl->nr);
   for (int64_t ic = r0; ic < r1; ic += bl->mc) {
     int64_t mb = min64(bl->mc, r1 - ic);
+    cview v = j->y8 ? (cview){cbuf, j->cbuf_ld, ic, c0} : (cview){j->c, j->ldc, 0, 0};
     for (int64_t pc = 0; pc < j->k; pc += bl->kc) {
       int64_t kb = min64(bl->kc, j->k - pc), kb4 = round_up(kb, 4);
       int flags = kflags(pc, kb, j->k);
@@ -461,7 +513,9 @@ static void block_wb(const qgemm_job *j, int64_t r0, int64_t r1, int64_t c0, int
       const uint8_t *bp = j->w + pc * npad;
       for (int64_t jr = c0; jr < c1; jr += bl->nr)
         for (int64_t ir = 0; ir < mb; ir += bl->mr)
-          run_tile(j, kb4 / 4, xbuf + ir * kb4, bp + jr * kb4, ic + ir, jr, flags);
+          run_tile(j, &v, kb4 / 4, xbuf + ir * kb4, bp + jr * kb4, ic + ir, jr, flags);
+      if (flags & NR_QGEMM_FINAL)
+        requant_block(j, &v, ic, c0, mb, c1 - c0);
     }
   }
 }
@@ -470,6 +524,7 @@ static void qgemm_part(void *arg, int64_t begin, int64_t end, int thread) {
   const qgemm_job *j = arg;
   uint8_t *xbuf = j->scratch + (int64_t)thread * j->thread_bytes;
   uint8_t *stage = xbuf + j->block_bytes;
+  float *cbuf = (float *)(void *)(xbuf + j->cbuf_off);
   for (int64_t part = begin; part < end; part++) {
     int64_t r0 = 0, r1 = j->m, c0 = 0, c1 = j->n;
     if (j->split == NR_QGEMM_SPLIT_N) {
@@ -484,9 +539,9 @@ static void qgemm_part(void *arg, int64_t begin, int64_t end, int thread) {
     if (r0 >= r1 || c0 >= c1)
       continue;
     if (j->wside == NR_QGEMM_W_A)
-      block_wa(j, r0, r1, c0, c1, xbuf, stage);
+      block_wa(j, r0, r1, c0, c1, xbuf, stage, cbuf);
     else
-      block_wb(j, r0, r1, c0, c1, xbuf, stage);
+      block_wb(j, r0, r1, c0, c1, xbuf, stage, cbuf);
   }
 }
 
@@ -526,6 +581,35 @@ size_t nr_qgemm_scratch_size(nr_qgemm_cfg cfg, int64_t m, int64_t n, int64_t k,
   return (size_t)(per * resolve_threads(threads)) + 64;
 }
 
+/* The float block standing in for C under an 8-bit result, per thread: every row of
+ * a part by one nc block of columns (W_A: partial sums persist across the k blocks of
+ * all row blocks; one mc block of rows when K is one block), or one mc block of rows
+ * by every column of a part (W_B). */
+static void cbuf_dims(const blocking *bl, int wside, int64_t m, int64_t n, int64_t k,
+                      int64_t *rows, int64_t *ld) {
+  if (wside == NR_QGEMM_W_A) {
+    *rows = k <= bl->kc ? min64(bl->mc, round_up(m, bl->mr)) : round_up(m, bl->mr);
+    *ld = min64(bl->nc, round_up(n, bl->nr));
+  } else {
+    *rows = min64(bl->mc, round_up(m, bl->mr));
+    *ld = round_up(n, bl->nr);
+  }
+}
+
+static int64_t cbuf_bytes(const blocking *bl, int wside, int64_t m, int64_t n, int64_t k) {
+  int64_t rows, ld;
+  cbuf_dims(bl, wside, m, n, k, &rows, &ld);
+  return round_up(rows * ld * (int64_t)sizeof(float), 64);
+}
+
+size_t nr_qgemm_u8_scratch_size(nr_qgemm_cfg cfg, int64_t m, int64_t n, int64_t k,
+                                int threads) {
+  blocking bl = get_blocking(cfg);
+  int64_t per = thread_bytes(&bl, wside_of(cfg), m, n, k) +
+                cbuf_bytes(&bl, wside_of(cfg), m, n, k);
+  return (size_t)(per * resolve_threads(threads)) + 64;
+}
+
 /* The activation's own dimension (N for W_A, M for W_B) when it has at least two
  * tiles per thread or is the larger one; else the weights'. */
 static nr_qgemm_split pick_split(const blocking *bl, int wside, int64_t m, int64_t n,
@@ -542,8 +626,28 @@ static bool epilogue_empty(const nr_epilogue *ep) {
   return !ep || (!ep->bias && !ep->residual && ep->act == NR_ACT_NONE);
 }
 
+/* K = 0, 8-bit result: each row through a small float buffer. */
+static void zero_k_u8(const qgemm_job *j) {
+  float buf[64];
+  for (int64_t i = 0; i < j->m; i++)
+    for (int64_t t0 = 0; t0 < j->n; t0 += 64) {
+      int64_t w = min64(64, j->n - t0);
+      for (int64_t t = 0; t < w; t++) {
+        int64_t ch = j->wside == NR_QGEMM_W_A ? i : t0 + t;
+        buf[t] = j->dq.bias ? j->dq.bias[ch] : 0.0f;
+      }
+      if (j->ep)
+        j->epi(j->ep, i, t0, 1, w, buf, 64);
+      requant(j, buf, 64, i, t0, 1, w);
+    }
+}
+
 /* K = 0: every output is its channel's bias. */
 static void zero_k(const qgemm_job *j) {
+  if (j->y8) {
+    zero_k_u8(j);
+    return;
+  }
   for (int64_t i = 0; i < j->m; i++)
     for (int64_t t = 0; t < j->n; t++) {
       int64_t ch = j->wside == NR_QGEMM_W_A ? i : t;
@@ -553,11 +657,12 @@ static void zero_k(const qgemm_job *j) {
     j->epi(j->ep, 0, 0, j->m, j->n, j->c, j->ldc);
 }
 
-void nr_qgemm_split_run(nr_qgemm_cfg cfg, nr_qgemm_split split, int64_t m, int64_t n,
-                        int64_t k, const void *w_packed, nr_qgemm_act x,
-                        const nr_qgemm_dequant *dq, float *c, int64_t ldc,
-                        const nr_epilogue *ep, void *scratch, nr_threadpool *pool,
-                        int threads) {
+/* nr_qgemm_split_run's body; y8 NULL: float C. */
+static void run_job(nr_qgemm_cfg cfg, nr_qgemm_split split, int64_t m, int64_t n,
+                    int64_t k, const void *w_packed, nr_qgemm_act x,
+                    const nr_qgemm_dequant *dq, float *c, int64_t ldc,
+                    const nr_qgemm_y8 *y8, const nr_epilogue *ep, void *scratch,
+                    nr_threadpool *pool, int threads) {
   if (m <= 0 || n <= 0)
     return;
   const nr_qgemm_ukernel *u = nr_qgemm_ukernel_get(cfg.ukernel);
@@ -573,6 +678,7 @@ void nr_qgemm_split_run(nr_qgemm_cfg cfg, nr_qgemm_split split, int64_t m, int64
                  .dq = *dq,
                  .c = c,
                  .ldc = ldc,
+                 .y8 = y8,
                  .ep = epilogue_empty(ep) ? NULL : ep};
   j.epi =
       (nr_cpu_isa() & NR_ISA_AVX512) ? nr_gemm_epilogue__avx512 : nr_gemm_epilogue_portable;
@@ -584,7 +690,12 @@ void nr_qgemm_split_run(nr_qgemm_cfg cfg, nr_qgemm_split split, int64_t m, int64
     return;
   }
   j.block_bytes = block_bytes(&j.bl, j.wside, m, n, k);
-  j.thread_bytes = thread_bytes(&j.bl, j.wside, m, n, k);
+  j.thread_bytes = j.cbuf_off = thread_bytes(&j.bl, j.wside, m, n, k);
+  if (y8) {
+    int64_t rows;
+    cbuf_dims(&j.bl, j.wside, m, n, k, &rows, &j.cbuf_ld);
+    j.thread_bytes += cbuf_bytes(&j.bl, j.wside, m, n, k);
+  }
   j.scratch = (uint8_t *)(((uintptr_t)scratch + 63) & ~(uintptr_t)63);
   int t = resolve_threads(threads), ps = nr_threadpool_size(pool);
   if (t > ps)
@@ -601,6 +712,22 @@ void nr_qgemm_split_run(nr_qgemm_cfg cfg, nr_qgemm_split split, int64_t m, int64
     return;
   }
   nr_parallel_for(pool, j.parts, 1, j.parts, qgemm_part, &j);
+}
+
+void nr_qgemm_split_run(nr_qgemm_cfg cfg, nr_qgemm_split split, int64_t m, int64_t n,
+                        int64_t k, const void *w_packed, nr_qgemm_act x,
+                        const nr_qgemm_dequant *dq, float *c, int64_t ldc,
+                        const nr_epilogue *ep, void *scratch, nr_threadpool *pool,
+                        int threads) {
+  run_job(cfg, split, m, n, k, w_packed, x, dq, c, ldc, NULL, ep, scratch, pool, threads);
+}
+
+void nr_qgemm_to_u8(nr_qgemm_cfg cfg, int64_t m, int64_t n, int64_t k, const void *w_packed,
+                    nr_qgemm_act x, const nr_qgemm_dequant *dq, const nr_qgemm_y8 *y,
+                    const nr_epilogue *ep, void *scratch, nr_threadpool *pool,
+                    int threads) {
+  run_job(cfg, NR_QGEMM_SPLIT_AUTO, m, n, k, w_packed, x, dq, NULL, 0, y, ep, scratch, pool,
+          threads);
 }
 
 void nr_qgemm(nr_qgemm_cfg cfg, int64_t m, int64_t n, int64_t k, const void *w_packed,

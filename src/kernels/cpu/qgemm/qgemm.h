@@ -1,6 +1,7 @@
 /* qgemm.h - nnroute's int8 GEMM, the one the int8 Gemm/MatMul/Conv tactics build on
  * (tactics_qgemm.c): s8 weights times u8 activations, int32 accumulation, written out
- * as float32 through the fp32 family's epilogue (kernels/cpu/gemm/gemm.h).
+ * as float32 through the fp32 family's epilogue (kernels/cpu/gemm/gemm.h), or
+ * requantized to u8 for a following int8 layer (nr_qgemm_to_u8).
  *
  *   C[M x N] = epilogue( dequant( A * B ) )     one of A, B is the weight matrix W
  *
@@ -143,5 +144,32 @@ size_t nr_qgemm_scratch_size(nr_qgemm_cfg cfg, int64_t m, int64_t n, int64_t k,
 void nr_qgemm(nr_qgemm_cfg cfg, int64_t m, int64_t n, int64_t k, const void *w_packed,
               nr_qgemm_act x, const nr_qgemm_dequant *dq, float *c, int64_t ldc,
               const nr_epilogue *ep, void *scratch, nr_threadpool *pool, int threads);
+
+/* An 8-bit result (the int8_chain pass): C requantized on the reader's grid, rows ldc
+ * bytes apart, as the reader would have quantized the float C: q = clamp(rint(c *
+ * inv_scale) + zero_point, 0, qmax) (nr_qgemm_quantize_x: this family's packers), or
+ * with fma the oneDNN family's nr_quantize_u8 (rint(fma(c, inv_scale, zero_point))
+ * clamped to [0, 255]). */
+typedef struct nr_qgemm_y8 {
+  uint8_t *c;
+  int64_t ldc;
+  float inv_scale;
+  int32_t zero_point, qmax;
+  bool fma;
+} nr_qgemm_y8;
+
+/* Scratch bytes of nr_qgemm_to_u8 on `threads` threads: nr_qgemm's, plus per thread
+ * the float block of C that holds partial sums and the tile before requantization. */
+size_t nr_qgemm_u8_scratch_size(nr_qgemm_cfg cfg, int64_t m, int64_t n, int64_t k,
+                                int threads);
+
+/* nr_qgemm with C written as y->c: every tile is computed (dequantized, epilogue
+ * applied) in floats exactly as nr_qgemm computes it, in a per-thread block of the
+ * scratch, and requantized while it is in L1. The epilogue's residual, bias and
+ * activation see the same row and column indices as in nr_qgemm. */
+void nr_qgemm_to_u8(nr_qgemm_cfg cfg, int64_t m, int64_t n, int64_t k, const void *w_packed,
+                    nr_qgemm_act x, const nr_qgemm_dequant *dq, const nr_qgemm_y8 *y,
+                    const nr_epilogue *ep, void *scratch, nr_threadpool *pool,
+                    int threads);
 
 #endif

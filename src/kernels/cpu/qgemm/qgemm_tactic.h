@@ -21,6 +21,10 @@ typedef struct qt_header {
   uint64_t w_off, w_unit;                 /* packed W: byte offset, bytes per conv group */
   uint64_t scale_off, corr_off, bias_off; /* per-channel arrays (float, int32, float) */
   uint64_t extra_off; /* Gemm: per-row bias (floats); conv: im2col masks, or 0 */
+  /* Output 0 as uint8 (the int8_chain pass; the output slot's dtype says when): its
+   * grid and how the reader rounds onto it (nr_q8_round). */
+  float y_inv_scale;
+  int32_t y_zero_point, y_qmax, y_round;
 } qt_header;
 
 /* Bytes reserved for the header at the start of the packed data. */
@@ -47,8 +51,21 @@ static inline nr_qgemm_act qt_act(const nr_exec_args *a, const void *data, int64
   return (nr_qgemm_act){data, ld, trans, u8, h->inv_scale, h->zero_point};
 }
 
+/* The 8-bit output of the step (the int8_chain pass gave output 0 a uint8 slot) at
+ * byte offset `at` of it, rows ldc bytes apart; false when the output is float. */
+static inline bool qt_y8(const nr_exec_args *a, int64_t at, int64_t ldc, nr_qgemm_y8 *y) {
+  const qt_header *h = qt_hdr(a);
+  if (a->out_slot[0]->dtype != NR_DTYPE_UINT8)
+    return false;
+  *y = (nr_qgemm_y8){(uint8_t *)a->out[0] + at, ldc, h->y_inv_scale, h->y_zero_point,
+                     h->y_qmax, h->y_round == NR_Q8_ROUND_FMA};
+  return true;
+}
+
 /* PLAIN convolutions on the W_A kernels (qconv.c): 1x1 stride 1 unpadded straight on
- * X, anything else through u8 im2col rows made as the GEMM packs them. */
+ * X, anything else through u8 im2col rows made as the GEMM packs them. Each reads X
+ * as float32 or, when its input slot is uint8 (the int8_chain pass), as bytes already
+ * on its grid, and writes Y as float32 or requantized to uint8 (qt_y8). */
 nr_status nr_qconv_1x1_run(const nr_exec_args *a);
 nr_status nr_qconv_im2col_run(const nr_exec_args *a);
 /* NHWC 1x1 stride 1 unpadded convolutions on the W_B kernels: the pixels as a GEMM's

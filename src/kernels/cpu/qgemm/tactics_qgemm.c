@@ -17,7 +17,9 @@
  * activation scale, the zero-point correction and a per-channel bias (Gemm's beta * C,
  * FusedMatMul's bias, Conv's B) into three per-channel arrays the micro-kernel applies
  * in registers. Any other bias, the residual and the activation stay the fp32
- * epilogue's.
+ * epilogue's. The conv rows also answer io8 (plan.h): they read a uint8 input on
+ * their own grid and requantize their output for the next int8 layer when the
+ * int8_chain pass gives them uint8 slots; the Gemm rows stay fp32 in and out.
  *
  * Priorities (int8 candidates only compete with each other): VNNI 100-125, AVX2 60-85,
  * portable 10-30; within an ISA the 1x1 conv above im2col and the default tile above
@@ -63,6 +65,7 @@ typedef struct qt_weights {
   float bias_scale, alpha;
   const void *extra; /* appended as is: Gemm's per-row bias, conv's im2col masks */
   uint64_t extra_bytes;
+  const nr_slot *y8; /* output 0 when the int8_chain pass made it uint8, else NULL */
 } qt_weights;
 
 static nr_status qt_fail(const nr_tactic_ctx *c, nr_status s, const char *what) {
@@ -86,6 +89,9 @@ static nr_status qt_pack(const nr_tactic_ctx *c, nr_plan *plan, nr_step *st,
   float *ws = malloc(sizeof(float) * (size_t)ch);
   int32_t *wsum = malloc(sizeof(int32_t) * (size_t)ch);
   qt_header h = {q.scale, 1.0f / q.scale, q.zero_point, qmax};
+  if (w->y8)
+    h.y_inv_scale = 1.0f / w->y8->q8_scale, h.y_zero_point = w->y8->q8_zero_point,
+    h.y_qmax = w->y8->q8_qmax, h.y_round = w->y8->q8_round;
   h.w_off = QT_HEADER_BYTES;
   h.w_unit = align64(nr_qgemm_packed_w_size(cfg, chg, w->k));
   h.scale_off = h.w_off + h.w_unit * (uint64_t)w->groups;
@@ -255,7 +261,11 @@ static bool is_1x1_s1(const conv_p *p) {
 }
 
 static bool conv_problem(const nr_tactic_ctx *c, conv_p *p) {
-  if (!nr_conv_parse(c, p))
+  nr_f32_view v; /* uint8 activations (the int8_chain pass) parse as float */
+  const nr_tactic_ctx *f = nr_f32_view_init(&v, c);
+  bool ok = f && nr_conv_parse(f, p);
+  nr_f32_view_free(&v);
+  if (!ok)
     return false;
   int64_t k = (int64_t)(p->c / p->group) * p->kh * p->kw;
   return k <= QT_MAX_K && p->m / p->group >= QT_MIN_MG;
@@ -271,6 +281,35 @@ static bool conv_supports(const nr_tactic_ctx *c, int uk, bool is_1x1) {
              : tile_fits(uk, p.m / p.group, ohw, k);
 }
 
+/* A uint8 input 0 (the int8_chain pass) must hold this step's own grid q. */
+static nr_status check_x8(const nr_tactic_ctx *c, nr_qparams q, int qmax) {
+  const nr_slot *x = nr_step_in(c, 0);
+  if (x->dtype != NR_DTYPE_UINT8 ||
+      (x->q8_scale == q.scale && x->q8_zero_point == q.zero_point && x->q8_qmax == qmax &&
+       x->q8_round == NR_Q8_ROUND_MUL))
+    return NR_OK;
+  return qt_fail(c, NR_ERR_INTERNAL, "the uint8 input is on another grid than this step's");
+}
+
+/* The 8-bit capability of a conv row (nr_tactic.io8): any input 0 it runs; output 0
+ * when the whole epilogue runs inside the GEMM (not conv.epilogue=separate, no
+ * residual arriving in another layout); requantized as this family or oneDNN rounds. */
+static bool conv_io8(const nr_tactic_ctx *c, int uk, bool is_1x1, nr_io8 *cap) {
+  conv_p p;
+  if (!conv_supports(c, uk, is_1x1) || !conv_problem(c, &p))
+    return false;
+  const nr_qgemm_ukernel *u = nr_qgemm_ukernel_get(uk);
+  nr_layout l = u->wside == NR_QGEMM_W_B ? NR_LAYOUT_NHWC : NR_LAYOUT_PLAIN;
+  const nr_slot *r = p.has_res ? nr_step_in(c, 3) : NULL;
+  cap->in = true;
+  cap->out = !nr_route_is(c->route, "conv.epilogue", c->node, "separate") &&
+             (!r || r->layout == l);
+  cap->qmax = u->qmax;
+  cap->round = NR_Q8_ROUND_MUL;
+  cap->out_rounds = 1u << NR_Q8_ROUND_MUL | 1u << NR_Q8_ROUND_FMA;
+  return true;
+}
+
 /* PLAIN (W_A kernels: 1x1 or im2col) or NHWC 1x1 (W_B kernels: the pixels as rows). */
 static nr_status conv_prepare(const nr_tactic_ctx *c, nr_plan *plan, nr_step *st, int uk,
                               bool is_1x1) {
@@ -280,6 +319,8 @@ static nr_status conv_prepare(const nr_tactic_ctx *c, nr_plan *plan, nr_step *st
   const nr_qgemm_ukernel *u = nr_qgemm_ukernel_get(uk);
   nr_qparams q;
   nr_status s = nr_quant_act_params(c, 0, u->qmax, &q);
+  if (!s)
+    s = check_x8(c, q, u->qmax);
   if (s)
     return s;
   int64_t mg = p.m / p.group, k = (int64_t)(p.c / p.group) * p.kh * p.kw;
@@ -298,6 +339,8 @@ static nr_status conv_prepare(const nr_tactic_ctx *c, nr_plan *plan, nr_step *st
                   .bias_n = p.m,
                   .bias_scale = 1.0f,
                   .alpha = 1.0f};
+  const nr_slot *y = nr_step_out(c, 0);
+  w.y8 = y->dtype == NR_DTYPE_UINT8 ? y : NULL;
   int64_t nmasks = is_1x1 || nhwc ? 0 : nr_qconv_masks(&p, NULL);
   uint64_t *masks = nmasks ? malloc(sizeof(uint64_t) * (size_t)nmasks) : NULL;
   if (nmasks && !masks)
@@ -317,8 +360,9 @@ static nr_status conv_prepare(const nr_tactic_ctx *c, nr_plan *plan, nr_step *st
   memcpy(&p.gemm, &cfg, sizeof cfg);
   memcpy(st->params, &p, sizeof p);
   int threads = st->threads > 0 ? st->threads : NR_CONV_MAX_THREADS;
-  st->scratch = nhwc ? nr_qgemm_scratch_size(cfg, ohw, mg, k, threads)
-                     : nr_qgemm_scratch_size(cfg, mg, ohw, k, threads);
+  size_t (*size)(nr_qgemm_cfg, int64_t, int64_t, int64_t, int) =
+      w.y8 ? nr_qgemm_u8_scratch_size : nr_qgemm_scratch_size;
+  st->scratch = nhwc ? size(cfg, ohw, mg, k, threads) : size(cfg, mg, ohw, k, threads);
   if (!is_1x1)
     st->scratch += nr_qconv_im2col_bytes(p.c, p.h, p.w);
   return NR_OK;
@@ -338,6 +382,9 @@ static nr_status conv_prepare(const nr_tactic_ctx *c, nr_plan *plan, nr_step *st
   }                                                                                        \
   static nr_status prep_nhwc_##name(const nr_tactic_ctx *c, nr_plan *plan, nr_step *st) {  \
     return conv_prepare(c, plan, st, NR_QGEMM_UK_##name, true);                            \
+  }                                                                                        \
+  static bool io8_nhwc_##name(const nr_tactic_ctx *c, nr_io8 *cap) {                       \
+    return conv_io8(c, NR_QGEMM_UK_##name, true, cap);                                     \
   }
 #define FN_NR_QGEMM_W_A(name)                                                              \
   static bool sup_1x1_##name(const nr_tactic_ctx *c) {                                     \
@@ -352,6 +399,12 @@ static nr_status conv_prepare(const nr_tactic_ctx *c, nr_plan *plan, nr_step *st
   static nr_status prep_im2col_##name(const nr_tactic_ctx *c, nr_plan *plan,               \
                                       nr_step *st) {                                       \
     return conv_prepare(c, plan, st, NR_QGEMM_UK_##name, false);                           \
+  }                                                                                        \
+  static bool io8_1x1_##name(const nr_tactic_ctx *c, nr_io8 *cap) {                        \
+    return conv_io8(c, NR_QGEMM_UK_##name, true, cap);                                     \
+  }                                                                                        \
+  static bool io8_im2col_##name(const nr_tactic_ctx *c, nr_io8 *cap) {                     \
+    return conv_io8(c, NR_QGEMM_UK_##name, false, cap);                                    \
   }
 #define NR_QGEMM_UKERNEL(name, mr, nr, isa, wside, qmax) FN_##wside(name)
 #include "kernels/cpu/qgemm/qgemm_ukernels.inc"
@@ -372,9 +425,9 @@ static nr_status conv_prepare(const nr_tactic_ctx *c, nr_plan *plan, nr_step *st
 #define QT_SUF_0 ""
 
 /* clang-format off */
-#define QT_ROW(id, dom, op, algo, lay, isa, prio, sup, prep, run)                          \
+#define QT_ROW(id, dom, op, algo, lay, isa, prio, sup, prep, run, io8)                     \
   {id, dom, op, "nnroute", algo, lay, isa, prio, sup, prep, run, NR_PREC_INT8,             \
-   NR_DEVICE_CPU},
+   NR_DEVICE_CPU, io8},
 /* clang-format on */
 
 #define GEMM_ROWS_NR_QGEMM_W_A(name, mr, nr, isa)
@@ -382,17 +435,18 @@ static nr_status conv_prepare(const nr_tactic_ctx *c, nr_plan *plan, nr_step *st
 #define H NR_LAYOUT_NHWC
 #define GEMM_ROWS_NR_QGEMM_W_B(name, mr, nr, isa)                                          \
   QT_ROW(#name, GEMM_DOMAIN, GEMM_OP, "gemm", P, isa, QT_G_##isa(mr), sup_##name,          \
-         prep_##name, gemm_run)
+         prep_##name, gemm_run, NULL)
 #define CONV_ROWS_NR_QGEMM_W_B(name, mr, nr, isa)                                          \
   QT_ROW("nr_qs8_conv_nhwc_1x1_" #mr "x" #nr QT_SUF_##isa, CONV_DOMAIN, CONV_OP,           \
          "gemm1x1", H, isa, QT_G_##isa(mr) - 40, sup_nhwc_##name, prep_nhwc_##name,        \
-         nr_qconv_nhwc_1x1_run)
+         nr_qconv_nhwc_1x1_run, io8_nhwc_##name)
 #define CONV_ROWS_NR_QGEMM_W_A(name, mr, nr, isa)                                          \
   QT_ROW("nr_qs8_conv_1x1_" #mr "x" #nr QT_SUF_##isa, CONV_DOMAIN, CONV_OP, "gemm1x1", P,  \
-         isa, QT_C_##isa(mr), sup_1x1_##name, prep_1x1_##name, nr_qconv_1x1_run)           \
+         isa, QT_C_##isa(mr), sup_1x1_##name, prep_1x1_##name, nr_qconv_1x1_run,           \
+         io8_1x1_##name)                                                                   \
   QT_ROW("nr_qs8_conv_im2col_" #mr "x" #nr QT_SUF_##isa, CONV_DOMAIN, CONV_OP, "im2col",   \
          P, isa, QT_C_##isa(mr) - 20, sup_im2col_##name, prep_im2col_##name,               \
-         nr_qconv_im2col_run)
+         nr_qconv_im2col_run, io8_im2col_##name)
 
 const nr_tactic nr_tactics_cpu_qgemm[] = {
 #define NR_QGEMM_UKERNEL(name, mr, nr, isa, wside, qmax)                                   \
