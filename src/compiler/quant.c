@@ -227,10 +227,30 @@ static const nr_step *producer(const nr_plan *p, int s) {
   return NULL;
 }
 
-/* The calibrated tensor behind slot s: itself, or what layout reorders copied. */
+/* The entry of a slot that a layout reorder copies into a calibrated one: when a
+ * graph output is written by a step in another layout, the layout pass has the step
+ * write a renamed copy ("X.nhwc") and a reorder produce X itself from it. */
+static const nr_calib_tensor *reordered_into(const nr_tactic_ctx *c, int s) {
+  const nr_plan *p = c->plan;
+  for (int k = 0; k < p->n_steps; k++) {
+    const nr_step *st = &p->steps[k];
+    if (st->node < 0 && st->n_in >= 1 && st->in[0] == s && st->n_out >= 1 &&
+        st->out[0] >= 0) {
+      const nr_calib_tensor *t = nr_calib_find(c->calib, p->slots[st->out[0]].name);
+      if (t)
+        return t;
+    }
+  }
+  return NULL;
+}
+
+/* The calibrated tensor behind slot s: itself, what layout reorders copied into it,
+ * or what it is reordered into. */
 static const nr_calib_tensor *slot_entry(const nr_tactic_ctx *c, int s) {
   for (int hops = 0; s >= 0 && hops < 4; hops++) {
     const nr_calib_tensor *t = nr_calib_find(c->calib, c->plan->slots[s].name);
+    if (!t)
+      t = reordered_into(c, s);
     const nr_step *prod = t ? NULL : producer(c->plan, s);
     if (t || !prod || prod->node >= 0 || prod->n_in < 1)
       return t;

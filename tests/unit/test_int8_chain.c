@@ -253,16 +253,14 @@ static nr_status observe(void *user, const nr_graph *g, int t, const nr_value *v
                           &err);
 }
 
-/* Under auto, c8 stays fp32: oneDNN's NHWC c7
- * writes the graph output through a reorder and leaves c8 reading 'c7_out.nhwc', a
- * name the calibration lookup (compiler/quant.c) does not trace back to c7_out (the
- * build fails either way). */
+/* Under auto, oneDNN's NHWC c7 writes the graph output through a reorder and c8
+ * reads the renamed copy 'c7_out.nhwc', which the calibration lookup
+ * (compiler/quant.c) traces forward to c7_out through that reorder. */
 static nr_plan *chain_build(nr_test_state *t, const nr_graph *g, const nr_calib *calib,
                             const char *source, const char *chain) {
   char route[256];
-  bool autos = !strcmp(source, "auto");
   snprintf(route, sizeof route, "-precision@<Conv>=int8 -precision.int8_source=%s "
-           "-quant.chain=%s%s", source, chain, autos ? " -precision@c8=fp32" : "");
+           "-quant.chain=%s", source, chain);
   nr_knob_space space = {0};
   nr_route r = {0};
   nr_plan *p = NULL;
