@@ -28,6 +28,7 @@ import gzip
 import json
 import re
 import shlex
+import shutil
 import statistics
 import subprocess
 import sys
@@ -73,8 +74,11 @@ def tune(a, onnx):
            "--budget-time", str(a.budget), "--db", str(OUT / "tune.db"),
            "--report", str(OUT / "report.json"), "-o", str(OUT / "tuned.nre")]
     q.log("tune: " + " ".join(shlex.quote(c) for c in cmd))
-    for p in OUT.glob("tune.db*"):
-        p.unlink()  # a fresh session: --continue would mix in an older search
+    for p in OUT.glob("tune.db*"):  # a fresh session: no older search mixed in
+        if p.is_dir():
+            shutil.rmtree(p)
+        else:
+            p.unlink()
     with open(OUT / "tune.log", "w") as log:
         rc = subprocess.run(cmd, stdout=log, stderr=subprocess.STDOUT).returncode
     if rc:
