@@ -242,6 +242,19 @@ static const conv_case cases[] = {
     {2, 1, 13, 30, 5, 5, 5, 2, 2, 2, 2, 1, 1, 1, true, true, NR_ACT_RELU},
     {1, 4, 9, 50, 7, 5, 5, 1, 1, 2, 2, 1, 1, 1, false, true, NR_ACT_CLIP},
     {1, 2, 6, 8, 3, 3, 3, 1, 1, 0, 0, 1, 1, 1, true, false, NR_ACT_NONE},
+    /* igemm's tiles: M around 8 and 12 (8x48 / 12x32 chosen by padded work), padded
+     * pixels (oh * (ow + kw - 1)) below, at and above 32 and 48, rows wider than a
+     * tile, asymmetric kernels, strides 2 and 3 with dilation, two images, a one
+     * column output (a tile spans 32 rows) */
+    {1, 5, 6, 6, 8, 3, 3, 1, 1, 1, 1, 1, 1, 1, true, true, NR_ACT_RELU},
+    {1, 7, 4, 6, 12, 3, 3, 1, 1, 1, 1, 1, 1, 1, true, false, NR_ACT_LEAKY_RELU},
+    {1, 3, 9, 9, 13, 3, 3, 2, 2, 1, 1, 1, 1, 1, false, true, NR_ACT_NONE},
+    {1, 16, 4, 33, 25, 3, 3, 1, 1, 1, 1, 1, 1, 1, true, true, NR_ACT_CLIP},
+    {1, 6, 11, 12, 9, 3, 5, 1, 2, 1, 2, 1, 1, 1, true, false, NR_ACT_SIGMOID},
+    {1, 4, 12, 12, 10, 3, 3, 2, 2, 2, 2, 2, 2, 1, true, true, NR_ACT_RELU},
+    {2, 5, 8, 7, 20, 3, 3, 1, 1, 1, 1, 1, 1, 1, false, true, NR_ACT_CLIP},
+    {1, 3, 10, 10, 7, 2, 2, 3, 3, 0, 0, 1, 1, 1, true, false, NR_ACT_HARD_SWISH},
+    {1, 4, 40, 1, 13, 3, 1, 1, 1, 1, 0, 1, 1, 1, true, true, NR_ACT_RELU}, /* lp = 1 */
     /* winograd tiles: outputs not a multiple of 2 or 4, no padding */
     {1, 7, 11, 13, 9, 3, 3, 1, 1, 0, 0, 1, 1, 1, true, true, NR_ACT_RELU},
     {1, 32, 14, 14, 24, 3, 3, 1, 1, 1, 1, 1, 1, 1, true, false, NR_ACT_NONE},
@@ -316,4 +329,37 @@ NR_TEST(test_conv_reorder_round_trip) {
         free(x), free(pa), free(pb), free(back);
       }
   nr_threadpool_destroy(pool);
+}
+
+/* igemm's prepare() picks the register tile with less padded work. A 3x3 pad-1 conv
+ * has row pitch w + 2: 6x6 outputs are 48 padded pixels, and 8 channels run 8 x 48 (8 x
+ * 48 = 384 against 12 x 64 = 768); 4x6 outputs are 32, and 24 channels run 12 x 32 (24
+ * x 32 = 768 against 24 x 48). */
+NR_TEST(test_conv_igemm_picks_tile) {
+  if (!(nr_cpu_isa() & NR_ISA_AVX512))
+    return;
+  const nr_tactic *tac = NULL;
+  for (const nr_tactic *x = nr_tactics_conv; x->id; x++)
+    if (!strcmp(x->id, "nr_f32_conv_igemm__avx512") && !strcmp(x->op_type, "Conv"))
+      tac = x;
+  REQUIRE(tac, "no igemm row");
+  const int ms[2] = {8, 24}, hs_[2] = {6, 4};
+  const uint32_t want[2] = {1, 0};
+  for (int i = 0; i < 2; i++) {
+    conv_case k = {1, 5, hs_[i], 6, ms[i], 3, 3, 1, 1, 1, 1, 1, 1, 1, true, false,
+                   NR_ACT_NONE};
+    unsigned sd = 5;
+    float *w = random_floats((int64_t)k.m * k.c * 9, &sd), *b = random_floats(k.m, &sd);
+    int64_t yd[4] = {1, k.m, k.h, 6};
+    harness hs;
+    build(&hs, &k, w, b, yd, false);
+    nr_error err = {0};
+    nr_tactic_ctx c = {&hs.plan, &hs.node, &hs.step, NULL, &err};
+    hs.step.tactic = tac;
+    REQUIRE(tac->supports(&c) && tac->prepare(&c, &hs.plan, &hs.step) == NR_OK, "%s",
+            err.message);
+    CHECK(conv_params(&hs.step)->extra == want[i], "m %d: tile %u", ms[i],
+          conv_params(&hs.step)->extra);
+    free(hs.plan.weights), free(w), free(b);
+  }
 }

@@ -99,6 +99,51 @@ static inline uint64_t nr_conv_smallc_scratch(const conv_p *p) {
   return ((uint64_t)p->n * p->c * (uint64_t)(d.rows * d.rs) + w) * sizeof(float);
 }
 
+/* nr_f32_conv_igemm__avx512 (conv_igemm__avx512.c): implicit GEMM on a padded,
+ * stride-phase-split copy of each input channel. Per channel, sh * sw phase planes of
+ * rq rows x lp columns (phase (a, b), row r, column c holds input row r*sh + a - pt,
+ * column c*sw + b - pl, zero outside), pp floats apart (slack after the rows, zero,
+ * so a tile may read past the last row); cs floats per channel. Output pixel (oh, ow)
+ * is "padded pixel" oh * lp + ow: a tap's inputs for consecutive padded pixels are
+ * consecutive floats of one phase plane, so a register tile of np padded pixels
+ * (columns ow >= OW are computed and dropped) loads them as plain vectors. A tap
+ * that reads past the end of a row lands in the next row's leading zero columns (its
+ * left padding), so lp only needs OW + (kw-1)*dw/sw minus those: a 3x3 pad-1 conv has
+ * lp = OW + 1, not OW + 2 (7x7 outputs: 1 dropped column in 8 instead of 2 in 9).
+ * p->extra picks the register tile: 0 = 12 output channels x 32 pixels, 1 = 8 x 48. */
+typedef struct conv_igemm_geo {
+  int64_t lp, rq, pp, cs, q; /* q: padded pixels, oh * lp */
+  int mr, np;
+} conv_igemm_geo;
+#define NR_CONV_IGEMM_MAX_TAPS 64
+static inline void nr_conv_igemm_geo(const conv_p *p, conv_igemm_geo *g) {
+  g->mr = p->extra ? 8 : 12;
+  g->np = p->extra ? 48 : 32;
+  /* per column phase b: zero columns [0, c0) before the input's [c0, c1) */
+  int64_t z = INT64_MAX, c1 = 0;
+  for (int b = 0; b < p->sw; b++) {
+    int64_t lo = p->pl - b, hi = p->w - 1 + p->pl - b;
+    int64_t c0b = lo <= 0 ? 0 : (lo + p->sw - 1) / p->sw, c1b = hi < 0 ? 0 : hi / p->sw + 1;
+    z = c0b < z ? c0b : z;
+    c1 = c1b > c1 ? c1b : c1;
+  }
+  g->lp = p->ow + (int64_t)(p->kw - 1) * p->dw / p->sw - z;
+  if (g->lp < c1)
+    g->lp = c1;
+  if (g->lp < p->ow)
+    g->lp = p->ow;
+  g->rq = p->oh + (int64_t)(p->kh - 1) * p->dh / p->sh;
+  g->pp = (g->rq * g->lp + g->lp + g->np + 15) / 16 * 16;
+  g->cs = g->pp * p->sh * p->sw;
+  g->q = (int64_t)p->oh * g->lp;
+}
+/* Scratch bytes: one image's padded channels. */
+static inline uint64_t nr_conv_igemm_scratch(const conv_p *p) {
+  conv_igemm_geo g;
+  nr_conv_igemm_geo(p, &g);
+  return (uint64_t)p->c * (uint64_t)g.cs * sizeof(float) + 64;
+}
+
 /* PLAIN column matrix of one image and group (conv_im2col.c): x is the group's first
  * input channel plane, col receives [C/g * kh * kw] rows of oh * ow floats, rows
  * built in parallel. Shared with the fp16/bf16 tactics (kernels/cpu/lpgemm). */
@@ -127,6 +172,8 @@ nr_status nr_conv_dw__avx2_run(const nr_exec_args *a);
 nr_status nr_conv_dw_nchw8c__avx2_run(const nr_exec_args *a);
 nr_status nr_conv_nchw8c_direct__avx2_run(const nr_exec_args *a);
 nr_status nr_conv_smallc__avx2_run(const nr_exec_args *a);
+/* AVX-512 kernels (files *__avx512.c; call only when nr_cpu_isa() has NR_ISA_AVX512). */
+nr_status nr_conv_igemm__avx512_run(const nr_exec_args *a);
 
 /* Packing at build time (conv_pack.c). Each reads the constant W (and B) and appends
  * the packed form to the weights; sets step->packed_*. */
@@ -140,6 +187,9 @@ const void *nr_conv_packed_w(const nr_exec_args *a, const conv_p *p, conv_pack_k
                              char **scratch);
 nr_status nr_conv_pack_nchw8c(const nr_tactic_ctx *c, nr_plan *plan, nr_step *st);
 nr_status nr_conv_pack_dw8(const nr_tactic_ctx *c, nr_plan *plan, nr_step *st);
+/* igemm: W as [ceil(M/mr) panels][C][kh*kw taps][mr] (zero rows past M), mr from
+ * p->extra (nr_conv_igemm_geo). */
+nr_status nr_conv_pack_igemm(const nr_tactic_ctx *c, nr_plan *plan, nr_step *st);
 nr_status nr_conv_pack_copy(const nr_tactic_ctx *c, nr_plan *plan, nr_step *st);
 
 /* Threads the GEMM-based tactics size their scratch for. */

@@ -6,7 +6,7 @@
  * Layouts: GEMM A per group (im2col, 1x1: W is already [M/g x C/g*kh*kw] row major),
  * GEMM B per group (NHWC: rows ordered (kh, kw, c)), NCHW8C blocks
  * [M/8][C/8][kh][kw][8 in][8 out] + bias padded to 8, depthwise blocks
- * [C/8][kh][kw][8] + bias, Winograd U[xi] = (G g G^T)[xi] as M x C per tile
+ * [C/8][kh][kw][8] + bias, implicit GEMM panels [M/mr][C][kh*kw][mr], Winograd U[xi] = (G g G^T)[xi] as M x C per tile
  * position xi, each packed as a GEMM A.
  *
  * The GEMM-based forms (gemm_a, nhwc_b, winograd) are written once as pure functions
@@ -79,6 +79,25 @@ nr_status nr_conv_pack_dw8(const nr_tactic_ctx *c, nr_plan *plan, nr_step *st) {
       buf[((ch / 8) * kk + q) * 8 + ch % 8] = w[ch * kk + q];
   put_bias(c, p, buf + nw);
   p->extra = (uint32_t)nw;
+  return append(c, plan, st, buf, sizeof(float) * total);
+}
+
+nr_status nr_conv_pack_igemm(const nr_tactic_ctx *c, nr_plan *plan, nr_step *st) {
+  const conv_p *p = conv_params(st);
+  conv_igemm_geo g;
+  nr_conv_igemm_geo(p, &g);
+  const float *w = nr_step_const(c, 1);
+  int64_t taps = (int64_t)p->kh * p->kw, npan = (p->m + g.mr - 1) / g.mr;
+  int64_t total = npan * g.mr * taps * p->c;
+  float *buf = aligned_alloc(64, (sizeof(float) * total + 63) / 64 * 64);
+  if (!buf)
+    return oom(c);
+  memset(buf, 0, sizeof(float) * total);
+  for (int64_t m = 0; m < p->m; m++)
+    for (int64_t ci = 0; ci < p->c; ci++)
+      for (int64_t t = 0; t < taps; t++)
+        buf[(((m / g.mr) * p->c + ci) * taps + t) * g.mr + m % g.mr] =
+            w[(m * p->c + ci) * taps + t];
   return append(c, plan, st, buf, sizeof(float) * total);
 }
 

@@ -244,13 +244,14 @@ static bool is_wino(const conv_p *p) {
     return nr_conv_parse(c, p) && (cond);                                              \
   }
 /* conv.winograd_from: a 3x3 stride-1 node with at least that many input channels
- * leaves PLAIN im2col to Winograd F(4,3) (next in priority). A pinned conv.algo=im2col
- * outranks the heuristic threshold. */
+ * leaves PLAIN im2col and igemm to Winograd F(4,3) (next in priority). A pinned
+ * conv.algo=im2col or =igemm outranks the heuristic threshold. */
 static bool wino_preferred(const nr_tactic_ctx *c, const conv_p *p) {
   const char *v = nr_route_get(c->route, "conv.winograd_from", c->node);
   if (!v || !strcmp(v, "never") || !is_wino(p) || p->c < atoi(v))
     return false;
-  return !nr_route_is(c->route, "conv.algo", c->node, "im2col");
+  return !nr_route_is(c->route, "conv.algo", c->node, "im2col") &&
+         !nr_route_is(c->route, "conv.algo", c->node, "igemm");
 }
 
 SUPPORTS(sup_any, true)
@@ -263,6 +264,17 @@ SUPPORTS(sup_smallc, is_smallc(p))
 SUPPORTS(sup_nchw8c, p->group == 1)
 SUPPORTS(sup_wino, has_gemm() && is_wino(p))
 SUPPORTS(sup_onednn, p->act < NR_ACT_COUNT) /* others run after the primitive */
+/* igemm: a group-1 window of 2 to NR_CONV_IGEMM_MAX_TAPS taps, at most 8 x 8 stride
+ * phases, whose padded copy stays under 256 MiB; steps aside for conv.winograd_from as
+ * im2col does. Not 1x1: there the packed GEMM reads X (or its strided copy) as
+ * contiguous panels, where igemm's loads stride across C planes (measured 1.2-1.9x
+ * slower on resnet's 1x1 layers, nr_conv_bench). */
+static bool igemm_fits(const conv_p *p) {
+  int taps = (int)p->kh * p->kw;
+  return p->group == 1 && taps > 1 && taps <= NR_CONV_IGEMM_MAX_TAPS &&
+         p->sh * p->sw <= 64 && nr_conv_igemm_scratch(p) <= (256u << 20);
+}
+SUPPORTS(sup_igemm, igemm_fits(p) && !wino_preferred(c, p))
 
 /* ---- prepare() ------------------------------------------------------------------ */
 
@@ -418,6 +430,30 @@ static nr_status prep_wino43(const nr_tactic_ctx *c, nr_plan *pl, nr_step *st) {
   return prep_wino(c, pl, st, 4);
 }
 
+/* igemm's register tile: the one with less padded work (output channels rounded up to
+ * mr times padded pixels rounded up to np); 12x32 on a tie. */
+static uint32_t igemm_variant(conv_p p) {
+  int64_t work[2];
+  for (int v = 0; v < 2; v++) {
+    conv_igemm_geo g;
+    p.extra = (uint32_t)v;
+    nr_conv_igemm_geo(&p, &g);
+    work[v] = (p.m + g.mr - 1) / g.mr * g.mr * ((g.q + g.np - 1) / g.np * g.np);
+  }
+  return work[1] < work[0] ? 1u : 0u;
+}
+
+static nr_status prep_igemm(const nr_tactic_ctx *c, nr_plan *plan, nr_step *st) {
+  conv_p p;
+  nr_status s = store(c, st, &p);
+  if (s)
+    return s;
+  p.extra = igemm_variant(p);
+  memcpy(st->params, &p, sizeof p);
+  st->scratch = nr_conv_igemm_scratch(&p);
+  return nr_conv_pack_igemm(c, plan, st);
+}
+
 static nr_status prep_onednn(const nr_tactic_ctx *c, nr_plan *plan, nr_step *st) {
   conv_p p;
   nr_status s = store(c, st, &p);
@@ -430,6 +466,7 @@ static nr_status prep_onednn(const nr_tactic_ctx *c, nr_plan *plan, nr_step *st)
 #define H NR_LAYOUT_NHWC
 #define B8 NR_LAYOUT_NCHW8C
 #define AVX NR_ISA_AVX2
+#define A512 NR_ISA_AVX512
 /* One kernel, two ops: Conv (ai.onnx) and FusedConv (nnroute), same id. */
 #define CONV(id, src, algo, lay, isa, prio, sup, prep, run)                            \
   {id, "", "Conv", src, algo, lay, isa, prio, sup, prep, run},                        \
@@ -453,6 +490,8 @@ const nr_tactic nr_tactics_conv[] = {
          nr_conv_dw_nchw8c_run)
     CONV("nr_f32_conv_smallc__avx2", "nnroute", "direct", P, AVX, 60, sup_smallc,
          prep_smallc, nr_conv_smallc__avx2_run)
+    CONV("nr_f32_conv_igemm__avx512", "nnroute", "igemm", P, A512, 62, sup_igemm,
+         prep_igemm, nr_conv_igemm__avx512_run)
     CONV("nr_f32_conv_winograd_f23", "nnroute", "winograd23", P, 0, 42, sup_wino,
          prep_wino23, nr_conv_winograd_run)
     CONV("nr_f32_conv_winograd_f43", "nnroute", "winograd43", P, 0, 45, sup_wino,
@@ -525,7 +564,8 @@ bool nr_conv_parse_graph(const nr_graph *g, const nr_node *n, conv_p *p) {
 
 static const char *const algo_values[] = {"auto", "im2col", "gemm1x1", "direct",
                                           "depthwise", "winograd23", "winograd43",
-                                          "onednn"};
+                                          "onednn", "igemm"};
+#define N_ALGO_VALUES ((int)(sizeof algo_values / sizeof algo_values[0]))
 static const nr_layout layout_values[] = {NR_LAYOUT_ANY, NR_LAYOUT_PLAIN, NR_LAYOUT_NHWC,
                                           NR_LAYOUT_NCHW8C};
 
@@ -538,7 +578,7 @@ static uint64_t conv_valid(const nr_graph *g, const nr_node *n, bool by_layout) 
   for (const nr_tactic *t = nr_tactics_conv; t->id; t++) {
     if ((t->isa & ~nr_cpu_isa()) || strcmp(t->op_type, n->op_type) || !t->supports(&c))
       continue;
-    int nv = by_layout ? 4 : 8;
+    int nv = by_layout ? 4 : N_ALGO_VALUES;
     for (int i = 1; i < nv; i++)
       if (by_layout ? t->layout == layout_values[i] : !strcmp(t->algo, algo_values[i]))
         bits |= 1ull << i;
@@ -555,7 +595,7 @@ static uint64_t without_default(const nr_graph *g, const nr_node *n, bool by_lay
   const nr_tactic *t = default_tactic(g, n, &p);
   if (!t)
     return bits;
-  int nv = by_layout ? 4 : 8;
+  int nv = by_layout ? 4 : N_ALGO_VALUES;
   for (int i = 1; i < nv; i++)
     if (by_layout ? t->layout == layout_values[i] : !strcmp(t->algo, algo_values[i]))
       bits &= ~(1ull << i);
@@ -695,13 +735,16 @@ static bool epilogue_applies(const nr_graph *g, const nr_node *n) {
   return default_gemm(g, n, &p, &d, &cfg) && has_epilogue(g, n, &p);
 }
 
-/* conv.winograd_from: where the default is PLAIN im2col on a Winograd-able node. */
+/* conv.winograd_from: where the default is PLAIN im2col or igemm on a Winograd-able
+ * node. */
 static const int wino_from_vals[] = {32, 64, 128};
 static uint64_t wino_from_valid(const nr_graph *g, const nr_node *n) {
   conv_p p;
   uint64_t bits = 1;
   const nr_tactic *t = conv_applies(g, n) ? default_tactic(g, n, &p) : NULL;
-  if (!t || strcmp(t->id, "nr_f32_conv_im2col") || !has_gemm() || !is_wino(&p))
+  bool from = t && (!strcmp(t->id, "nr_f32_conv_im2col") ||
+                    !strcmp(t->id, "nr_f32_conv_igemm__avx512"));
+  if (!from || !has_gemm() || !is_wino(&p))
     return bits;
   for (int i = 0; i < 3; i++)
     if (p.c >= wino_from_vals[i])
@@ -713,7 +756,7 @@ static bool wino_from_applies(const nr_graph *g, const nr_node *n) {
 }
 
 const nr_knob_def nr_knobs_conv[] = {
-    {"conv.algo", "auto|im2col|gemm1x1|direct|depthwise|winograd23|winograd43|onednn",
+    {"conv.algo", "auto|im2col|gemm1x1|direct|depthwise|winograd23|winograd43|onednn|igemm",
      "auto", NR_KNOB_NODE, NR_KNOB_ACCURACY, 1e-4,
      "convolution algorithm (winograd reassociates more: bounded extra error)",
      conv_applies, algo_valid},
