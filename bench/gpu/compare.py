@@ -13,7 +13,17 @@ For each model (resnet50, mobilenet_v2, a BERT-base-like encoder: 12 layers, wid
                inference (CUDA events) and host-visible latency
   nr tuned     `nnroute tune --device cuda` for --tune-s seconds (--tune-s 0: skipped;
                --tune-rows MODEL:BATCH:PREC,... limits it to those rows), then the
-               tuned engine's bench, and the tuning wall time
+               tuned engine's bench, and the tuning wall time (the tuner's stderr, its
+               phase log, goes to WORKDIR/tune_MODEL_bBATCH_PREC.log)
+
+fp32 rows, like for like (--fp32-pairs; "-" in fp16 rows):
+  graphs_strict  PyTorch with CUDA graphs under strict fp32 (cudnn.allow_tf32 and
+               matmul.allow_tf32 both False): the counterpart of nnroute's fp32, which
+               is exact everywhere
+  nr_tf32      nnroute's GPU time with every Conv/Gemm/MatMul at cuda.precision=tf32:
+               the counterpart of PyTorch's default fp32 (cuDNN convolutions in TF32;
+               its matmuls stay exact, so for the BERT rows this column is the faster
+               side's choice, not PyTorch's)
 
 Times are medians in milliseconds. PyTorch fp16 runs the model in half precision
 (model.half()); nnroute fp16 runs the products in fp16 with fp32 accumulation and keeps
@@ -77,6 +87,32 @@ def cuda_time(fn, iters, warmup=20):
     return times[len(times) // 2]
 
 
+def graphs_time(m, x, iters):
+    g = torch.cuda.CUDAGraph()
+    s = torch.cuda.Stream()
+    s.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(s):
+        for _ in range(3):
+            m(x)
+    torch.cuda.current_stream().wait_stream(s)
+    with torch.cuda.graph(g):
+        m(x)
+    return cuda_time(g.replay, iters)
+
+
+def strict_graphs(model, kind, batch, iters):
+    """PyTorch fp32 with CUDA graphs, TF32 off in cuDNN and in matmuls."""
+    saved = torch.backends.cudnn.allow_tf32, torch.backends.cuda.matmul.allow_tf32
+    torch.backends.cudnn.allow_tf32 = torch.backends.cuda.matmul.allow_tf32 = False
+    try:
+        m = model.cuda()
+        with torch.no_grad():
+            return graphs_time(m, example(kind, batch, "cuda"), iters)
+    finally:
+        model.cpu()
+        torch.backends.cudnn.allow_tf32, torch.backends.cuda.matmul.allow_tf32 = saved
+
+
 def torch_rows(model, kind, batch, prec, iters, autotune):
     m = model.cuda()
     x = example(kind, batch, "cuda")
@@ -86,16 +122,7 @@ def torch_rows(model, kind, batch, prec, iters, autotune):
     out = {}
     with torch.no_grad():
         out["eager"] = cuda_time(lambda: m(x), iters)
-        g = torch.cuda.CUDAGraph()
-        s = torch.cuda.Stream()
-        s.wait_stream(torch.cuda.current_stream())
-        with torch.cuda.stream(s):
-            for _ in range(3):
-                m(x)
-        torch.cuda.current_stream().wait_stream(s)
-        with torch.cuda.graph(g):
-            m(x)
-        out["graphs"] = cuda_time(g.replay, iters)
+        out["graphs"] = graphs_time(m, x, iters)
         if autotune:
             t0 = time.time()
             c = torch.compile(m, mode="max-autotune")
@@ -139,7 +166,11 @@ def nnroute_tune(nnroute, onnx, prec, seconds, workdir):
                 "--tolerance", "3e-2"]
     t0 = time.time()
     r = subprocess.run(cmd, capture_output=True, text=True)
-    return (eng if r.returncode == 0 else None), time.time() - t0
+    secs = time.time() - t0
+    log = os.path.join(workdir, "tune_" + os.path.basename(onnx)[:-5] + f"_{prec}.log")
+    with open(log, "w") as f:
+        f.write(" ".join(cmd) + "\n" + r.stderr + r.stdout)
+    return (eng if r.returncode == 0 else None), secs
 
 
 def fmt(v):
@@ -158,6 +189,8 @@ def main():
     ap.add_argument("--tune-rows", default="",
                     help="MODEL:BATCH:PREC rows to tune (default: every row)")
     ap.add_argument("--max-autotune", action="store_true")
+    ap.add_argument("--fp32-pairs", action="store_true",
+                    help="fp32 rows: PyTorch strict fp32 and nnroute tf32 columns")
     ap.add_argument("--workdir", default="/tmp/nr-bench-gpu")
     a = ap.parse_args()
     os.makedirs(a.workdir, exist_ok=True)
@@ -167,7 +200,7 @@ def main():
           f"{time.strftime('%Y-%m-%d')}")
     print(f"# {' '.join(sys.argv)}")
     cols = ["model", "batch", "prec", "eager", "graphs", "autotune", "compile_s",
-            "nr_gpu", "nr_host", "tuned_gpu", "tune_s"]
+            "nr_gpu", "nr_host", "tuned_gpu", "tune_s", "graphs_strict", "nr_tf32"]
     print("| " + " | ".join(cols) + " |")
     print("|" + "---|" * len(cols))
     for name in a.models.split(","):
@@ -185,10 +218,15 @@ def main():
                     eng, secs = nnroute_tune(a.nnroute, onnx, prec, a.tune_s, a.workdir)
                     tune_s = secs
                     tuned = nnroute_bench(a.nnroute, eng, "", a.bench_ms) if eng else {}
+                strict, tf32 = "-", {}
+                if a.fp32_pairs and prec == "fp32":
+                    strict = strict_graphs(model, kind, batch, a.iters)
+                    tf32 = nnroute_bench(a.nnroute, onnx, "-cuda.precision@*=tf32", a.bench_ms)
                 row = [name, batch, prec, t["eager"], t["graphs"], t.get("autotune", "-"),
                        t.get("autotune_compile_s", "-"),
                        nr.get("gpu_median_ms", nr.get("error", "-")),
-                       nr.get("median_ms", "-"), tuned.get("gpu_median_ms", "-"), tune_s]
+                       nr.get("median_ms", "-"), tuned.get("gpu_median_ms", "-"), tune_s,
+                       strict, tf32.get("gpu_median_ms", tf32.get("error", "-"))]
                 print("| " + " | ".join(fmt(v).strip() if not isinstance(v, str) else v
                                         for v in row) + " |", flush=True)
 

@@ -37,12 +37,13 @@
 
 #define REC_MAGIC 0x5257524eu     /* "NRWR" */
 #define REC_END_MAGIC 0x444e4557u /* "WEND" */
-#define REC_VERSION 1u
+#define REC_VERSION 2u
 
 typedef struct rec_header {
   uint32_t magic, version;
   int32_t status; /* the child's classification (never timeout or crash) */
   int32_t n_pairs, n_outputs, n_times;
+  int32_t n_seq;  /* sequence mode: per-slot run counts follow the times */
   double build_ms;
   uint64_t engine_bytes;
   char message[512];
@@ -79,6 +80,7 @@ static double now_ms(void) {
 
 typedef struct job_plan {
   int warmup, min_runs, max_runs;
+  int n_seq, max_times; /* sequence slots (0: one engine); room for all timed runs */
   double min_time_ms, timeout_ms;
   int n_pairs, n_losses; /* losses: n_pairs * outputs * NR_METRIC_COUNT */
   int n_outputs;         /* of the pairs; -1 when there are none (the engine's) */
@@ -92,8 +94,10 @@ static job_plan plan_job(const nr_worker_job *j) {
   if (p.min_runs > p.max_runs)
     p.min_runs = p.max_runs;
   p.min_time_ms = j->min_time_ms > 0 ? j->min_time_ms : 50;
+  p.n_seq = j->n_sequence > 0 ? j->n_sequence : 0;
+  p.max_times = p.max_runs * (p.n_seq ? p.n_seq : 1);
   p.timeout_ms = (j->timeout_s > 0 ? j->timeout_s : 600) * 1e3;
-  bool pairs = j->pairs && j->pairs->n > 0;
+  bool pairs = !p.n_seq && j->pairs && j->pairs->n > 0;
   p.n_pairs = pairs ? j->pairs->n : 0;
   p.n_outputs = pairs ? j->pairs->n_outputs : -1;
   p.n_losses = pairs ? p.n_pairs * p.n_outputs * NR_METRIC_COUNT : 0;
@@ -101,7 +105,8 @@ static job_plan plan_job(const nr_worker_job *j) {
 }
 
 static size_t record_size(const job_plan *p, int n_times) {
-  return sizeof(rec_header) + sizeof(double) * ((size_t)p->n_losses + (size_t)n_times) +
+  return sizeof(rec_header) +
+         sizeof(double) * ((size_t)p->n_losses + (size_t)n_times + (size_t)p->n_seq) +
          sizeof(uint32_t);
 }
 
@@ -112,7 +117,8 @@ typedef struct child {
   job_plan plan;
   rec_header *h;     /* the record, allocated before the memory limit */
   double *losses;    /* inside the record */
-  double *times;     /* inside the record, room for max_runs */
+  double *times;     /* inside the record, room for max_times */
+  double *seq;       /* sequence mode: runs per slot (n_seq) */
   nr_engine *engine;
   nr_context *ctx;
   nr_buffer *outs;   /* one set of output buffers (engine output count) */
@@ -253,28 +259,75 @@ static bool outputs_finite(child *c) {
   return true;
 }
 
-static void child_measure(child *c) {
+/* Times c->engine from c->times[base] on; the record's n_times follows, so the runs
+ * before a failure are still sent. Returns the runs timed, -1 on failure. */
+static int child_measure(child *c, int base) {
   const job_plan *p = &c->plan;
   const nr_buffer *in = p->n_pairs ? c->job->pairs->pairs[0].inputs : zero_inputs(c->engine);
   if (!in) {
     nr_error err = {0};
     child_fail(c, nr_errorf(&err, NR_ERR_NOMEM, "zero inputs"), NR_CAND_OOM, &err, "timing");
-    return;
+    return -1;
   }
   for (int i = 0; i < p->warmup; i++)
     if (!child_run(c, in))
-      return;
+      return -1;
   if (!p->n_pairs && !outputs_finite(c))
-    return;
+    return -1;
   double total = 0;
   int n = 0;
   while (n < p->max_runs && (n < p->min_runs || total < p->min_time_ms)) {
     double t0 = now_ms();
     if (!child_run(c, in))
+      return -1;
+    c->times[base + n] = now_ms() - t0;
+    total += c->times[base + n++];
+    c->h->n_times = base + n;
+  }
+  return n;
+}
+
+/* Sequence mode: every distinct file loaded and given a context first (build_ms is
+ * that time), then the slots timed in order. A failure stops the sequence with the
+ * status and message of the slot that failed. */
+static void child_sequence(child *c) {
+  const nr_worker_job *j = c->job;
+  int n = c->plan.n_seq;
+  nr_engine *eng[NR_WORKER_MAX_SEQUENCE] = {0};
+  nr_context *ctx[NR_WORKER_MAX_SEQUENCE] = {0};
+  nr_buffer *outs[NR_WORKER_MAX_SEQUENCE] = {0};
+  int slot_of[NR_WORKER_MAX_SEQUENCE], n_outs[NR_WORKER_MAX_SEQUENCE] = {0};
+  double t0 = now_ms();
+  for (int k = 0; k < n; k++) {
+    slot_of[k] = k;
+    for (int e = 0; e < k; e++)
+      if (!strcmp(j->sequence[e], j->sequence[k])) {
+        slot_of[k] = slot_of[e];
+        break;
+      }
+    if (slot_of[k] != k)
+      continue;
+    nr_error err = {0};
+    nr_status st = nr_engine_load(j->sequence[k], NULL, &eng[k], &err);
+    if (st) {
+      child_fail(c, st, NR_CAND_BUILD_ERROR, &err, "loading");
       return;
-    c->times[n] = now_ms() - t0;
-    total += c->times[n++];
-    c->h->n_times = n;
+    }
+    c->engine = eng[k];
+    if (!child_context(c))
+      return;
+    ctx[k] = c->ctx, outs[k] = c->outs, n_outs[k] = c->n_engine_outputs;
+  }
+  c->h->build_ms = now_ms() - t0;
+  int done = 0;
+  for (int k = 0; k < n; k++) {
+    int e = slot_of[k];
+    c->engine = eng[e], c->ctx = ctx[e], c->outs = outs[e], c->n_engine_outputs = n_outs[e];
+    int runs = child_measure(c, done);
+    if (runs < 0)
+      return;
+    c->seq[k] = runs;
+    done += runs;
   }
 }
 
@@ -295,18 +348,22 @@ static void child_send(child *c, int fd) {
   int n_times = c->h->n_times;
   size_t body = sizeof(double) * (size_t)c->plan.n_losses;
   uint32_t end = REC_END_MAGIC;
-  memcpy(c->times + n_times, &end, sizeof end); /* trailer right after the times */
   write_all(fd, c->h, sizeof *c->h);
-  write_all(fd, c->losses, body + sizeof(double) * (size_t)n_times + sizeof end);
+  write_all(fd, c->losses, body + sizeof(double) * (size_t)n_times);
+  if (c->plan.n_seq)
+    write_all(fd, c->seq, sizeof(double) * (size_t)c->plan.n_seq);
+  write_all(fd, &end, sizeof end);
 }
 
 static bool child_alloc(child *c) {
-  size_t n = (size_t)c->plan.n_losses + (size_t)c->plan.max_runs + 1;
+  size_t n = (size_t)c->plan.n_losses + (size_t)c->plan.max_times + (size_t)c->plan.n_seq;
   c->h = calloc(1, sizeof *c->h);
-  c->losses = calloc(n, sizeof(double));
+  c->losses = calloc(n ? n : 1, sizeof(double));
   if (!c->h || !c->losses)
     return false;
   c->times = c->losses + c->plan.n_losses;
+  c->seq = c->times + c->plan.max_times; /* zero: a slot never reached ran 0 times */
+  c->h->n_seq = c->plan.n_seq;
   for (int i = 0; i < c->plan.n_losses; i++)
     c->losses[i] = INFINITY; /* a pair a run error cut short was not judged */
   c->h->magic = REC_MAGIC;
@@ -338,10 +395,15 @@ static _Noreturn void child_main(const nr_worker_job *job, pid_t parent, int fd)
   if (!child_alloc(&c))
     _exit(2);
   child_limit_memory(job->mem_limit);
+  if (c.plan.n_seq) {
+    child_sequence(&c);
+    child_send(&c, fd);
+    _exit(0);
+  }
   bool ok = child_build(&c) && (!job->engine_out || child_save(&c)) && child_context(&c) &&
             (c.plan.n_pairs == 0 || child_accuracy(&c));
   if (ok && job->measure)
-    child_measure(&c);
+    child_measure(&c, 0);
   child_send(&c, fd);
   _exit(0);
 }
@@ -404,7 +466,7 @@ static bool parse_record(const reader *r, const job_plan *p, nr_worker_result *r
     return false;
   memcpy(&h, r->buf, sizeof h);
   if (h.magic != REC_MAGIC || h.version != REC_VERSION || h.n_times < 0 ||
-      h.n_times > p->max_runs || h.n_pairs != p->n_pairs ||
+      h.n_times > p->max_times || h.n_seq != p->n_seq || h.n_pairs != p->n_pairs ||
       (p->n_outputs >= 0 && h.n_outputs != p->n_outputs) || h.status < NR_CAND_OK ||
       h.status >= NR_CAND_STATUS_COUNT || h.status == NR_CAND_CRASH ||
       h.status == NR_CAND_TIMEOUT || r->len != record_size(p, h.n_times))
@@ -427,6 +489,24 @@ static bool parse_record(const reader *r, const job_plan *p, nr_worker_result *r
   if (h.n_times)
     memcpy(res->times_ms, body + sizeof(double) * (size_t)p->n_losses,
            sizeof(double) * (size_t)h.n_times);
+  if (p->n_seq) { /* counts: whole, within max_runs each, adding up to n_times */
+    if (!(res->seq_runs = calloc((size_t)p->n_seq, sizeof *res->seq_runs)))
+      return false;
+    const char *at = body + sizeof(double) * ((size_t)p->n_losses + (size_t)h.n_times);
+    int64_t sum = 0;
+    for (int k = 0; k < p->n_seq; k++) {
+      double v;
+      memcpy(&v, at + sizeof v * (size_t)k, sizeof v);
+      if (!(v >= 0 && v <= p->max_runs && v == (double)(int)v))
+        return false;
+      res->seq_runs[k] = (int)v;
+      sum += (int)v;
+    }
+    bool whole = h.status != NR_CAND_OK || sum == h.n_times;
+    if (sum > h.n_times || !whole)
+      return false;
+    res->n_seq = p->n_seq;
+  }
   res->status = (nr_cand_status)h.status;
   res->build_ms = h.build_ms;
   res->engine_bytes = h.engine_bytes;
@@ -472,7 +552,15 @@ static nr_status check_job(const nr_worker_job *job, nr_worker_result *res, nr_e
   if (!res)
     return nr_errorf(err, NR_ERR_INVALID_ARGUMENT, "nr_worker_run: res is NULL");
   memset(res, 0, sizeof *res);
-  if (!job || (!job->model && !job->engine_in))
+  if (job && (job->n_sequence < 0 || job->n_sequence > NR_WORKER_MAX_SEQUENCE ||
+              (job->n_sequence && !job->sequence)))
+    return nr_errorf(err, NR_ERR_INVALID_ARGUMENT, "nr_worker_run: a sequence of %d engine "
+                     "files (at most %d)", job->n_sequence, NR_WORKER_MAX_SEQUENCE);
+  for (int k = 0; job && k < job->n_sequence; k++)
+    if (!job->sequence[k])
+      return nr_errorf(err, NR_ERR_INVALID_ARGUMENT, "nr_worker_run: sequence slot %d "
+                       "names no file", k);
+  if (!job || (!job->model && !job->engine_in && !job->n_sequence))
     return nr_errorf(err, NR_ERR_INVALID_ARGUMENT,
                      "nr_worker_run: the job needs a model or an engine file");
   const nr_pair_set *ps = job->pairs;
@@ -511,7 +599,7 @@ nr_status nr_worker_run(const nr_worker_job *job, nr_worker_result *res, nr_erro
   if (st)
     return st;
   job_plan p = plan_job(job);
-  reader r = {NULL, 0, record_size(&p, p.max_runs), false};
+  reader r = {NULL, 0, record_size(&p, p.max_times), false};
   if (!(r.buf = malloc(r.cap)))
     return nr_errorf(err, NR_ERR_NOMEM, "nr_worker_run: %zu bytes for the result", r.cap);
   abort_requested = 0;
@@ -541,9 +629,12 @@ void nr_worker_result_free(nr_worker_result *res) {
     return;
   free(res->losses);
   free(res->times_ms);
+  free(res->seq_runs);
   res->losses = NULL;
   res->times_ms = NULL;
+  res->seq_runs = NULL;
   res->n_times = 0;
+  res->n_seq = 0;
 }
 
 void nr_worker_abort(void) {

@@ -21,7 +21,11 @@
  *   accuracy_fail some loss is outside the tolerance (timings are still measured, so
  *                 `nnroute report` can choose again at a looser tolerance)
  *   ok
- * The parent must be single-threaded when it forks (the CLI is). */
+ * The parent must be single-threaded when it forks (the CLI is).
+ *
+ * Sequence mode times several engine files in one child, in a given order (the
+ * tuner's confirmation rounds: default, finalist, default, ...): one process start
+ * (driver, library handles) per round instead of one per timing. */
 #ifndef NR_TUNE_WORKER_H
 #define NR_TUNE_WORKER_H
 
@@ -66,7 +70,17 @@ typedef struct nr_worker_job {
   double min_time_ms;       /* default 50 when 0 */
   const nr_calibration *calibration; /* for routes with int8 nodes, or NULL */
   nr_device device;         /* where the candidate is built and run (CPU unless set) */
+  /* Sequence mode (n_sequence > 0; model, engine_in, engine_out and pairs unused):
+   * the child loads each distinct file of sequence[] once and makes its context, then
+   * times the files one after another in this order, each with its own warm-up and
+   * min_runs/min_time_ms (a file named twice is timed twice). times_ms holds slot 0's
+   * runs, then slot 1's, ...; seq_runs[k] counts slot k's. At most
+   * NR_WORKER_MAX_SEQUENCE slots. */
+  const char *const *sequence;
+  int n_sequence;
 } nr_worker_job;
+
+#define NR_WORKER_MAX_SEQUENCE 64
 
 typedef struct nr_worker_result {
   nr_cand_status status;
@@ -79,6 +93,8 @@ typedef struct nr_worker_result {
   double *times_ms;         /* per timed run (owned; NULL if not measured) */
   int n_times;
   double wall_ms;           /* the child's whole life */
+  int *seq_runs;            /* sequence mode: timed runs per slot (owned), n_seq of them */
+  int n_seq;
 } nr_worker_result;
 
 /* Runs one job in a child process and classifies it. Returns NR_OK whenever a

@@ -10,6 +10,12 @@
  * run time (a few integer operations), so the params hold only what the node's
  * attributes say.
  *
+ * nr_cuda_f32_attention has two kernels, chosen per launch by the global knob
+ * cuda.attention.fp32 (params[0]): the row-wise one (8 query rows a block: wide grids
+ * at batch 1) or the register-tiled one (kernels_attn_f32.cu: 32 rows a block, each
+ * shared-memory read feeding 8 rows; head sizes 32, 64, 128), auto taking the tiled
+ * kernel whenever the head size allows.
+ *
  * nr_cuda_f16_attention runs on tensor cores (fp16 products, fp32 softmax and
  * accumulation): the register-resident kernel when Q, K and V are fp16 with D == Dv in
  * {32, 64, 128} and aligned rows (decided per launch, kernels_attn.cu), else the staged
@@ -134,10 +140,28 @@ static bool supports_prec(const nr_tactic_ctx *c, bool half) {
 static bool attn_supports(const nr_tactic_ctx *c) { return supports_prec(c, false); }
 static bool attn_supports_tc(const nr_tactic_ctx *c) { return supports_prec(c, true); }
 
+/* params[0] of an fp32 step: which kernel cuda.attention.fp32 asks for. */
+enum { F32_AUTO, F32_ROWWISE, F32_TILED };
+
 static nr_status attn_prepare(const nr_tactic_ctx *c, nr_plan *plan, nr_step *step) {
-  return supports_prec(c, step->tactic->precision == NR_PREC_FP16)
-             ? NR_OK
-             : nr_errorf(c->err, NR_ERR_INTERNAL, "node no longer supported");
+  (void)plan;
+  if (!supports_prec(c, step->tactic->precision == NR_PREC_FP16))
+    return nr_errorf(c->err, NR_ERR_INTERNAL, "node no longer supported");
+  const char *v = nr_route_get(c->route, "cuda.attention.fp32", NULL);
+  step->params[0] = v && !strcmp(v, "rowwise") ? F32_ROWWISE
+                    : v && !strcmp(v, "tiled") ? F32_TILED
+                                               : F32_AUTO;
+  return NR_OK;
+}
+
+/* The register-tiled kernel for this launch: asked for, or by default, whenever the
+ * head size has an instance (D == Dv in {32, 64, 128}). Measured on an H200 (BERT-base
+ * fp32, docs/cuda.md) it wins at batch 32 (24.66 -> 19.97 ms a model) and at batch 1
+ * too (1.836 -> 1.384 ms), where its grid of 48 blocks is below one per
+ * multiprocessor: the row-wise kernel's wider grid does not make up for reading an
+ * operand from shared memory per multiply-add. */
+static bool use_tiled(const nr_cuda_attn *g, int want) {
+  return want != F32_ROWWISE && nr_cuda_attention_tiled_ok(g);
 }
 
 static int io_of(const nr_exec_args *a) {
@@ -161,6 +185,11 @@ static nr_status attn_run(const nr_exec_args *a) {
   nr_cuda_attn g;
   if (!geom(a->node, a->step, a->in_slot, a->out_slot, false, &g))
     return nr_errorf(a->err, NR_ERR_INTERNAL, "unexpected attention shapes");
+  if (use_tiled(&g, a->step->params[0]))
+    return nr_cuda_check(nr_cuda_attention_tiled(&g, a->in[IN_Q], a->in[IN_K], a->in[IN_V],
+                                                 g.mask ? a->in[IN_MASK] : NULL, a->out[0],
+                                                 nr_cuda_stream(a)),
+                         a->err, "tiled attention kernel");
   return nr_cuda_check(nr_cuda_attention(&g, a->in[IN_Q], a->in[IN_K], a->in[IN_V],
                                          g.mask ? a->in[IN_MASK] : NULL, a->out[0],
                                          nr_cuda_stream(a)),

@@ -127,6 +127,15 @@ extern "C" {
  * D and Dv at most 256. */
 cudaError_t nr_cuda_attention(const nr_cuda_attn *g, const float *q, const float *k,
                               const float *v, const void *mask, float *y, cudaStream_t s);
+/* The register-tiled fp32 kernel (kernels_attn_f32.cu; cuda.attention.fp32=tiled): the
+ * same result for D == Dv in {32, 64, 128} (nr_cuda_attention_tiled_ok), 32 query rows
+ * a block (nr_cuda_attention_tiled_blocks: its grid size); cudaErrorInvalidValue for
+ * other shapes. */
+bool nr_cuda_attention_tiled_ok(const nr_cuda_attn *g);
+int64_t nr_cuda_attention_tiled_blocks(const nr_cuda_attn *g);
+cudaError_t nr_cuda_attention_tiled(const nr_cuda_attn *g, const float *q, const float *k,
+                                    const float *v, const void *mask, float *y,
+                                    cudaStream_t s);
 /* The tensor-core variant (nr_cuda_f16_attention): Q, K, V and Y each fp32 or fp16
  * (io: NR_CUDA_ATTN_*_HALF), products on fp16 tensor cores with fp32 accumulation.
  * Two kernels: when nr_cuda_attention_fl_ok (Q, K, V fp16, D == Dv in {32, 64, 128},

@@ -130,6 +130,13 @@ static bool gelu_applies(const nr_graph *g, const nr_node *unused) {
   return !g || (any_product(g, unused) && (has_op(g, "Gelu") || has_op(g, "Erf")));
 }
 
+/* An attention, as the op or as the MatMul/Softmax/MatMul pattern recognize.attention
+ * turns into one (a Softmax is the cheap sign of it). */
+static bool attention_applies(const nr_graph *g, const nr_node *unused) {
+  (void)unused;
+  return !g || has_op(g, "Attention") || has_op(g, "Softmax");
+}
+
 /* cuda.conv.algo values in table order: auto, implicit_gemm, implicit_precomp_gemm,
  * gemm, fft, fft_tiling, winograd, winograd_nonfused. FFT needs unit strides and
  * dilations and one group; Winograd also a 3x3 kernel (nonfused: 3x3 or 5x5). */
@@ -190,6 +197,11 @@ const nr_knob_def nr_knobs_cuda[] = {
      "activation layout a convolution runs in on the GPU (the layout pass inserts "
      "reorders)",
      conv_applies, NULL, CUDA},
+    {"cuda.attention.fp32", "auto|rowwise|tiled", "auto", NR_KNOB_GLOBAL, 0, 0.0,
+     "kernel of an fp32 attention step on the GPU: rowwise (8 query rows a block), tiled "
+     "(32 rows a block, register-tiled; head sizes 32/64/128, else rowwise) or auto "
+     "(tiled where the head size allows)",
+     attention_applies, NULL, CUDA},
     {"cuda.graphs", "on|off", "on", NR_KNOB_GLOBAL, 0, 0.0,
      "capture a context's steps into a CUDA graph on its second run and replay it",
      NULL, NULL, CUDA},

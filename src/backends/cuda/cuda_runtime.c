@@ -111,16 +111,19 @@ static void cuda_fingerprint(nr_fingerprint *fp) {
 /* ---- build-time handles ------------------------------------------------------------------ */
 
 /* One set per process, made on first use and kept (builds are rare and may run on
- * several threads: the tuner's workers are processes, not threads). */
+ * several threads: the tuner's workers are processes, not threads). The cuDNN handle
+ * is made apart, when a convolution (or a profiling context) first asks for it:
+ * creating it loads cuDNN's sub-libraries, which a model without convolutions never
+ * needs (every tuner candidate of a BERT paid for it). */
 static struct {
   pthread_mutex_t lock;
-  bool tried;
-  nr_error err;
+  bool tried, dnn_tried;
+  nr_error err, dnn_err;
   cudnnHandle_t dnn;
   cublasLtHandle_t lt;
   cublasHandle_t blas;
   cudaStream_t stream;
-} build = {PTHREAD_MUTEX_INITIALIZER, false, {0}, NULL, NULL, NULL, NULL};
+} build = {PTHREAD_MUTEX_INITIALIZER, false, false, {0}, {0}, NULL, NULL, NULL, NULL};
 
 static void build_handles(void) {
   pthread_mutex_lock(&build.lock);
@@ -130,13 +133,28 @@ static void build_handles(void) {
     if (!cuda_check(e) &&
         !nr_cuda_check(cudaStreamCreateWithFlags(&build.stream, cudaStreamNonBlocking), e,
                        "cudaStreamCreate") &&
-        !nr_cudnn_check(cudnnCreate(&build.dnn), e, "cudnnCreate") &&
-        !nr_cudnn_check(cudnnSetStream(build.dnn, build.stream), e, "cudnnSetStream") &&
         !nr_cublas_check(cublasCreate(&build.blas), e, "cublasCreate") &&
         !nr_cublas_check(cublasSetStream(build.blas, build.stream), e, "cublasSetStream"))
       nr_cublas_check(cublasLtCreate(&build.lt), e, "cublasLtCreate");
     if (build.err.status) { /* all or nothing */
-      build.dnn = NULL, build.lt = NULL, build.blas = NULL;
+      build.lt = NULL, build.blas = NULL;
+    }
+  }
+  pthread_mutex_unlock(&build.lock);
+}
+
+/* The build-time cuDNN handle, on the build stream (after build_handles). */
+static void build_dnn(void) {
+  pthread_mutex_lock(&build.lock);
+  if (!build.dnn_tried) {
+    build.dnn_tried = true;
+    nr_error *e = &build.dnn_err;
+    if (!build.lt)
+      *e = build.err;
+    else if (!nr_cudnn_check(cudnnCreate(&build.dnn), e, "cudnnCreate") &&
+             nr_cudnn_check(cudnnSetStream(build.dnn, build.stream), e, "cudnnSetStream")) {
+      cudnnDestroy(build.dnn);
+      build.dnn = NULL;
     }
   }
   pthread_mutex_unlock(&build.lock);
@@ -144,9 +162,10 @@ static void build_handles(void) {
 
 bool nr_cuda_build_handles(nr_cuda_ctx *c, nr_error *err) {
   build_handles();
-  if (!build.lt) {
+  build_dnn();
+  if (!build.lt || !build.dnn) {
     if (err)
-      *err = build.err;
+      *err = build.lt ? build.dnn_err : build.err;
     return false;
   }
   c->stream = build.stream, c->dnn = build.dnn, c->lt = build.lt, c->blas = build.blas;
@@ -155,8 +174,9 @@ bool nr_cuda_build_handles(nr_cuda_ctx *c, nr_error *err) {
 
 cudnnHandle_t nr_cuda_build_cudnn(nr_error *err) {
   build_handles();
+  build_dnn();
   if (!build.dnn && err)
-    *err = build.err;
+    *err = build.dnn_err;
   return build.dnn;
 }
 
@@ -277,6 +297,18 @@ static nr_status alloc_io(nr_cuda_ctx *c, nr_error *err) {
   return st;
 }
 
+/* Some step runs a cuDNN tactic: only then does a context make a cuDNN handle, whose
+ * creation loads cuDNN's sub-libraries (a cost every fresh tuner process paid for
+ * models without a convolution). */
+static bool uses_cudnn(const nr_plan *p) {
+  for (int i = 0; i < p->n_steps; i++) {
+    const nr_tactic *t = p->steps[i].tactic;
+    if (t && t->source && !strcmp(t->source, "cudnn"))
+      return true;
+  }
+  return false;
+}
+
 static nr_status make_handles(nr_cuda_ctx *c, nr_error *err) {
   nr_status st = nr_cuda_check(cudaStreamCreateWithFlags(&c->stream, cudaStreamNonBlocking),
                                err, "cudaStreamCreate");
@@ -295,9 +327,9 @@ static nr_status make_handles(nr_cuda_ctx *c, nr_error *err) {
                          "cublasSetWorkspace");
   if (!st)
     st = nr_cublas_check(cublasLtCreate(&c->lt), err, "cublasLtCreate");
-  if (!st)
+  if (!st && uses_cudnn(c->plan))
     st = nr_cudnn_check(cudnnCreate(&c->dnn), err, "cudnnCreate");
-  if (!st)
+  if (!st && c->dnn)
     st = nr_cudnn_check(cudnnSetStream(c->dnn, c->stream), err, "cudnnSetStream");
   return st;
 }
