@@ -7,28 +7,23 @@
  * loads) and stride 2 (two loads de-interleaved to the even columns), one at a time
  * otherwise. The buffer makes padding, ceil_mode and dilation branch-free. Averages
  * divide by the same counts as the portable kernel (pool.c); sums are in float here
- * (at most kh * kw terms) where pool.c sums in double. A max over a plane holding a
- * NaN, or a row too wide for the buffer, goes to the portable kernel, which keeps the
- * reference's NaN rule. */
+ * (at most kh * kw terms) where pool.c sums in double. A row too wide for the buffer
+ * goes to the portable kernel.
+ *
+ * NaN without a pre-scan: the reference's max skips NaN taps (a NaN is replaced by a
+ * later number, a number never by a NaN) and gives NaN only when every valid tap is
+ * NaN. vmaxps(v, acc) returns acc when either operand is NaN, so as long as acc is
+ * never NaN the vector max skips NaN taps by itself: the buffer starts at -inf and the
+ * first row enters it through the same max. A window whose taps were all NaN then
+ * comes out -inf, as does a window of real -inf values or of padding only; those
+ * outputs (one compare per 8 outputs finds them, and real data rarely has them) are
+ * recomputed from the plane by the reference's rule (exact_max). */
 #include "kernels/cpu/norm/norm.h"
 
 #include <immintrin.h>
 #include <math.h>
 
 #define BUF 4096 /* floats of the row buffer (on the stack) */
-
-static bool plane_has_nan(const float *x, int64_t n) {
-  __m256 bad = _mm256_setzero_ps();
-  int64_t i = 0;
-  for (; i + 8 <= n; i += 8) {
-    __m256 v = _mm256_loadu_ps(x + i);
-    bad = _mm256_or_ps(bad, _mm256_cmp_ps(v, v, _CMP_UNORD_Q));
-  }
-  for (; i < n; i++)
-    if (isnan(x[i]))
-      return true;
-  return _mm256_movemask_ps(bad) != 0;
-}
 
 /* acc op v; on a max tie the accumulator (the earlier value) stays, as in pool.c. */
 static inline __m256 op8(bool max, __m256 acc, __m256 v) {
@@ -47,11 +42,19 @@ static int64_t reduce_rows(const nr_pool2d *p, const float *x, int64_t ih, int64
       continue;
     const float *row = x + iy * iw;
     int64_t i = 0;
-    if (n++ == 0) {
+    if (n++ == 0 && !p->max) {
       for (; i + 8 <= iw; i += 8)
         _mm256_storeu_ps(b + i, _mm256_loadu_ps(row + i));
       for (; i < iw; i++)
         b[i] = row[i];
+      continue;
+    }
+    if (n == 1) { /* max, first row: NaN becomes -inf (vmaxps returns -inf then) */
+      __m256 lo = _mm256_set1_ps(-INFINITY);
+      for (; i + 8 <= iw; i += 8)
+        _mm256_storeu_ps(b + i, _mm256_max_ps(_mm256_loadu_ps(row + i), lo));
+      for (; i < iw; i++)
+        b[i] = row[i] > -INFINITY ? row[i] : -INFINITY;
       continue;
     }
     for (; i + 8 <= iw; i += 8)
@@ -90,6 +93,30 @@ static float window1(const nr_pool2d *p, const float *buf, int64_t o) {
   return acc;
 }
 
+/* Output (oy, ox) of a max by the reference's rule, straight from the plane: -inf
+ * when no tap is inside the input, NaN when every tap inside is NaN, else the largest
+ * number (the first of equal ones). */
+static float exact_max(const nr_pool2d *p, const float *x, int64_t ih, int64_t iw, int64_t oy,
+                       int64_t ox) {
+  float acc = -INFINITY;
+  bool any = false;
+  for (int32_t ky = 0; ky < p->kh; ky++) {
+    int64_t iy = oy * p->sh - p->pt + (int64_t)ky * p->dh;
+    if (iy < 0 || iy >= ih)
+      continue;
+    for (int32_t kx = 0; kx < p->kw; kx++) {
+      int64_t ix = ox * p->sw - p->pl + (int64_t)kx * p->dw;
+      if (ix < 0 || ix >= iw)
+        continue;
+      float v = x[iy * iw + ix];
+      if (!any || v > acc || (isnan(acc) && !isnan(v)))
+        acc = v;
+      any = true;
+    }
+  }
+  return acc;
+}
+
 /* Kernel positions along one axis inside the input, and inside input + pads. */
 static void axis_counts(int64_t o, int32_t s, int32_t d, int32_t k, int32_t pb, int32_t pe,
                         int64_t in, int64_t *valid, int64_t *padded) {
@@ -117,8 +144,7 @@ static void average_row(const nr_pool2d *p, float *y, int64_t oy, int64_t ih, in
 void nr_f32_pool2d__avx2(const nr_pool2d *p, const float *x, int64_t ih, int64_t iw,
                          float *y, int64_t oh, int64_t ow) {
   int64_t span = (ow + 8) * p->sw + (int64_t)(p->kw - 1) * p->dw + 16;
-  if (p->pl < 0 || span > BUF || p->pl + iw + 16 > BUF || p->sw < 1 ||
-      (p->max && plane_has_nan(x, ih * iw))) {
+  if (p->pl < 0 || span > BUF || p->pl + iw + 16 > BUF || p->sw < 1) {
     nr_f32_pool2d__portable(p, x, ih, iw, y, oh, ow);
     return;
   }
@@ -129,22 +155,36 @@ void nr_f32_pool2d__avx2(const nr_pool2d *p, const float *x, int64_t ih, int64_t
     buf[i] = fill;
   bool vec = p->sw == 1 || p->sw == 2;
   __m256i lanes = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+  __m256 neg_inf = _mm256_set1_ps(-INFINITY);
   for (int64_t oy = 0; oy < oh; oy++) {
     float *yr = y + oy * ow;
     if (reduce_rows(p, x, ih, iw, oy, buf) == 0)
       for (int64_t i = 0; i < iw; i++)
         buf[p->pl + i] = fill;
     int64_t o = 0;
-    for (; vec && o + 8 <= ow; o += 8)
-      _mm256_storeu_ps(yr + o, window8(p, buf, o));
+    int ninf = 0; /* max: some output of the row is -inf (see the top of the file) */
+    for (; vec && o + 8 <= ow; o += 8) {
+      __m256 r = window8(p, buf, o);
+      ninf |= _mm256_movemask_ps(_mm256_cmp_ps(r, neg_inf, _CMP_EQ_OQ));
+      _mm256_storeu_ps(yr + o, r);
+    }
     if (vec && o < ow) {
       __m256i m = _mm256_cmpgt_epi32(_mm256_set1_epi32((int)(ow - o)), lanes);
-      _mm256_maskstore_ps(yr + o, m, window8(p, buf, o));
+      __m256 r = window8(p, buf, o);
+      ninf |= _mm256_movemask_ps(_mm256_cmp_ps(r, neg_inf, _CMP_EQ_OQ)) &
+              _mm256_movemask_ps(_mm256_castsi256_ps(m));
+      _mm256_maskstore_ps(yr + o, m, r);
       o = ow;
     }
-    for (; o < ow; o++)
+    for (; o < ow; o++) {
       yr[o] = window1(p, buf, o);
+      ninf |= yr[o] == -INFINITY;
+    }
     if (!p->max)
       average_row(p, yr, oy, ih, iw, ow);
+    else if (ninf)
+      for (int64_t i = 0; i < ow; i++)
+        if (yr[i] == -INFINITY)
+          yr[i] = exact_max(p, x, ih, iw, oy, i);
   }
 }
