@@ -1,6 +1,6 @@
 /* graph_build.h - building small graphs by hand for the pass tests: tensors, inputs,
  * nodes (through pass_util), and finishing a graph (order, bind, infer, name nodes).
- * Static inline, shared by test_passes_fusion.c and test_passes_recognize.c. */
+ * Static inline, shared by the pass, tactic and chain tests. */
 #ifndef NR_TESTS_GRAPH_BUILD_H
 #define NR_TESTS_GRAPH_BUILD_H
 
@@ -12,6 +12,18 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+/* An empty graph of the default domain at `opset`, IR version 8. */
+static inline nr_graph *tg_graph(int opset) {
+  nr_graph *g = nr_graph_create(NULL);
+  g->opsets = calloc(1, sizeof *g->opsets);
+  g->opsets[0].domain = strdup("");
+  g->opsets[0].version = opset;
+  g->n_opsets = 1;
+  g->owns_opsets = true;
+  g->ir_version = 8;
+  return g;
+}
 
 static inline int tg_tensor(nr_graph *g, const char *name, unsigned flags, int rank,
                      const int64_t *dims) {

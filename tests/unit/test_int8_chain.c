@@ -202,13 +202,7 @@ static int c_relu(nr_graph *g, const char *name, int x) {
  *   c7 = conv1x1(c5)                  a graph output, read by c8      -> fp32
  * outputs: c7, c8 = conv1x1(c7), MaxPool(c4), c6 = conv1x1(c4). */
 static nr_graph *chain_graph(nr_test_state *t, int64_t *xd) {
-  nr_graph *g = nr_graph_create(NULL);
-  g->opsets = calloc(1, sizeof *g->opsets);
-  g->opsets[0].domain = strdup("");
-  g->opsets[0].version = 13;
-  g->n_opsets = 1;
-  g->owns_opsets = true;
-  g->ir_version = 8;
+  nr_graph *g = tg_graph(13);
   int x = tg_input(g, "x", 4, xd);
   int c1 = c_relu(g, "r1", c_conv(g, "c1", x, 8, 16, 1, 1, 1, 11));
   int c2 = c_relu(g, "r2", c_conv(g, "c2", c1, 16, 16, 3, 1, 1, 13));
@@ -406,13 +400,7 @@ NR_TEST(int8_chain_plans_and_outputs_per_source) {
  * relu(depthwise conv3x3(c1)) on oneDNN's, c3 = conv1x1(c2) fp32. */
 NR_TEST(int8_chain_nnroute_conv_feeds_onednn_depthwise) {
   int64_t xd[4] = {2, 8, 10, 10};
-  nr_graph *g = nr_graph_create(NULL);
-  g->opsets = calloc(1, sizeof *g->opsets);
-  g->opsets[0].domain = strdup("");
-  g->opsets[0].version = 13;
-  g->n_opsets = 1;
-  g->owns_opsets = true;
-  g->ir_version = 8;
+  nr_graph *g = tg_graph(13);
   int x = tg_input(g, "x", 4, xd);
   int c1 = c_relu(g, "r1", c_conv(g, "c1", x, 8, 32, 1, 1, 1, 31));
   int c2 = c_relu(g, "r2", c_conv(g, "c2", c1, 32, 32, 3, 1, 32, 33));

@@ -34,12 +34,7 @@ static int ints(nr_graph *g, const char *name, int n, const int64_t *v) {
  * over the bytes the Flatten view shares. twice: C = Concat(N1, N2, N1). */
 static nr_graph *views_graph(bool twice) {
   int64_t xd[4] = {1, 4, 5, 6};
-  nr_graph *g = nr_graph_create(NULL);
-  g->opsets = calloc(1, sizeof *g->opsets);
-  g->opsets[0].domain = strdup("");
-  g->opsets[0].version = 13;
-  g->n_opsets = 1;
-  g->owns_opsets = true;
+  nr_graph *g = tg_graph(13);
   int x = tg_input(g, "x", 4, xd);
   int a = NODE(g, "Relu", "relu", x);
   int f = NODE(g, "Flatten", "flatten", a); /* a view of A, read at the very end */

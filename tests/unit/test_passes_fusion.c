@@ -34,17 +34,6 @@ static const char *const knob_names[] = {"fold.constants", "fuse.bn", "fuse.conv
 
 /* ---- small graphs ---------------------------------------------------------------- */
 
-static nr_graph *fg_new(int opset) {
-  nr_graph *g = nr_graph_create(NULL);
-  g->opsets = calloc(1, sizeof *g->opsets);
-  g->opsets[0].domain = strdup("");
-  g->opsets[0].version = opset;
-  g->n_opsets = 1;
-  g->owns_opsets = true;
-  g->ir_version = 8;
-  return g;
-}
-
 /* A constant of values in [lo, lo + span) drawn from seed. */
 static int fg_const(nr_graph *g, const char *name, int rank, const int64_t *dims,
                     float lo, float span, unsigned seed) {
@@ -332,7 +321,7 @@ static int batchnorm(nr_graph *g, const char *name, int x, int64_t c, unsigned s
 }
 
 NR_TEST(fusion_conv_bn_relu) {
-  nr_graph *g = fg_new(13);
+  nr_graph *g = tg_graph(13);
   int64_t xd[4] = {1, 3, 8, 8};
   int y = conv(g, "conv", tg_input(g, "x", 4, xd), 3, 4, 3, true, 1);
   y = batchnorm(g, "bn", y, 4, 5);
@@ -342,7 +331,7 @@ NR_TEST(fusion_conv_bn_relu) {
 }
 
 NR_TEST(fusion_conv_bn_without_bias) {
-  nr_graph *g = fg_new(15);
+  nr_graph *g = tg_graph(15);
   int64_t xd[4] = {2, 3, 5, 5};
   int y = conv(g, "conv", tg_input(g, "x", 4, xd), 3, 6, 1, false, 2);
   y = batchnorm(g, "bn", y, 6, 9);
@@ -352,7 +341,7 @@ NR_TEST(fusion_conv_bn_without_bias) {
 
 /* Conv -> Add(per-channel constant) -> Add(residual) -> Relu: all three values differ. */
 NR_TEST(fusion_conv_bias_residual) {
-  nr_graph *g = fg_new(13);
+  nr_graph *g = tg_graph(13);
   int64_t xd[4] = {1, 4, 6, 6}, bd[3] = {4, 1, 1};
   int r = tg_input(g, "r", 4, xd);
   int y = conv(g, "conv", tg_input(g, "x", 4, xd), 4, 4, 1, true, 3);
@@ -377,7 +366,7 @@ NR_TEST(fusion_conv_bias_residual) {
 
 /* Add(convA, convB): the Conv feeding input 0 claims the Add; convB has no knob. */
 NR_TEST(fusion_residual_claimed_once) {
-  nr_graph *g = fg_new(13);
+  nr_graph *g = tg_graph(13);
   int64_t xd[4] = {1, 2, 5, 5};
   int x = tg_input(g, "x", 4, xd);
   int a[2] = {conv(g, "conv_a", x, 2, 3, 3, true, 5), conv(g, "conv_b", x, 2, 3, 1, true, 6)};
@@ -388,7 +377,7 @@ NR_TEST(fusion_residual_claimed_once) {
 }
 
 NR_TEST(fusion_conv_without_epilogue_has_no_knob) {
-  nr_graph *g = fg_new(13);
+  nr_graph *g = tg_graph(13);
   int64_t xd[4] = {1, 2, 5, 5};
   int y = conv(g, "conv", tg_input(g, "x", 4, xd), 2, 3, 3, true, 7);
   y = tg_node(g, "MaxPool", "pool", 1, &y);
@@ -425,7 +414,7 @@ static int activation(nr_graph *g, int kind, int x) {
 
 NR_TEST(fusion_conv_activations) {
   for (int kind = 0; kind < ACT_COUNT_; kind++) {
-    nr_graph *g = fg_new(13);
+    nr_graph *g = tg_graph(13);
     int64_t xd[4] = {1, 3, 6, 6};
     int y = conv(g, "conv", tg_input(g, "x", 4, xd), 3, 4, 3, true, 10 + (unsigned)kind);
     y = activation(g, kind, y);
@@ -444,7 +433,7 @@ static int matmul(nr_graph *g, const char *op, int x, int64_t k, int64_t n, bool
 }
 
 NR_TEST(fusion_gemm_bias_relu) {
-  nr_graph *g = fg_new(13);
+  nr_graph *g = tg_graph(13);
   int64_t xd[2] = {3, 8}, n = 5;
   int a[2] = {matmul(g, "Gemm", tg_input(g, "x", 2, xd), 8, 5, false),
               fg_const(g, "c", 1, &n, -1, 2, 3)};
@@ -455,7 +444,7 @@ NR_TEST(fusion_gemm_bias_relu) {
 }
 
 NR_TEST(fusion_matmul_bias_sigmoid_3d) {
-  nr_graph *g = fg_new(13);
+  nr_graph *g = tg_graph(13);
   int64_t xd[3] = {2, 3, 8}, n = 5;
   int a[2] = {matmul(g, "MatMul", tg_input(g, "x", 3, xd), 8, 5, false),
               fg_const(g, "c", 1, &n, -1, 2, 3)};
@@ -467,7 +456,7 @@ NR_TEST(fusion_matmul_bias_sigmoid_3d) {
 
 /* MatMul + BN becomes a Gemm, which fuse_act then fuses with the Tanh. */
 NR_TEST(fusion_matmul_bn_tanh) {
-  nr_graph *g = fg_new(13);
+  nr_graph *g = tg_graph(13);
   int64_t xd[2] = {4, 8};
   int y = matmul(g, "MatMul", tg_input(g, "x", 2, xd), 8, 6, false);
   y = batchnorm(g, "bn", y, 6, 31);
@@ -477,7 +466,7 @@ NR_TEST(fusion_matmul_bn_tanh) {
 }
 
 NR_TEST(fusion_gemm_transb_bias_bn) {
-  nr_graph *g = fg_new(13);
+  nr_graph *g = tg_graph(13);
   int64_t xd[2] = {4, 8}, n = 6;
   int y = matmul(g, "Gemm", tg_input(g, "x", 2, xd), 8, 6, true);
   nr_node *mm = &g->nodes[last_node(g)];
@@ -495,7 +484,7 @@ NR_TEST(fusion_gemm_transb_bias_bn) {
 /* ---- eltwise_fuse -------------------------------------------------------------------- */
 
 NR_TEST(fusion_eltwise_chain) {
-  nr_graph *g = fg_new(13);
+  nr_graph *g = tg_graph(13);
   int64_t xd[3] = {2, 3, 4}, yd[2] = {3, 1};
   int x = tg_input(g, "x", 3, xd), b = tg_input(g, "b", 2, yd);
   int a[3] = {fg_scalar(g, "one", 1.0f), x};
@@ -515,7 +504,7 @@ NR_TEST(fusion_eltwise_chain) {
 
 /* A value read twice ends a chain: Relu -> (Neg, Abs) -> Add. */
 NR_TEST(fusion_eltwise_branch) {
-  nr_graph *g = fg_new(13);
+  nr_graph *g = tg_graph(13);
   int64_t xd[2] = {3, 5};
   int x = tg_input(g, "x", 2, xd);
   int r = tg_node(g, "Relu", "relu", 1, &x);
@@ -539,7 +528,7 @@ NR_TEST(fusion_transpose_patterns) {
   const int64_t *firsts[3] = {p021, p102, p012};
   int want[3] = {0, 1, 0};
   for (int v = 0; v < 3; v++) {
-    nr_graph *g = fg_new(13);
+    nr_graph *g = tg_graph(13);
     int64_t xd[3] = {2, 3, 4};
     int y = transpose(g, "t1", tg_input(g, "x", 3, xd), 3, firsts[v]);
     if (v < 2)
@@ -553,7 +542,7 @@ NR_TEST(fusion_transpose_patterns) {
 NR_TEST(fusion_transpose_into_gemm) {
   static const int64_t p10[2] = {1, 0};
   for (int side = 0; side < 2; side++) {
-    nr_graph *g = fg_new(13);
+    nr_graph *g = tg_graph(13);
     int64_t ad[2] = {side ? 6 : 4, side ? 4 : 6}, bd[2] = {5, 6};
     int a = tg_input(g, "a", 2, ad), b = tg_input(g, "b", 2, bd);
     int ins[2] = {side ? transpose(g, "ta", a, 2, p10) : a, transpose(g, "tb", b, 2, p10)};
@@ -565,7 +554,7 @@ NR_TEST(fusion_transpose_into_gemm) {
 
 NR_TEST(fusion_fold_constants) {
   static const int64_t p10[2] = {1, 0};
-  nr_graph *g = fg_new(13);
+  nr_graph *g = tg_graph(13);
   int64_t xd[2] = {2, 6}, wd[2] = {6, 2};
   int a[2] = {tg_input(g, "x", 2, xd),
               transpose(g, "tw", fg_const(g, "w", 2, wd, -1, 2, 5), 2, p10)};

@@ -28,14 +28,8 @@ nr_graph *nr_model_graph(nr_model *m);
 /* ---- building small graphs ------------------------------------------------------ */
 
 static nr_graph *tg_new(int opset) {
-  nr_graph *g = nr_graph_create(NULL);
-  g->opsets = calloc(1, sizeof *g->opsets);
-  g->opsets[0].domain = strdup("");
-  g->opsets[0].version = opset;
-  g->n_opsets = 1;
-  g->owns_opsets = true;
+  nr_graph *g = tg_graph(opset);
   g->name = strdup("test");
-  g->ir_version = 8;
   return g;
 }
 

@@ -629,13 +629,7 @@ static nr_status observe_calib(void *user, const nr_graph *g, int t, const nr_va
  * by the reference executor: the engine agrees with the reference within int8 error,
  * and an engine file written and read back computes the same bits. */
 NR_TEST(qgemm_graph_int8_route_and_engine_file) {
-  nr_graph *g = nr_graph_create(NULL);
-  g->opsets = calloc(1, sizeof *g->opsets);
-  g->opsets[0].domain = strdup("");
-  g->opsets[0].version = 13;
-  g->n_opsets = 1;
-  g->owns_opsets = true;
-  g->ir_version = 8;
+  nr_graph *g = tg_graph(13);
   int64_t xd[4] = {1, 8, 12, 12}, wfc[2] = {10, 24}, bfc = 10;
   int x = tg_input(g, "x", 4, xd);
   int y = q_conv(g, "conv1", x, 8, 16, 3, 1, 1);
