@@ -169,3 +169,7 @@ void nr_node_probe_free(nr_node_probe *p) {
   free(p->plan.weights);
   p->plan.weights = NULL;
 }
+
+bool nr_slot_same_dims(const nr_slot *a, const nr_slot *b) {
+  return a->rank == b->rank && !memcmp(a->dims, b->dims, sizeof(int64_t) * (size_t)a->rank);
+}

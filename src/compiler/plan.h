@@ -42,6 +42,11 @@ struct nr_plan;
  * slots no step before `before` writes. */
 nr_layout nr_layout_predict(const struct nr_plan *p, const nr_route *r, int s,
                             int before);
+/* Will input i of c's step arrive in layout l? nr_layout_predict from the step's
+ * position in the plan; false when layout.propagate=off (the followers' rule), for an
+ * absent input, and for a probe step outside the plan (no producer to follow). */
+struct nr_tactic_ctx;
+bool nr_step_input_arrives(const struct nr_tactic_ctx *c, int i, nr_layout l);
 
 typedef enum nr_slot_kind {
   NR_SLOT_ARENA = 0, /* intermediate or output: lives in the context's arena */
@@ -105,6 +110,8 @@ typedef struct nr_plan {
 } nr_plan;
 
 void nr_plan_destroy(nr_plan *p);
+/* Same rank and logical dims. */
+bool nr_slot_same_dims(const nr_slot *a, const nr_slot *b);
 /* Physical bytes of a tensor of slot s's dtype and shape stored in layout l
  * (NCHW8C pads the channel dim of rank-4 tensors up to a multiple of 8). */
 uint64_t nr_slot_bytes(const nr_slot *s, nr_layout l);

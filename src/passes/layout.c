@@ -148,9 +148,6 @@ static bool is_graph_output(const nr_plan *p, int s) {
 static bool blockable(const nr_slot *s) {
   return s->dtype == NR_DTYPE_FLOAT && s->rank == 4;
 }
-static bool same_shape(const nr_slot *a, const nr_slot *b) {
-  return a->rank == b->rank && !memcmp(a->dims, b->dims, sizeof(int64_t) * (size_t)a->rank);
-}
 
 /* Does slot s take the layout of a step whose output 0 is y (besides input 0 and
  * output 0 themselves)? */
@@ -174,7 +171,7 @@ static bool any_follows(const nr_plan *p, const nr_step *st) {
     if (st->in[i] < 0)
       continue;
     const nr_slot *x = &p->slots[st->in[i]];
-    if (x->kind == NR_SLOT_CONST || !blockable(x) || !same_shape(x, y))
+    if (x->kind == NR_SLOT_CONST || !blockable(x) || !nr_slot_same_dims(x, y))
       return false;
   }
   return true;
@@ -217,6 +214,17 @@ nr_layout nr_layout_predict(const nr_plan *p, const nr_route *r, int s, int befo
     }
   }
   return NR_LAYOUT_PLAIN;
+}
+
+bool nr_step_input_arrives(const nr_tactic_ctx *c, int i, nr_layout l) {
+  const nr_plan *p = c->plan;
+  if (!p || !c->step || i >= c->step->n_in || c->step->in[i] < 0 ||
+      (c->route && nr_route_is(c->route, "layout.propagate", NULL, "off")))
+    return false;
+  for (int k = 0; k < p->n_steps; k++)
+    if (&p->steps[k] == c->step)
+      return nr_layout_predict(p, c->route, c->step->in[i], k) == l;
+  return false; /* a probe step outside the plan: no producer to follow */
 }
 
 static nr_status place_step(layout_ctx *c, const nr_step *orig) {

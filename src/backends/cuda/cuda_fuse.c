@@ -70,15 +70,6 @@ static int producer(const nr_plan *p, int s) {
   return -1;
 }
 
-static bool same_shape(const nr_slot *a, const nr_slot *b) {
-  if (a->rank != b->rank)
-    return false;
-  for (int d = 0; d < a->rank; d++)
-    if (a->dims[d] != b->dims[d])
-      return false;
-  return true;
-}
-
 static bool plain_float(const nr_slot *s) {
   return s->layout == NR_LAYOUT_PLAIN && s->dtype == NR_DTYPE_FLOAT;
 }
@@ -117,7 +108,7 @@ static bool merge(nr_compile_ctx *cc, int k) {
   int r = add->in[0] == y ? add->in[1] : add->in[0], z = add->out[0];
   if (r < 0 || r == y || z < 0 || p->slots[r].kind == NR_SLOT_CONST ||
       !plain_float(&p->slots[r]) || !plain_float(&p->slots[z]) ||
-      !same_shape(&p->slots[r], &p->slots[y]) || !same_shape(&p->slots[z], &p->slots[y]))
+      !nr_slot_same_dims(&p->slots[r], &p->slots[y]) || !nr_slot_same_dims(&p->slots[z], &p->slots[y]))
     return false;
   int pr = producer(p, r);
   if (pr >= k || (pr < 0 && p->slots[r].kind != NR_SLOT_INPUT))

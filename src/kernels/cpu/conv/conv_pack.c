@@ -46,15 +46,22 @@ static void put_bias(const nr_tactic_ctx *c, const conv_p *p, float *dst) {
     memcpy(dst, b, sizeof(float) * (size_t)p->m);
 }
 
+/* total zeroed floats, 64-byte aligned (free()), or NULL. */
+static float *zeroed_floats(int64_t total) {
+  float *buf = aligned_alloc(64, (sizeof(float) * (size_t)total + 63) / 64 * 64);
+  if (buf)
+    memset(buf, 0, sizeof(float) * (size_t)total);
+  return buf;
+}
+
 nr_status nr_conv_pack_nchw8c(const nr_tactic_ctx *c, nr_plan *plan, nr_step *st) {
   conv_p *p = params_rw(st);
   const float *w = nr_step_const(c, 1);
   int64_t mb = nr_ceil8(p->m) / 8, cb = nr_ceil8(p->c) / 8, kk = (int64_t)p->kh * p->kw;
   int64_t nw = mb * cb * kk * 64, total = nw + mb * 8;
-  float *buf = aligned_alloc(64, (sizeof(float) * total + 63) / 64 * 64);
+  float *buf = zeroed_floats(total);
   if (!buf)
     return oom(c);
-  memset(buf, 0, sizeof(float) * total);
   for (int64_t m = 0; m < p->m; m++)
     for (int64_t ci = 0; ci < p->c; ci++)
       for (int64_t q = 0; q < kk; q++)
@@ -70,10 +77,9 @@ nr_status nr_conv_pack_dw8(const nr_tactic_ctx *c, nr_plan *plan, nr_step *st) {
   const float *w = nr_step_const(c, 1);
   int64_t cb = nr_ceil8(p->c) / 8, kk = (int64_t)p->kh * p->kw;
   int64_t nw = cb * kk * 8, total = nw + cb * 8;
-  float *buf = aligned_alloc(64, (sizeof(float) * total + 63) / 64 * 64);
+  float *buf = zeroed_floats(total);
   if (!buf)
     return oom(c);
-  memset(buf, 0, sizeof(float) * total);
   for (int64_t ch = 0; ch < p->c; ch++)
     for (int64_t q = 0; q < kk; q++)
       buf[((ch / 8) * kk + q) * 8 + ch % 8] = w[ch * kk + q];
@@ -89,10 +95,9 @@ nr_status nr_conv_pack_igemm(const nr_tactic_ctx *c, nr_plan *plan, nr_step *st)
   const float *w = nr_step_const(c, 1);
   int64_t taps = (int64_t)p->kh * p->kw, npan = (p->m + g.mr - 1) / g.mr;
   int64_t total = npan * g.mr * taps * p->c;
-  float *buf = aligned_alloc(64, (sizeof(float) * total + 63) / 64 * 64);
+  float *buf = zeroed_floats(total);
   if (!buf)
     return oom(c);
-  memset(buf, 0, sizeof(float) * total);
   for (int64_t m = 0; m < p->m; m++)
     for (int64_t ci = 0; ci < p->c; ci++)
       for (int64_t t = 0; t < taps; t++)

@@ -50,15 +50,6 @@ void nr_conv_read_act(const nr_node *n, nr_act *act, float *a, float *b) {
 static bool fits_u8(int64_t v, int64_t lo) { return v >= lo && v <= 255; }
 static bool fits_i32(int64_t v) { return v >= 1 && v <= INT32_MAX; }
 
-static bool same_dims(const nr_slot *a, const nr_slot *b) {
-  if (a->rank != b->rank)
-    return false;
-  for (int d = 0; d < a->rank; d++)
-    if (a->dims[d] != b->dims[d])
-      return false;
-  return true;
-}
-
 static bool f32_rank4(const nr_slot *s) {
   return s && s->dtype == NR_DTYPE_FLOAT && s->rank == 4;
 }
@@ -96,7 +87,7 @@ bool nr_conv_parse(const nr_tactic_ctx *c, conv_p *p) {
   if (b && (b->kind != NR_SLOT_CONST || b->dtype != NR_DTYPE_FLOAT || b->rank != 1 ||
             b->dims[0] != w->dims[0]))
     return false;
-  if (r && (r->dtype != NR_DTYPE_FLOAT || !same_dims(r, y)))
+  if (r && (r->dtype != NR_DTYPE_FLOAT || !nr_slot_same_dims(r, y)))
     return false;
   for (int d = 0; d < 4; d++)
     if (!fits_i32(x->dims[d]) || !fits_i32(y->dims[d]) || !fits_i32(w->dims[d]))

@@ -23,17 +23,6 @@ static bool is_f32_4d(const nr_slot *s) {
   return s && s->dtype == NR_DTYPE_FLOAT && s->rank == 4;
 }
 
-static bool arrives_nhwc(const nr_tactic_ctx *c, int i) {
-  const nr_plan *p = c->plan;
-  if (!p || !c->step || i >= c->step->n_in || c->step->in[i] < 0 ||
-      (c->route && nr_route_is(c->route, "layout.propagate", NULL, "off")))
-    return false;
-  for (int k = 0; k < p->n_steps; k++)
-    if (&p->steps[k] == c->step)
-      return nr_layout_predict(p, c->route, c->step->in[i], k) == NR_LAYOUT_NHWC;
-  return false; /* a probe step outside the plan: no producer to follow */
-}
-
 static bool channel_axis(const nr_node *n) {
   int64_t a = nr_attr_int(n, "axis", 0);
   return a == 1 || a == -3;
@@ -60,7 +49,8 @@ static bool split_supports(const nr_tactic_ctx *c) {
     return false;
   for (int o = 0; o < c->step->n_out; o++)
     pieces[o] = nr_step_out(c, o);
-  return pieces_fit(nr_step_in(c, 0), pieces, c->step->n_out) && arrives_nhwc(c, 0);
+  return pieces_fit(nr_step_in(c, 0), pieces, c->step->n_out) &&
+         nr_step_input_arrives(c, 0, NR_LAYOUT_NHWC);
 }
 
 static bool concat_supports(const nr_tactic_ctx *c) {
@@ -69,7 +59,8 @@ static bool concat_supports(const nr_tactic_ctx *c) {
     return false;
   for (int i = 0; i < c->step->n_in; i++) {
     pieces[i] = nr_step_in(c, i);
-    if (!pieces[i] || pieces[i]->kind == NR_SLOT_CONST || !arrives_nhwc(c, i))
+    if (!pieces[i] || pieces[i]->kind == NR_SLOT_CONST ||
+        !nr_step_input_arrives(c, i, NR_LAYOUT_NHWC))
       return false;
   }
   return pieces_fit(nr_step_out(c, 0), pieces, c->step->n_in);

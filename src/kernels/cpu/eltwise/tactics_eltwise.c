@@ -32,15 +32,6 @@
 
 static bool is_f32(const nr_slot *s) { return s && s->dtype == NR_DTYPE_FLOAT; }
 
-static bool same_shape(const nr_slot *a, const nr_slot *b) {
-  if (a->rank != b->rank)
-    return false;
-  for (int d = 0; d < a->rank; d++)
-    if (a->dims[d] != b->dims[d])
-      return false;
-  return true;
-}
-
 static int64_t phys_count(const nr_slot *s) {
   return (int64_t)(nr_slot_bytes(s, s->layout) / (uint64_t)nr_dtype_size(s->dtype));
 }
@@ -115,7 +106,7 @@ static bool clip_bounds(const nr_tactic_ctx *c, float *lo, float *hi) {
 
 static bool unary_supports(const nr_tactic_ctx *c) {
   const nr_slot *x = nr_step_in(c, 0), *y = nr_step_out(c, 0);
-  if (!c->node || !is_f32(x) || !is_f32(y) || !same_shape(x, y) || c->step->n_out != 1)
+  if (!c->node || !is_f32(x) || !is_f32(y) || !nr_slot_same_dims(x, y) || c->step->n_out != 1)
     return false;
   const char *op = c->node->op_type;
   if (!strcmp(op, "Clip")) {
@@ -301,8 +292,8 @@ static bool binary_types(const nr_tactic_ctx *c) {
 }
 
 static bool same_supports(const nr_tactic_ctx *c) {
-  return binary_types(c) && same_shape(nr_step_in(c, 0), nr_step_in(c, 1)) &&
-         same_shape(nr_step_in(c, 0), nr_step_out(c, 0));
+  return binary_types(c) && nr_slot_same_dims(nr_step_in(c, 0), nr_step_in(c, 1)) &&
+         nr_slot_same_dims(nr_step_in(c, 0), nr_step_out(c, 0));
 }
 
 static bool bcast_supports(const nr_tactic_ctx *c) {
@@ -349,7 +340,7 @@ static nr_status binary_run(const nr_exec_args *a) {
                   .a = a->in[0], .b = a->in[1], .y = a->out[0]};
   const nr_slot *in[2] = {a->in_slot[0], a->in_slot[1]}, *out = a->out_slot[0];
   int64_t n;
-  if (same_shape(in[0], in[1]) && same_shape(in[0], out)) {
+  if (nr_slot_same_dims(in[0], in[1]) && nr_slot_same_dims(in[0], out)) {
     if (in[0]->layout != out->layout || in[1]->layout != out->layout)
       return nr_errorf(a->err, NR_ERR_INTERNAL, "%s: operand layouts differ",
                        a->step->tactic->id);
@@ -428,23 +419,14 @@ static nr_status where_run(const nr_exec_args *a) {
  * these rows never pull a PLAIN network into NHWC; layout.propagate=off turns them off
  * like the other followers (tactics_pool_nhwc.c). */
 
-static bool arrives_nhwc(const nr_tactic_ctx *c, int i) {
-  const nr_plan *p = c->plan;
-  if (!p || !c->step || i >= c->step->n_in || c->step->in[i] < 0 ||
-      (c->route && nr_route_is(c->route, "layout.propagate", NULL, "off")))
-    return false;
-  for (int k = 0; k < p->n_steps; k++)
-    if (&p->steps[k] == c->step)
-      return nr_layout_predict(p, c->route, c->step->in[i], k) == NR_LAYOUT_NHWC;
-  return false;
-}
-
 static bool unary_nhwc_supports(const nr_tactic_ctx *c) {
-  return unary_supports(c) && nr_step_in(c, 0)->rank == 4 && arrives_nhwc(c, 0);
+  return unary_supports(c) && nr_step_in(c, 0)->rank == 4 &&
+         nr_step_input_arrives(c, 0, NR_LAYOUT_NHWC);
 }
 
 static bool same_nhwc_supports(const nr_tactic_ctx *c) {
-  return same_supports(c) && nr_step_in(c, 0)->rank == 4 && arrives_nhwc(c, 0);
+  return same_supports(c) && nr_step_in(c, 0)->rank == 4 &&
+         nr_step_input_arrives(c, 0, NR_LAYOUT_NHWC);
 }
 
 /* s as a rank-4 shape (leading ones) in physical NHWC order; false above rank 4. */
@@ -483,7 +465,7 @@ static bool bcast_nhwc_supports(const nr_tactic_ctx *c) {
   for (int i = 0; i < 2; i++) {
     if (!nhwc_view(in[i], &v[i]) || (!gets_nhwc(in[i], y, i) && !plain_is_nhwc(&v[i])))
       return false;
-    follows |= same_shape(in[i], y) && arrives_nhwc(c, i);
+    follows |= nr_slot_same_dims(in[i], y) && nr_step_input_arrives(c, i, NR_LAYOUT_NHWC);
   }
   const nr_slot *vp[2] = {&v[0], &v[1]};
   bc_geom g;

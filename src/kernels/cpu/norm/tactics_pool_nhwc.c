@@ -25,18 +25,6 @@ static bool is_f32_4d(const nr_slot *s) {
   return s && s->dtype == NR_DTYPE_FLOAT && s->rank == 4;
 }
 
-/* Will input i of the step arrive in NHWC? */
-static bool arrives_nhwc(const nr_tactic_ctx *c, int i) {
-  const nr_plan *p = c->plan;
-  if (!p || !c->step || i >= c->step->n_in || c->step->in[i] < 0 ||
-      (c->route && nr_route_is(c->route, "layout.propagate", NULL, "off")))
-    return false;
-  for (int k = 0; k < p->n_steps; k++)
-    if (&p->steps[k] == c->step)
-      return nr_layout_predict(p, c->route, c->step->in[i], k) == NR_LAYOUT_NHWC;
-  return false; /* a probe step outside the plan: no producer to follow */
-}
-
 static void set_threads(const nr_tactic_ctx *c, nr_step *step) {
   if (nr_route_is(c->route, "eltwise.threads", c->node, "1"))
     step->threads = 1;
@@ -77,7 +65,7 @@ static bool pool_window(const nr_tactic_ctx *c, nr_pool2d *p) {
 
 static bool pool_supports(const nr_tactic_ctx *c) {
   nr_pool2d p;
-  return pool_window(c, &p) && arrives_nhwc(c, 0);
+  return pool_window(c, &p) && nr_step_input_arrives(c, 0, NR_LAYOUT_NHWC);
 }
 
 static nr_status pool_prepare(const nr_tactic_ctx *c, nr_plan *plan, nr_step *step) {
@@ -134,7 +122,8 @@ static bool gap_supports(const nr_tactic_ctx *c) {
   const nr_slot *x = nr_step_in(c, 0), *y = nr_step_out(c, 0);
   return c->node && is_f32_4d(x) && is_f32_4d(y) && c->step->n_out == 1 &&
          y->dims[0] == x->dims[0] && y->dims[1] == x->dims[1] && y->dims[2] == 1 &&
-         y->dims[3] == 1 && x->dims[2] * x->dims[3] > 0 && arrives_nhwc(c, 0);
+         y->dims[3] == 1 && x->dims[2] * x->dims[3] > 0 &&
+         nr_step_input_arrives(c, 0, NR_LAYOUT_NHWC);
 }
 
 static nr_status gap_prepare(const nr_tactic_ctx *c, nr_plan *plan, nr_step *step) {
