@@ -8,22 +8,21 @@ For each model (resnet50, mobilenet_v2, a BERT-base-like encoder: 12 layers, wid
   graphs       the same forward captured once into torch.cuda.CUDAGraph and replayed
   autotune     torch.compile(mode="max-autotune") and its compile time (--max-autotune;
                off by default: it takes minutes per model)
-  nr default   `nnroute bench --device cuda` of the ONNX export, default route (fp16:
-               every Conv/Gemm/MatMul at cuda.precision=fp16), its GPU time per
-               inference (CUDA events) and host-visible latency
+  nr default   `nnroute bench --device cuda` of the ONNX export, default route (fp32
+               rows: cuda.precision=auto, convolutions in TF32 and products exact, as
+               PyTorch's defaults; fp16: every Conv/Gemm/MatMul at cuda.precision=fp16),
+               its GPU time per inference (CUDA events) and host-visible latency
   nr tuned     `nnroute tune --device cuda` for --tune-s seconds (--tune-s 0: skipped;
                --tune-rows MODEL:BATCH:PREC,... limits it to those rows), then the
                tuned engine's bench, and the tuning wall time (the tuner's stderr, its
-               phase log, goes to WORKDIR/tune_MODEL_bBATCH_PREC.log)
+               phase log with each line's seconds since the start, goes to
+               WORKDIR/tune_MODEL_bBATCH_PREC.log)
 
 fp32 rows, like for like (--fp32-pairs; "-" in fp16 rows):
   graphs_strict  PyTorch with CUDA graphs under strict fp32 (cudnn.allow_tf32 and
-               matmul.allow_tf32 both False): the counterpart of nnroute's fp32, which
-               is exact everywhere
-  nr_tf32      nnroute's GPU time with every Conv/Gemm/MatMul at cuda.precision=tf32:
-               the counterpart of PyTorch's default fp32 (cuDNN convolutions in TF32;
-               its matmuls stay exact, so for the BERT rows this column is the faster
-               side's choice, not PyTorch's)
+               matmul.allow_tf32 both False)
+  nr_exact     nnroute's GPU time with every Conv/Gemm/MatMul at cuda.precision=fp32
+               (exact everywhere): the counterpart of graphs_strict
 
 Times are medians in milliseconds. PyTorch fp16 runs the model in half precision
 (model.half()); nnroute fp16 runs the products in fp16 with fp32 accumulation and keeps
@@ -164,13 +163,16 @@ def nnroute_tune(nnroute, onnx, prec, seconds, workdir):
         cmd += ["--routes", f"-cuda.precision@*=[fp16] {free} -cuda.gemm.tactic@*=* "
                             "-cuda.graphs=*",
                 "--tolerance", "3e-2"]
-    t0 = time.time()
-    r = subprocess.run(cmd, capture_output=True, text=True)
-    secs = time.time() - t0
     log = os.path.join(workdir, "tune_" + os.path.basename(onnx)[:-5] + f"_{prec}.log")
-    with open(log, "w") as f:
-        f.write(" ".join(cmd) + "\n" + r.stderr + r.stdout)
-    return (eng if r.returncode == 0 else None), secs
+    t0 = time.time()
+    with open(log, "w") as f:  # the tuner's stderr, each line stamped with seconds since start
+        f.write(" ".join(cmd) + "\n")
+        p = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+        for line in p.stderr:
+            f.write(f"[{time.time() - t0:7.1f} s] {line}")
+        rc = p.wait()
+    secs = time.time() - t0
+    return (eng if rc == 0 else None), secs
 
 
 def fmt(v):
@@ -190,7 +192,7 @@ def main():
                     help="MODEL:BATCH:PREC rows to tune (default: every row)")
     ap.add_argument("--max-autotune", action="store_true")
     ap.add_argument("--fp32-pairs", action="store_true",
-                    help="fp32 rows: PyTorch strict fp32 and nnroute tf32 columns")
+                    help="fp32 rows: PyTorch strict fp32 and nnroute exact fp32 columns")
     ap.add_argument("--workdir", default="/tmp/nr-bench-gpu")
     a = ap.parse_args()
     os.makedirs(a.workdir, exist_ok=True)
@@ -200,7 +202,7 @@ def main():
           f"{time.strftime('%Y-%m-%d')}")
     print(f"# {' '.join(sys.argv)}")
     cols = ["model", "batch", "prec", "eager", "graphs", "autotune", "compile_s",
-            "nr_gpu", "nr_host", "tuned_gpu", "tune_s", "graphs_strict", "nr_tf32"]
+            "nr_gpu", "nr_host", "tuned_gpu", "tune_s", "graphs_strict", "nr_exact"]
     print("| " + " | ".join(cols) + " |")
     print("|" + "---|" * len(cols))
     for name in a.models.split(","):
@@ -218,15 +220,15 @@ def main():
                     eng, secs = nnroute_tune(a.nnroute, onnx, prec, a.tune_s, a.workdir)
                     tune_s = secs
                     tuned = nnroute_bench(a.nnroute, eng, "", a.bench_ms) if eng else {}
-                strict, tf32 = "-", {}
+                strict, exact = "-", {}
                 if a.fp32_pairs and prec == "fp32":
                     strict = strict_graphs(model, kind, batch, a.iters)
-                    tf32 = nnroute_bench(a.nnroute, onnx, "-cuda.precision@*=tf32", a.bench_ms)
+                    exact = nnroute_bench(a.nnroute, onnx, "-cuda.precision@*=fp32", a.bench_ms)
                 row = [name, batch, prec, t["eager"], t["graphs"], t.get("autotune", "-"),
                        t.get("autotune_compile_s", "-"),
                        nr.get("gpu_median_ms", nr.get("error", "-")),
                        nr.get("median_ms", "-"), tuned.get("gpu_median_ms", "-"), tune_s,
-                       strict, tf32.get("gpu_median_ms", tf32.get("error", "-"))]
+                       strict, exact.get("gpu_median_ms", exact.get("error", "-"))]
                 print("| " + " | ".join(fmt(v).strip() if not isinstance(v, str) else v
                                         for v in row) + " |", flush=True)
 

@@ -4,7 +4,8 @@
  * Key decision: every per-step line names the tactic id, which is also the kernel's
  * name, so one grep leads from an inspect line to the kernel's source. The JSON keys
  * are stable: "route", "fingerprint", "nnroute_version", "knob_schema",
- * "model_sha256", "inputs", "outputs", "arena_bytes", "weights_bytes", "steps" (each
+ * "model_sha256", "inputs", "outputs", "arena_bytes", "weights_bytes",
+ * "absorbed_constants", "absorbed_bytes", "steps" (each
  * with "node", "op", "tactic", "source", "layout", "dtype", "outputs"); keys may be
  * added, never renamed. */
 #include "cli/cli.h"
@@ -17,6 +18,18 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+
+/* Constants the engine stores only in packed form (NR_SLOT_ABSORBED) and their
+ * logical bytes. */
+static int count_absorbed(const nr_plan *p, uint64_t *bytes) {
+  int n = 0;
+  for (int i = 0; i < p->n_slots; i++)
+    if (p->slots[i].kind == NR_SLOT_ABSORBED) {
+      n++;
+      *bytes += p->slots[i].nbytes;
+    }
+  return n;
+}
 
 static void inspect_usage(FILE *f) {
   fprintf(f, "usage: nnroute inspect ENGINE [--json] [--unsafe-ignore-environment]\n\n"
@@ -100,9 +113,14 @@ static void print_text(const nr_engine *e, const char *path, long long file_byte
            fp->gpu_driver, fp->cuda_runtime, fp->cublas, fp->cudnn);
   print_io("inputs", p, p->inputs, p->n_inputs);
   print_io("outputs", p, p->outputs, p->n_outputs);
+  uint64_t absorbed_bytes = 0;
+  int absorbed = count_absorbed(p, &absorbed_bytes);
   printf("memory       arena %llu bytes, scratch %llu bytes, weights %llu bytes\n",
          (unsigned long long)p->arena_size, (unsigned long long)p->scratch_size,
          (unsigned long long)p->weights_size);
+  if (absorbed)
+    printf("             %d constants (%llu bytes) stored only as their readers' packed "
+           "data\n", absorbed, (unsigned long long)absorbed_bytes);
   char digest[65];
   if (e->calib && !nr_calib_digest(e->calib, digest, NULL))
     printf("calibration  %d tensors from %d input sets, sha256 %s\n", e->calib->n,
@@ -213,6 +231,9 @@ static int print_json(const nr_engine *e, long long file_bytes) {
   cJSON_AddNumberToObject(root, "arena_bytes", (double)p->arena_size);
   cJSON_AddNumberToObject(root, "scratch_bytes", (double)p->scratch_size);
   cJSON_AddNumberToObject(root, "weights_bytes", (double)p->weights_size);
+  uint64_t absorbed_bytes = 0;
+  cJSON_AddNumberToObject(root, "absorbed_constants", count_absorbed(p, &absorbed_bytes));
+  cJSON_AddNumberToObject(root, "absorbed_bytes", (double)absorbed_bytes);
   for (int i = 0; i < p->n_steps; i++)
     cJSON_AddItemToArray(steps, json_step(p, &p->steps[i], i));
   cJSON_AddItemToObject(root, "steps", steps);

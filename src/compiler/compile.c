@@ -99,9 +99,10 @@ static nr_status add_slot(nr_plan *p, const nr_graph *g, int t, int *slot_of,
   s->layout = NR_LAYOUT_PLAIN;
   s->nbytes = nr_slot_bytes(s, NR_LAYOUT_PLAIN);
   slot_of[t] = idx;
-  if (ten->flags & NR_TENSOR_CONST) {
+  if (ten->flags & NR_TENSOR_CONST) { /* weights only at the end (the weights pass) */
     s->kind = NR_SLOT_CONST;
-    return nr_plan_add_weights(p, ten->value.data, s->nbytes, &s->offset, err);
+    s->data = ten->value.data;
+    return NR_OK;
   }
   s->kind = NR_SLOT_ARENA;
   for (int i = 0; i < g->n_inputs; i++)

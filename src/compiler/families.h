@@ -46,6 +46,7 @@
 #define NR_PLAN_PASSES_CUDA(X)
 #endif
 #define NR_PLAN_PASSES(X)                                                              \
-  X(select) X(layout) NR_PLAN_PASSES_CUDA(X) X(int8_chain) X(prepare) X(memory) X(fault)
+  X(select) X(layout) NR_PLAN_PASSES_CUDA(X) X(int8_chain) X(prepare) X(memory) X(fault) \
+  X(weights)
 
 #endif

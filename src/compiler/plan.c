@@ -116,11 +116,21 @@ const nr_slot *nr_step_out(const nr_tactic_ctx *c, int i) {
   return &c->plan->slots[c->step->out[i]];
 }
 
-const void *nr_step_const(const nr_tactic_ctx *c, int i) {
-  const nr_slot *s = nr_step_in(c, i);
-  if (!s || s->kind != NR_SLOT_CONST)
+const void *nr_slot_data(const nr_plan *p, const nr_slot *s) {
+  if (!s || (s->kind != NR_SLOT_CONST && s->kind != NR_SLOT_ABSORBED))
     return NULL;
-  return c->plan->weights + s->offset;
+  if (s->data)
+    return s->data;
+  return s->kind == NR_SLOT_CONST && p->weights ? p->weights + s->offset : NULL;
+}
+
+const void *nr_step_const(const nr_tactic_ctx *c, int i) {
+  return nr_slot_data(c->plan, nr_step_in(c, i));
+}
+
+void nr_step_absorb(nr_step *st, int i) {
+  if (i >= 0 && i < NR_STEP_MAX_IO)
+    st->absorbed |= 1u << i;
 }
 
 /* ---- node probes (plan.h) ---------------------------------------------------------- */
@@ -136,9 +146,8 @@ static bool probe_slot(nr_node_probe *p, const nr_graph *g, int t, int k) {
   s->alias_of = s->first_use = s->last_use = -1;
   s->kind = (ten->flags & NR_TENSOR_CONST) ? NR_SLOT_CONST : NR_SLOT_ARENA;
   s->nbytes = nr_slot_bytes(s, NR_LAYOUT_PLAIN);
-  if (s->kind != NR_SLOT_CONST || !ten->value.data)
-    return true;
-  return nr_plan_add_weights(&p->plan, ten->value.data, s->nbytes, &s->offset, NULL) == NR_OK;
+  s->data = s->kind == NR_SLOT_CONST ? ten->value.data : NULL;
+  return true;
 }
 
 bool nr_node_probe_init(nr_node_probe *p, const nr_graph *g, const nr_node *n) {

@@ -52,6 +52,9 @@ typedef enum nr_slot_kind {
   NR_SLOT_ARENA = 0, /* intermediate or output: lives in the context's arena */
   NR_SLOT_CONST = 1, /* constant: lives in the engine's weights */
   NR_SLOT_INPUT = 2, /* graph input: the caller's buffer */
+  /* constant that no step reads at run time: every reader packed it into its own
+   * data at build (nr_step_absorb), so the engine stores no bytes for it */
+  NR_SLOT_ABSORBED = 3,
 } nr_slot_kind;
 
 typedef struct nr_slot {
@@ -63,6 +66,11 @@ typedef struct nr_slot {
   nr_slot_kind kind;
   uint64_t nbytes;  /* physical size in bytes */
   uint64_t offset;  /* ARENA: arena offset; CONST: weights offset; INPUT: input index */
+  /* CONST and ABSORBED during a build: the graph tensor's bytes (the plan owns the
+   * graph). A constant gets weights only at the end of the build (the weights pass),
+   * and only if some step reads it at run time; offset means nothing before that.
+   * NULL in loaded engines. */
+  const void *data;
   int first_use, last_use; /* step indices: producer (or -1) and last reader */
   int alias_of;     /* in-place: slot whose memory this one reuses, or -1 */
   /* uint8 activations between int8 steps (the int8_chain pass): x = q8_scale * (q -
@@ -89,6 +97,8 @@ typedef struct nr_step {
   uint64_t scratch;           /* bytes of per-context scratch this step needs */
   int threads;                /* threads this step may use (0 = all) */
   uint8_t params[NR_TACTIC_PARAMS]; /* the tactic's own record (tile sizes, ...) */
+  uint32_t absorbed;          /* build time: bit i = run() never reads input i (a
+                                 constant the prepare packed); see nr_step_absorb */
 } nr_step;
 
 typedef struct nr_plan {
@@ -124,6 +134,13 @@ nr_step *nr_plan_insert_step(nr_plan *p, int pos);
 /* Appends size bytes (64-byte aligned) to the weights; returns the offset via *off. */
 nr_status nr_plan_add_weights(nr_plan *p, const void *data, uint64_t size, uint64_t *off,
                               nr_error *err);
+/* The bytes of constant slot s at build time, wherever they are (the graph's tensor
+ * or the weights); NULL for a slot that is not a constant with data. */
+const void *nr_slot_data(const nr_plan *p, const nr_slot *s);
+/* Called by a prepare() whose run() will never read input i (a constant it packed
+ * into the step's data): when no other reader needs the constant either, the engine
+ * leaves its bytes out (kind NR_SLOT_ABSORBED; the weights pass, src/compiler/weights.c). */
+void nr_step_absorb(nr_step *st, int i);
 
 /* ---- tactics -------------------------------------------------------------------- */
 
@@ -246,7 +263,7 @@ void nr_f32_view_free(nr_f32_view *v);
 
 /* A throwaway plan of one step around node n of graph g, for knob valid() functions
  * that ask tactics' supports() before any plan exists: one slot per tensor of the
- * node (ONNX layout), constants copied into the probe's own weights so
+ * node (ONNX layout), constants pointing at the graph's bytes (nothing is copied) so
  * nr_step_const() works. ctx has no route (every knob at its default), no calibration,
  * CPU device. False when out of memory; free with nr_node_probe_free either way. */
 typedef struct nr_node_probe {

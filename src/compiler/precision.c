@@ -126,6 +126,11 @@ nr_precision nr_route_precision(const nr_route *r, const nr_node *n) {
   const char *v = n ? nr_route_get(r, "precision", n) : NULL;
   if (n && !v) /* CUDA builds: the precision knob of the CUDA family (cuda_knobs.c) */
     v = nr_route_get(r, "cuda.precision", n);
+  if (v && !strcmp(v, "auto")) { /* its default: TF32 convolutions, exact products */
+    bool conv = nr_pu_is_op(n, "Conv") ||
+                (n->domain && !strcmp(n->domain, "nnroute") && !strcmp(n->op_type, "FusedConv"));
+    return conv ? NR_PREC_TF32 : NR_PREC_FP32;
+  }
   for (int p = 0; v && p < NR_PREC_COUNT; p++)
     if (!strcmp(v, prec_names[p]))
       return (nr_precision)p;

@@ -154,7 +154,7 @@ static double time_tactic(nr_compile_ctx *cc, int k, const nr_tactic *t) {
       tmp_in[i].layout = t->layout;
     ins[i] = &tmp_in[i];
     in[i] = tmp_in[i].kind == NR_SLOT_CONST
-                ? p->weights + tmp_in[i].offset
+                ? (void *)nr_slot_data(p, &tmp_in[i])
                 : calloc(1, nr_slot_bytes(&tmp_in[i], tmp_in[i].layout) + 64);
   }
   for (int o = 0; o < st->n_out; o++) {

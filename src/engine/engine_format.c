@@ -67,7 +67,9 @@
  *
  * Validation: slot dtype storable, rank 0..8, dims >= 0, nbytes at least the
  * logical size; ARENA slots nr_inside the arena, CONST slots nr_inside WEIGHTS, INPUT
- * slots naming an input index; alias and first/last use in range; each step's
+ * slots naming an input index, ABSORBED slots (kind 3: a constant stored only as its
+ * readers' packed data) at offset 0, plain, read only by steps with packed data; no
+ * step writes a CONST or ABSORBED slot; alias and first/last use in range; each step's
  * tactic id known to this nnroute (an unknown one is named), node index -1 or in the
  * graph, slot indices in range, packed range nr_inside WEIGHTS, scratch within the
  * plan's scratch size. Any failure: NR_ERR_INVALID_MODEL "engine: <SECTION> section
@@ -399,7 +401,8 @@ static rbuf section_reader(const file_view *v, int id, nr_error *err) {
   return r;
 }
 
-/* Points main-graph constants at the weights their value_info names. */
+/* Points main-graph constants at the weights their value_info names; a constant whose
+ * slot is absorbed (only its readers' packed form was stored) gets no data. */
 static nr_status bind_constants(rbuf *r, nr_plan *p, const int *bind) {
   nr_graph *g = p->graph;
   for (int i = 0; i < g->n_tensors; i++) {
@@ -407,12 +410,13 @@ static nr_status bind_constants(rbuf *r, nr_plan *p, const int *bind) {
       continue;
     nr_value *v = &g->tensors[i].value;
     const nr_slot *s = bind[i] < p->n_slots ? &p->slots[bind[i]] : NULL;
-    if (!s || s->kind != NR_SLOT_CONST || s->layout != NR_LAYOUT_PLAIN ||
+    if (!s || (s->kind != NR_SLOT_CONST && s->kind != NR_SLOT_ABSORBED) ||
+        s->layout != NR_LAYOUT_PLAIN ||
         s->dtype != v->dtype || s->rank != v->rank ||
         memcmp(s->dims, v->dims, sizeof v->dims[0] * s->rank))
       return nr_rbuf_fail(r, "constant '%.200s' names slot %d, which does not hold it",
                     g->tensors[i].name, bind[i]);
-    v->data = p->weights ? p->weights + s->offset : NULL;
+    v->data = p->weights && s->kind == NR_SLOT_CONST ? p->weights + s->offset : NULL;
     v->owned = false;
   }
   return NR_OK;

@@ -257,8 +257,9 @@ static Onnx__NodeProto *enc_node(pool *pl, const nr_graph *g, const nr_node *n,
   return np;
 }
 
-/* The CONST slot holding constant tensor ti's exact bytes, or -1. Slots usually follow
- * tensor order, so slot ti is tried first. */
+/* The CONST slot holding constant tensor ti's exact bytes, or the ABSORBED slot made
+ * from it (its bytes live only in packed form), or -1. Slots usually follow tensor
+ * order, so slot ti is tried first. */
 static int weights_slot(const nr_plan *plan, const nr_tensor *t, int ti) {
   const nr_value *v = &t->value;
   size_t nbytes = nr_value_nbytes(v);
@@ -267,10 +268,17 @@ static int weights_slot(const nr_plan *plan, const nr_tensor *t, int ti) {
     if (si < 0 || si >= plan->n_slots || (k >= 0 && k == ti))
       continue;
     const nr_slot *s = &plan->slots[si];
-    if (s->kind != NR_SLOT_CONST || !s->name || strcmp(s->name, t->name) ||
-        s->layout != NR_LAYOUT_PLAIN || s->dtype != v->dtype || s->rank != v->rank ||
-        memcmp(s->dims, v->dims, sizeof(int64_t) * (size_t)v->rank) ||
-        s->nbytes != nbytes || s->offset > plan->weights_size ||
+    if ((s->kind != NR_SLOT_CONST && s->kind != NR_SLOT_ABSORBED) || !s->name ||
+        strcmp(s->name, t->name) || s->layout != NR_LAYOUT_PLAIN || s->dtype != v->dtype ||
+        s->rank != v->rank || memcmp(s->dims, v->dims, sizeof(int64_t) * (size_t)v->rank) ||
+        s->nbytes != nbytes)
+      continue;
+    if (s->kind == NR_SLOT_ABSORBED) {
+      if (s->data == v->data)
+        return si;
+      continue;
+    }
+    if ((!v->data && nbytes) || s->offset > plan->weights_size ||
         nbytes > plan->weights_size - s->offset)
       continue;
     if (!nbytes || !memcmp(plan->weights + s->offset, v->data, nbytes))
@@ -302,10 +310,10 @@ static Onnx__GraphProto *enc_graph(pool *pl, const nr_graph *g, const nr_plan *p
   for (int i = 0; i < g->n_tensors; i++) {
     const nr_tensor *t = &g->tensors[i];
     int slot = -1;
-    if ((t->flags & NR_TENSOR_CONST) && t->value.data) {
+    if (t->flags & NR_TENSOR_CONST) {
       if (plan)
         slot = weights_slot(plan, t, i);
-      if (slot < 0)
+      if (slot < 0 && t->value.data)
         inits[gp->n_initializer++] = enc_tensor(pl, &t->value, t->name);
     }
     vis[i] = enc_value_info(pl, t, true, slot);

@@ -442,7 +442,7 @@ static void read_slot(rbuf *r, nr_slot *s, int i) {
   s->alias_of = r_i32(r);
   if (!r->st && layout > NR_LAYOUT_NCHW8C)
     nr_rbuf_fail(r, "slot %d has layout %u", i, layout);
-  if (!r->st && kind > NR_SLOT_INPUT)
+  if (!r->st && kind > NR_SLOT_ABSORBED)
     nr_rbuf_fail(r, "slot %d has kind %u", i, kind);
   s->layout = (nr_layout)layout;
   s->kind = (nr_slot_kind)kind;
@@ -551,6 +551,10 @@ static nr_status check_slot(rbuf *r, const nr_plan *p, int i) {
   if (s->kind == NR_SLOT_INPUT && s->offset >= (uint64_t)p->n_inputs)
     return nr_rbuf_fail(r, "slot %d '%.200s' names input %llu of %d", i, s->name,
                   (unsigned long long)s->offset, p->n_inputs);
+  if (s->kind == NR_SLOT_ABSORBED && (s->offset || s->layout != NR_LAYOUT_PLAIN))
+    return nr_rbuf_fail(r, "slot %d '%.200s' is an absorbed constant with offset %llu and "
+                  "layout %d (must be 0 and plain)", i, s->name,
+                  (unsigned long long)s->offset, (int)s->layout);
   if (s->alias_of < -1 || s->alias_of >= p->n_slots || s->alias_of == i)
     return nr_rbuf_fail(r, "slot %d has alias %d", i, s->alias_of);
   if (s->first_use < -1 || s->first_use > p->n_steps || s->last_use < -1 ||
@@ -570,6 +574,13 @@ static nr_status check_step(rbuf *r, const nr_plan *p, const plan_counts *c, int
     if (s < -1 || s >= p->n_slots)
       return nr_rbuf_fail(r, "step %d (%s) names slot %d; the plan has %d", i, st->tactic->id, s,
                     p->n_slots);
+    nr_slot_kind kind = s >= 0 ? p->slots[s].kind : NR_SLOT_ARENA;
+    if (k >= st->n_in && (kind == NR_SLOT_CONST || kind == NR_SLOT_ABSORBED))
+      return nr_rbuf_fail(r, "step %d (%s) writes constant slot %d", i, st->tactic->id, s);
+    /* An absorbed constant has no bytes: only a step with packed data can read it. */
+    if (kind == NR_SLOT_ABSORBED && !st->packed_size)
+      return nr_rbuf_fail(r, "step %d (%s) reads absorbed constant slot %d but has no packed "
+                    "data", i, st->tactic->id, s);
   }
   if (st->packed_size && !nr_inside(st->packed_offset, st->packed_size, p->weights_size))
     return nr_rbuf_fail(r, "step %d (%s) has packed data (offset %llu, %llu bytes) outside "

@@ -59,6 +59,8 @@ static nr_status check_slot(const nr_plan *p, int i, nr_error *err) {
                        s->name ? s->name : "?", (unsigned long long)s->offset, p->n_inputs);
     return NR_OK;
   }
+  if (s->kind == NR_SLOT_ABSORBED)
+    return NR_OK;
   if (s->kind != NR_SLOT_ARENA && s->kind != NR_SLOT_CONST)
     return nr_errorf(err, NR_ERR_INTERNAL, "slot '%s': unknown kind %d",
                      s->name ? s->name : "?", (int)s->kind);
@@ -268,6 +270,7 @@ static void *slot_data(const nr_context *c, const nr_buffer *inputs, int idx) {
   case NR_SLOT_ARENA: return c->arena + s->offset;
   case NR_SLOT_CONST: return c->plan->weights + s->offset;
   case NR_SLOT_INPUT: return inputs[s->offset].data;
+  case NR_SLOT_ABSORBED: return NULL; /* its readers use their packed data */
   }
   return NULL;
 }

@@ -117,6 +117,10 @@ struct cJSON;
 /* Writes the winner engine and the report, ends the session in the database. */
 nr_status tune_finish(tune_session *s, struct cJSON *report, nr_error *err);
 nr_status tune_measure_finalists(tune_session *s, struct cJSON *json, nr_error *err);
+/* ratios[r * n + i]: finalist i's latency ratio to the default route in round r, for
+ * `done` rounds. True when at least 5 rounds ran and every finalist was at least 10%
+ * faster, or at least 10% slower, in every one of them: the confirmation may stop. */
+bool tune_confirm_settled(const double *ratios, int done, int n);
 /* The short noise check of the default route. */
 nr_status tune_noise_check(tune_session *s, struct cJSON *json, nr_error *err);
 /* The per-candidate JSON (status, losses, timings) read back from the database. */

@@ -87,11 +87,14 @@ static const conv_case CONVS[] = {
     {1, 8, 6, 6, 8, 3, 1, 1, 1, 1, ""},            /* plain Conv + bias */
 };
 
+/* Exact fp32 (cuda.precision=fp32; the default, auto, runs convolutions in tf32). */
 NR_TEST(gpu_conv_fp32) {
   for (size_t i = 0; i < sizeof CONVS / sizeof CONVS[0]; i++) {
-    conv_check(t, &CONVS[i], "", GT_TOL_F32, "cudnn_f32_conv");
-    conv_check(t, &CONVS[i], "-cuda.conv.layout@c=nhwc", GT_TOL_F32, "cudnn_f32_conv_nhwc");
-    conv_check(t, &CONVS[i], "-cuda.graphs=off", GT_TOL_F32, "cudnn_f32_conv");
+    conv_check(t, &CONVS[i], "-cuda.precision@c=fp32", GT_TOL_F32, "cudnn_f32_conv");
+    conv_check(t, &CONVS[i], "-cuda.precision@c=fp32 -cuda.conv.layout@c=nhwc", GT_TOL_F32,
+               "cudnn_f32_conv_nhwc");
+    conv_check(t, &CONVS[i], "-cuda.precision@c=fp32 -cuda.graphs=off", GT_TOL_F32,
+               "cudnn_f32_conv");
   }
 }
 
@@ -101,16 +104,23 @@ NR_TEST(gpu_conv_algos) {
   const conv_case cc = {1, 16, 12, 12, 16, 3, 1, 1, 1, 1, "add_relu"};
   for (size_t a = 0; a < sizeof algos / sizeof algos[0]; a++) {
     char route[128];
-    snprintf(route, sizeof route, "-cuda.conv.algo@c=%s", algos[a]);
+    snprintf(route, sizeof route, "-cuda.precision@c=fp32 -cuda.conv.algo@c=%s", algos[a]);
     conv_check(t, &cc, route, 1e-3, 1e-3, "cudnn_f32_conv"); /* FFT/Winograd: 1e-4 bound */
   }
-  conv_check(t, &cc, "-compile.tactic_selection=profile", GT_TOL_F32, "cudnn_f32_conv");
-  conv_check(t, &cc, "-cuda.workspace=16", GT_TOL_F32, "cudnn_f32_conv");
+  conv_check(t, &cc, "-cuda.precision@c=fp32 -compile.tactic_selection=profile", GT_TOL_F32,
+             "cudnn_f32_conv");
+  conv_check(t, &cc, "-cuda.precision@c=fp32 -cuda.workspace=16", GT_TOL_F32,
+             "cudnn_f32_conv");
 }
 
+/* The default route (cuda.precision=auto) runs convolutions in tf32, NHWC preferred
+ * ("tf32" also matches the depthwise kernel's tf32 rows). */
 NR_TEST(gpu_conv_reduced_precision) {
   for (size_t i = 0; i < sizeof CONVS / sizeof CONVS[0]; i++) {
+    conv_check(t, &CONVS[i], "", GT_TOL_TF32, "tf32");
     conv_check(t, &CONVS[i], "-cuda.precision@c=tf32", GT_TOL_TF32, "cudnn_tf32_conv");
+    conv_check(t, &CONVS[i], "-cuda.precision@c=tf32 -cuda.conv.layout@c=plain", GT_TOL_TF32,
+               "cudnn_tf32_conv");
     conv_check(t, &CONVS[i], "-cuda.precision@c=fp16", GT_TOL_F16, "cudnn_f16_conv");
     conv_check(t, &CONVS[i], "-cuda.precision@c=fp16 -cuda.conv.layout@c=nhwc", GT_TOL_F16,
                "cudnn_f16_conv_nhwc");
@@ -471,12 +481,17 @@ static const conv_case DWS[] = {
 
 NR_TEST(gpu_dwconv) {
   for (size_t i = 0; i < sizeof DWS / sizeof DWS[0]; i++) {
-    conv_check(t, &DWS[i], "", GT_TOL_F32, "nr_cuda_f32_dwconv");
-    conv_check(t, &DWS[i], "-cuda.conv.layout@c=nhwc", GT_TOL_F32, "nr_cuda_f32_dwconv_nhwc");
+    conv_check(t, &DWS[i], "-cuda.precision@c=fp32", GT_TOL_F32, "nr_cuda_f32_dwconv");
+    conv_check(t, &DWS[i], "-cuda.precision@c=fp32 -cuda.conv.layout@c=nhwc", GT_TOL_F32,
+               "nr_cuda_f32_dwconv_nhwc");
+    /* the default (tf32) runs the same fp32 kernel: exact tolerance */
+    conv_check(t, &DWS[i], "", GT_TOL_F32, "nr_cuda_tf32_dwconv_nhwc");
+    conv_check(t, &DWS[i], "-cuda.conv.layout@c=plain", GT_TOL_F32, "nr_cuda_tf32_dwconv");
     conv_check(t, &DWS[i], "-cuda.precision@c=fp16", GT_TOL_F16, "nr_cuda_f16_dwconv_nhwc");
     conv_check(t, &DWS[i], "-cuda.precision@c=fp16 -cuda.conv.layout@c=plain", GT_TOL_F16,
                "nr_cuda_f16_dwconv");
-    conv_check(t, &DWS[i], "-cuda.conv.tactic@c=cudnn", GT_TOL_F32, "cudnn_f32_conv");
+    conv_check(t, &DWS[i], "-cuda.precision@c=fp32 -cuda.conv.tactic@c=cudnn", GT_TOL_F32,
+               "cudnn_f32_conv");
   }
 }
 
@@ -533,8 +548,10 @@ NR_TEST(gpu_half_cnn) {
   static const int64_t shapes[][5] = {{1, 16, 20, 3, 1}, {2, 12, 17, 5, 2}, {1, 24, 15, 3, 2}};
   for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++) {
     const int64_t *s = shapes[i];
-    cnn_case(t, s[0], s[1], s[2], s[3], s[4], "", GT_TOL_F32,
+    cnn_case(t, s[0], s[1], s[2], s[3], s[4], "-cuda.precision@*=fp32", GT_TOL_F32,
              "nr_cuda_f32_dwconv,nr_cuda_f32_pool2d");
+    cnn_case(t, s[0], s[1], s[2], s[3], s[4], "", GT_TOL_TF32,
+             "nr_cuda_tf32_dwconv_nhwc,cudnn_tf32_conv_nhwc,cublaslt_f32");
     cnn_case(t, s[0], s[1], s[2], s[3], s[4], "-cuda.precision@*=fp16", GT_TOL_F16,
              "nr_cuda_f16_dwconv_nhwc,nr_cuda_f16_pool2d,nr_cuda_f16_reduce_rows,cudnn_f16_conv_nhwc");
     cnn_case(t, s[0], s[1], s[2], s[3], s[4], "-cuda.precision@*=fp16 -cuda.conv.layout@*=plain",

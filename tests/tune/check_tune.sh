@@ -81,7 +81,8 @@ w = r["winner"]
 assert w["route"] == "-test.delay_ms=0", w
 assert w["confirmed_speedup"] > 1, w
 assert r["confirmation"]["significant_gain"] is True
-assert r["confirmation"]["rounds"] >= 9
+c = r["confirmation"]  # 9 rounds, or at least 5 when every finalist was clear early
+assert c["planned_rounds"] >= 9 and 5 <= c["rounds"] <= c["planned_rounds"], c
 assert len(r["candidates"]) == 28
 assert any(c["status"] == "nonfinite" for c in r["candidates"])
 assert r["pareto"] and r["break_even_inferences"] is not None

@@ -763,6 +763,19 @@ static bool swap_tactic(nr_test_state *t, nr_plan *p, int k, const nr_route *r,
   swap_find f = {id, &p->graph->nodes[st->node], NULL};
   nr_tactic_foreach(find_row, &f);
   nr_error err = {0};
+  /* The built plan stores no bytes for weights the old tactic packed (the weights
+   * pass); give them back from the graph, as a build with the new tactic would. */
+  for (int i = 0; i < st->n_in; i++) {
+    nr_slot *s = st->in[i] >= 0 ? &p->slots[st->in[i]] : NULL;
+    if (s && s->kind == NR_SLOT_ABSORBED) {
+      if (!s->data || nr_plan_add_weights(p, s->data, s->nbytes, &s->offset, &err)) {
+        CHECK(false, "%s: constant '%s' has no bytes to give back", id, s->name);
+        return false;
+      }
+      s->kind = NR_SLOT_CONST;
+      s->data = NULL;
+    }
+  }
   nr_tactic_ctx c = {p, f.node, st, r, &err, 2};
   if (!f.found || !f.found->supports(&c)) {
     CHECK(false, "%s does not support node %s (%s)", id, f.node->name, f.node->op_type);

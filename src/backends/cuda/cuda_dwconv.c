@@ -99,6 +99,11 @@ nr_status nr_cuda_dw_prepare(const nr_tactic_ctx *c, nr_plan *plan, nr_step *ste
   free(buf);
   step->packed_size = size;
   memcpy(step->params, &p, sizeof p);
+  if (!st) { /* the run reads W and the bias from the packed data only */
+    nr_step_absorb(step, 1);
+    if (b)
+      nr_step_absorb(step, 2);
+  }
   return st;
 }
 

@@ -319,7 +319,7 @@ static nr_status ew_run(const nr_exec_args *a) {
     const void *consts[NR_STEP_MAX_IO] = {0};
     for (int i = 0; i < a->step->n_in; i++)
       if (a->in_slot[i] && a->in_slot[i]->kind == NR_SLOT_CONST)
-        consts[i] = a->plan->weights + a->in_slot[i]->offset;
+        consts[i] = nr_slot_data(a->plan, a->in_slot[i]);
     nr_cuda_ew_prog *p = malloc(sizeof *p);
     if (!p)
       return nr_errorf(a->err, NR_ERR_NOMEM, "out of memory");

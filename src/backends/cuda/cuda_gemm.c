@@ -321,6 +321,10 @@ static nr_status gemm_prepare(const nr_tactic_ctx *c, nr_plan *plan, nr_step *st
   if (pl.size)
     st = nr_plan_add_weights(plan, buf, pl.size, &step->packed_offset, c->err);
   free(buf);
+  if (!st && prec == NR_PREC_FP16 && p.a_const) /* half_operands reads the fp16 copies */
+    nr_step_absorb(step, 0);
+  if (!st && prec == NR_PREC_FP16 && p.b_const)
+    nr_step_absorb(step, 1);
   step->packed_size = pl.size;
   step->scratch = scratch_of(&p, prec, work).size;
   memcpy(step->params, &p, sizeof p);

@@ -162,10 +162,12 @@ static uint64_t conv_algo_valid(const nr_graph *g, const nr_node *n) {
 }
 
 const nr_knob_def nr_knobs_cuda[] = {
-    {"cuda.precision", "fp32|tf32|fp16", "fp32", NR_KNOB_NODE,
+    {"cuda.precision", "auto|fp32|tf32|fp16", "auto", NR_KNOB_NODE,
      NR_KNOB_ACCURACY | NR_KNOB_PRECISION, 0.0,
      "numeric precision of a Conv/Gemm/MatMul on the GPU (tf32: tensor cores on fp32 "
-     "data; fp16: half operands, fp32 accumulation and output)",
+     "data; fp16: half operands, fp32 accumulation and output; auto: tf32 for "
+     "convolutions, as cuDNN's default math, PyTorch and TensorRT run fp32 ones, and "
+     "exact fp32 for Gemm/MatMul, as PyTorch does)",
      precision_applies, NULL, CUDA},
     {"cuda.gemm.tactic", "auto|cublaslt|cublas", "auto", NR_KNOB_NODE, 0, 0.0,
      "library of a Gemm/MatMul on the GPU: cuBLASLt (bias and ReLU in its epilogue) or "

@@ -42,8 +42,7 @@ static cudaError_t alloc_bufs(const nr_plan *p, const nr_step *st, const nr_tact
       s->layout = t->layout;
     s->nbytes = nr_slot_bytes(s, s->layout);
     b->ins[i] = s;
-    e = dev_copy(&b->in[i], s->kind == NR_SLOT_CONST ? p->weights + s->offset : NULL,
-                 s->nbytes, true);
+    e = dev_copy(&b->in[i], nr_slot_data(p, s), s->nbytes, true);
   }
   for (int o = 0; e == cudaSuccess && o < st->n_out; o++) {
     if (st->out[o] < 0)

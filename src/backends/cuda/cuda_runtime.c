@@ -375,6 +375,7 @@ static void *slot_data(const nr_cuda_ctx *c, int idx) {
   case NR_SLOT_ARENA: return c->arena + s->offset;
   case NR_SLOT_CONST: return c->dev->weights + s->offset;
   case NR_SLOT_INPUT: return c->inputs[s->offset];
+  case NR_SLOT_ABSORBED: return NULL;
   }
   return NULL;
 }

@@ -19,11 +19,15 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* Every run() whose prepare appends packed W reads W from there only (the raw-W
+ * fallback of conv.prepack=off never gets here), so the raw W need not be stored. */
 static nr_status append(const nr_tactic_ctx *c, nr_plan *plan, nr_step *st, void *buf,
                         uint64_t size) {
   nr_status s = nr_plan_add_weights(plan, buf, size, &st->packed_offset, c->err);
   st->packed_size = size;
   free(buf);
+  if (!s)
+    nr_step_absorb(st, 1);
   return s;
 }
 

@@ -230,11 +230,13 @@ void gemm_product_get(const nr_exec_args *x, const gemm_params *p, int64_t i,
   int64_t ai = 0, bi = 0;
   if (p->flags & GEMM_F_BATCHED)
     batch_index(x->in_slot[0], x->in_slot[1], i, &ai, &bi);
-  o->a = (const float *)x->in[0] + ai * p->m * p->k;
+  /* An operand packed at build may have no raw bytes at run time (NR_SLOT_ABSORBED:
+   * x->in[i] is NULL); callers that packed it read x->packed instead. */
+  o->a = x->in[0] ? (const float *)x->in[0] + ai * p->m * p->k : NULL;
   if (p->flags & GEMM_F_PB)
     o->b = (const float *)x->packed + bi * (int64_t)(nr_gemm_packed_b_size(p->cfg, p->k, p->n) / 4);
   else
-    o->b = (const float *)x->in[1] + bi * p->k * p->n;
+    o->b = x->in[1] ? (const float *)x->in[1] + bi * p->k * p->n : NULL;
   o->c = (float *)x->out[0] + i * p->m * p->n;
   o->r = NULL;
   if (p->resid == GEMM_RES_C)
@@ -329,6 +331,10 @@ static nr_status prepare_common(const nr_tactic_ctx *c, nr_plan *plan, nr_step *
     free(buf);
     if (s)
       return s;
+    if (pb) /* run() reads the packed operand only (gemm_product_get, run_product) */
+      nr_step_absorb(st, 1);
+    if (pa)
+      nr_step_absorb(st, 0);
   }
   st->packed_size = total;
   memset(st->params, 0, sizeof st->params);

@@ -267,6 +267,8 @@ nr_status lp_onednn_ip_prepare(const nr_tactic_ctx *c, nr_plan *plan, nr_step *s
   nr_status s = nr_plan_add_weights(plan, buf, total, &st->packed_offset, c->err);
   free(buf);
   st->packed_size = total;
+  if (!s) /* run() reads W in oneDNN's format only */
+    nr_step_absorb(st, 1);
   st->scratch = (uint64_t)(p.m * p.k) * sizeof(uint16_t) + 64;
   memset(st->params, 0, sizeof st->params);
   memcpy(st->params, &p, sizeof p);
@@ -333,6 +335,8 @@ nr_status lp_onednn_conv_prepare(const nr_tactic_ctx *c, nr_plan *plan, nr_step 
   nr_status s = nr_plan_add_weights(plan, buf, total, &st->packed_offset, c->err);
   free(buf);
   st->packed_size = total;
+  if (!s) /* run() reads W in oneDNN's format only */
+    nr_step_absorb(st, 1);
   st->scratch = (uint64_t)p.n * p.c * p.h * p.w * sizeof(uint16_t) + 64;
   memcpy(st->params, &p, sizeof p);
   return s;

@@ -115,6 +115,8 @@ static nr_status pack_gemm(const nr_tactic_ctx *c, nr_plan *plan, nr_step *st,
   nr_status s = nr_plan_add_weights(plan, buf, total, &st->packed_offset, c->err);
   free(buf);
   st->packed_size = total;
+  if (!s) /* run() reads the packed W only */
+    nr_step_absorb(st, 1);
   return s;
 }
 
@@ -233,6 +235,8 @@ static nr_status pack_conv(const nr_tactic_ctx *c, nr_plan *plan, nr_step *st,
   nr_status s = nr_plan_add_weights(plan, buf, total, &st->packed_offset, c->err);
   free(buf);
   st->packed_size = total;
+  if (!s) /* run() reads the packed W only */
+    nr_step_absorb(st, 1);
   return s;
 }
 

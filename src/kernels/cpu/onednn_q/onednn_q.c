@@ -153,6 +153,8 @@ nr_status nr_onednn_q_pack(const nr_tactic_ctx *c, nr_plan *plan, nr_step *st,
   free(buf);
   if (!s)
     st->packed_size = total;
+  if (!s) /* W (input 1 of the conv and of the product) lives on in oneDNN's format */
+    nr_step_absorb(st, 1);
   return s;
 }
 

@@ -126,6 +126,8 @@ static nr_status qt_pack(const nr_tactic_ctx *c, nr_plan *plan, nr_step *st,
   *extra_off = (uint32_t)(xoff / sizeof(float));
   s = nr_plan_add_weights(plan, buf, total, &st->packed_offset, c->err);
   st->packed_size = total;
+  if (!s) /* run() reads the quantized W only */
+    nr_step_absorb(st, 1);
 done:
   free(wq), free(ws), free(wsum), free(buf);
   return s;
