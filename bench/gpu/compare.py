@@ -7,7 +7,8 @@ For each model (resnet50, mobilenet_v2, a BERT-base-like encoder: 12 layers, wid
   eager        PyTorch eager, torch.no_grad, CUDA events around each forward
   graphs       the same forward captured once into torch.cuda.CUDAGraph and replayed
   autotune     torch.compile(mode="max-autotune") and its compile time (--max-autotune;
-               off by default: it takes minutes per model)
+               off by default: it takes minutes per model; --autotune-rows
+               MODEL:BATCH:PREC,... limits it to those rows)
   nr default   `nnroute bench --device cuda` of the ONNX export, default route (fp32
                rows: cuda.precision=auto, convolutions in TF32 and products exact, as
                PyTorch's defaults; fp16: every Conv/Gemm/MatMul at cuda.precision=fp16),
@@ -34,7 +35,8 @@ TF32 in fp32 rows, matmuls not) and printed.
 
     python3 bench/gpu/compare.py --nnroute build/nnroute [--models resnet50,...]
         [--batches 1,32] [--precisions fp32,fp16] [--iters 200] [--tune-s 0]
-        [--tune-rows bert_base:1:fp16,...] [--max-autotune] [--workdir DIR]
+        [--tune-rows bert_base:1:fp16,...] [--max-autotune]
+        [--autotune-rows bert_base:1:fp16,...] [--workdir DIR]
 """
 import argparse
 import inspect
@@ -191,6 +193,9 @@ def main():
     ap.add_argument("--tune-rows", default="",
                     help="MODEL:BATCH:PREC rows to tune (default: every row)")
     ap.add_argument("--max-autotune", action="store_true")
+    ap.add_argument("--autotune-rows", default="",
+                    help="MODEL:BATCH:PREC rows to compile with max-autotune (default: every "
+                         "row when --max-autotune is given)")
     ap.add_argument("--fp32-pairs", action="store_true",
                     help="fp32 rows: PyTorch strict fp32 and nnroute exact fp32 columns")
     ap.add_argument("--workdir", default="/tmp/nr-bench-gpu")
@@ -211,7 +216,9 @@ def main():
             onnx = os.path.join(a.workdir, f"{name}_b{batch}.onnx")
             export_onnx(model, kind, batch, onnx)
             for prec in a.precisions.split(","):
-                t = torch_rows(model, kind, batch, prec, a.iters, a.max_autotune)
+                want_at = not a.autotune_rows or f"{name}:{batch}:{prec}" in a.autotune_rows.split(",")
+                t = torch_rows(model, kind, batch, prec, a.iters,
+                               (a.max_autotune or bool(a.autotune_rows)) and want_at)
                 route = "-cuda.precision@*=fp16" if prec == "fp16" else ""
                 nr = nnroute_bench(a.nnroute, onnx, route, a.bench_ms)
                 tuned, tune_s = {}, "-"
