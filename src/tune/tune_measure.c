@@ -153,16 +153,19 @@ static int gather(tune_session *s, entry *v) {
   return n;
 }
 
-/* Times v[0..n) in one process, in that order, each with its own warm-up (the
- * worker's sequence mode), recording each under `stage`; med[i] 0 for a slot that
- * did not run. False when the process failed as a whole (nothing recorded). */
-static bool measure_sequence(tune_session *s, entry *v, int n, double ms, const char *stage,
-                             int round, double *med, nr_status *st, nr_error *err) {
+/* Times who[0..n) in one process, in that order, each with its own warm-up (the
+ * worker's sequence mode), and records every slot under stage/round; med[k] is slot
+ * k's median. False, with nothing recorded, when the process did not time every slot
+ * (`what` names the batch in the message; the caller then times one process per
+ * engine, which also says which engine failed). */
+static bool time_in_one_process(tune_session *s, tune_cand *const *who, int n, double ms,
+                                const char *stage, int round, const char *what,
+                                double *med, nr_status *st, nr_error *err) {
   const char *files[NR_WORKER_MAX_SEQUENCE];
   if (n > NR_WORKER_MAX_SEQUENCE)
     return false;
-  for (int i = 0; i < n; i++)
-    if (!(files[i] = v[i].c->engine_path))
+  for (int k = 0; k < n; k++)
+    if (!(files[k] = who[k]->engine_path))
       return false;
   nr_worker_job job = tune_job(s, "");
   job.pairs = NULL;
@@ -172,20 +175,22 @@ static bool measure_sequence(tune_session *s, entry *v, int n, double ms, const 
   nr_worker_result res = {0};
   *st = nr_worker_run(&job, &res, err);
   bool ok = !*st && !nr_tune_stop && res.status == NR_CAND_OK && res.n_seq == n;
-  for (int i = 0, at = 0; ok && !*st && i < n; at += res.seq_runs[i++]) {
-    med[i] = 0;
-    if (res.seq_runs[i] <= 0)
-      continue;
-    nr_stats sts = {0};
-    nr_stats_compute(res.times_ms + at, (size_t)res.seq_runs[i], (uint64_t)round + 1, &sts);
-    med[i] = sts.median;
-    nr_db_measurement m = {v[i].c->db_id, (char *)stage, round, res.times_ms + at,
-                           res.seq_runs[i], sts.median, sts.ci95_lo, sts.ci95_hi};
+  nr_stats sts[NR_WORKER_MAX_SEQUENCE] = {{0}};
+  for (int k = 0, at = 0; ok && k < n; at += res.seq_runs[k++]) {
+    ok = res.seq_runs[k] > 0;
+    if (ok)
+      nr_stats_compute(res.times_ms + at, (size_t)res.seq_runs[k], (uint64_t)round + 1,
+                       &sts[k]);
+    med[k] = sts[k].median;
+  }
+  for (int k = 0, at = 0; ok && !*st && k < n; at += res.seq_runs[k++]) {
+    nr_db_measurement m = {who[k]->db_id, (char *)stage, round, res.times_ms + at,
+                           res.seq_runs[k], sts[k].median, sts[k].ci95_lo, sts[k].ci95_hi};
     *st = nr_db_measurement_put(s->db, &m, err);
   }
   if (!ok && !*st && !nr_tune_stop)
-    fprintf(stderr, "nnroute tune: %s in one process failed (%s: %s); timing it one process "
-            "per engine\n", stage, nr_cand_status_name(res.status), res.message);
+    fprintf(stderr, "nnroute tune: %s in one process failed (%s: %s); timing it one "
+            "process per engine\n", what, nr_cand_status_name(res.status), res.message);
   nr_worker_result_free(&res);
   return ok;
 }
@@ -211,7 +216,12 @@ static nr_status halving(tune_session *s, entry *v, int *n, cJSON *json, nr_erro
     cJSON *list = cJSON_AddArrayToObject(round, "candidates");
     int kept = 0;
     nr_status st = NR_OK;
-    bool one = measure_sequence(s, v, *n, ms, stage, r, meds, &st, err);
+    tune_cand *who[NR_WORKER_MAX_SEQUENCE];
+    for (int i = 0; i < *n && i < NR_WORKER_MAX_SEQUENCE; i++)
+      who[i] = v[i].c;
+    char what[48];
+    snprintf(what, sizeof what, "halving round %d", r);
+    bool one = time_in_one_process(s, who, *n, ms, stage, r, what, meds, &st, err);
     if (st || nr_tune_stop) {
       free(meds);
       return st;
@@ -248,50 +258,24 @@ static nr_status halving(tune_session *s, entry *v, int *n, cJSON *json, nr_erro
 static bool confirm_round_one(tune_session *s, entry *v, int n, int r, double ms,
                               double *ratio, nr_status *st, nr_error *err) {
   tune_cand *d = &s->cands[s->default_idx];
-  const char *files[NR_WORKER_MAX_SEQUENCE];
   tune_cand *who[NR_WORKER_MAX_SEQUENCE];
   int slots = 0, fin[NR_WORKER_MAX_SEQUENCE];
+  double med[NR_WORKER_MAX_SEQUENCE];
   if (2 * n + 1 > NR_WORKER_MAX_SEQUENCE)
     return false;
-  who[slots] = d, fin[slots] = -1, files[slots++] = d->engine_path;
+  who[slots] = d, fin[slots++] = -1;
   for (int k = 0; k < n; k++) {
     int i = r % 2 == 0 ? k : n - 1 - k;
-    who[slots] = v[i].c, fin[slots] = i, files[slots++] = v[i].c->engine_path;
-    who[slots] = d, fin[slots] = -1, files[slots++] = d->engine_path;
+    who[slots] = v[i].c, fin[slots++] = i;
+    who[slots] = d, fin[slots++] = -1;
   }
-  for (int k = 0; k < slots; k++)
-    if (!files[k])
-      return false;
-  nr_worker_job job = tune_job(s, "");
-  job.pairs = NULL;
-  job.min_time_ms = ms;
-  job.sequence = files;
-  job.n_sequence = slots;
-  nr_worker_result res = {0};
-  *st = nr_worker_run(&job, &res, err);
-  bool ok = !*st && !nr_tune_stop && res.status == NR_CAND_OK && res.n_seq == slots;
-  nr_stats sts[NR_WORKER_MAX_SEQUENCE] = {{0}};
-  double med[NR_WORKER_MAX_SEQUENCE];
-  for (int k = 0, at = 0; ok && k < slots; at += res.seq_runs[k++]) {
-    ok = res.seq_runs[k] > 0;
-    if (ok)
-      nr_stats_compute(res.times_ms + at, (size_t)res.seq_runs[k], (uint64_t)r + 1, &sts[k]);
-    med[k] = sts[k].median;
-  }
-  for (int k = 0, at = 0; ok && !*st && k < slots; at += res.seq_runs[k++]) {
-    nr_db_measurement m = {who[k]->db_id, (char *)"confirm", r, res.times_ms + at,
-                           res.seq_runs[k], sts[k].median, sts[k].ci95_lo, sts[k].ci95_hi};
-    *st = nr_db_measurement_put(s->db, &m, err);
-  }
+  char what[48];
+  snprintf(what, sizeof what, "confirmation round %d", r + 1);
+  bool ok = time_in_one_process(s, who, slots, ms, "confirm", r, what, med, st, err);
   for (int k = 1; ok && !*st && k < slots; k += 2)
     ratio[fin[k]] = med[k] > 0 && med[k - 1] > 0 && med[k + 1] > 0
                         ? med[k] / sqrt(med[k - 1] * med[k + 1])
                         : NAN;
-  if (!ok && !*st && !nr_tune_stop)
-    fprintf(stderr, "nnroute tune: confirmation round %d in one process failed (%s: %s); "
-            "timing it one process per engine\n", r + 1, nr_cand_status_name(res.status),
-            res.message);
-  nr_worker_result_free(&res);
   return ok;
 }
 
