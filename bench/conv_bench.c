@@ -4,9 +4,11 @@
  * a one-step plan, as an engine runs it. Prints one table; per shape and tactic the
  * best of a short time budget counts (the machine is shared), and the last column is
  * the time relative to nr_f32_conv_im2col measured in the same run (for depthwise
- * layers, the first tactic listed).
+ * layers, relative to nr_f32_conv_dw__avx2, or the first tactic listed without AVX2).
  *
  *   nr_conv_bench [--threads N] [--budget-ms MS] [--shape SUBSTRING] [--tactic SUBSTRING]
+ *                 [--act relu|none|clip|silu|hard_swish|...]   (the fused activation)
+ *                 [--cold-weights]   (W, its packed forms and Y evicted before each run)
  *
  * Key decision: the plan is built by hand (slots X, W, B, Y and one FusedConv step
  * with a ReLU), so a new tactic row shows up here without any registration; the
@@ -21,6 +23,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#if defined(__x86_64__)
+#include <immintrin.h>
+#endif
 
 extern const nr_tactic nr_tactics_conv[];
 
@@ -41,6 +46,25 @@ static const shape shapes[] = {
     {"resnet50 1x1 256->64 56x56", 256, 56, 64, 1, 1, 0},
     {"resnet50 1x1 64->256 56x56", 64, 56, 256, 1, 1, 0},
     {"resnet50 1x1 1024->256 14x14", 1024, 14, 256, 1, 1, 0},
+    {"resnet50 1x1 64->64 56x56", 64, 56, 64, 1, 1, 0},
+    {"resnet50 1x1 256->128 56x56", 256, 56, 128, 1, 1, 0},
+    {"resnet50 1x1 128->512 28x28", 128, 28, 512, 1, 1, 0},
+    {"resnet50 1x1 512->128 28x28", 512, 28, 128, 1, 1, 0},
+    {"resnet50 1x1 512->256 28x28", 512, 28, 256, 1, 1, 0},
+    {"resnet50 1x1 256->1024 14x14", 256, 14, 1024, 1, 1, 0},
+    {"resnet50 1x1 1024->512 14x14", 1024, 14, 512, 1, 1, 0},
+    {"resnet50 1x1 512->2048 7x7", 512, 7, 2048, 1, 1, 0},
+    {"resnet50 1x1 2048->512 7x7", 2048, 7, 512, 1, 1, 0},
+    {"resnet50 1x1/2 256->512 56x56", 256, 56, 512, 1, 2, 0},
+    {"resnet50 1x1/2 512->1024 28x28", 512, 28, 1024, 1, 2, 0},
+    {"resnet50 1x1/2 1024->2048 14x14", 1024, 14, 2048, 1, 2, 0},
+    {"squeezenet 1x1 512->1000 13x13", 512, 13, 1000, 1, 1, 0},
+    {"squeezenet 1x1 64->16 55x55", 64, 55, 16, 1, 1, 0},
+    {"squeezenet 1x1 16->64 55x55", 16, 55, 64, 1, 1, 0},
+    {"squeezenet 1x1 256->32 27x27", 256, 27, 32, 1, 1, 0},
+    {"squeezenet 1x1 32->128 27x27", 32, 27, 128, 1, 1, 0},
+    {"squeezenet 1x1 384->48 13x13", 384, 13, 48, 1, 1, 0},
+    {"squeezenet 1x1 64->256 13x13", 64, 13, 256, 1, 1, 0},
     {"squeezenet 3x3 16->64 55x55", 16, 55, 64, 3, 1, 1},
     {"squeezenet 3x3 64->256 13x13", 64, 13, 256, 3, 1, 1},
     {"mobilenet_v2 stem 3x3/2", 3, 224, 32, 3, 2, 1},
@@ -61,7 +85,31 @@ static const shape shapes[] = {
     {"efficientnet dw 5x5/2 240ch 28", 240, 28, 240, 5, 2, 2, 1},
     {"efficientnet dw 5x5 672ch 14", 672, 14, 672, 5, 1, 2, 1},
     {"efficientnet dw 5x5 1152ch 7", 1152, 7, 1152, 5, 1, 2, 1},
+    {"mobilenet_v2 dw 3x3 32ch 112", 32, 112, 32, 3, 1, 1, 1},
+    {"mobilenet_v2 dw 3x3/2 144ch 56", 144, 56, 144, 3, 2, 1, 1},
+    {"mobilenet_v2 dw 3x3/2 576ch 14", 576, 14, 576, 3, 2, 1, 1},
+    {"efficientnet dw 5x5/2 144ch 56", 144, 56, 144, 5, 2, 2, 1},
+    {"efficientnet dw 5x5 240ch 28", 240, 28, 240, 5, 1, 2, 1},
+    {"efficientnet dw 3x3 480ch 14", 480, 14, 480, 3, 1, 1, 1},
+    {"efficientnet dw 5x5/2 672ch 14", 672, 14, 672, 5, 2, 2, 1},
+    {"mobilenet_v3 dw 3x3/2 16ch 112", 16, 112, 16, 3, 2, 1, 1},
+    {"mobilenet_v3 dw 5x5/2 96ch 28", 96, 28, 96, 5, 2, 2, 1},
+    {"mobilenet_v3 dw 5x5 576ch 7", 576, 7, 576, 5, 1, 2, 1},
 };
+
+static const char *act_name = "relu"; /* --act: FusedConv's activation */
+static bool cold_weights;              /* --cold-weights */
+
+/* Evicts [p, p + n) from every cache level (untimed, before a run). */
+static void flush(const void *p, uint64_t n) {
+#if defined(__x86_64__)
+  for (uint64_t i = 0; i < n; i += 64)
+    _mm_clflush((const char *)p + i);
+  _mm_mfence();
+#else
+  (void)p, (void)n;
+#endif
+}
 
 static double now_s(void) {
   struct timespec t;
@@ -106,7 +154,8 @@ static void build(bench_plan *b, const shape *s, const float *w, const float *bi
   a[1] = (nr_attr){.name = "strides", .type = NR_ATTR_INTS, .n = 2, .ints = b->strides};
   a[2] = (nr_attr){.name = "dilations", .type = NR_ATTR_INTS, .n = 2, .ints = b->dil};
   a[3] = (nr_attr){.name = "group", .type = NR_ATTR_INT, .i = s->group ? s->c : 1};
-  a[4] = (nr_attr){.name = "activation", .type = NR_ATTR_STRING, .s = "relu", .s_len = 4};
+  a[4] = (nr_attr){.name = "activation", .type = NR_ATTR_STRING, .s = (char *)act_name,
+                    .s_len = strlen(act_name)};
   b->node = (nr_node){.name = "conv", .op_type = "FusedConv", .domain = NR_DOMAIN,
                       .opset = 1, .n_attrs = 5, .attrs = b->attrs};
   b->step.n_in = 3;
@@ -141,6 +190,11 @@ static double time_tactic(const nr_tactic *tac, const shape *s, const float *x,
                     scratch, pool, &err};
   double end = now_s() + budget;
   for (int it = 0; it < 3 || now_s() < end; it++) {
+    if (cold_weights) { /* as in a model, whose weights outgrow L3: W from memory */
+      flush(b.plan.weights, b.plan.weights_size);
+      flush(y, sizeof(float) * (uint64_t)(b.slots[3].dims[1] * b.slots[3].dims[2] *
+                                          b.slots[3].dims[3])); /* and Y not cached */
+    }
     double t0 = now_s();
     tac->run(&a);
     double d = now_s() - t0;
@@ -166,15 +220,20 @@ int main(int argc, char **argv) {
       only = argv[++i];
     else if (!strcmp(argv[i], "--tactic") && i + 1 < argc)
       tonly = argv[++i];
+    else if (!strcmp(argv[i], "--act") && i + 1 < argc)
+      act_name = argv[++i];
+    else if (!strcmp(argv[i], "--cold-weights"))
+      cold_weights = true;
     else {
       fprintf(stderr, "usage: nr_conv_bench [--threads N] [--budget-ms MS] "
-                      "[--shape SUBSTRING] [--tactic SUBSTRING]\n");
+                      "[--shape SUBSTRING] [--tactic SUBSTRING] [--act NAME] "
+                      "[--cold-weights]\n");
       return 2;
     }
   }
   nr_threadpool *pool = nr_threadpool_create(threads);
   unsigned seed = 1;
-  printf("%-30s %-32s %9s %8s %9s\n", "shape", "tactic", "ms", "GFLOP/s", "/im2col");
+  printf("%-30s %-32s %9s %8s %9s\n", "shape", "tactic", "ms", "GFLOP/s", "/base");
   for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++) {
     const shape *s = &shapes[i];
     if (only && !strstr(s->what, only))
@@ -192,18 +251,19 @@ int main(int argc, char **argv) {
     for (int j = 0; j < s->m; j++)
       bias[j] = 0.01f * (float)j;
     double flops = 2.0 * (double)wn * (double)(oh * oh), base = -1.0;
-    for (int pass = 0; pass < 2; pass++) /* im2col first: the baseline */
+    const char *bid = s->group ? "nr_f32_conv_dw__avx2" : "nr_f32_conv_im2col";
+    for (int pass = 0; pass < 2; pass++) /* the baseline first */
     for (const nr_tactic *t = nr_tactics_conv; t->id; t++) {
-      if ((pass == 0) != !strcmp(t->id, "nr_f32_conv_im2col"))
+      if ((pass == 0) != !strcmp(t->id, bid))
         continue;
       if (strcmp(t->op_type, "FusedConv") || (t->isa & ~nr_cpu_isa()) ||
           t->layout != NR_LAYOUT_PLAIN || !strcmp(t->id, "nr_f32_conv_direct") ||
-          (tonly && !strstr(t->id, tonly) && strcmp(t->id, "nr_f32_conv_im2col")))
+          (tonly && !strstr(t->id, tonly) && strcmp(t->id, bid)))
         continue;
       double sec = time_tactic(t, s, x, w, bias, y, budget, pool);
       if (sec < 0)
         continue;
-      if (!strcmp(t->id, "nr_f32_conv_im2col") || base < 0)
+      if (!strcmp(t->id, bid) || base < 0)
         base = sec;
       char rel[16] = "-";
       if (base > 0)

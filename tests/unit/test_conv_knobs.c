@@ -9,9 +9,10 @@
  * L2), and each non-default value must leave a different step (tactic, params,
  * threads or packed data) than the default route: no dead values.
  *
- * On AVX-512 machines a 3x3 node's default is nr_f32_conv_igemm__avx512, which has no
- * GEMM: there the GEMM knobs must not be listed (they would be dead values), and
- * conv.algo must offer im2col, the GEMM the knobs act on. */
+ * On AVX-512 machines a 3x3 node's default is nr_f32_conv_igemm__avx512 and a 1x1
+ * node's nr_f32_conv_pw__avx512, neither of which has a GEMM: there the GEMM knobs
+ * must not be listed (they would be dead values), and conv.algo must offer im2col, the
+ * GEMM the knobs act on. */
 #include "compiler/plan.h"
 #include "compiler/route.h"
 #include "kernels/act.h"
@@ -235,13 +236,14 @@ static bool same_step(const built *a, const built *b) {
          !memcmp(a->step.params, b->step.params, sizeof a->step.params);
 }
 
-/* The default tactic of the case is igemm (no GEMM knobs) on this machine. */
+/* The default tactic of the case is igemm or pw (no GEMM knobs) on this machine. */
 static bool igemm_default(const kcase *k) {
-  return (nr_cpu_isa() & NR_ISA_AVX512) && k->k > 1;
+  return (nr_cpu_isa() & NR_ISA_AVX512) != 0;
 }
-static bool is_gemm_knob(const char *name) {
+/* GEMM knobs the default tactic does not take: pw (1x1) takes conv.epilogue. */
+static bool is_gemm_knob(const kcase *k, const char *name) {
   return !strncmp(name, "conv.gemm_", 10) || !strcmp(name, "conv.ukernel") ||
-         !strcmp(name, "conv.prepack") || !strcmp(name, "conv.epilogue");
+         !strcmp(name, "conv.prepack") || (!strcmp(name, "conv.epilogue") && k->k > 1);
 }
 
 static void check_listed(nr_test_state *t, const nr_knob_space *sp, const kcase *k) {
@@ -249,7 +251,7 @@ static void check_listed(nr_test_state *t, const nr_knob_space *sp, const kcase 
     char id[64];
     snprintf(id, sizeof id, "%s@conv", conv_knobs[i]);
     bool want = strstr(k->must_list, conv_knobs[i]) != NULL &&
-                !(igemm_default(k) && is_gemm_knob(conv_knobs[i]));
+                !(igemm_default(k) && is_gemm_knob(k, conv_knobs[i]));
     CHECK((nr_knob_space_find(sp, id) >= 0) == want, "%s: %s %s listed", k->what, id,
           want ? "not" : "wrongly");
   }
@@ -280,8 +282,9 @@ static void run_case(nr_test_state *t, const kcase *k, unsigned seed, nr_threadp
   REQUIRE(build_step(&f, &r, &dflt, &err), "%s: default route: %s", k->what, err.message);
   double e0 = run_step(t, &f, k, &dflt, pool, "default");
   if (igemm_default(k)) {
-    CHECK(!strcmp(dflt.tactic->id, "nr_f32_conv_igemm__avx512"), "%s: default is %s",
-          k->what, dflt.tactic->id);
+    CHECK(!strcmp(dflt.tactic->id,
+                  k->k > 1 ? "nr_f32_conv_igemm__avx512" : "nr_f32_conv_pw__avx512"),
+          "%s: default is %s", k->what, dflt.tactic->id);
     int ai = nr_knob_space_find(&sp, "conv.algo@conv");
     bool im2col = false;
     for (int v = 0; ai >= 0 && v < sp.inst[ai].n_values; v++)

@@ -144,6 +144,46 @@ static inline uint64_t nr_conv_igemm_scratch(const conv_p *p) {
   return (uint64_t)p->c * (uint64_t)g.cs * sizeof(float) + 64;
 }
 
+/* nr_f32_conv_pw__avx512 (conv_pw__avx512.c): a group-1 unpadded 1x1 convolution of
+ * any stride as Y[M x P] = W[M x C] * X[C x P] (P output pixels) with X read in place
+ * (stride 1) or from a copy in scratch (strided, or NR_CONV_PW_ALIGNED: rows padded to
+ * whole vectors). p->extra's low byte picks the register tile, mr output channels x
+ * nv 16-pixel vectors (NR_CONV_PW_TILE_*); p->gemm.kc is
+ * the K block (a register tile accumulates kc channels between passes over Y). W is
+ * packed at build per K block as [ceil(M/mr) panels][kc][mr] (nr_conv_pack_pw), so
+ * the panels one K block's pass reads are one sequential stream. */
+enum { NR_CONV_PW_TILE_12X32, NR_CONV_PW_TILE_8X48, NR_CONV_PW_TILE_6X64, NR_CONV_PW_TILES };
+static inline uint32_t nr_conv_pw_tile(uint32_t extra) { return extra & 0xFFu; }
+static inline int nr_conv_pw_mr(uint32_t extra) {
+  uint32_t t = nr_conv_pw_tile(extra);
+  return t == NR_CONV_PW_TILE_8X48 ? 8 : t == NR_CONV_PW_TILE_6X64 ? 6 : 12;
+}
+static inline int nr_conv_pw_nv(uint32_t extra) {
+  uint32_t t = nr_conv_pw_tile(extra);
+  return t == NR_CONV_PW_TILE_8X48 ? 3 : t == NR_CONV_PW_TILE_6X64 ? 4 : 2;
+}
+#define NR_CONV_PW_ALIGNED 0x100u /* p->extra: copy X to rows of whole vectors */
+static inline bool nr_conv_pw_strided(const conv_p *p) { return p->sh > 1 || p->sw > 1; }
+/* B is a copy in scratch (strided, or stride 1 with NR_CONV_PW_ALIGNED) rather than X. */
+static inline bool nr_conv_pw_copies(const conv_p *p) {
+  return nr_conv_pw_strided(p) || (p->extra & NR_CONV_PW_ALIGNED);
+}
+/* Floats between the copy's rows: the output pixels, or if aligned an odd number of
+ * 64-byte lines (an even one would leave half of L1's sets unused: 7x7 rows of 64
+ * floats put every 16th row in the same set, so 7x7 rows take 80). */
+static inline int64_t nr_conv_pw_ldx(const conv_p *p) {
+  int64_t np = (int64_t)p->oh * p->ow, lines = (np + 15) / 16;
+  if (!(p->extra & NR_CONV_PW_ALIGNED))
+    return np;
+  return (lines % 2 ? lines : lines + 1) * 16;
+}
+/* Scratch bytes: the copy of one image's input (none when B is X itself). */
+static inline uint64_t nr_conv_pw_scratch(const conv_p *p) {
+  if (!nr_conv_pw_copies(p))
+    return 0;
+  return (uint64_t)p->c * (uint64_t)nr_conv_pw_ldx(p) * sizeof(float) + 64;
+}
+
 /* PLAIN column matrix of one image and group (conv_im2col.c): x is the group's first
  * input channel plane, col receives [C/g * kh * kw] rows of oh * ow floats, rows
  * built in parallel. Shared with the fp16/bf16 tactics (kernels/cpu/lpgemm). */
@@ -174,6 +214,8 @@ nr_status nr_conv_nchw8c_direct__avx2_run(const nr_exec_args *a);
 nr_status nr_conv_smallc__avx2_run(const nr_exec_args *a);
 /* AVX-512 kernels (files *__avx512.c; call only when nr_cpu_isa() has NR_ISA_AVX512). */
 nr_status nr_conv_igemm__avx512_run(const nr_exec_args *a);
+nr_status nr_conv_dw__avx512_run(const nr_exec_args *a); /* PLAIN depthwise */
+nr_status nr_conv_pw__avx512_run(const nr_exec_args *a);
 
 /* Packing at build time (conv_pack.c). Each reads the constant W (and B) and appends
  * the packed form to the weights; sets step->packed_*. */
@@ -190,6 +232,9 @@ nr_status nr_conv_pack_dw8(const nr_tactic_ctx *c, nr_plan *plan, nr_step *st);
 /* igemm: W as [ceil(M/mr) panels][C][kh*kw taps][mr] (zero rows past M), mr from
  * p->extra (nr_conv_igemm_geo). */
 nr_status nr_conv_pack_igemm(const nr_tactic_ctx *c, nr_plan *plan, nr_step *st);
+/* pw: W per K block of p->gemm.kc channels, each [ceil(M/mr) panels][kb][mr] (zero
+ * rows past M; block k0 at float k0 * Mpad), mr from p->extra. */
+nr_status nr_conv_pack_pw(const nr_tactic_ctx *c, nr_plan *plan, nr_step *st);
 nr_status nr_conv_pack_copy(const nr_tactic_ctx *c, nr_plan *plan, nr_step *st);
 
 /* Threads the GEMM-based tactics size their scratch for. */

@@ -6,7 +6,8 @@
  * Layouts: GEMM A per group (im2col, 1x1: W is already [M/g x C/g*kh*kw] row major),
  * GEMM B per group (NHWC: rows ordered (kh, kw, c)), NCHW8C blocks
  * [M/8][C/8][kh][kw][8 in][8 out] + bias padded to 8, depthwise blocks
- * [C/8][kh][kw][8] + bias, implicit GEMM panels [M/mr][C][kh*kw][mr], Winograd U[xi] = (G g G^T)[xi] as M x C per tile
+ * [C/8][kh][kw][8] + bias, implicit GEMM panels [M/mr][C][kh*kw][mr], pointwise panels
+ * [C/kc][M/mr][kc][mr], Winograd U[xi] = (G g G^T)[xi] as M x C per tile
  * position xi, each packed as a GEMM A.
  *
  * The GEMM-based forms (gemm_a, nhwc_b, winograd) are written once as pure functions
@@ -107,6 +108,24 @@ nr_status nr_conv_pack_igemm(const nr_tactic_ctx *c, nr_plan *plan, nr_step *st)
       for (int64_t t = 0; t < taps; t++)
         buf[(((m / g.mr) * p->c + ci) * taps + t) * g.mr + m % g.mr] =
             w[(m * p->c + ci) * taps + t];
+  return append(c, plan, st, buf, sizeof(float) * total);
+}
+
+nr_status nr_conv_pack_pw(const nr_tactic_ctx *c, nr_plan *plan, nr_step *st) {
+  const conv_p *p = conv_params(st);
+  const float *w = nr_step_const(c, 1);
+  int64_t mr = nr_conv_pw_mr(p->extra), mpad = (p->m + mr - 1) / mr * mr;
+  int64_t kc = p->gemm.kc, total = mpad * p->c;
+  float *buf = zeroed_floats(total);
+  if (!buf)
+    return oom(c);
+  for (int64_t k0 = 0; k0 < p->c; k0 += kc) {
+    int64_t kb = p->c - k0 < kc ? p->c - k0 : kc;
+    float *blk = buf + k0 * mpad;
+    for (int64_t m = 0; m < p->m; m++)
+      for (int64_t k = 0; k < kb; k++)
+        blk[((m / mr) * kb + k) * mr + m % mr] = w[m * p->c + k0 + k];
+  }
   return append(c, plan, st, buf, sizeof(float) * total);
 }
 

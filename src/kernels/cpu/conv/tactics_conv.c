@@ -251,6 +251,9 @@ SUPPORTS(sup_nhwc_im2col, has_gemm())
 SUPPORTS(sup_1x1, has_gemm() && is_1x1_s1(p))
 SUPPORTS(sup_nhwc_1x1, has_gemm() && is_1x1_s1(p))
 SUPPORTS(sup_dw, is_dw(p))
+/* conv.dw_kernel=avx2 leaves a depthwise node to nr_f32_conv_dw__avx2 where the AVX-512
+ * kernel would run it (A/B runs on one binary, triage). */
+SUPPORTS(sup_dw512, is_dw(p) && !nr_route_is(c->route, "conv.dw_kernel", c->node, "avx2"))
 SUPPORTS(sup_smallc, is_smallc(p))
 SUPPORTS(sup_nchw8c, p->group == 1)
 SUPPORTS(sup_wino, has_gemm() && is_wino(p))
@@ -266,6 +269,13 @@ static bool igemm_fits(const conv_p *p) {
          p->sh * p->sw <= 64 && nr_conv_igemm_scratch(p) <= (256u << 20);
 }
 SUPPORTS(sup_igemm, igemm_fits(p) && !wino_preferred(c, p))
+/* pw: group-1 1x1 without padding, any stride (no end padding either: the output is
+ * exactly the strided input pixels). */
+static bool is_pw(const conv_p *p) {
+  return p->group == 1 && p->kh == 1 && p->kw == 1 && p->pt == 0 && p->pl == 0 &&
+         p->oh == (p->h - 1) / p->sh + 1 && p->ow == (p->w - 1) / p->sw + 1;
+}
+SUPPORTS(sup_pw, is_pw(p))
 
 /* ---- prepare() ------------------------------------------------------------------ */
 
@@ -445,6 +455,99 @@ static nr_status prep_igemm(const nr_tactic_ctx *c, nr_plan *plan, nr_step *st) 
   return nr_conv_pack_igemm(c, plan, st);
 }
 
+/* ---- pw: register tile and K block -------------------------------------------------- */
+
+static const char *const pw_tile_names[NR_CONV_PW_TILES] = {"12x32", "8x48", "6x64"};
+
+/* Cycles per channel of an mr x nv tile on a core with two FMA and two load ports
+ * and a 4-cycle FMA latency: the larger of FMA issue, loads (nv vectors + mr
+ * broadcasts) and one FMA latency per accumulator chain. Twice the cycles, integer. */
+static int64_t pw_step_cost(int mr, int nv) {
+  int64_t fma = (int64_t)mr * nv, ld = mr + nv, lat = 8;
+  return fma > ld ? (fma > lat ? fma : lat) : (ld > lat ? ld : lat);
+}
+
+/* Padded M (whole panels) times the columns' tiles, the last one narrower. */
+static int64_t pw_cost(const conv_p *p, uint32_t tile) {
+  int mr = nr_conv_pw_mr(tile), nv = nr_conv_pw_nv(tile);
+  int64_t nvec = ((int64_t)p->oh * p->ow + 15) / 16, full = nvec / nv;
+  int rest = (int)(nvec - full * nv);
+  int64_t per = full * pw_step_cost(mr, nv) + (rest ? pw_step_cost(mr, rest) : 0);
+  return (p->m + mr - 1) / mr * per;
+}
+
+/* The cheapest tile by pw_cost (the first on a tie). */
+static uint32_t pw_tile_auto(const conv_p *p) {
+  uint32_t best = 0;
+  for (uint32_t t = 1; t < NR_CONV_PW_TILES; t++)
+    if (pw_cost(p, t) < pw_cost(p, best))
+      best = t;
+  return best;
+}
+/* conv.pw_tile, or the cheapest. */
+static uint32_t pw_tile(const nr_tactic_ctx *c, const conv_p *p) {
+  const char *v = nr_route_get(c->route, "conv.pw_tile", c->node);
+  for (uint32_t t = 0; v && t < NR_CONV_PW_TILES; t++)
+    if (!strcmp(v, pw_tile_names[t]))
+      return t;
+  return pw_tile_auto(p);
+}
+
+/* Most B rows (ld floats apart, nv*16 floats each) that share an L1 set, over the
+ * first kc rows of a 48 KiB 12-way L1 (64 sets of 64-byte lines). */
+static int pw_set_load(int64_t ld, int nv, int64_t kc) {
+  int sets[64] = {0}, most = 0;
+  for (int64_t r = 0; r < kc; r++) {
+    int64_t b0 = r * ld * 4, b1 = b0 + nv * 64 - 1;
+    for (int64_t l = b0 / 64; l <= b1 / 64; l++)
+      if (++sets[l % 64] > most)
+        most = sets[l % 64];
+  }
+  return most;
+}
+
+/* The K block: the largest that keeps one column tile's B rows in half of L1 (32
+ * KiB: 256 channels at 32 pixels, 168 at 48, 128 at 64) and at most 8 of an L1
+ * set's 12 ways (row pitches near a multiple of 4 KiB alias), cut into equal blocks
+ * so no block is a short remainder; conv.pw_kc caps it instead. */
+static uint16_t pw_kc_for(const conv_p *p, int knob) {
+  int nv = nr_conv_pw_nv(p->extra);
+  int64_t max = 32768 / (nv * 64) / 8 * 8;
+  int64_t ld = nr_conv_pw_copies(p) ? nr_conv_pw_ldx(p) : (int64_t)p->oh * p->ow;
+  if (knob > 0)
+    max = knob;
+  else
+    while (max > 16 && pw_set_load(ld, nv, max) > 8)
+      max -= 8;
+  int64_t blocks = (p->c + max - 1) / max;
+  int64_t kc = (p->c + blocks - 1) / blocks;
+  return (uint16_t)(kc < 1 ? 1 : kc);
+}
+static uint16_t pw_kc(const nr_tactic_ctx *c, const conv_p *p) {
+  return pw_kc_for(p, knob_int(c, "conv.pw_kc", 0));
+}
+
+/* B rows of whole vectors (NR_CONV_PW_ALIGNED): when the pixels are not a multiple of
+ * 16, every row of X starts at another offset in its cache line, so most vector loads
+ * span two lines. A copy with rows padded to 16 floats costs one pass over X, which
+ * pays where M is large (nr_conv_bench: 0.90-0.94x time at 14x14 and 13x13 with 128 to
+ * 1024 output channels, 1.2-1.6x with 16 to 48); a strided copy is made anyway. */
+static bool pw_aligned(const conv_p *p) {
+  return ((int64_t)p->oh * p->ow) % 16 && (nr_conv_pw_strided(p) || p->m >= 128);
+}
+
+static nr_status prep_pw(const nr_tactic_ctx *c, nr_plan *plan, nr_step *st) {
+  conv_p p;
+  nr_status s = store(c, st, &p);
+  if (s)
+    return s;
+  p.extra = pw_tile(c, &p) | (pw_aligned(&p) ? NR_CONV_PW_ALIGNED : 0);
+  p.gemm.kc = pw_kc(c, &p);
+  memcpy(st->params, &p, sizeof p);
+  st->scratch = nr_conv_pw_scratch(&p);
+  return nr_conv_pack_pw(c, plan, st);
+}
+
 static nr_status prep_onednn(const nr_tactic_ctx *c, nr_plan *plan, nr_step *st) {
   conv_p p;
   nr_status s = store(c, st, &p);
@@ -469,8 +572,12 @@ static nr_status prep_onednn(const nr_tactic_ctx *c, nr_plan *plan, nr_step *st)
 
 const nr_tactic nr_tactics_conv[] = {
     /* id                             source     algo   layout isa prio */
+    CONV("nr_f32_conv_pw__avx512", "nnroute", "pointwise", P, A512, 105, sup_pw, prep_pw,
+         nr_conv_pw__avx512_run)
     CONV("nr_f32_conv_1x1", "nnroute", "gemm1x1", P, 0, 100, sup_1x1, prep_im2col,
          nr_conv_1x1_run)
+    CONV("nr_f32_conv_dw__avx512", "nnroute", "depthwise", P, A512, 95, sup_dw512,
+         prep_dw, nr_conv_dw__avx512_run)
     CONV("nr_f32_conv_dw__avx2", "nnroute", "depthwise", P, AVX, 90, sup_dw, prep_dw,
          nr_conv_dw__avx2_run)
     CONV("nr_f32_conv_dw", "nnroute", "depthwise", P, 0, 80, sup_dw, prep_dw,
@@ -555,7 +662,7 @@ bool nr_conv_parse_graph(const nr_graph *g, const nr_node *n, conv_p *p) {
 
 static const char *const algo_values[] = {"auto", "im2col", "gemm1x1", "direct",
                                           "depthwise", "winograd23", "winograd43",
-                                          "onednn", "igemm"};
+                                          "onednn", "igemm", "pointwise"};
 #define N_ALGO_VALUES ((int)(sizeof algo_values / sizeof algo_values[0]))
 static const nr_layout layout_values[] = {NR_LAYOUT_ANY, NR_LAYOUT_PLAIN, NR_LAYOUT_NHWC,
                                           NR_LAYOUT_NCHW8C};
@@ -719,11 +826,14 @@ static bool has_epilogue(const nr_graph *g, const nr_node *n, const conv_p *p) {
   return false;
 }
 
+static bool pw_default(const nr_graph *g, const nr_node *n, conv_p *p);
+/* The GEMM-based tactics and pw take conv.epilogue=separate. */
 static bool epilogue_applies(const nr_graph *g, const nr_node *n) {
   conv_p p;
   gemm_dims d;
   nr_gemm_cfg cfg;
-  return default_gemm(g, n, &p, &d, &cfg) && has_epilogue(g, n, &p);
+  return (default_gemm(g, n, &p, &d, &cfg) || pw_default(g, n, &p)) &&
+         has_epilogue(g, n, &p);
 }
 
 /* conv.winograd_from: where the default is PLAIN im2col or igemm on a Winograd-able
@@ -746,8 +856,49 @@ static bool wino_from_applies(const nr_graph *g, const nr_node *n) {
   return wino_from_valid(g, n) > 1;
 }
 
+/* conv.pw_tile / conv.pw_kc: where the default tactic is pw; the values whose tile or
+ * K block differs from the default's. */
+static bool pw_default(const nr_graph *g, const nr_node *n, conv_p *p) {
+  const nr_tactic *t = conv_applies(g, n) ? default_tactic(g, n, p) : NULL;
+  return t && !strcmp(t->id, "nr_f32_conv_pw__avx512");
+}
+static bool pw_applies(const nr_graph *g, const nr_node *n) {
+  conv_p p;
+  return pw_default(g, n, &p);
+}
+static uint64_t pw_tile_valid(const nr_graph *g, const nr_node *n) {
+  conv_p p;
+  uint64_t bits = 1;
+  if (!pw_default(g, n, &p))
+    return bits;
+  for (uint32_t t = 0; t < NR_CONV_PW_TILES; t++)
+    if (t != pw_tile_auto(&p))
+      bits |= 1ull << (1 + t);
+  return bits;
+}
+static const int pw_kc_vals[] = {32, 64, 128, 256};
+static uint64_t pw_kc_valid(const nr_graph *g, const nr_node *n) {
+  conv_p p;
+  uint64_t bits = 1;
+  if (!pw_default(g, n, &p))
+    return bits;
+  p.extra = pw_tile_auto(&p) | (pw_aligned(&p) ? NR_CONV_PW_ALIGNED : 0);
+  for (int i = 0; i < 4; i++)
+    if (pw_kc_for(&p, pw_kc_vals[i]) != pw_kc_for(&p, 0))
+      bits |= 1ull << (1 + i);
+  return bits;
+}
+
+/* conv.dw_kernel: where the default runs nr_f32_conv_dw__avx512. */
+static bool dw_kernel_applies(const nr_graph *g, const nr_node *n) {
+  conv_p p;
+  const nr_tactic *t = conv_applies(g, n) ? default_tactic(g, n, &p) : NULL;
+  return t && !strcmp(t->id, "nr_f32_conv_dw__avx512");
+}
+
 const nr_knob_def nr_knobs_conv[] = {
-    {"conv.algo", "auto|im2col|gemm1x1|direct|depthwise|winograd23|winograd43|onednn|igemm",
+    {"conv.algo",
+     "auto|im2col|gemm1x1|direct|depthwise|winograd23|winograd43|onednn|igemm|pointwise",
      "auto", NR_KNOB_NODE, NR_KNOB_ACCURACY, 1e-4,
      "convolution algorithm (winograd reassociates more: bounded extra error)",
      conv_applies, algo_valid},
@@ -770,13 +921,23 @@ const nr_knob_def nr_knobs_conv[] = {
      "pack the conv's GEMM weights into the engine (off: raw weights, packed per run)",
      gemm_applies, NULL},
     {"conv.epilogue", "fused|separate", "fused", NR_KNOB_NODE, 0, 0.0,
-     "bias/residual/activation inside the GEMM epilogue, or in a second pass over Y",
+     "bias/residual/activation inside the GEMM (or pointwise) epilogue, or in a second "
+     "pass over Y",
      epilogue_applies, NULL},
     {"conv.winograd_from", "never|32|64|128", "never", NR_KNOB_NODE, NR_KNOB_ACCURACY,
      1e-4, "3x3 stride-1 convs with at least this many input channels use Winograd F(4,3)",
      wino_from_applies, wino_from_valid},
+    {"conv.pw_tile", "auto|12x32|8x48|6x64", "auto", NR_KNOB_NODE, 0, 0.0,
+     "register tile of the AVX-512 pointwise conv: output channels x pixels", pw_applies,
+     pw_tile_valid},
+    {"conv.pw_kc", "auto|32|64|128|256", "auto", NR_KNOB_NODE, 0, 0.0,
+     "K block (input channels per pass over Y) of the AVX-512 pointwise conv",
+     pw_applies, pw_kc_valid},
     {"conv.threads", "auto|1", "auto", NR_KNOB_NODE, 0, 0.0,
      "threads of the conv step: the whole pool, or the calling thread only",
      conv_applies, NULL},
+    {"conv.dw_kernel", "auto|avx2", "auto", NR_KNOB_NODE, 0, 0.0,
+     "depthwise kernel: auto (AVX-512 where the CPU has it) or the AVX2 one",
+     dw_kernel_applies, NULL},
     {0},
 };

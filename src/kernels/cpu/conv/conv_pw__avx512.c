@@ -1,0 +1,388 @@
+/* conv_pw__avx512.c - nr_f32_conv_pw__avx512: PLAIN group-1 unpadded 1x1 ("pointwise")
+ * convolutions of any stride with AVX-512 register tiles. Compiled with the AVX-512
+ * flags; called only after nr_cpu_isa() reported NR_ISA_AVX512.
+ *
+ * The product is Y[M x P] = W[M x C] * X[C x P] per image (P output pixels), as the
+ * packed GEMM runs it for nr_f32_conv_1x1, but B is not packed: X's rows already are
+ * its rows. B is X itself at stride 1, or a copy in scratch made once per image: at
+ * stride 2 the compact strided pixels (which nr_f32_conv_im2col also copied, and the
+ * GEMM then packed again), and where P is not a multiple of 16 and M is large, rows
+ * padded to whole vectors (NR_CONV_PW_ALIGNED: 7x7 and 14x14 rows otherwise start
+ * anywhere in a cache line and most loads span two). A register tile of mr output
+ * channels x nv 16-pixel vectors loads B rows as plain vectors and broadcasts W from
+ * panels packed at build per K block; its accumulators stay in registers over the kc
+ * channels of a block, and after the last block it adds bias and residual and applies
+ * ReLU / Clip / LeakyReLU in the register before the only store of Y (other
+ * activations follow on the tile's rows while they are in L1). The last vector of a
+ * row is masked, so no edge tile goes through a side buffer. A one-pixel output (the
+ * squeeze-and-excite convs) takes a path of its own, one vector per W panel.
+ *
+ * Key decision: the loop nest is BLIS's jr -> ir with B read in place. One column
+ * tile (kc x nv*16 floats of B, at most 32 KiB) is reused from L1 by every W panel of
+ * a work item while the panels stream from L2; the first panel prefetches the next
+ * column tile's B rows, and each call prefetches the next call's Y (first K block)
+ * or residual (last) rows, which in a model come from L3 or memory. The tile shape is
+ * chosen at build per layer (tactics_conv.c: the one that pads M and the last column
+ * tile least), so resnet's 64 to 2048 channels run 8 x 48 without padding. */
+#include "kernels/cpu/conv/conv_internal.h"
+
+#include <immintrin.h>
+#include <string.h>
+
+/* What one call of a tile function writes, besides the K block it reduces. */
+typedef struct pw_out {
+  float *y;          /* the tile's first output: row oc0, pixel col */
+  const float *res;  /* the residual at the same place, or NULL */
+  const float *bias; /* bias[oc0], or NULL */
+  int64_t ld;        /* floats between rows of Y and R (the pixels P) */
+  int64_t ldx;       /* floats between rows of X (P, or the copy's pitch) */
+  int64_t pf;        /* X is prefetched pf floats to the right of each row read */
+  int rows;          /* rows that exist (< mr only in the last panel) */
+  __mmask16 tail;    /* lanes of the last vector that exist */
+  bool first, last;  /* first K block (start at zero) / last (epilogue) */
+  nr_act act;        /* in-register activation: NONE, RELU, CLIP or LEAKY_RELU */
+  float act_a, act_b;
+} pw_out;
+
+typedef void (*pw_tile_fn)(int64_t kb, const float *w, const float *x, const pw_out *o);
+
+/* W is prefetched this many channels ahead (as the GEMM micro-kernels do for A): a
+ * layer whose weights come from L3 or memory (resnet50's 512 x 2048 at 7x7) would
+ * otherwise wait on every panel. */
+#define PF_W_STEPS 32
+
+static inline __attribute__((always_inline)) __m512 act_vec(const pw_out *o, __m512 v) {
+  switch (o->act) {
+  case NR_ACT_RELU: return _mm512_max_ps(v, _mm512_setzero_ps());
+  case NR_ACT_CLIP:
+    return _mm512_min_ps(_mm512_set1_ps(o->act_b), _mm512_max_ps(_mm512_set1_ps(o->act_a), v));
+  case NR_ACT_LEAKY_RELU:
+    return _mm512_mask_mul_ps(v, _mm512_cmp_ps_mask(v, _mm512_setzero_ps(), _CMP_LT_OQ), v,
+                              _mm512_set1_ps(o->act_a));
+  default: return v;
+  }
+}
+
+/* One mr x nv*16 tile over kb channels. Always inlined with constant MR, NV and MASK
+ * (the last vector masked with o->tail), so the accumulators are registers. The
+ * channel loop is not unrolled (see ukernel_avx512_template.h: spills). */
+static inline __attribute__((always_inline)) void
+pw_body(const int MR, const int NV, const bool MASK, int64_t kb, const float *restrict w,
+        const float *restrict x, const pw_out *o) {
+  __m512 acc[12][4];
+  const int64_t ld = o->ld, ldx = o->ldx, pf = o->pf;
+#pragma GCC unroll 12
+  for (int i = 0; i < MR; i++)
+#pragma GCC unroll 4
+    for (int v = 0; v < NV; v++)
+      acc[i][v] = _mm512_setzero_ps();
+#pragma GCC unroll 1
+  for (int64_t k = 0; k < kb; k++, w += MR, x += ldx) {
+    __m512 bv[4];
+    _mm_prefetch((const char *)(w + MR * PF_W_STEPS), _MM_HINT_T0);
+#pragma GCC unroll 4
+    for (int v = 0; v < NV; v++)
+      _mm_prefetch((const char *)(x + pf + 16 * v), _MM_HINT_T0);
+#pragma GCC unroll 4
+    for (int v = 0; v < NV; v++)
+      bv[v] = MASK && v == NV - 1 ? _mm512_maskz_loadu_ps(o->tail, x + 16 * v)
+                                  : _mm512_loadu_ps(x + 16 * v);
+#pragma GCC unroll 12
+    for (int i = 0; i < MR; i++) {
+      __m512 av = _mm512_set1_ps(w[i]);
+#pragma GCC unroll 4
+      for (int v = 0; v < NV; v++)
+        acc[i][v] = _mm512_fmadd_ps(av, bv[v], acc[i][v]);
+    }
+  }
+#pragma GCC unroll 12
+  for (int i = 0; i < MR; i++) {
+    if (i >= o->rows)
+      break;
+    float *y = o->y + i * ld;
+    const float *r = o->res && o->last ? o->res + i * ld : NULL;
+    __m512 vb = _mm512_set1_ps(o->bias && o->last ? o->bias[i] : 0.0f);
+#pragma GCC unroll 4
+    for (int v = 0; v < NV; v++) {
+      __mmask16 m = MASK && v == NV - 1 ? o->tail : (__mmask16)0xFFFF;
+      __m512 a = acc[i][v];
+      if (!o->first)
+        a = _mm512_add_ps(a, _mm512_maskz_loadu_ps(m, y + 16 * v));
+      if (o->last) {
+        a = _mm512_add_ps(a, vb);
+        if (r)
+          a = _mm512_add_ps(a, _mm512_maskz_loadu_ps(m, r + 16 * v));
+        a = act_vec(o, a);
+      }
+      _mm512_mask_storeu_ps(y + 16 * v, m, a);
+    }
+  }
+}
+
+#define PW_TILE(MR, NV)                                                                \
+  static void tile_##MR##x##NV(int64_t kb, const float *w, const float *x,            \
+                               const pw_out *o) {                                      \
+    pw_body(MR, NV, false, kb, w, x, o);                                               \
+  }                                                                                    \
+  static void tile_##MR##x##NV##_m(int64_t kb, const float *w, const float *x,        \
+                                   const pw_out *o) {                                  \
+    pw_body(MR, NV, true, kb, w, x, o);                                                \
+  }
+PW_TILE(12, 1) PW_TILE(12, 2)
+PW_TILE(8, 1) PW_TILE(8, 2) PW_TILE(8, 3)
+PW_TILE(6, 1) PW_TILE(6, 2) PW_TILE(6, 3) PW_TILE(6, 4)
+
+/* [tile][vectors - 1][masked]: a row's last column tile may hold fewer vectors. */
+static const pw_tile_fn tiles[NR_CONV_PW_TILES][4][2] = {
+    [NR_CONV_PW_TILE_12X32] = {{tile_12x1, tile_12x1_m}, {tile_12x2, tile_12x2_m}},
+    [NR_CONV_PW_TILE_8X48] = {{tile_8x1, tile_8x1_m},
+                              {tile_8x2, tile_8x2_m},
+                              {tile_8x3, tile_8x3_m}},
+    [NR_CONV_PW_TILE_6X64] = {{tile_6x1, tile_6x1_m},
+                              {tile_6x2, tile_6x2_m},
+                              {tile_6x3, tile_6x3_m},
+                              {tile_6x4, tile_6x4_m}},
+};
+
+/* ---- the loop nest -------------------------------------------------------------- */
+
+typedef struct pw_job {
+  const conv_p *p;
+  const float *x, *w, *bias, *res; /* image n's B rows (X or its copy), packed W, ... */
+  float *y;
+  const float *xsrc;               /* the copy's source: image n's input */
+  float *xs;                       /* the copy (nr_conv_pw_copies) */
+  int64_t ldx;                     /* floats between rows of B */
+  int64_t np;                      /* output pixels P */
+  int64_t nvec, ntile, npan;       /* 16-pixel vectors, column tiles, W panels */
+  int64_t gpan, ngroup, ctile, nchunk; /* work items: panel groups x column chunks */
+  int mr, nv;
+} pw_job;
+
+static int64_t min64(int64_t a, int64_t b) {
+  return a < b ? a : b;
+}
+
+/* Channel rows of the copy, ldx floats apart: xs[c][oh][ow] = x[c][oh*sh][ow*sw]. */
+static void copy_task(void *arg, int64_t begin, int64_t end, int thread) {
+  const pw_job *j = arg;
+  const conv_p *p = j->p;
+  (void)thread;
+  for (int64_t ci = begin; ci < end; ci++) {
+    const float *x = j->xsrc + ci * (int64_t)p->h * p->w;
+    float *d = j->xs + ci * j->ldx;
+    if (!nr_conv_pw_strided(p)) {
+      memcpy(d, x, sizeof(float) * (size_t)j->np);
+      continue;
+    }
+    for (int64_t oh = 0; oh < p->oh; oh++, d += p->ow) {
+      const float *xr = x + oh * p->sh * (int64_t)p->w;
+      if (p->sw == 1)
+        memcpy(d, xr, sizeof(float) * (size_t)p->ow);
+      else
+        for (int64_t ow = 0; ow < p->ow; ow++)
+          d[ow] = xr[ow * p->sw];
+    }
+  }
+}
+
+/* Fetches into L1 what the next tile call (panel pan, from column col) reads besides
+ * X and W: its Y rows when it is the first K block (the stores would miss) and its
+ * residual rows when it is the last. In a model both come from L3 or memory, and a
+ * tile's mr x nv*16 outputs missing at once at the end of a short reduction (K = 64:
+ * 64 steps) stalled it. */
+static void prefetch_out(const pw_job *j, int64_t pan, int64_t col, bool first, bool last) {
+  const conv_p *p = j->p;
+  if (col >= j->np || (!first && !(last && j->res)))
+    return;
+  int64_t rows = min64(j->mr, p->m - pan * j->mr), len = min64(j->nv * 16, j->np - col);
+  for (int64_t i = 0; i < rows; i++) {
+    int64_t off = (pan * j->mr + i) * j->np + col;
+    const char *yr = (const char *)(j->y + off);
+    const char *rr = j->res ? (const char *)(j->res + off) : yr;
+    for (int64_t b = 0; b < len * 4 + 63; b += 64) {
+      if (first)
+        _mm_prefetch(yr + b, _MM_HINT_T0);
+      if (last && j->res)
+        _mm_prefetch(rr + b, _MM_HINT_T0);
+    }
+  }
+}
+
+/* Column tile jt of panels [p0, p1): the K block k0 of their channels. The tile's
+ * constants are set once, only the panel's pointers change per call. */
+static void run_tiles(const pw_job *j, int64_t jt, int64_t p0, int64_t p1, int64_t k0,
+                      bool piecewise) {
+  const conv_p *p = j->p;
+  int64_t col = jt * j->nv * 16, kb = min64(p->gemm.kc, p->c - k0);
+  int nvl = (int)min64(j->nv, j->nvec - jt * j->nv);
+  int64_t ncols = min64((int64_t)nvl * 16, j->np - col);
+  bool masked = ncols % 16 != 0;
+  pw_tile_fn fn = tiles[nr_conv_pw_tile(p->extra)][nvl - 1][masked];
+  pw_out o = {.ld = j->np,
+              .ldx = j->ldx,
+              .rows = j->mr,
+              .tail = masked ? (__mmask16)((1u << (ncols % 16)) - 1) : (__mmask16)0xFFFF,
+              .first = k0 == 0,
+              .last = k0 + kb >= p->c,
+              .act = piecewise ? (nr_act)p->act : NR_ACT_NONE,
+              .act_a = p->act_a,
+              .act_b = p->act_b};
+  const float *x = j->x + k0 * j->ldx + col;
+  const float *w = j->w + k0 * j->npan * j->mr + p0 * kb * j->mr;
+  int64_t step = (int64_t)j->mr * j->np;
+  o.y = j->y + p0 * step + col;
+  o.res = j->res ? j->res + p0 * step + col : NULL;
+  o.bias = j->bias ? j->bias + p0 * j->mr : NULL;
+  o.pf = jt + 1 < j->ntile ? j->nv * 16 : 0; /* the next column tile, in the first panel */
+  for (int64_t pan = p0; pan < p1; pan++) {
+    if (pan == p0 + 1)
+      o.pf = 0;
+    if (pan == j->npan - 1)
+      o.rows = (int)(p->m - pan * j->mr);
+    prefetch_out(j, pan + 1 < p1 ? pan + 1 : p0, pan + 1 < p1 ? col : col + j->nv * 16,
+                 o.first, o.last);
+    fn(kb, w, x, &o);
+    if (o.last && !piecewise)
+      for (int i = 0; i < o.rows; i++)
+        nr_act_apply((nr_act)p->act, p->act_a, p->act_b, o.y + i * j->np, ncols);
+    w += kb * j->mr;
+    o.y += step;
+    o.res = o.res ? o.res + step : NULL;
+    o.bias = o.bias ? o.bias + j->mr : NULL;
+  }
+}
+
+/* Work item: panel group it / nchunk x column chunk it % nchunk. K blocks outside,
+ * then column tiles, panels inside: a column tile's B rows come from memory for the
+ * group's first panel and from L1 for the others, and the group's W block (at most
+ * 128 KiB) from L2 for every column tile. */
+static void item_task(void *arg, int64_t begin, int64_t end, int thread) {
+  const pw_job *j = arg;
+  const conv_p *p = j->p;
+  (void)thread;
+  bool piecewise = p->act == NR_ACT_NONE || p->act == NR_ACT_RELU ||
+                   p->act == NR_ACT_CLIP || p->act == NR_ACT_LEAKY_RELU;
+  for (int64_t it = begin; it < end; it++) {
+    int64_t g = it / j->nchunk, ch = it % j->nchunk;
+    int64_t p0 = g * j->gpan, p1 = min64(j->npan, p0 + j->gpan);
+    int64_t t0 = ch * j->ctile, t1 = min64(j->ntile, t0 + j->ctile);
+    for (int64_t k0 = 0; k0 < p->c; k0 += p->gemm.kc)
+      for (int64_t jt = t0; jt < t1; jt++)
+        run_tiles(j, jt, p0, p1, k0, piecewise);
+  }
+}
+
+static int64_t ceil_div(int64_t a, int64_t b) {
+  return (a + b - 1) / b;
+}
+
+/* Panel groups whose W block (group rows x kc) stays within 128 KiB of L2, and
+ * column chunks whose Y block (group rows x chunk columns) stays within 256 KiB
+ * between K blocks (one K block: one column tile per chunk). Then, with several
+ * threads, chunks are cut until there are 4 items per thread, panels too if the
+ * columns run out. Groups and chunks are balanced (equal sizes but the last). */
+static void plan_items(pw_job *j, int threads) {
+  const conv_p *p = j->p;
+  int64_t rows = 32768 / p->gemm.kc, tw = (int64_t)j->nv * 16;
+  j->ngroup = ceil_div(j->npan, rows / j->mr > 0 ? rows / j->mr : 1);
+  j->gpan = ceil_div(j->npan, j->ngroup);
+  int64_t ct = 1;
+  if (p->gemm.kc < p->c) {
+    ct = 65536 / (j->gpan * j->mr * tw);
+    ct = ct < 1 ? 1 : ct;
+  }
+  j->nchunk = ceil_div(j->ntile, ct);
+  int64_t want = threads > 1 ? 4 * threads : 1;
+  if (j->ngroup * j->nchunk < want)
+    j->nchunk = min64(j->ntile, ceil_div(want, j->ngroup));
+  if (j->ngroup * j->nchunk < want) {
+    j->ngroup = min64(j->npan, ceil_div(want, j->nchunk));
+    j->gpan = ceil_div(j->npan, j->ngroup);
+    j->ngroup = ceil_div(j->npan, j->gpan);
+  }
+  j->ctile = ceil_div(j->ntile, j->nchunk);
+  j->nchunk = ceil_div(j->ntile, j->ctile);
+}
+
+/* One output pixel (the squeeze-and-excite convs on a 1x1 map): a tile would use one
+ * lane of each accumulator, but Y's column is M contiguous floats, so a panel's mr
+ * outputs are one vector: acc += W[k][panel] x X[k] over k, four chains for the FMA
+ * latency (efficientnet_b0's 1152 -> 48 ran 1.9x slower as a 12 x 1-pixel tile). */
+static void gemv_task(void *arg, int64_t begin, int64_t end, int thread) {
+  const pw_job *j = arg;
+  const conv_p *p = j->p;
+  (void)thread;
+  bool piecewise = p->act == NR_ACT_NONE || p->act == NR_ACT_RELU ||
+                   p->act == NR_ACT_CLIP || p->act == NR_ACT_LEAKY_RELU;
+  pw_out o = {.act = piecewise ? (nr_act)p->act : NR_ACT_NONE, .act_a = p->act_a,
+              .act_b = p->act_b};
+  __mmask16 wm = (__mmask16)((1u << j->mr) - 1);
+  for (int64_t pan = begin; pan < end; pan++) {
+    int64_t oc = pan * j->mr;
+    int rows = (int)min64(j->mr, p->m - oc);
+    __mmask16 rm = (__mmask16)((1u << rows) - 1);
+    __m512 acc[4] = {_mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps(),
+                     _mm512_setzero_ps()};
+    for (int64_t k0 = 0; k0 < p->c; k0 += p->gemm.kc) {
+      int64_t kb = min64(p->gemm.kc, p->c - k0), k = 0;
+      const float *w = j->w + k0 * j->npan * j->mr + pan * kb * j->mr;
+      const float *x = j->x + k0 * j->ldx;
+      for (; k + 4 <= kb; k += 4)
+        for (int u = 0; u < 4; u++)
+          acc[u] = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(wm, w + (k + u) * j->mr),
+                                   _mm512_set1_ps(x[(k + u) * j->ldx]), acc[u]);
+      for (; k < kb; k++)
+        acc[0] = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(wm, w + k * j->mr),
+                                 _mm512_set1_ps(x[k * j->ldx]), acc[0]);
+    }
+    __m512 v = _mm512_add_ps(_mm512_add_ps(acc[0], acc[1]), _mm512_add_ps(acc[2], acc[3]));
+    if (j->bias)
+      v = _mm512_add_ps(v, _mm512_maskz_loadu_ps(rm, j->bias + oc));
+    if (j->res)
+      v = _mm512_add_ps(v, _mm512_maskz_loadu_ps(rm, j->res + oc));
+    _mm512_mask_storeu_ps(j->y + oc, rm, act_vec(&o, v));
+    if (!piecewise)
+      nr_act_apply((nr_act)p->act, p->act_a, p->act_b, j->y + oc, rows);
+  }
+}
+
+nr_status nr_conv_pw__avx512_run(const nr_exec_args *a) {
+  conv_p q = *conv_params(a->step);
+  bool post;
+  const float *res = nr_conv_res(a, NR_LAYOUT_PLAIN, &q, &post);
+  const float *bias = q.has_bias ? a->in[2] : NULL;
+  conv_p epi = q; /* conv.epilogue=separate: the tiles store raw sums, a pass follows */
+  bool split = q.opts & CONV_OPT_SPLIT_EPI;
+  if (split)
+    q.act = NR_ACT_NONE;
+  pw_job j = {.p = &q, .w = a->packed, .bias = split ? NULL : bias,
+              .xs = (float *)(((uintptr_t)a->scratch + 63) & ~(uintptr_t)63),
+              .mr = nr_conv_pw_mr(q.extra), .nv = nr_conv_pw_nv(q.extra)};
+  j.np = (int64_t)q.oh * q.ow;
+  j.nvec = (j.np + 15) / 16;
+  j.ntile = (j.nvec + j.nv - 1) / j.nv;
+  j.npan = (q.m + j.mr - 1) / j.mr;
+  int threads = nr_conv_threads(a);
+  plan_items(&j, threads);
+  bool strided = nr_conv_pw_copies(&q);
+  j.ldx = strided ? nr_conv_pw_ldx(&q) : j.np;
+  for (int64_t n = 0; n < q.n; n++) {
+    const float *x = (const float *)a->in[0] + n * (int64_t)q.c * q.h * q.w;
+    if (strided) {
+      j.xsrc = x;
+      nr_parallel_for(a->pool, q.c, 8, threads, copy_task, &j);
+    }
+    j.x = strided ? j.xs : x;
+    j.y = (float *)a->out[0] + n * q.m * j.np;
+    j.res = res && !split ? res + n * q.m * j.np : NULL;
+    if (j.np == 1)
+      nr_parallel_for(a->pool, j.npan, 16, threads, gemv_task, &j);
+    else
+      nr_parallel_for(a->pool, j.ngroup * j.nchunk, 1, threads, item_task, &j);
+  }
+  if (split)
+    nr_conv_epilogue_pass(a, NR_LAYOUT_PLAIN, &epi, bias, res, threads);
+  nr_conv_finish(a, NR_LAYOUT_PLAIN, conv_params(a->step), post);
+  return NR_OK;
+}

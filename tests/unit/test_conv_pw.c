@@ -1,0 +1,360 @@
+/* test_conv_pw.c - nr_f32_conv_pw__avx512 (conv_pw__avx512.c), the AVX-512 pointwise
+ * convolution, against the reference executor's Conv (plus residual and the scalar
+ * activation), and the tactic choice around it on both ISAs.
+ *
+ * Every register tile (12x32, 8x48, 6x64) runs on shapes built around it: output
+ * channels one below, at and above the tile's rows; pixel counts below, at and above
+ * one, two and three 16-pixel vectors and a tile (7x7 = 49, 14x14 = 196, a one-row
+ * image); channels below, at and above the K block, K blocks of 1 and a remainder;
+ * strides 2 and 3 (also only along H), two images, one-pixel outputs (the separate
+ * vector-per-panel path of squeeze-and-excite convs), the epilogue in a separate pass
+ * (conv.epilogue=separate); bias, residual and every kind of
+ * activation (in-register ones and the ones applied after the store). The tile and K
+ * block are forced by rewriting the step's record and packing W again, as prepare()
+ * does for the conv.pw_tile / conv.pw_kc knobs. Buffers carry guard bytes; failures
+ * print the seed. On a machine without AVX-512 (or NNROUTE_ISA=avx2) the kernel is not
+ * run, and the tests check that the 1x1 nodes fall back to the GEMM tactics. */
+#include "compiler/plan.h"
+#include "kernels/act.h"
+#include "kernels/cpu/conv/conv_internal.h"
+#include "kernels/ref/fused.h"
+#include "op_test.h"
+#include "runtime/threadpool.h"
+#include "unit.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+extern const nr_tactic nr_tactics_conv[];
+
+#define GUARD 48
+static const float SENTINEL = -4321.25f;
+
+typedef struct pw_case {
+  int n, c, h, w, m, sh, sw;
+  bool bias, res;
+  nr_act act;
+} pw_case;
+
+static int64_t out_dim(int in, int s) { return (in - 1) / s + 1; }
+
+static float *guarded(int64_t n) {
+  float *p = aligned_alloc(64, sizeof(float) * (size_t)((n + GUARD + 15) / 16 * 16));
+  for (int64_t i = 0; i < n + GUARD; i++)
+    p[i] = SENTINEL;
+  return p;
+}
+static bool guard_ok(const float *p, int64_t n) {
+  for (int64_t i = n; i < n + GUARD; i++)
+    if (p[i] != SENTINEL)
+      return false;
+  return true;
+}
+
+/* act's parameters as the FusedConv node carries them. */
+static float act_a(nr_act a) { return a == NR_ACT_CLIP ? -0.25f : a == NR_ACT_LEAKY_RELU ? 0.1f : 0.2f; }
+static float act_b(nr_act a) { return a == NR_ACT_CLIP ? 0.75f : 0.5f; }
+
+/* Y = act(Conv(X, W, B) + R) through the reference executor and nr_act_apply_ref. */
+static bool reference(const pw_case *k, const float *x, const float *w, const float *b,
+                      const float *r, float *y) {
+  int64_t xd[4] = {k->n, k->c, k->h, k->w}, wd[4] = {k->m, k->c, 1, 1}, bd[1] = {k->m};
+  nr_value vx = make_value(NR_DTYPE_FLOAT, 4, xd, x), vw = make_value(NR_DTYPE_FLOAT, 4, wd, w);
+  nr_value vb = make_value(NR_DTYPE_FLOAT, 1, bd, b);
+  const nr_value *ins[3] = {&vx, &vw, &vb};
+  int64_t st[2] = {k->sh, k->sw};
+  nr_attr at[1] = {attr_ints("strides", 2, st)};
+  nr_value out;
+  nr_error err = {0};
+  if (run_one("Conv", 13, 1, at, k->bias ? 3 : 2, ins, &out, &err))
+    return false;
+  int64_t n = nr_value_count(&out);
+  memcpy(y, out.data, sizeof(float) * (size_t)n);
+  nr_value_free(&out);
+  for (int64_t i = 0; r && i < n; i++)
+    y[i] += r[i];
+  nr_act_apply_ref(k->act, act_a(k->act), act_b(k->act), y, n);
+  return true;
+}
+
+/* One FusedConv (or Conv) step over slots X, W, B, R, Y, built by hand. */
+typedef struct harness {
+  nr_plan plan;
+  nr_slot slots[5];
+  nr_step step;
+  nr_node node;
+  nr_attr attrs[5];
+  int64_t st[2];
+} harness;
+
+static void build(harness *hs, const pw_case *k, const float *w, const float *b, bool fused) {
+  memset(hs, 0, sizeof *hs);
+  int64_t xd[4] = {k->n, k->c, k->h, k->w}, wd[4] = {k->m, k->c, 1, 1};
+  int64_t yd[4] = {k->n, k->m, out_dim(k->h, k->sh), out_dim(k->w, k->sw)};
+  nr_slot *s = hs->slots;
+  s[0] = (nr_slot){.name = "X", .dtype = NR_DTYPE_FLOAT, .rank = 4};
+  memcpy(s[0].dims, xd, sizeof xd);
+  s[1] = (nr_slot){.name = "W", .dtype = NR_DTYPE_FLOAT, .rank = 4, .kind = NR_SLOT_CONST};
+  memcpy(s[1].dims, wd, sizeof wd);
+  nr_plan_add_weights(&hs->plan, w, sizeof(float) * (size_t)(k->m * k->c), &s[1].offset, NULL);
+  s[2] = (nr_slot){.name = "B", .dtype = NR_DTYPE_FLOAT, .rank = 1, .kind = NR_SLOT_CONST};
+  s[2].dims[0] = k->m;
+  nr_plan_add_weights(&hs->plan, b, sizeof(float) * (size_t)k->m, &s[2].offset, NULL);
+  s[3] = (nr_slot){.name = "R", .dtype = NR_DTYPE_FLOAT, .rank = 4};
+  memcpy(s[3].dims, yd, sizeof yd);
+  s[4] = s[3];
+  s[4].name = "Y";
+  hs->plan.slots = s;
+  hs->plan.n_slots = 5;
+  hs->st[0] = k->sh, hs->st[1] = k->sw;
+  int na = 0;
+  hs->attrs[na++] = attr_ints("strides", 2, hs->st);
+  if (fused) {
+    hs->attrs[na++] = attr_s("activation", nr_act_name(k->act));
+    hs->attrs[na++] = attr_f("act_alpha", act_a(k->act));
+    hs->attrs[na++] = attr_f("act_beta", act_b(k->act));
+  }
+  hs->node = (nr_node){.name = "pw", .op_type = fused ? "FusedConv" : "Conv",
+                       .domain = fused ? NR_DOMAIN : "", .opset = fused ? 1 : 13,
+                       .n_attrs = na, .attrs = hs->attrs};
+  hs->step.n_in = fused ? 4 : 3;
+  hs->step.n_out = 1;
+  hs->step.in[0] = 0, hs->step.in[1] = 1, hs->step.in[2] = k->bias ? 2 : -1;
+  hs->step.in[3] = fused && k->res ? 3 : -1;
+  hs->step.out[0] = 4;
+}
+
+static const nr_tactic *row(const char *id, const char *op) {
+  for (const nr_tactic *t = nr_tactics_conv; t->id; t++)
+    if (!strcmp(t->id, id) && !strcmp(t->op_type, op))
+      return t;
+  return NULL;
+}
+
+/* Runs the pw row on case k with register tile `tile` (optionally with
+ * NR_CONV_PW_ALIGNED) and K block kc (tile < 0: what prepare() chose; kc 0: prepare's
+ * is kept). */
+static void run_case(nr_test_state *t, const pw_case *k, int tile, int kc, uint8_t opts,
+                     unsigned seed, nr_threadpool *pool) {
+  bool fused = k->res || k->act != NR_ACT_NONE;
+  const nr_tactic *tac = row("nr_f32_conv_pw__avx512", fused ? "FusedConv" : "Conv");
+  REQUIRE(tac, "no pw row");
+  unsigned sd = seed;
+  int64_t oh = out_dim(k->h, k->sh), ow = out_dim(k->w, k->sw);
+  int64_t xn = (int64_t)k->n * k->c * k->h * k->w, yn = (int64_t)k->n * k->m * oh * ow;
+  float *x = guarded(xn), *r = guarded(yn), *y = guarded(yn), *want = malloc(sizeof(float) * (size_t)yn);
+  float *xv = random_floats(xn, &sd), *w = random_floats((int64_t)k->m * k->c, &sd);
+  float *b = random_floats(k->m, &sd), *rv = random_floats(yn, &sd);
+  memcpy(x, xv, sizeof(float) * (size_t)xn);
+  memcpy(r, rv, sizeof(float) * (size_t)yn);
+  harness hs;
+  build(&hs, k, w, b, fused);
+  nr_error err = {0};
+  nr_tactic_ctx c = {&hs.plan, &hs.node, &hs.step, NULL, &err};
+  float *scratch = NULL;
+  REQUIRE(reference(k, xv, w, b, k->res ? rv : NULL, want), "reference failed, seed %u", seed);
+  if (!tac->supports(&c)) {
+    CHECK(false, "pw does not support c%d %dx%d m%d s%d,%d", k->c, k->h, k->w, k->m, k->sh,
+          k->sw);
+    goto done;
+  }
+  hs.step.tactic = tac;
+  if (tac->prepare(&c, &hs.plan, &hs.step)) {
+    CHECK(false, "prepare: %s, seed %u", err.message, seed);
+    goto done;
+  }
+  conv_p *p = (conv_p *)(void *)hs.step.params;
+  p->opts |= opts;
+  if (tile >= 0) {
+    p->extra = (uint32_t)tile;
+    if (kc > 0)
+      p->gemm.kc = (uint16_t)kc;
+    hs.step.scratch = nr_conv_pw_scratch(p);
+    REQUIRE(nr_conv_pack_pw(&c, &hs.plan, &hs.step) == NR_OK, "repack: %s", err.message);
+  }
+  int64_t sn = (int64_t)(hs.step.scratch / sizeof(float)) + 1;
+  scratch = guarded(sn);
+  void *in[4] = {x, hs.plan.weights + hs.slots[1].offset,
+                 k->bias ? hs.plan.weights + hs.slots[2].offset : NULL, k->res ? r : NULL};
+  void *out[1] = {y};
+  const nr_slot *ins[4] = {&hs.slots[0], &hs.slots[1], k->bias ? &hs.slots[2] : NULL,
+                           k->res ? &hs.slots[3] : NULL};
+  const nr_slot *outs[1] = {&hs.slots[4]};
+  nr_exec_args a = {&hs.plan, &hs.step, &hs.node, in, out, ins, outs,
+                    hs.plan.weights + hs.step.packed_offset, scratch, pool, &err};
+  CHECK(tac->run(&a) == NR_OK, "run failed, seed %u", seed);
+  CHECK(guard_ok(y, yn) && guard_ok(x, xn) && guard_ok(r, yn) && guard_ok(scratch, sn),
+        "wrote past a buffer (tile %u, kc %u), seed %u", p->extra, p->gemm.kc, seed);
+  CHECK(!memcmp(x, xv, sizeof(float) * (size_t)xn) && !memcmp(r, rv, sizeof(float) * (size_t)yn),
+        "changed an input, seed %u", seed);
+  double tol = 2e-5 * (k->c + 4);
+  int64_t bad = -1;
+  for (int64_t i = 0; i < yn && bad < 0; i++)
+    if (!(fabs(y[i] - want[i]) <= tol * (1 + fabs(want[i]))))
+      bad = i;
+  CHECK(bad < 0,
+        "n%d c%d %dx%d m%d s%d,%d bias%d res%d act %s tile %u kc %u: y[%lld] = %g, want %g, "
+        "seed %u",
+        k->n, k->c, k->h, k->w, k->m, k->sh, k->sw, k->bias, k->res, nr_act_name(k->act),
+        p->extra, p->gemm.kc, (long long)bad, bad >= 0 ? y[bad] : 0, bad >= 0 ? want[bad] : 0,
+        seed);
+done:
+  free(hs.plan.weights);
+  free(x), free(r), free(y), free(want), free(xv), free(w), free(b), free(rv), free(scratch);
+}
+
+/* Pixel counts around 1, 2, 3 and 4 vectors and whole tiles, as h x w. */
+static const int pix[][2] = {{1, 15}, {4, 4}, {1, 17}, {4, 8}, {3, 11}, {1, 47},
+                             {6, 8}, {7, 7}, {9, 7}, {8, 8}, {5, 13}, {14, 14}};
+
+NR_TEST(test_conv_pw_tiles_vs_reference) {
+  if (!(nr_cpu_isa() & NR_ISA_AVX512))
+    return;
+  nr_threadpool *pool = nr_threadpool_create(2);
+  const nr_act acts[] = {NR_ACT_RELU, NR_ACT_NONE, NR_ACT_CLIP, NR_ACT_LEAKY_RELU,
+                         NR_ACT_SIGMOID, NR_ACT_HARD_SWISH};
+  unsigned seed = 500;
+  for (int tile = 0; tile < NR_CONV_PW_TILES; tile++) {
+    int mr = nr_conv_pw_mr((uint32_t)tile);
+    const int ms[3] = {mr - 1, mr + 1, 2 * mr + 3};
+    for (size_t q = 0; q < sizeof pix / sizeof pix[0]; q++) {
+      int m = ms[q % 3];
+      nr_act act = acts[q % (sizeof acts / sizeof acts[0])];
+      pw_case k = {1, 9 + (int)q, pix[q][0], pix[q][1], m, 1, 1, q % 2 == 0, q % 3 != 1, act};
+      run_case(t, &k, tile, 0, 0, seed++, pool);
+      /* K blocks: 4 channels (several blocks and a remainder), 1 (one-channel blocks);
+       * B copied to rows of whole vectors */
+      run_case(t, &k, tile, 4, 0, seed++, pool);
+      run_case(t, &k, tile | (int)NR_CONV_PW_ALIGNED, 5, 0, seed++, pool);
+      if (q % 4 == 0)
+        run_case(t, &k, tile, 1, 0, seed++, pool);
+    }
+  }
+  nr_threadpool_destroy(pool);
+}
+
+NR_TEST(test_conv_pw_strides_and_batches) {
+  if (!(nr_cpu_isa() & NR_ISA_AVX512))
+    return;
+  nr_threadpool *pool = nr_threadpool_create(2);
+  static const pw_case cases[] = {
+      /* n c  h   w  m  sh sw bias  res    act */
+      {1, 16, 14, 14, 24, 2, 2, true, true, NR_ACT_RELU},     /* 7x7 out, downsample */
+      {1, 5, 9, 9, 13, 2, 2, false, false, NR_ACT_NONE},      /* odd input, Conv op */
+      {2, 12, 10, 11, 20, 3, 3, true, true, NR_ACT_CLIP},     /* 4x4, two images */
+      {1, 7, 12, 9, 9, 2, 1, true, false, NR_ACT_SILU},       /* strided rows only */
+      {2, 33, 8, 8, 17, 1, 1, true, true, NR_ACT_LEAKY_RELU}, /* two images, stride 1 */
+      {1, 1, 5, 6, 30, 1, 1, true, false, NR_ACT_RELU},       /* one input channel */
+      {1, 70, 3, 30, 40, 1, 1, true, true, NR_ACT_HARD_SWISH},
+      /* one output pixel (squeeze-and-excite): the vector-per-panel path */
+      {1, 37, 1, 1, 29, 1, 1, true, true, NR_ACT_SILU},
+      {2, 21, 1, 1, 13, 1, 1, false, false, NR_ACT_RELU},
+      {1, 9, 2, 2, 30, 2, 2, true, false, NR_ACT_CLIP},
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    run_case(t, &cases[i], -1, 0, 0, 900u + (unsigned)i, pool);
+    for (int tile = 0; tile < NR_CONV_PW_TILES; tile++)
+      run_case(t, &cases[i], tile, 8, 0, 950u + (unsigned)(i * 3 + tile), pool);
+    /* conv.epilogue=separate: raw sums, then nr_conv_epilogue_pass */
+    run_case(t, &cases[i], -1, 0, CONV_OPT_SPLIT_EPI, 980u + (unsigned)i, pool);
+  }
+  /* one thread: no panel groups cut for threads */
+  nr_threadpool *one = nr_threadpool_create(1);
+  run_case(t, &cases[0], -1, 0, 0, 990, one);
+  run_case(t, &cases[2], 2, 5, 0, 991, one);
+  nr_threadpool_destroy(one);
+  nr_threadpool_destroy(pool);
+}
+
+/* The tactic the default route runs (the highest priority among the rows this
+ * machine's ISA allows that support the step), as select.c picks it. */
+static const nr_tactic *default_row(const pw_case *k) {
+  unsigned sd = 3;
+  float *w = random_floats((int64_t)k->m * k->c, &sd), *b = random_floats(k->m, &sd);
+  harness hs;
+  build(&hs, k, w, b, true);
+  nr_tactic_ctx c = {&hs.plan, &hs.node, &hs.step, NULL, NULL};
+  const nr_tactic *best = NULL;
+  for (const nr_tactic *t = nr_tactics_conv; t->id; t++)
+    if (!(t->isa & ~nr_cpu_isa()) && !strcmp(t->op_type, "FusedConv") && t->supports(&c) &&
+        (!best || t->priority > best->priority))
+      best = t;
+  free(hs.plan.weights), free(w), free(b);
+  return best;
+}
+
+/* AVX-512: pw runs every unpadded 1x1 (any stride). Otherwise the GEMM tactics do, as
+ * before the pw row existed: nr_f32_conv_1x1 at stride 1, im2col at stride 2. */
+NR_TEST(test_conv_pw_default_choice) {
+  bool avx512 = (nr_cpu_isa() & NR_ISA_AVX512) != 0;
+  pw_case s1 = {1, 64, 14, 14, 256, 1, 1, true, true, NR_ACT_RELU};
+  pw_case s2 = {1, 64, 14, 14, 128, 2, 2, true, false, NR_ACT_NONE};
+  const nr_tactic *a = default_row(&s1), *b = default_row(&s2);
+  REQUIRE(a && b, "no tactic for a 1x1 conv");
+  CHECK(!strcmp(a->id, avx512 ? "nr_f32_conv_pw__avx512" : "nr_f32_conv_1x1"),
+        "stride 1: %s", a->id);
+  CHECK(!strcmp(b->id, avx512 ? "nr_f32_conv_pw__avx512" : "nr_f32_conv_im2col"),
+        "stride 2: %s", b->id);
+  /* padded or grouped 1x1 convs are not pointwise products */
+  const nr_tactic *pw = row("nr_f32_conv_pw__avx512", "FusedConv");
+  REQUIRE(pw, "no pw row");
+  pw_case odd = {1, 8, 9, 9, 8, 2, 2, true, false, NR_ACT_NONE};
+  harness hs;
+  unsigned sd = 4;
+  float *w = random_floats(64, &sd), *bb = random_floats(8, &sd);
+  build(&hs, &odd, w, bb, true);
+  int64_t pads[4] = {1, 1, 1, 1};
+  hs.attrs[hs.node.n_attrs++] = attr_ints("pads", 4, pads);
+  hs.slots[3].dims[2] = hs.slots[3].dims[3] = hs.slots[4].dims[2] = hs.slots[4].dims[3] = 6;
+  nr_tactic_ctx c = {&hs.plan, &hs.node, &hs.step, NULL, NULL};
+  CHECK(!pw->supports(&c), "pw claims a padded 1x1 conv");
+  free(hs.plan.weights), free(w), free(bb);
+}
+
+/* prepare() picks the tile that pads least (resnet's 64-channel multiples: 8x48;
+ * mobilenet's 96 channels at 14x14: 12x32) and a K block that covers K in equal
+ * blocks of at most 256 / 168 / 128 channels (fewer where the B rows of a column
+ * tile would crowd L1 sets: 1024 channels at 14x14, rows of 208 floats, run in 8
+ * blocks of 128); B is copied to vector-aligned rows where the pixels are not a
+ * multiple of 16 and the copy is made anyway (stride 2) or M is at least 128. */
+NR_TEST(test_conv_pw_prepare_picks) {
+  if (!(nr_cpu_isa() & NR_ISA_AVX512))
+    return;
+  static const struct {
+    pw_case k;
+    uint32_t tile;
+    int kc;
+    bool aligned;
+  } want[] = {
+      {{1, 64, 56, 56, 256, 1, 1, true, true, NR_ACT_RELU}, NR_CONV_PW_TILE_8X48, 64, false},
+      {{1, 1024, 14, 14, 256, 1, 1, true, false, NR_ACT_RELU}, NR_CONV_PW_TILE_8X48, 128,
+       true},
+      {{1, 64, 14, 14, 96, 1, 1, true, false, NR_ACT_CLIP}, NR_CONV_PW_TILE_12X32, 64, false},
+      {{1, 64, 13, 13, 32, 2, 2, true, false, NR_ACT_NONE}, NR_CONV_PW_TILE_8X48, 64, true},
+  };
+  const nr_tactic *tac = row("nr_f32_conv_pw__avx512", "FusedConv");
+  REQUIRE(tac, "no pw row");
+  for (size_t i = 0; i < sizeof want / sizeof want[0]; i++) {
+    const pw_case *k = &want[i].k;
+    unsigned sd = 8;
+    float *w = random_floats((int64_t)k->m * k->c, &sd), *b = random_floats(k->m, &sd);
+    harness hs;
+    build(&hs, k, w, b, true);
+    nr_error err = {0};
+    nr_tactic_ctx c = {&hs.plan, &hs.node, &hs.step, NULL, &err};
+    hs.step.tactic = tac;
+    REQUIRE(tac->supports(&c) && tac->prepare(&c, &hs.plan, &hs.step) == NR_OK, "%s",
+            err.message);
+    const conv_p *p = conv_params(&hs.step);
+    CHECK(nr_conv_pw_tile(p->extra) == want[i].tile && p->gemm.kc == want[i].kc &&
+              !(p->extra & NR_CONV_PW_ALIGNED) == !want[i].aligned,
+          "case %zu: tile %u kc %u", i, p->extra, p->gemm.kc);
+    CHECK(hs.step.scratch == nr_conv_pw_scratch(p), "case %zu: scratch", i);
+    CHECK(hs.step.packed_size == sizeof(float) * (size_t)((k->m + nr_conv_pw_mr(p->extra) - 1) /
+                                                          nr_conv_pw_mr(p->extra) *
+                                                          nr_conv_pw_mr(p->extra) * k->c),
+          "case %zu: packed %llu bytes", i, (unsigned long long)hs.step.packed_size);
+    free(hs.plan.weights), free(w), free(b);
+  }
+}
