@@ -34,6 +34,11 @@ struct nr_context {
   void *hook_user;
   const nr_backend *backend; /* device engines: the backend and its context state */
   void *device;
+  /* What an absorbed constant's slot points at: zeros the size of the largest one.
+   * Its readers use their packed data and never look; if a tampered engine makes a
+   * step read one anyway, it reads zeros instead of dereferencing NULL. calloc maps
+   * large blocks lazily, so the pages cost nothing until touched. */
+  void *absorbed;
 };
 
 static void *alloc_aligned(uint64_t size) {
@@ -170,9 +175,14 @@ nr_status nr_context_create(const nr_engine *engine, int threads, nr_context **o
     threads = engine->threads; /* <= 0 again: every online CPU */
   c->arena = alloc_aligned(c->plan->arena_size);
   c->scratch = alloc_aligned(c->plan->scratch_size);
+  uint64_t absorbed = 0;
+  for (int i = 0; i < c->plan->n_slots; i++)
+    if (c->plan->slots[i].kind == NR_SLOT_ABSORBED && c->plan->slots[i].nbytes > absorbed)
+      absorbed = c->plan->slots[i].nbytes;
+  c->absorbed = absorbed ? calloc(1, absorbed) : NULL;
   if (threads != 1)
     c->pool = nr_threadpool_create(threads);
-  if (!c->arena || !c->scratch || (threads != 1 && !c->pool)) {
+  if (!c->arena || !c->scratch || (threads != 1 && !c->pool) || (absorbed && !c->absorbed)) {
     nr_context_destroy(c);
     return nr_errorf(err, NR_ERR_NOMEM,
                      "nr_context_create: cannot allocate %llu arena + %llu scratch bytes "
@@ -192,6 +202,7 @@ void nr_context_destroy(nr_context *c) {
   nr_threadpool_destroy(c->pool);
   free(c->arena);
   free(c->scratch);
+  free(c->absorbed);
   free(c);
 }
 
@@ -270,7 +281,7 @@ static void *slot_data(const nr_context *c, const nr_buffer *inputs, int idx) {
   case NR_SLOT_ARENA: return c->arena + s->offset;
   case NR_SLOT_CONST: return c->plan->weights + s->offset;
   case NR_SLOT_INPUT: return inputs[s->offset].data;
-  case NR_SLOT_ABSORBED: return NULL; /* its readers use their packed data */
+  case NR_SLOT_ABSORBED: return c->absorbed; /* its readers use their packed data */
   }
   return NULL;
 }

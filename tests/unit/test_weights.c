@@ -1,8 +1,9 @@
 /* test_weights.c - the weights pass (src/compiler/weights.c): constants that every
  * reader packed at build are left out of the weights (NR_SLOT_ABSORBED), everything
  * still computes the reference's answer, engines with absorbed constants survive a
- * save and load, and a file in which a step without packed data reads an absorbed
- * constant is refused by name.
+ * save and load, a file in which a step without packed data reads an absorbed
+ * constant is refused by name, and one that marks a constant absorbed that its reader
+ * still reads raw runs on zeros instead of a NULL pointer.
  *
  * The graph: x [1,8,12,12] -> Conv (W 16x8x3x3, bias) -> Relu -> Flatten -> Gemm
  * (W2 1600x10, bias) -> y. The conv's and the product's weights are packed by the
@@ -216,6 +217,31 @@ NR_TEST(weights_absorbed_constant_read_without_packed_data_is_refused) {
   CHECK(strstr(err.message, "reads absorbed constant slot"), "%s", err.message);
   p->steps[k].packed_size = keep;
   free(data);
+  nr_plan_destroy(p);
+  nr_graph_destroy(n.g);
+}
+
+/* A file that marks a constant absorbed although its reader still reads it raw (here
+ * the conv's bias, which the igemm/pointwise kernels read from the slot) must not make
+ * the run dereference NULL: the context hands such a slot zeros. */
+NR_TEST(weights_tampered_absorbed_slot_reads_zeros) {
+  wnet n;
+  REQUIRE(wnet_make(t, &n));
+  nr_plan *p = compile(t, n.g, NULL);
+  REQUIRE(p);
+  nr_slot *b = NULL;
+  for (int i = 0; i < p->n_slots; i++)
+    if (p->slots[i].name && !strcmp(p->slots[i].name, "B"))
+      b = &p->slots[i];
+  REQUIRE(b && b->kind == NR_SLOT_CONST);
+  b->kind = NR_SLOT_ABSORBED;
+  b->offset = 0;
+  nr_engine e;
+  engine_init(&e, p);
+  float y[10];
+  CHECK(run(t, &e, n.x, y), "the run must complete");
+  for (int i = 0; i < 10; i++)
+    CHECK(isfinite(y[i]), "y[%d] = %g", i, y[i]);
   nr_plan_destroy(p);
   nr_graph_destroy(n.g);
 }
