@@ -255,6 +255,8 @@ static const conv_case cases[] = {
     {2, 5, 8, 7, 20, 3, 3, 1, 1, 1, 1, 1, 1, 1, false, true, NR_ACT_CLIP},
     {1, 3, 10, 10, 7, 2, 2, 3, 3, 0, 0, 1, 1, 1, true, false, NR_ACT_HARD_SWISH},
     {1, 4, 40, 1, 13, 3, 1, 1, 1, 1, 0, 1, 1, 1, true, true, NR_ACT_RELU}, /* lp = 1 */
+    /* a small plane with channels enough for sp__avx512 (test_conv_sp512.c has more) */
+    {1, 48, 7, 7, 70, 3, 3, 1, 1, 1, 1, 1, 1, 1, true, true, NR_ACT_RELU},
     /* winograd tiles: outputs not a multiple of 2 or 4, no padding */
     {1, 7, 11, 13, 9, 3, 3, 1, 1, 0, 0, 1, 1, 1, true, true, NR_ACT_RELU},
     {1, 32, 14, 14, 24, 3, 3, 1, 1, 1, 1, 1, 1, 1, true, false, NR_ACT_NONE},

@@ -144,6 +144,50 @@ static inline uint64_t nr_conv_igemm_scratch(const conv_p *p) {
   return (uint64_t)p->c * (uint64_t)g.cs * sizeof(float) + 64;
 }
 
+/* nr_f32_conv_sp__avx512 (conv_sp__avx512.c): igemm's windows on small output planes,
+ * vectorised over output channels. It reads igemm's padded copy (nr_conv_igemm_geo with
+ * extra 0, which sp does not use) by broadcasting pixels; a register tile is
+ * NR_CONV_SP_MR output channels x one row chunk of at most NR_CONV_SP_MAXPIX pixels
+ * (rows split into ceil(OW / 14) near-equal chunks), or x two whole rows when OW <= 7.
+ * W is packed as [ceil(M / 32) panels][C][taps][32] (nr_conv_pack_sp); p->gemm.kc input
+ * channels per pass, the tiles' partial sums kept in scratch between passes (one
+ * buffer of tpi tiles per thread). A work item is tpi tiles of one panel: a whole
+ * panel, or a part of it where there are fewer than 8 panels. */
+#define NR_CONV_SP_MR 32
+#define NR_CONV_SP_MAXPIX 14
+#define NR_CONV_SP_TILE_FLOATS (NR_CONV_SP_MR * NR_CONV_SP_MAXPIX)
+typedef struct conv_sp_geo {
+  int rows, chunks;  /* output rows per tile (1 or 2), column chunks per row */
+  int64_t ntiles;    /* tiles per panel */
+  int64_t npan;      /* panels of 32 output channels */
+  int64_t ipp, tpi;  /* work items per panel, tiles per item */
+} conv_sp_geo;
+static inline void nr_conv_sp_geo(const conv_p *p, conv_sp_geo *s, conv_igemm_geo *g) {
+  conv_p q = *p;
+  q.extra = 0;
+  nr_conv_igemm_geo(&q, g);
+  s->rows = p->ow <= NR_CONV_SP_MAXPIX / 2 ? 2 : 1;
+  s->chunks = s->rows == 2 ? 1 : (p->ow + NR_CONV_SP_MAXPIX - 1) / NR_CONV_SP_MAXPIX;
+  s->ntiles = s->rows == 2 ? (p->oh + 1) / 2 : (int64_t)p->oh * s->chunks;
+  s->npan = (p->m + NR_CONV_SP_MR - 1) / NR_CONV_SP_MR;
+  s->ipp = s->npan >= 8 ? 1 : (8 + s->npan - 1) / s->npan;
+  if (s->ipp > s->ntiles)
+    s->ipp = s->ntiles;
+  s->tpi = (s->ntiles + s->ipp - 1) / s->ipp;
+  s->ipp = (s->ntiles + s->tpi - 1) / s->tpi;
+}
+/* Scratch bytes for `threads` threads: the padded copy, and where C takes more than one
+ * pass (p->gemm.kc < C) the partial sums. */
+static inline uint64_t nr_conv_sp_scratch(const conv_p *p, int threads) {
+  conv_sp_geo s;
+  conv_igemm_geo g;
+  nr_conv_sp_geo(p, &s, &g);
+  uint64_t part = p->gemm.kc < p->c ? (uint64_t)threads * (uint64_t)s.tpi *
+                                          NR_CONV_SP_TILE_FLOATS * sizeof(float)
+                                    : 0;
+  return (uint64_t)p->c * (uint64_t)g.cs * sizeof(float) + 64 + part;
+}
+
 /* nr_f32_conv_pw__avx512 (conv_pw__avx512.c): a group-1 unpadded 1x1 convolution of
  * any stride as Y[M x P] = W[M x C] * X[C x P] (P output pixels) with X read in place
  * (stride 1) or from a copy in scratch (strided, or NR_CONV_PW_ALIGNED: rows padded to
@@ -216,6 +260,7 @@ nr_status nr_conv_smallc__avx2_run(const nr_exec_args *a);
 nr_status nr_conv_igemm__avx512_run(const nr_exec_args *a);
 nr_status nr_conv_dw__avx512_run(const nr_exec_args *a); /* PLAIN depthwise */
 nr_status nr_conv_pw__avx512_run(const nr_exec_args *a);
+nr_status nr_conv_sp__avx512_run(const nr_exec_args *a); /* small planes */
 
 /* Packing at build time (conv_pack.c). Each reads the constant W (and B) and appends
  * the packed form to the weights; sets step->packed_*. */
@@ -232,6 +277,8 @@ nr_status nr_conv_pack_dw8(const nr_tactic_ctx *c, nr_plan *plan, nr_step *st);
 /* igemm: W as [ceil(M/mr) panels][C][kh*kw taps][mr] (zero rows past M), mr from
  * p->extra (nr_conv_igemm_geo). */
 nr_status nr_conv_pack_igemm(const nr_tactic_ctx *c, nr_plan *plan, nr_step *st);
+/* sp: W as [ceil(M/32) panels][C][kh*kw taps][32] (zero rows past M). */
+nr_status nr_conv_pack_sp(const nr_tactic_ctx *c, nr_plan *plan, nr_step *st);
 /* pw: W per K block of p->gemm.kc channels, each [ceil(M/mr) panels][kb][mr] (zero
  * rows past M; block k0 at float k0 * Mpad), mr from p->extra. */
 nr_status nr_conv_pack_pw(const nr_tactic_ctx *c, nr_plan *plan, nr_step *st);

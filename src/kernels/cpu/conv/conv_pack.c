@@ -6,7 +6,8 @@
  * Layouts: GEMM A per group (im2col, 1x1: W is already [M/g x C/g*kh*kw] row major),
  * GEMM B per group (NHWC: rows ordered (kh, kw, c)), NCHW8C blocks
  * [M/8][C/8][kh][kw][8 in][8 out] + bias padded to 8, depthwise blocks
- * [C/8][kh][kw][8] + bias, implicit GEMM panels [M/mr][C][kh*kw][mr], pointwise panels
+ * [C/8][kh][kw][8] + bias, implicit GEMM panels [M/mr][C][kh*kw][mr] (small-plane
+ * panels the same with mr = 32), pointwise panels
  * [C/kc][M/mr][kc][mr], Winograd U[xi] = (G g G^T)[xi] as M x C per tile
  * position xi, each packed as a GEMM A.
  *
@@ -108,6 +109,21 @@ nr_status nr_conv_pack_igemm(const nr_tactic_ctx *c, nr_plan *plan, nr_step *st)
       for (int64_t t = 0; t < taps; t++)
         buf[(((m / g.mr) * p->c + ci) * taps + t) * g.mr + m % g.mr] =
             w[(m * p->c + ci) * taps + t];
+  return append(c, plan, st, buf, sizeof(float) * total);
+}
+
+nr_status nr_conv_pack_sp(const nr_tactic_ctx *c, nr_plan *plan, nr_step *st) {
+  const conv_p *p = conv_params(st);
+  const float *w = nr_step_const(c, 1);
+  int64_t taps = (int64_t)p->kh * p->kw, mr = NR_CONV_SP_MR;
+  int64_t total = (p->m + mr - 1) / mr * mr * taps * p->c;
+  float *buf = zeroed_floats(total);
+  if (!buf)
+    return oom(c);
+  for (int64_t m = 0; m < p->m; m++)
+    for (int64_t ci = 0; ci < p->c; ci++)
+      for (int64_t t = 0; t < taps; t++)
+        buf[(((m / mr) * p->c + ci) * taps + t) * mr + m % mr] = w[(m * p->c + ci) * taps + t];
   return append(c, plan, st, buf, sizeof(float) * total);
 }
 

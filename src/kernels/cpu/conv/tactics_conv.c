@@ -242,7 +242,8 @@ static bool wino_preferred(const nr_tactic_ctx *c, const conv_p *p) {
   if (!v || !strcmp(v, "never") || !is_wino(p) || p->c < atoi(v))
     return false;
   return !nr_route_is(c->route, "conv.algo", c->node, "im2col") &&
-         !nr_route_is(c->route, "conv.algo", c->node, "igemm");
+         !nr_route_is(c->route, "conv.algo", c->node, "igemm") &&
+         !nr_route_is(c->route, "conv.algo", c->node, "smallplane");
 }
 
 SUPPORTS(sup_any, true)
@@ -269,6 +270,14 @@ static bool igemm_fits(const conv_p *p) {
          p->sh * p->sw <= 64 && nr_conv_igemm_scratch(p) <= (256u << 20);
 }
 SUPPORTS(sup_igemm, igemm_fits(p) && !wino_preferred(c, p))
+/* sp: igemm's windows where the output plane is small (at most 16 x 16) and there are
+ * enough channels for its 32-channel panels and its reduction to pay (measured against
+ * igemm: docs/performance-notes.md, small planes). Ahead of igemm in priority, so
+ * conv.algo=igemm (or im2col) pins a node back. */
+static bool sp_fits(const conv_p *p) {
+  return igemm_fits(p) && p->oh <= 16 && p->ow <= 16 && p->m >= 64 && p->c >= 48;
+}
+SUPPORTS(sup_sp, sp_fits(p) && !wino_preferred(c, p))
 /* pw: group-1 1x1 without padding, any stride (no end padding either: the output is
  * exactly the strided input pixels). */
 static bool is_pw(const conv_p *p) {
@@ -455,6 +464,26 @@ static nr_status prep_igemm(const nr_tactic_ctx *c, nr_plan *plan, nr_step *st) 
   return nr_conv_pack_igemm(c, plan, st);
 }
 
+/* sp: input channels per pass, the most whose weights (kc x taps x 32 floats) stay
+ * within 192 KiB of L2 next to the pass's inputs, cut into equal passes. */
+static uint16_t sp_kc(const conv_p *p) {
+  int64_t max = (192 << 10) / ((int64_t)p->kh * p->kw * NR_CONV_SP_MR * 4);
+  max = max < 8 ? 8 : max;
+  int64_t passes = (p->c + max - 1) / max, kc = (p->c + passes - 1) / passes;
+  return (uint16_t)(kc > 65535 ? 65535 : kc);
+}
+
+static nr_status prep_sp(const nr_tactic_ctx *c, nr_plan *plan, nr_step *st) {
+  conv_p p;
+  nr_status s = store(c, st, &p);
+  if (s)
+    return s;
+  p.gemm.kc = sp_kc(&p);
+  memcpy(st->params, &p, sizeof p);
+  st->scratch = nr_conv_sp_scratch(&p, scratch_threads(st));
+  return nr_conv_pack_sp(c, plan, st);
+}
+
 /* ---- pw: register tile and K block -------------------------------------------------- */
 
 static const char *const pw_tile_names[NR_CONV_PW_TILES] = {"12x32", "8x48", "6x64"};
@@ -590,6 +619,8 @@ const nr_tactic nr_tactics_conv[] = {
          prep_smallc, nr_conv_smallc__avx2_run)
     CONV("nr_f32_conv_igemm__avx512", "nnroute", "igemm", P, A512, 62, sup_igemm,
          prep_igemm, nr_conv_igemm__avx512_run)
+    CONV("nr_f32_conv_sp__avx512", "nnroute", "smallplane", P, A512, 64, sup_sp, prep_sp,
+         nr_conv_sp__avx512_run)
     CONV("nr_f32_conv_winograd_f23", "nnroute", "winograd23", P, 0, 42, sup_wino,
          prep_wino23, nr_conv_winograd_run)
     CONV("nr_f32_conv_winograd_f43", "nnroute", "winograd43", P, 0, 45, sup_wino,
@@ -662,7 +693,7 @@ bool nr_conv_parse_graph(const nr_graph *g, const nr_node *n, conv_p *p) {
 
 static const char *const algo_values[] = {"auto", "im2col", "gemm1x1", "direct",
                                           "depthwise", "winograd23", "winograd43",
-                                          "onednn", "igemm", "pointwise"};
+                                          "onednn", "igemm", "pointwise", "smallplane"};
 #define N_ALGO_VALUES ((int)(sizeof algo_values / sizeof algo_values[0]))
 static const nr_layout layout_values[] = {NR_LAYOUT_ANY, NR_LAYOUT_PLAIN, NR_LAYOUT_NHWC,
                                           NR_LAYOUT_NCHW8C};
@@ -844,7 +875,8 @@ static uint64_t wino_from_valid(const nr_graph *g, const nr_node *n) {
   uint64_t bits = 1;
   const nr_tactic *t = conv_applies(g, n) ? default_tactic(g, n, &p) : NULL;
   bool from = t && (!strcmp(t->id, "nr_f32_conv_im2col") ||
-                    !strcmp(t->id, "nr_f32_conv_igemm__avx512"));
+                    !strcmp(t->id, "nr_f32_conv_igemm__avx512") ||
+                    !strcmp(t->id, "nr_f32_conv_sp__avx512"));
   if (!from || !has_gemm() || !is_wino(&p))
     return bits;
   for (int i = 0; i < 3; i++)
@@ -898,7 +930,8 @@ static bool dw_kernel_applies(const nr_graph *g, const nr_node *n) {
 
 const nr_knob_def nr_knobs_conv[] = {
     {"conv.algo",
-     "auto|im2col|gemm1x1|direct|depthwise|winograd23|winograd43|onednn|igemm|pointwise",
+     "auto|im2col|gemm1x1|direct|depthwise|winograd23|winograd43|onednn|igemm|pointwise|"
+     "smallplane",
      "auto", NR_KNOB_NODE, NR_KNOB_ACCURACY, 1e-4,
      "convolution algorithm (winograd reassociates more: bounded extra error)",
      conv_applies, algo_valid},
