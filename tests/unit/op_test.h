@@ -74,4 +74,19 @@ static inline float *random_floats(int64_t n, unsigned *seed) {
   return x;
 }
 
+/* n floats followed by `guard` sentinels, 64-byte aligned (free()): a kernel that
+ * writes past n changes a sentinel, which guard_intact finds. */
+static inline float *guarded_floats(int64_t n, int guard, float sentinel) {
+  float *p = aligned_alloc(64, sizeof(float) * (size_t)((n + guard + 15) / 16 * 16));
+  for (int64_t i = 0; p && i < n + guard; i++)
+    p[i] = sentinel;
+  return p;
+}
+static inline bool guard_intact(const float *p, int64_t n, int guard, float sentinel) {
+  for (int64_t i = n; i < n + guard; i++)
+    if (p[i] != sentinel)
+      return false;
+  return true;
+}
+
 #endif

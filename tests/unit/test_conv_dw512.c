@@ -47,18 +47,8 @@ static int out_size(const dw_case *k, int in) {
   return (in + 2 * k->pad + k->dpe - k->k) / k->s + 1;
 }
 
-static float *guarded(int64_t n) {
-  float *p = aligned_alloc(64, sizeof(float) * (size_t)((n + GUARD + 15) / 16 * 16));
-  for (int64_t i = 0; i < n + GUARD; i++)
-    p[i] = SENTINEL;
-  return p;
-}
-static bool guard_ok(const float *p, int64_t n) {
-  for (int64_t i = n; i < n + GUARD; i++)
-    if (p[i] != SENTINEL)
-      return false;
-  return true;
-}
+static float *guarded(int64_t n) { return guarded_floats(n, GUARD, SENTINEL); }
+static bool guard_ok(const float *p, int64_t n) { return guard_intact(p, n, GUARD, SENTINEL); }
 
 static float act_alpha(nr_act a) {
   return a == NR_ACT_LEAKY_RELU ? 0.1f : a == NR_ACT_CLIP ? -0.5f : 0.2f;

@@ -54,18 +54,8 @@ static const char *const conv_knobs[] = {"conv.gemm_kc", "conv.gemm_mc", "conv.g
                                          "conv.ukernel", "conv.prepack", "conv.epilogue",
                                          "conv.winograd_from", "conv.threads"};
 
-static float *guarded(int64_t n) {
-  float *p = aligned_alloc(64, sizeof(float) * (size_t)((n + GUARD + 15) / 16 * 16));
-  for (int64_t i = 0; i < n + GUARD; i++)
-    p[i] = SENTINEL;
-  return p;
-}
-static bool guard_ok(const float *p, int64_t n) {
-  for (int64_t i = n; i < n + GUARD; i++)
-    if (p[i] != SENTINEL)
-      return false;
-  return true;
-}
+static float *guarded(int64_t n) { return guarded_floats(n, GUARD, SENTINEL); }
+static bool guard_ok(const float *p, int64_t n) { return guard_intact(p, n, GUARD, SENTINEL); }
 
 static bool fused(const kcase *k) { return k->res || k->act != NR_ACT_NONE; }
 static int64_t out_hw(const kcase *k, int d) { return (d ? k->w : k->h) + 2 * k->pad - k->k + 1; }

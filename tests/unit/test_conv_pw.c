@@ -39,18 +39,8 @@ typedef struct pw_case {
 
 static int64_t out_dim(int in, int s) { return (in - 1) / s + 1; }
 
-static float *guarded(int64_t n) {
-  float *p = aligned_alloc(64, sizeof(float) * (size_t)((n + GUARD + 15) / 16 * 16));
-  for (int64_t i = 0; i < n + GUARD; i++)
-    p[i] = SENTINEL;
-  return p;
-}
-static bool guard_ok(const float *p, int64_t n) {
-  for (int64_t i = n; i < n + GUARD; i++)
-    if (p[i] != SENTINEL)
-      return false;
-  return true;
-}
+static float *guarded(int64_t n) { return guarded_floats(n, GUARD, SENTINEL); }
+static bool guard_ok(const float *p, int64_t n) { return guard_intact(p, n, GUARD, SENTINEL); }
 
 /* act's parameters as the FusedConv node carries them. */
 static float act_a(nr_act a) { return a == NR_ACT_CLIP ? -0.25f : a == NR_ACT_LEAKY_RELU ? 0.1f : 0.2f; }

@@ -28,18 +28,8 @@ typedef struct conv_case {
   nr_act act;
 } conv_case;
 
-static float *guarded(int64_t n) {
-  float *p = aligned_alloc(64, sizeof(float) * (size_t)((n + GUARD + 15) / 16 * 16));
-  for (int64_t i = 0; i < n + GUARD; i++)
-    p[i] = SENTINEL;
-  return p;
-}
-static bool guard_ok(const float *p, int64_t n) {
-  for (int64_t i = n; i < n + GUARD; i++)
-    if (p[i] != SENTINEL)
-      return false;
-  return true;
-}
+static float *guarded(int64_t n) { return guarded_floats(n, GUARD, SENTINEL); }
+static bool guard_ok(const float *p, int64_t n) { return guard_intact(p, n, GUARD, SENTINEL); }
 static int64_t phys_count(nr_layout l, const int64_t *d) {
   return d[0] * (l == NR_LAYOUT_NCHW8C ? nr_ceil8(d[1]) : d[1]) * d[2] * d[3];
 }

@@ -44,18 +44,8 @@ static const nr_tactic *find_row(const char *id, const char *op) {
   return NULL;
 }
 
-static float *guarded(int64_t n) {
-  float *p = malloc(sizeof(float) * (size_t)(n + GUARD));
-  for (int64_t i = 0; i < n + GUARD; i++)
-    p[i] = SENTINEL;
-  return p;
-}
-static bool guard_ok(const float *p, int64_t n) {
-  for (int64_t i = n; i < n + GUARD; i++)
-    if (p[i] != SENTINEL)
-      return false;
-  return true;
-}
+static float *guarded(int64_t n) { return guarded_floats(n, GUARD, SENTINEL); }
+static bool guard_ok(const float *p, int64_t n) { return guard_intact(p, n, GUARD, SENTINEL); }
 
 /* n floats uniform in [lo, hi]. */
 static float *uniform(int64_t n, float lo, float hi, unsigned *seed) {
