@@ -10,7 +10,13 @@
  * field it reads before a successful claim is only trusted once the claim succeeds.
  * Idle workers spin briefly (a network's next step usually comes within
  * microseconds), then sleep on a condition variable; the caller takes the mutex only
- * when someone sleeps. */
+ * when someone sleeps.
+ *
+ * nr_parallel_parts jobs ("owned" parts) use the low word as a bitmask of claimed
+ * parts instead of a counter, in the same compare-and-swap, so a thread can claim its
+ * own part first and any other part only after that: thread i reads the same slice of
+ * memory call after call (it stays in its core's L2), yet nobody waits for a late
+ * thread's part. */
 #include "runtime/threadpool.h"
 
 #include <pthread.h>
@@ -45,6 +51,7 @@ typedef struct job {
   _Atomic uint32_t n_chunks;
   _Atomic int threads; /* thread indices allowed to claim: 0 .. threads-1 */
   _Atomic uint32_t done; /* chunks finished */
+  _Atomic bool owned;    /* chunk i belongs to thread i; the low word is a bitmask */
 } job;
 
 typedef struct worker {
@@ -68,10 +75,56 @@ struct nr_threadpool {
 
 #define RELAXED memory_order_relaxed
 
+/* Runs chunk c of job j (claimed), then counts it done; the last chunk wakes a caller
+ * that went to sleep waiting for it. */
+static void run_chunk(nr_threadpool *p, job *j, uint32_t c, uint32_t n_chunks, int thread) {
+  int64_t chunk = atomic_load_explicit(&j->chunk, RELAXED);
+  int64_t n = atomic_load_explicit(&j->n, RELAXED);
+  int64_t b = (int64_t)c * chunk, e = b + chunk < n ? b + chunk : n;
+  atomic_load_explicit(&j->fn, RELAXED)(atomic_load_explicit(&j->arg, RELAXED), b, e,
+                                        thread);
+  /* seq_cst: pairs with the caller's caller_sleeping store in wait_done. */
+  if (atomic_fetch_add(&j->done, 1) + 1 == n_chunks && thread != 0 &&
+      atomic_load(&p->caller_sleeping)) {
+    pthread_mutex_lock(&p->mu);
+    pthread_cond_signal(&p->done);
+    pthread_mutex_unlock(&p->mu);
+  }
+}
+
+/* Owned parts: claims this thread's own part if it is still open, then the lowest
+ * open one, until every part is claimed. */
+static void work_owned(nr_threadpool *p, uint32_t gen, int thread, uint64_t w) {
+  job *j = &p->jobs[gen & 1];
+  for (;;) {
+    uint32_t n_parts = atomic_load_explicit(&j->n_chunks, RELAXED);
+    /* n_parts is trusted only if gen is current (checked here and by the claim). */
+    if (GEN(w) != gen || n_parts > NR_PARALLEL_PARTS_MAX)
+      return;
+    uint32_t all = n_parts == 32 ? UINT32_MAX : (1u << n_parts) - 1;
+    uint32_t open = all & ~(uint32_t)w;
+    if (!open)
+      return;
+    uint32_t c = thread < (int)n_parts && (open >> thread & 1) ? (uint32_t)thread
+                                                                : (uint32_t)__builtin_ctz(open);
+    uint64_t claimed = w | (uint64_t)1 << c;
+    if (!atomic_compare_exchange_weak(&p->word, &w, claimed))
+      continue; /* w now holds the current word */
+    run_chunk(p, j, c, n_parts, thread);
+    w = claimed;
+  }
+}
+
 /* Claims and runs chunks of generation gen until none is left. */
 static void work(nr_threadpool *p, uint32_t gen, int thread) {
   job *j = &p->jobs[gen & 1];
   uint64_t w = atomic_load(&p->word);
+  /* Read after seeing gen in the word: gen's mode, or a later job's (then gen is over
+   * and no claim below can succeed). */
+  if (GEN(w) == gen && atomic_load_explicit(&j->owned, RELAXED)) {
+    work_owned(p, gen, thread, w);
+    return;
+  }
   for (;;) {
     uint32_t n_chunks = atomic_load_explicit(&j->n_chunks, RELAXED);
     if (GEN(w) != gen || (uint32_t)w >= n_chunks)
@@ -79,19 +132,8 @@ static void work(nr_threadpool *p, uint32_t gen, int thread) {
     if (!atomic_compare_exchange_weak(&p->word, &w, w + 1))
       continue; /* w now holds the current word */
     /* The claim succeeded: job gen is current and cannot finish before this chunk. */
-    int64_t chunk = atomic_load_explicit(&j->chunk, RELAXED);
-    int64_t n = atomic_load_explicit(&j->n, RELAXED);
-    int64_t b = (int64_t)(uint32_t)w * chunk, e = b + chunk < n ? b + chunk : n;
-    atomic_load_explicit(&j->fn, RELAXED)(atomic_load_explicit(&j->arg, RELAXED), b, e,
-                                          thread);
+    run_chunk(p, j, (uint32_t)w, n_chunks, thread);
     w++;
-    /* seq_cst: pairs with the caller's caller_sleeping store in wait_done. */
-    if (atomic_fetch_add(&j->done, 1) + 1 == n_chunks && thread != 0 &&
-        atomic_load(&p->caller_sleeping)) {
-      pthread_mutex_lock(&p->mu);
-      pthread_cond_signal(&p->done);
-      pthread_mutex_unlock(&p->mu);
-    }
   }
 }
 
@@ -197,6 +239,46 @@ static void wait_done(nr_threadpool *p, job *j, uint32_t n_chunks) {
   pthread_mutex_unlock(&p->mu);
 }
 
+/* Publishes a job of n_chunks chunks of `chunk` indices (of n) for thread indices
+ * 0 .. threads-1, works on it and returns when it is done. */
+static void run_job(nr_threadpool *p, nr_task_fn fn, void *arg, int64_t n, int64_t chunk,
+                    uint32_t n_chunks, int threads, bool owned) {
+  uint32_t gen = GEN(atomic_load_explicit(&p->word, RELAXED)) + 1;
+  job *j = &p->jobs[gen & 1];
+  atomic_store_explicit(&j->fn, fn, RELAXED);
+  atomic_store_explicit(&j->arg, arg, RELAXED);
+  atomic_store_explicit(&j->n, n, RELAXED);
+  atomic_store_explicit(&j->chunk, chunk, RELAXED);
+  atomic_store_explicit(&j->n_chunks, n_chunks, RELAXED);
+  atomic_store_explicit(&j->threads, threads, RELAXED);
+  atomic_store_explicit(&j->owned, owned, RELAXED);
+  atomic_store_explicit(&j->done, 0, RELAXED);
+  /* Publish. seq_cst pairs with the sleepers increment in wait_for_job: either the
+   * worker sees the job or we see the sleeper. */
+  atomic_store(&p->word, (uint64_t)gen << 32);
+  if (atomic_load(&p->sleepers) > 0) {
+    pthread_mutex_lock(&p->mu);
+    pthread_cond_broadcast(&p->wake);
+    pthread_mutex_unlock(&p->mu);
+  }
+  work(p, gen, 0);
+  wait_done(p, j, n_chunks);
+}
+
+void nr_parallel_parts(nr_threadpool *p, int parts, nr_task_fn fn, void *arg) {
+  if (parts <= 0)
+    return;
+  if (parts > nr_threadpool_size(p) || parts > NR_PARALLEL_PARTS_MAX) {
+    nr_parallel_for(p, parts, 1, 0, fn, arg);
+    return;
+  }
+  if (parts == 1) {
+    fn(arg, 0, 1, 0);
+    return;
+  }
+  run_job(p, fn, arg, parts, 1, (uint32_t)parts, parts, true);
+}
+
 void nr_parallel_for(nr_threadpool *p, int64_t n, int64_t grain, int max_threads,
                      nr_task_fn fn, void *arg) {
   if (n <= 0)
@@ -216,24 +298,5 @@ void nr_parallel_for(nr_threadpool *p, int64_t n, int64_t grain, int max_threads
   int64_t chunk = (n + threads * CHUNKS_PER_THREAD - 1) / (threads * CHUNKS_PER_THREAD);
   if (chunk < grain)
     chunk = grain;
-  uint32_t gen = GEN(atomic_load_explicit(&p->word, RELAXED)) + 1;
-  job *j = &p->jobs[gen & 1];
-  uint32_t n_chunks = (uint32_t)((n + chunk - 1) / chunk);
-  atomic_store_explicit(&j->fn, fn, RELAXED);
-  atomic_store_explicit(&j->arg, arg, RELAXED);
-  atomic_store_explicit(&j->n, n, RELAXED);
-  atomic_store_explicit(&j->chunk, chunk, RELAXED);
-  atomic_store_explicit(&j->n_chunks, n_chunks, RELAXED);
-  atomic_store_explicit(&j->threads, (int)threads, RELAXED);
-  atomic_store_explicit(&j->done, 0, RELAXED);
-  /* Publish. seq_cst pairs with the sleepers increment in wait_for_job: either the
-   * worker sees the job or we see the sleeper. */
-  atomic_store(&p->word, (uint64_t)gen << 32);
-  if (atomic_load(&p->sleepers) > 0) {
-    pthread_mutex_lock(&p->mu);
-    pthread_cond_broadcast(&p->wake);
-    pthread_mutex_unlock(&p->mu);
-  }
-  work(p, gen, 0);
-  wait_done(p, j, n_chunks);
+  run_job(p, fn, arg, n, chunk, (uint32_t)((n + chunk - 1) / chunk), (int)threads, false);
 }

@@ -23,5 +23,14 @@ int nr_threadpool_size(const nr_threadpool *pool); /* 1 for NULL */
  * (0 = all). Not reentrant on one pool: a task must not call it on the same pool. */
 void nr_parallel_for(nr_threadpool *pool, int64_t n, int64_t grain, int max_threads,
                      nr_task_fn fn, void *arg);
+/* Runs fn(arg, i, i + 1, thread) once for each part i of [0, parts): part i on thread
+ * i whenever thread i arrives in time, so a part that reads the same data on every
+ * call (a column slice of a layer's weights) finds it in the same core's cache call
+ * after call. A thread that has finished its own part takes the parts whose threads
+ * have not started (a worker asleep or descheduled): the call never waits for a late
+ * thread, but then that slice is read on another core. parts above the pool's size or
+ * NR_PARALLEL_PARTS_MAX run as nr_parallel_for(pool, parts, 1, 0, ...). */
+#define NR_PARALLEL_PARTS_MAX 32
+void nr_parallel_parts(nr_threadpool *pool, int parts, nr_task_fn fn, void *arg);
 
 #endif

@@ -18,6 +18,14 @@
  *    nr panels; each thread packs its own A) or along M (whole mr panels; each thread
  *    packs its own B), each part runs the whole nest with its own slice of scratch.
  *    No barriers; the redundant packing is O(1/N_part) resp. O(1/M_part) of the work.
+ *    Part i runs on thread i (nr_parallel_parts) unless that thread is late, so with
+ *    a pre-packed B split along N each core streams the same slice of the weights on
+ *    every call: a batch-1 layer whose weights are too big for one core's L2 fits in
+ *    two (mlp's 784x512 Gemm: 1.6 MB, 0.8 MB a core).
+ *  - Whether to thread at all is a cost model in two units: products of more than
+ *    SMALL_M rows by their multiply-adds, products of at most SMALL_M rows (batch-1
+ *    Gemm, classifier heads: bound by streaming B) by the bytes of B. Below the
+ *    threshold the step runs on the calling thread and the pool is never woken.
  */
 #include "kernels/cpu/gemm/gemm_impl.h"
 
@@ -26,9 +34,31 @@
 
 #define MAX_MR 16
 #define MAX_NR 32
-/* Below this many multiply-adds a problem runs on one thread: dispatch would cost
- * more than it saves. */
+/* The thresholds below come from one measurement (2026-11-30; docs/
+ * performance-notes.md, "Small products on two threads"): a 2-thread dispatch of
+ * the pool (publish, the worker's claim, the join) costs 0.1-0.4 us with the worker
+ * spinning (as much after a 20 us gap, 7 us once it has gone to sleep) on the 2.8 GHz
+ * Xeon VM, 0.7-0.8 us on an idle 16-core host pinned to 2 cores; splitting a product
+ * in two costs about 0.8-1.3 us in all (T2 = T1 / 2 + that). A product is split only
+ * when its 1-thread time T1 is at least about 4x that, so the split saves >= 25%.
+ *
+ * Below this many multiply-adds a product runs on one thread: 64^3 is 5.0 us at one
+ * thread (64x64x64, B pre-packed, 12x32), 6x the dispatch. */
 #define PARALLEL_MIN_MACS (64 * 64 * 64)
+/* Rows up to which a product counts as a stream of B (each element of B is used at
+ * most this many times; the 1-row kernels run these). */
+#define SMALL_M 4
+/* Bytes of B below which a product of at most SMALL_M rows runs on one thread. M = 1,
+ * B pre-packed, forced 2-thread split / 1 thread, median of 5-7 rounds: 64 KiB
+ * (1.0 us) 1.08 / 1.53-1.63 (VM / idle host), 128 KiB 0.90 / 1.15-1.19, 256 KiB
+ * (3 us) 0.77 / 0.88-0.97, 512 KiB 0.68 / 0.81-0.89, 1.5 MiB 0.43-0.76 on the idle
+ * host (each core keeps its half in L2). */
+#define PARALLEL_MIN_B_BYTES (256 * 1024)
+/* K is left unblocked up to this depth for the 1-row kernels (see default_cfg). */
+#define ROW_KC_MAX 4096
+/* Floats of the B block (nc x kc) the 1-row kernels' nc is cut to: the scratch a raw
+ * B is packed into stays at 512 KiB a thread whatever K is. */
+#define ROW_B_BLOCK (128 * 1024)
 
 static const nr_gemm_ukernel ukernels[] = {
 #define NR_GEMM_UKERNEL(name, mr, nr, isa) {#name, mr, nr, isa},
@@ -70,6 +100,14 @@ static uint16_t even_kc(int64_t k, int64_t max) {
   return (uint16_t)(((k + blocks - 1) / blocks + 7) / 8 * 8);
 }
 
+/* nc for a 1-row kernel of nr columns at depth kc: the B block within ROW_B_BLOCK
+ * floats, at most 4096 columns. With a pre-packed B it only orders the loop (the
+ * packed layout depends on kc alone). */
+static uint16_t row_nc(int64_t kc, int nr) {
+  int64_t nc = ROW_B_BLOCK / kc / nr * nr;
+  return (uint16_t)(nc < nr ? nr : nc > 4096 ? 4096 : nc);
+}
+
 nr_gemm_cfg nr_gemm_default_cfg(int64_t m, int64_t n, int64_t k) {
   unsigned isa = nr_cpu_isa();
   /* 12x32 AVX-512 on a 48 KiB L1 / 1.25 MiB L2 core: a B micro-panel (kc x 32, at
@@ -81,19 +119,25 @@ nr_gemm_cfg nr_gemm_default_cfg(int64_t m, int64_t n, int64_t k) {
    * multiples of 8 or 16 far more often than of 14 (64 pads to 72 / 70, 128 to 132 /
    * 140, 48, 96 and 144 not at all / to 56, 98, 154), which outweighs 14x32's ~2%
    * better full-tile throughput on resnet18 and bert shapes. */
+  /* One row: no A reuse to block for (the A row, 16 KiB at most, stays in L1), so K is
+   * not cut and the packed B is one run of nr-column panels of depth K: a thread's
+   * column slice of it is contiguous. */
+  uint16_t kc1 = even_kc(k, ROW_KC_MAX);
   if (isa & NR_ISA_AVX512) {
-    uint16_t uk = m == 1 ? NR_GEMM_UK_nr_f32_gemm_1x32__avx512
-                         : NR_GEMM_UK_nr_f32_gemm_12x32__avx512;
-    return (nr_gemm_cfg){uk, 144, even_kc(k, 256), 512};
+    if (m == 1)
+      return (nr_gemm_cfg){NR_GEMM_UK_nr_f32_gemm_1x32__avx512, 144, kc1, row_nc(kc1, 32)};
+    return (nr_gemm_cfg){NR_GEMM_UK_nr_f32_gemm_12x32__avx512, 144, even_kc(k, 256), 512};
   }
   /* 6x16 AVX2: an A panel (6 x 256) and a B panel (256 x 16) fit L1 (22 KiB), the A
    * block (72 x 256, 72 KiB) fits L2, the B block (256 x 4080, 4 MiB) L3. */
   if (isa & NR_ISA_AVX2) {
-    uint16_t uk = m == 1 ? NR_GEMM_UK_nr_f32_gemm_1x16__avx2 : NR_GEMM_UK_nr_f32_gemm_6x16__avx2;
-    return (nr_gemm_cfg){uk, 72, 256, 4080};
+    if (m == 1)
+      return (nr_gemm_cfg){NR_GEMM_UK_nr_f32_gemm_1x16__avx2, 72, kc1, row_nc(kc1, 16)};
+    return (nr_gemm_cfg){NR_GEMM_UK_nr_f32_gemm_6x16__avx2, 72, 256, 4080};
   }
-  uint16_t uk = m == 1 ? NR_GEMM_UK_nr_f32_gemm_1x8 : NR_GEMM_UK_nr_f32_gemm_4x8;
-  return (nr_gemm_cfg){uk, 64, 256, 4096};
+  if (m == 1)
+    return (nr_gemm_cfg){NR_GEMM_UK_nr_f32_gemm_1x8, 64, kc1, row_nc(kc1, 8)};
+  return (nr_gemm_cfg){NR_GEMM_UK_nr_f32_gemm_4x8, 64, 256, 4096};
 }
 
 /* ---- blocking -------------------------------------------------------------------- */
@@ -419,6 +463,21 @@ nr_gemm_split nr_gemm_pick_split(nr_gemm_cfg cfg, int64_t m, int64_t n, int thre
   return NR_GEMM_SPLIT_M;
 }
 
+int nr_gemm_threads_for(nr_gemm_cfg cfg, nr_gemm_split split, int64_t m, int64_t n,
+                        int64_t k, int threads) {
+  if (threads <= 1 || m <= 0 || n <= 0 || k <= 0)
+    return 1;
+  if (m <= SMALL_M ? n * k * (int64_t)sizeof(float) < PARALLEL_MIN_B_BYTES
+                   : m * n * k < PARALLEL_MIN_MACS)
+    return 1;
+  blocking bl = get_blocking(cfg);
+  split = (nr_gemm_split)(split & ~NR_GEMM_SPLIT_ANY_THREAD);
+  if (split == NR_GEMM_SPLIT_AUTO)
+    split = nr_gemm_pick_split(cfg, m, n, threads);
+  int64_t panels = split == NR_GEMM_SPLIT_N ? (n + bl.nr - 1) / bl.nr : (m + bl.mr - 1) / bl.mr;
+  return panels < threads ? (int)panels : threads;
+}
+
 void nr_gemm_split_run(nr_gemm_cfg cfg, nr_gemm_split split, int64_t m, int64_t n,
                        int64_t k, float alpha, nr_gemm_operand a, nr_gemm_operand b,
                        float *c, int64_t ldc, const nr_epilogue *ep, void *scratch,
@@ -443,18 +502,19 @@ void nr_gemm_split_run(nr_gemm_cfg cfg, nr_gemm_split split, int64_t m, int64_t 
   int t = resolve_threads(threads), ps = nr_threadpool_size(pool);
   if (t > ps)
     t = ps;
-  if (m * n * k < PARALLEL_MIN_MACS)
-    t = 1;
+  bool any_thread = (split & NR_GEMM_SPLIT_ANY_THREAD) != 0;
+  split = (nr_gemm_split)(split & ~NR_GEMM_SPLIT_ANY_THREAD);
   j.split = split == NR_GEMM_SPLIT_AUTO ? nr_gemm_pick_split(cfg, m, n, t) : split;
-  int64_t panels = j.split == NR_GEMM_SPLIT_N ? (n + j.bl.nr - 1) / j.bl.nr
-                                              : (m + j.bl.mr - 1) / j.bl.mr;
-  j.parts = panels < t ? (int)panels : t;
+  j.parts = nr_gemm_threads_for(cfg, j.split, m, n, k, t);
   if (j.parts <= 1) {
     j.parts = 1;
     gemm_part(&j, 0, 1, 0);
     return;
   }
-  nr_parallel_for(pool, j.parts, 1, j.parts, gemm_part, &j);
+  if (any_thread)
+    nr_parallel_for(pool, j.parts, 1, j.parts, gemm_part, &j);
+  else
+    nr_parallel_parts(pool, j.parts, gemm_part, &j);
 }
 
 void nr_gemm(nr_gemm_cfg cfg, int64_t m, int64_t n, int64_t k, float alpha,

@@ -34,6 +34,11 @@ typedef enum nr_gemm_split {
   NR_GEMM_SPLIT_AUTO = 0, /* heuristic: the larger dimension, in panels */
   NR_GEMM_SPLIT_M = 1,    /* threads take row blocks (B is packed by each thread) */
   NR_GEMM_SPLIT_N = 2,    /* threads take column blocks (A is packed by each thread) */
+  /* A flag or'ed onto one of the above (the gemm.threads_map=any knob): a part goes to
+   * whichever thread claims it first. Without it part i runs on thread i
+   * (nr_parallel_parts), so a thread streams the same slice of a pre-packed B on every
+   * call and finds it in its core's L2. */
+  NR_GEMM_SPLIT_ANY_THREAD = 4,
 } nr_gemm_split;
 
 void nr_gemm_split_run(nr_gemm_cfg cfg, nr_gemm_split split, int64_t m, int64_t n,
@@ -42,6 +47,11 @@ void nr_gemm_split_run(nr_gemm_cfg cfg, nr_gemm_split split, int64_t m, int64_t 
                        nr_threadpool *pool, int threads);
 /* Which split nr_gemm would use for this problem on `threads` threads. */
 nr_gemm_split nr_gemm_pick_split(nr_gemm_cfg cfg, int64_t m, int64_t n, int threads);
+/* How many of `threads` threads nr_gemm runs the problem on (1: the calling thread,
+ * the pool is not woken): 1 when the work is too small to pay for the pool's
+ * dispatch, else at most one per panel of the split dimension. */
+int nr_gemm_threads_for(nr_gemm_cfg cfg, nr_gemm_split split, int64_t m, int64_t n,
+                        int64_t k, int threads);
 /* The micro-kernel of cfg, NULL when the index is out of range. */
 nr_gemm_ukernel_fn nr_gemm_ukernel_fn_get(int i);
 /* Applies ep (NULL: nothing) to the m x n block of C at (row, col) of the whole C:

@@ -15,7 +15,8 @@
  * swallows by default gets none (kernels/cpu/norm/fate.h); gemm.prepack=off keeps
  * the constant operand raw (packed into scratch on every run), gemm.epilogue=separate
  * applies bias/residual/activation in a second pass over C, gemm.threads_max=1 sets
- * step->threads so the step runs on the calling thread. */
+ * step->threads so the step runs on the calling thread, gemm.threads_map=any lets any
+ * thread take any part of the split (default: part i on thread i, gemm.c). */
 #include "kernels/cpu/gemm/gemm_tactic.h"
 #include "passes/pass_util.h"
 #include "kernels/cpu/norm/fate.h"
@@ -372,6 +373,9 @@ static nr_status nn_prepare(const nr_tactic_ctx *c, nr_plan *plan, nr_step *st, 
   int tiles = p.cfg.mc / nr_gemm_ukernel_get(p.cfg.ukernel)->mr;
   const nr_gemm_ukernel *u = nr_gemm_ukernel_get(uk);
   p.cfg.ukernel = (uint16_t)uk;
+  /* A 1-row kernel on M = 2..4 blocks K as for one row: unblocked (default_cfg). */
+  if (u->mr == 1)
+    p.cfg.kc = nr_gemm_default_cfg(1, p.n, p.k).kc;
   p.cfg.mc = (uint16_t)knob_int(c, "gemm.mc", tiles > 0 ? tiles * u->mr : u->mr);
   p.cfg.kc = (uint16_t)knob_int(c, "gemm.kc", p.cfg.kc);
   p.cfg.nc = (uint16_t)knob_int(c, "gemm.nc", p.cfg.nc);
@@ -379,6 +383,8 @@ static nr_status nn_prepare(const nr_tactic_ctx *c, nr_plan *plan, nr_step *st, 
   p.split = split && !strcmp(split, "m")   ? NR_GEMM_SPLIT_M
             : split && !strcmp(split, "n") ? NR_GEMM_SPLIT_N
                                            : NR_GEMM_SPLIT_AUTO;
+  if (nr_route_is(c->route, "gemm.threads_map", c->node, "any"))
+    p.split |= NR_GEMM_SPLIT_ANY_THREAD;
   if (nr_route_is(c->route, "gemm.epilogue", c->node, "separate"))
     p.flags |= GEMM_F_SEP_EP;
   set_threads(c, st);
@@ -692,6 +698,11 @@ const nr_knob_def nr_knobs_gemm[] = {
      knob_applies, nc_valid},
     {"gemm.threads", "auto|m|n", "auto", NR_KNOB_NODE, 0, 0,
      "which dimension the nnroute GEMM kernels split across threads", knob_applies, NULL},
+    {"gemm.threads_map", "fixed|any", "fixed", NR_KNOB_NODE, 0, 0,
+     "fixed: part i of the nnroute GEMM's thread split runs on thread i (a thread "
+     "streams the same slice of the packed weights on every run); any: whichever "
+     "thread comes first takes the next part",
+     knob_applies, NULL},
     {"gemm.threads_max", "all|1", "all", NR_KNOB_NODE, 0, 0,
      "threads of this GEMM step: all of the pool, or 1 (the calling thread; the "
      "openblas/onednn tactics keep their own threading)",
