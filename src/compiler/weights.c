@@ -19,39 +19,38 @@
 
 #include <stdlib.h>
 
-/* Does anything read constant slot s from the weights at run time? */
-static bool read_at_run_time(const nr_plan *p, int s, const bool *aliased) {
-  if (aliased[s])
-    return true;
+/* needed[s]: does anything read slot s at run time? One pass over the outputs, the
+ * aliases and every step's inputs (an input the step absorbed does not count). */
+static void mark_needed(const nr_plan *p, bool *needed) {
   for (int i = 0; i < p->n_outputs; i++)
-    if (p->outputs[i] == s)
-      return true;
+    if (p->outputs[i] >= 0 && p->outputs[i] < p->n_slots)
+      needed[p->outputs[i]] = true;
+  for (int s = 0; s < p->n_slots; s++)
+    if (p->slots[s].alias_of >= 0 && p->slots[s].alias_of < p->n_slots)
+      needed[p->slots[s].alias_of] = true;
   for (int k = 0; k < p->n_steps; k++) {
     const nr_step *st = &p->steps[k];
     for (int i = 0; i < st->n_in; i++)
-      if (st->in[i] == s && !(i < 32 && (st->absorbed >> i & 1u)))
-        return true;
+      if (st->in[i] >= 0 && !(i < 32 && (st->absorbed >> i & 1u)))
+        needed[st->in[i]] = true;
     for (int o = 0; o < st->n_out; o++)
-      if (st->out[o] == s)
-        return true;
+      if (st->out[o] >= 0)
+        needed[st->out[o]] = true;
   }
-  return false;
 }
 
 static nr_status run_weights(nr_compile_ctx *c) {
   nr_plan *p = c->plan;
-  bool *aliased = calloc((size_t)p->n_slots + 1, sizeof *aliased);
-  if (!aliased)
+  bool *needed = calloc((size_t)p->n_slots + 1, sizeof *needed);
+  if (!needed)
     return nr_errorf(c->err, NR_ERR_NOMEM, "out of memory");
-  for (int s = 0; s < p->n_slots; s++)
-    if (p->slots[s].alias_of >= 0 && p->slots[s].alias_of < p->n_slots)
-      aliased[p->slots[s].alias_of] = true;
+  mark_needed(p, needed);
   nr_status st = NR_OK;
   for (int s = 0; s < p->n_slots && !st; s++) {
     nr_slot *sl = &p->slots[s];
     if (sl->kind != NR_SLOT_CONST)
       continue;
-    if (!read_at_run_time(p, s, aliased)) {
+    if (!needed[s]) {
       sl->kind = NR_SLOT_ABSORBED;
       sl->offset = 0;
       continue;
@@ -59,7 +58,7 @@ static nr_status run_weights(nr_compile_ctx *c) {
     st = nr_plan_add_weights(p, sl->data, sl->nbytes, &sl->offset, c->err);
     sl->data = NULL;
   }
-  free(aliased);
+  free(needed);
   return st;
 }
 
