@@ -7,6 +7,7 @@
  * reference does; the max keeps the reference's NaN rule (a NaN is replaced by a
  * later number). */
 #include "kernels/cpu/norm/norm.h"
+#include "kernels/cpu/norm/pool_util.h"
 
 #include <math.h>
 
@@ -26,18 +27,6 @@ static void visit(const nr_pool2d *p, win *w, float v) {
   w->any = true;
 }
 
-/* Counts kernel positions along one axis: valid (inside the input) and padded
- * (inside input + pads). */
-static void axis_counts(int64_t o, int32_t s, int32_t d, int32_t k, int32_t pb, int32_t pe,
-                        int64_t in, int64_t *valid, int64_t *padded) {
-  *valid = *padded = 0;
-  for (int32_t t = 0; t < k; t++) {
-    int64_t i = o * s - pb + (int64_t)t * d;
-    *valid += i >= 0 && i < in;
-    *padded += i >= -pb && i < in + pe;
-  }
-}
-
 static float result(const nr_pool2d *p, const win *w) {
   if (p->max)
     return w->any ? (float)w->acc : -INFINITY;
@@ -49,10 +38,10 @@ void nr_f32_pool2d__portable(const nr_pool2d *p, const float *x, int64_t ih, int
                              float *y, int64_t oh, int64_t ow) {
   for (int64_t oy = 0; oy < oh; oy++) {
     int64_t vy, py;
-    axis_counts(oy, p->sh, p->dh, p->kh, p->pt, p->pb, ih, &vy, &py);
+    nr_pool_axis_counts(oy, p->sh, p->dh, p->kh, p->pt, p->pb, ih, &vy, &py);
     for (int64_t ox = 0; ox < ow; ox++) {
       int64_t vx, px;
-      axis_counts(ox, p->sw, p->dw, p->kw, p->pl, p->pr, iw, &vx, &px);
+      nr_pool_axis_counts(ox, p->sw, p->dw, p->kw, p->pl, p->pr, iw, &vx, &px);
       win w = {vy * vx, py * px, 0.0, false};
       int64_t x0 = ox * p->sw - p->pl;
       bool inside = x0 >= 0 && x0 + (int64_t)(p->kw - 1) * p->dw < iw;

@@ -17,8 +17,9 @@
  * first row enters it through the same max. A window whose taps were all NaN then
  * comes out -inf, as does a window of real -inf values or of padding only; those
  * outputs (one compare per 8 outputs finds them, and real data rarely has them) are
- * recomputed from the plane by the reference's rule (exact_max). */
+ * recomputed from the plane by the reference's rule (nr_pool_exact_max). */
 #include "kernels/cpu/norm/norm.h"
+#include "kernels/cpu/norm/pool_util.h"
 
 #include <immintrin.h>
 #include <math.h>
@@ -83,64 +84,6 @@ static inline __m256 window8(const nr_pool2d *p, const float *buf, int64_t o) {
   return acc;
 }
 
-static float window1(const nr_pool2d *p, const float *buf, int64_t o) {
-  const float *b = buf + o * p->sw;
-  float acc = b[0];
-  for (int32_t kx = 1; kx < p->kw; kx++) {
-    float v = b[(int64_t)kx * p->dw];
-    acc = p->max ? (v > acc ? v : acc) : acc + v;
-  }
-  return acc;
-}
-
-/* Output (oy, ox) of a max by the reference's rule, straight from the plane: -inf
- * when no tap is inside the input, NaN when every tap inside is NaN, else the largest
- * number (the first of equal ones). */
-static float exact_max(const nr_pool2d *p, const float *x, int64_t ih, int64_t iw, int64_t oy,
-                       int64_t ox) {
-  float acc = -INFINITY;
-  bool any = false;
-  for (int32_t ky = 0; ky < p->kh; ky++) {
-    int64_t iy = oy * p->sh - p->pt + (int64_t)ky * p->dh;
-    if (iy < 0 || iy >= ih)
-      continue;
-    for (int32_t kx = 0; kx < p->kw; kx++) {
-      int64_t ix = ox * p->sw - p->pl + (int64_t)kx * p->dw;
-      if (ix < 0 || ix >= iw)
-        continue;
-      float v = x[iy * iw + ix];
-      if (!any || v > acc || (isnan(acc) && !isnan(v)))
-        acc = v;
-      any = true;
-    }
-  }
-  return acc;
-}
-
-/* Kernel positions along one axis inside the input, and inside input + pads. */
-static void axis_counts(int64_t o, int32_t s, int32_t d, int32_t k, int32_t pb, int32_t pe,
-                        int64_t in, int64_t *valid, int64_t *padded) {
-  *valid = *padded = 0;
-  for (int32_t t = 0; t < k; t++) {
-    int64_t i = o * s - pb + (int64_t)t * d;
-    *valid += i >= 0 && i < in;
-    *padded += i >= -pb && i < in + pe;
-  }
-}
-
-/* Averages: divides row y by each output's window count (valid or padded). */
-static void average_row(const nr_pool2d *p, float *y, int64_t oy, int64_t ih, int64_t iw,
-                        int64_t ow) {
-  int64_t vy, py;
-  axis_counts(oy, p->sh, p->dh, p->kh, p->pt, p->pb, ih, &vy, &py);
-  for (int64_t ox = 0; ox < ow; ox++) {
-    int64_t vx, px;
-    axis_counts(ox, p->sw, p->dw, p->kw, p->pl, p->pr, iw, &vx, &px);
-    int64_t n = p->count_pad ? py * px : vy * vx;
-    y[ox] = n ? y[ox] / (float)n : NAN;
-  }
-}
-
 void nr_f32_pool2d__avx2(const nr_pool2d *p, const float *x, int64_t ih, int64_t iw,
                          float *y, int64_t oh, int64_t ow) {
   int64_t span = (ow + 8) * p->sw + (int64_t)(p->kw - 1) * p->dw + 16;
@@ -177,14 +120,14 @@ void nr_f32_pool2d__avx2(const nr_pool2d *p, const float *x, int64_t ih, int64_t
       o = ow;
     }
     for (; o < ow; o++) {
-      yr[o] = window1(p, buf, o);
+      yr[o] = nr_pool_window1(p, buf, o);
       ninf |= yr[o] == -INFINITY;
     }
     if (!p->max)
-      average_row(p, yr, oy, ih, iw, ow);
+      nr_pool_average_row(p, yr, oy, ih, iw, ow);
     else if (ninf)
       for (int64_t i = 0; i < ow; i++)
         if (yr[i] == -INFINITY)
-          yr[i] = exact_max(p, x, ih, iw, oy, i);
+          yr[i] = nr_pool_exact_max(p, x, ih, iw, oy, i);
   }
 }
