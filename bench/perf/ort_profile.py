@@ -15,7 +15,8 @@ reader.
 Key decision: ORT's profiler cannot be switched on after a warm-up, so every run is
 profiled and a node's "<node>_kernel_time" events are summed and divided by the runs:
 the first, cold run is inside the mean, which --runs (50 by default) dilutes.
-Only float inputs are fed (seeded normal values; free dimensions become 1)."""
+Inputs are seeded: normal floats, integers in [0, 16) (token ids); free dimensions
+become 1."""
 import argparse
 import collections
 import json
@@ -51,10 +52,14 @@ def main():
     rng = np.random.default_rng(a.seed)
     feeds = {}
     for i in sess.get_inputs():
-        if i.type != "tensor(float)":
-            sys.exit(f"ort_profile: input {i.name} is {i.type}; only float inputs are fed")
         dims = [d if isinstance(d, int) and d > 0 else 1 for d in i.shape]
-        feeds[i.name] = rng.standard_normal(dims).astype(np.float32)
+        if i.type == "tensor(float)":
+            feeds[i.name] = rng.standard_normal(dims).astype(np.float32)
+        elif i.type in ("tensor(int64)", "tensor(int32)"):
+            dtype = np.int64 if i.type == "tensor(int64)" else np.int32
+            feeds[i.name] = rng.integers(0, 16, dims).astype(dtype)
+        else:
+            sys.exit(f"ort_profile: input {i.name} is {i.type}; float and int inputs only")
     for _ in range(a.runs):
         sess.run(None, feeds)
     path = sess.end_profiling()
