@@ -107,6 +107,8 @@ def parse_args():
     ap.add_argument("--tune-budget", type=float, help="seconds, passed as --budget-time")
     ap.add_argument("--no-tune", action="store_true", help="leave the tuned column n/a")
     ap.add_argument("--retune", action="store_true", help="ignore cached tuned engines")
+    ap.add_argument("--tune-models", help="comma list (suite names or NAME_opNN): tune only "
+                                          "these; the other rows' tuned cells are n/a")
     ap.add_argument("--nnroute", default=os.environ.get("NNROUTE", str(ROOT / "build/nnroute")))
     ap.add_argument("--models-dir", default=str(ROOT / "build/models"))
     ap.add_argument("--work-dir", default=str(ROOT / "build/perf"), help="engines, caches")
@@ -120,6 +122,9 @@ def parse_args():
     a.models = [n if "_op" in n else f"{n}_op{o}" for n in names for o in
                 ([None] if "_op" in n else a.opsets)]
     a.threads = [int(x) for x in a.threads.split(",")]
+    a.tune_models = ({n if "_op" in n else f"{n}_op{o}" for n in a.tune_models.split(",")
+                      for o in ([None] if "_op" in n else a.opsets)}
+                     if a.tune_models else None)
     for key in ("rounds", "warmup_ms", "duration_ms", "min_iters"):
         if getattr(a, key) is None:
             setattr(a, key, mode[key])
@@ -326,6 +331,8 @@ def prepare(a, model, path, threads, tune_help, tune_why):
     row["default"].update(engine=str(engine) if engine else None, error=err)
     if tune_help is None:
         row["tuned"].update(status="n/a", note=tune_why)
+    elif a.tune_models is not None and model not in a.tune_models:
+        row["tuned"].update(status="n/a", note="not in --tune-models")
     else:
         t_engine, cached, t_err = tuned_engine(a, tune_help, model, path, threads)
         row["tuned"].update(engine=display(t_engine) if t_engine else None, cached=cached,
@@ -449,7 +456,9 @@ def main():
     machine["load_end"] = " ".join(f"{x:.2f}" for x in os.getloadavg())
     tune_desc = tune_why or ("nnroute tune, " + (f"--budget-time {a.tune_budget:g}"
                              if a.tune_budget else "its default budget") +
-                             f", cached in {display(Path(a.work_dir) / 'tuned')}/")
+                             f", cached in {display(Path(a.work_dir) / 'tuned')}/" +
+                             (f"; only {', '.join(sorted(a.tune_models))} (--tune-models)"
+                              if a.tune_models is not None else ""))
     entry = os.environ.get("NR_PERF_ENTRY", "bench/perf/run_perf.py")
     meta = {
         "mode": a.mode, "full_suite": a.full_suite,
