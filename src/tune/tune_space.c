@@ -7,7 +7,13 @@
  * search hundreds of builds, while the grouped dimension asks the question that
  * matters first ("does winograd pay on this model?"). Per-node choices are searched
  * when the user asks for them in the expression (`-conv.algo@*=*`): there every
- * instance the expression leaves free is its own dimension. */
+ * instance the expression leaves free is its own dimension. Precision knobs are the
+ * exception to one-dimension-per-knob: they are grouped per op type
+ * ("precision@<Gemm>", "precision@<Conv>"), because a network's layers of one type
+ * share a bottleneck and a tolerance story: fp16 weights pay on a memory-bound
+ * classifier Gemm (mobilenet_v2's 1280 x 1000: half its bytes) and lose on
+ * compute-bound convolutions, so one all-or-nothing dimension would never find the
+ * classifier alone. */
 #include "compiler/knob_internal.h"
 #include "runtime/model_internal.h"
 #include "tune/tune_internal.h"
@@ -84,8 +90,9 @@ static int find_dim(const tune_space *s, const char *name) {
   return -1;
 }
 
-/* The default space: globals one by one, per-node knobs grouped by definition, the
- * group's values in table order (those valid on at least one node). A knob that only
+/* The default space: globals one by one, per-node knobs grouped by definition (the
+ * precision knobs by definition and op type), the group's values in table order (those
+ * valid on at least one node of the group). A knob that only
  * matters under another choice (its `needs` route: quant.calibration needs int8
  * nodes) is left out, since alone it would only rebuild the default route; an
  * expression that names it searches it. */
@@ -96,7 +103,10 @@ static nr_status dims_default(tune_space *s, nr_error *err) {
     if (k->def->needs)
       continue;
     char name[160];
-    snprintf(name, sizeof name, k->node ? "%s@*" : "%s", k->node ? k->def->name : k->id);
+    if (k->node && (k->def->flags & NR_KNOB_PRECISION) && k->op_type)
+      snprintf(name, sizeof name, "%s@<%s>", k->def->name, k->op_type);
+    else
+      snprintf(name, sizeof name, k->node ? "%s@*" : "%s", k->node ? k->def->name : k->id);
     int d = find_dim(s, name);
     if (d < 0 && !(st = add_dim(s, name, err)))
       d = s->n_dims - 1;
