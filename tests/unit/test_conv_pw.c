@@ -9,9 +9,11 @@
  * strides 2 and 3 (also only along H), two images, one-pixel outputs (the separate
  * vector-per-panel path of squeeze-and-excite convs), the epilogue in a separate pass
  * (conv.epilogue=separate); bias, residual and every kind of
- * activation (in-register ones and the ones applied after the store). The tile and K
- * block are forced by rewriting the step's record and packing W again, as prepare()
- * does for the conv.pw_tile / conv.pw_kc knobs. Buffers carry guard bytes; failures
+ * activation (in-register ones and the ones applied after the store); both loop
+ * orders (column tiles outer, and NR_CONV_PW_PANELS: panels outer, with X cut into
+ * column chunks). The tile, order and K block are forced by rewriting the step's
+ * record and packing W again, as prepare() does for the conv.pw_tile / conv.pw_order
+ * / conv.pw_kc knobs. Buffers carry guard bytes; failures
  * print the seed. On a machine without AVX-512 (or NNROUTE_ISA=avx2) the kernel is not
  * run, and the tests check that the 1x1 nodes fall back to the GEMM tactics. */
 #include "compiler/plan.h"
@@ -219,6 +221,11 @@ NR_TEST(test_conv_pw_tiles_vs_reference) {
       run_case(t, &k, tile | (int)NR_CONV_PW_ALIGNED, 5, 0, seed++, pool);
       if (q % 4 == 0)
         run_case(t, &k, tile, 1, 0, seed++, pool);
+      /* panels outer: one K block, several, and with the aligned copy */
+      run_case(t, &k, tile | (int)NR_CONV_PW_PANELS, 0, 0, seed++, pool);
+      run_case(t, &k, tile | (int)NR_CONV_PW_PANELS, 4, 0, seed++, pool);
+      run_case(t, &k, tile | (int)(NR_CONV_PW_PANELS | NR_CONV_PW_ALIGNED), 5, 0, seed++,
+               pool);
     }
   }
   nr_threadpool_destroy(pool);
@@ -244,8 +251,11 @@ NR_TEST(test_conv_pw_strides_and_batches) {
   };
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
     run_case(t, &cases[i], -1, 0, 0, 900u + (unsigned)i, pool);
-    for (int tile = 0; tile < NR_CONV_PW_TILES; tile++)
+    for (int tile = 0; tile < NR_CONV_PW_TILES; tile++) {
       run_case(t, &cases[i], tile, 8, 0, 950u + (unsigned)(i * 3 + tile), pool);
+      run_case(t, &cases[i], tile | (int)NR_CONV_PW_PANELS, 8, 0,
+               1950u + (unsigned)(i * 3 + tile), pool);
+    }
     /* conv.epilogue=separate: raw sums, then nr_conv_epilogue_pass */
     run_case(t, &cases[i], -1, 0, CONV_OPT_SPLIT_EPI, 980u + (unsigned)i, pool);
   }
@@ -253,6 +263,12 @@ NR_TEST(test_conv_pw_strides_and_batches) {
   nr_threadpool *one = nr_threadpool_create(1);
   run_case(t, &cases[0], -1, 0, 0, 990, one);
   run_case(t, &cases[2], 2, 5, 0, 991, one);
+  run_case(t, &cases[2], 2 | (int)NR_CONV_PW_PANELS, 5, 0, 992, one);
+  /* panels outer over more than one column chunk of X (512 KiB each: 64 channels x 42
+   * tiles of 48 pixels), one and two threads */
+  pw_case wide = {1, 64, 56, 58, 20, 1, 1, true, true, NR_ACT_RELU};
+  run_case(t, &wide, NR_CONV_PW_TILE_8X48 | NR_CONV_PW_PANELS, 0, 0, 993, one);
+  run_case(t, &wide, NR_CONV_PW_TILE_8X48 | NR_CONV_PW_PANELS, 0, 0, 994, pool);
   nr_threadpool_destroy(one);
   nr_threadpool_destroy(pool);
 }
@@ -307,7 +323,10 @@ NR_TEST(test_conv_pw_default_choice) {
  * blocks of at most 256 / 168 / 128 channels (fewer where the B rows of a column
  * tile would crowd L1 sets: 1024 channels at 14x14, rows of 208 floats, run in 8
  * blocks of 128); B is copied to vector-aligned rows where the pixels are not a
- * multiple of 16 and the copy is made anyway (stride 2) or M is at least 128. */
+ * multiple of 16 and the copy is made anyway (stride 2) or M is at least 128. Panels
+ * go outer (NR_CONV_PW_PANELS) for short reductions (at most 64 channels) over at
+ * least 196 pixels (resnet50's 64->256 at 56x56, mobilenet's 64->96 at 14x14), not
+ * for 1024->256 or 13x13 planes. */
 NR_TEST(test_conv_pw_prepare_picks) {
   if (!(nr_cpu_isa() & NR_ISA_AVX512))
     return;
@@ -315,13 +334,18 @@ NR_TEST(test_conv_pw_prepare_picks) {
     pw_case k;
     uint32_t tile;
     int kc;
-    bool aligned;
+    bool aligned, panels;
   } want[] = {
-      {{1, 64, 56, 56, 256, 1, 1, true, true, NR_ACT_RELU}, NR_CONV_PW_TILE_8X48, 64, false},
-      {{1, 1024, 14, 14, 256, 1, 1, true, false, NR_ACT_RELU}, NR_CONV_PW_TILE_8X48, 128,
+      {{1, 64, 56, 56, 256, 1, 1, true, true, NR_ACT_RELU}, NR_CONV_PW_TILE_8X48, 64, false,
        true},
-      {{1, 64, 14, 14, 96, 1, 1, true, false, NR_ACT_CLIP}, NR_CONV_PW_TILE_12X32, 64, false},
-      {{1, 64, 13, 13, 32, 2, 2, true, false, NR_ACT_NONE}, NR_CONV_PW_TILE_8X48, 64, true},
+      {{1, 1024, 14, 14, 256, 1, 1, true, false, NR_ACT_RELU}, NR_CONV_PW_TILE_8X48, 128,
+       true, false},
+      {{1, 64, 14, 14, 96, 1, 1, true, false, NR_ACT_CLIP}, NR_CONV_PW_TILE_12X32, 64, false,
+       true},
+      {{1, 64, 13, 13, 32, 2, 2, true, false, NR_ACT_NONE}, NR_CONV_PW_TILE_8X48, 64, true,
+       false},
+      {{1, 64, 13, 13, 256, 1, 1, true, false, NR_ACT_RELU}, NR_CONV_PW_TILE_8X48, 64, true,
+       false},
   };
   const nr_tactic *tac = row("nr_f32_conv_pw__avx512", "FusedConv");
   REQUIRE(tac, "no pw row");
@@ -338,7 +362,8 @@ NR_TEST(test_conv_pw_prepare_picks) {
             err.message);
     const conv_p *p = conv_params(&hs.step);
     CHECK(nr_conv_pw_tile(p->extra) == want[i].tile && p->gemm.kc == want[i].kc &&
-              !(p->extra & NR_CONV_PW_ALIGNED) == !want[i].aligned,
+              !(p->extra & NR_CONV_PW_ALIGNED) == !want[i].aligned &&
+              !(p->extra & NR_CONV_PW_PANELS) == !want[i].panels,
           "case %zu: tile %u kc %u", i, p->extra, p->gemm.kc);
     CHECK(hs.step.scratch == nr_conv_pw_scratch(p), "case %zu: scratch", i);
     CHECK(hs.step.packed_size == sizeof(float) * (size_t)((k->m + nr_conv_pw_mr(p->extra) - 1) /

@@ -207,6 +207,8 @@ static inline int nr_conv_pw_nv(uint32_t extra) {
   return t == NR_CONV_PW_TILE_8X48 ? 3 : t == NR_CONV_PW_TILE_6X64 ? 4 : 2;
 }
 #define NR_CONV_PW_ALIGNED 0x100u /* p->extra: copy X to rows of whole vectors */
+/* p->extra: panels outer, column tiles inner (conv.pw_order=panels), not the reverse */
+#define NR_CONV_PW_PANELS 0x200u
 static inline bool nr_conv_pw_strided(const conv_p *p) { return p->sh > 1 || p->sw > 1; }
 /* B is a copy in scratch (strided, or stride 1 with NR_CONV_PW_ALIGNED) rather than X. */
 static inline bool nr_conv_pw_copies(const conv_p *p) {

@@ -23,7 +23,12 @@
  * column tile's B rows, and each call prefetches the next call's Y (first K block)
  * or residual (last) rows, which in a model come from L3 or memory. The tile shape is
  * chosen at build per layer (tactics_conv.c: the one that pads M and the last column
- * tile least), so resnet's 64 to 2048 channels run 8 x 48 without padding. */
+ * tile least), so resnet's 64 to 2048 channels run 8 x 48 without padding. Short
+ * reductions over many pixels (by default C <= 64 and P >= 196: resnet50's 64->256
+ * at 56x56, mobilenet's expansions) take the other order (NR_CONV_PW_PANELS, knob
+ * conv.pw_order): panels outer and column tiles inner over a chunk of X that stays in
+ * L2, so Y and the residual are written and read as mr sequential streams instead of
+ * a 192-byte piece of each of M rows per column tile. */
 #include "kernels/cpu/conv/conv_internal.h"
 
 #include <immintrin.h>
@@ -63,38 +68,58 @@ static inline __attribute__((always_inline)) __m512 act_vec(const pw_out *o, __m
   }
 }
 
-/* One mr x nv*16 tile over kb channels. Always inlined with constant MR, NV and MASK
- * (the last vector masked with o->tail), so the accumulators are registers. The
- * channel loop is not unrolled (see ukernel_avx512_template.h: spills). */
+/* One channel of a tile: nv vectors of X's row times mr broadcasts of W. */
 static inline __attribute__((always_inline)) void
-pw_body(const int MR, const int NV, const bool MASK, int64_t kb, const float *restrict w,
-        const float *restrict x, const pw_out *o) {
+pw_step(const int MR, const int NV, const bool MASK, const bool PF, __m512 acc[12][4],
+        const float *restrict w, const float *restrict x, const pw_out *o) {
+  __m512 bv[4];
+#pragma GCC unroll 4
+  for (int v = 0; v < NV; v++)
+    if (PF)
+      _mm_prefetch((const char *)(x + o->pf + 16 * v), _MM_HINT_T0);
+#pragma GCC unroll 4
+  for (int v = 0; v < NV; v++)
+    bv[v] = MASK && v == NV - 1 ? _mm512_maskz_loadu_ps(o->tail, x + 16 * v)
+                                : _mm512_loadu_ps(x + 16 * v);
+#pragma GCC unroll 12
+  for (int i = 0; i < MR; i++) {
+    __m512 av = _mm512_set1_ps(w[i]);
+#pragma GCC unroll 4
+    for (int v = 0; v < NV; v++)
+      acc[i][v] = _mm512_fmadd_ps(av, bv[v], acc[i][v]);
+  }
+}
+
+/* One mr x nv*16 tile over kb channels. Always inlined with constant MR, NV, MASK
+ * (the last vector masked with o->tail) and PF (X rows prefetched o->pf floats to the
+ * right: a variant of its own, since a call with nothing to prefetch would otherwise
+ * issue nv wasted prefetches per channel), so the accumulators are registers. The
+ * channel loop runs two channels per trip, which halves the loop's own uops and the W
+ * prefetches (one per 64-byte line instead of one per channel); objdump shows no
+ * vector spills, only the trip count on the stack in 6x4. 0.90-0.95x time on most
+ * resnet50 shapes warm, 0.92-1.0x cold (nr_conv_bench, 2026-11-30). */
+static inline __attribute__((always_inline)) void
+pw_body(const int MR, const int NV, const bool MASK, const bool PF, int64_t kb,
+        const float *restrict w, const float *restrict x, const pw_out *o) {
   __m512 acc[12][4];
-  const int64_t ld = o->ld, ldx = o->ldx, pf = o->pf;
+  const int64_t ld = o->ld, ldx = o->ldx;
 #pragma GCC unroll 12
   for (int i = 0; i < MR; i++)
 #pragma GCC unroll 4
     for (int v = 0; v < NV; v++)
       acc[i][v] = _mm512_setzero_ps();
+  int64_t k = 0;
 #pragma GCC unroll 1
-  for (int64_t k = 0; k < kb; k++, w += MR, x += ldx) {
-    __m512 bv[4];
+  for (; k + 2 <= kb; k += 2, w += 2 * MR, x += 2 * ldx) {
+    /* two channels move W by 2 * MR floats: one prefetch per 64-byte line */
     _mm_prefetch((const char *)(w + MR * PF_W_STEPS), _MM_HINT_T0);
-#pragma GCC unroll 4
-    for (int v = 0; v < NV; v++)
-      _mm_prefetch((const char *)(x + pf + 16 * v), _MM_HINT_T0);
-#pragma GCC unroll 4
-    for (int v = 0; v < NV; v++)
-      bv[v] = MASK && v == NV - 1 ? _mm512_maskz_loadu_ps(o->tail, x + 16 * v)
-                                  : _mm512_loadu_ps(x + 16 * v);
-#pragma GCC unroll 12
-    for (int i = 0; i < MR; i++) {
-      __m512 av = _mm512_set1_ps(w[i]);
-#pragma GCC unroll 4
-      for (int v = 0; v < NV; v++)
-        acc[i][v] = _mm512_fmadd_ps(av, bv[v], acc[i][v]);
-    }
+    if (MR > 8)
+      _mm_prefetch((const char *)(w + MR * PF_W_STEPS + 16), _MM_HINT_T0);
+    pw_step(MR, NV, MASK, PF, acc, w, x, o);
+    pw_step(MR, NV, MASK, PF, acc, w + MR, x + ldx, o);
   }
+  if (k < kb)
+    pw_step(MR, NV, MASK, PF, acc, w, x, o);
 #pragma GCC unroll 12
   for (int i = 0; i < MR; i++) {
     if (i >= o->rows)
@@ -119,29 +144,36 @@ pw_body(const int MR, const int NV, const bool MASK, int64_t kb, const float *re
   }
 }
 
+/* tile_MRxNV_{plain, masked, prefetching, masked and prefetching}. */
 #define PW_TILE(MR, NV)                                                                \
   static void tile_##MR##x##NV(int64_t kb, const float *w, const float *x,            \
                                const pw_out *o) {                                      \
-    pw_body(MR, NV, false, kb, w, x, o);                                               \
+    pw_body(MR, NV, false, false, kb, w, x, o);                                        \
   }                                                                                    \
   static void tile_##MR##x##NV##_m(int64_t kb, const float *w, const float *x,        \
                                    const pw_out *o) {                                  \
-    pw_body(MR, NV, true, kb, w, x, o);                                                \
+    pw_body(MR, NV, true, false, kb, w, x, o);                                         \
+  }                                                                                    \
+  static void tile_##MR##x##NV##_p(int64_t kb, const float *w, const float *x,        \
+                                   const pw_out *o) {                                  \
+    pw_body(MR, NV, false, true, kb, w, x, o);                                         \
+  }                                                                                    \
+  static void tile_##MR##x##NV##_mp(int64_t kb, const float *w, const float *x,       \
+                                    const pw_out *o) {                                 \
+    pw_body(MR, NV, true, true, kb, w, x, o);                                          \
   }
 PW_TILE(12, 1) PW_TILE(12, 2)
 PW_TILE(8, 1) PW_TILE(8, 2) PW_TILE(8, 3)
 PW_TILE(6, 1) PW_TILE(6, 2) PW_TILE(6, 3) PW_TILE(6, 4)
 
-/* [tile][vectors - 1][masked]: a row's last column tile may hold fewer vectors. */
-static const pw_tile_fn tiles[NR_CONV_PW_TILES][4][2] = {
-    [NR_CONV_PW_TILE_12X32] = {{tile_12x1, tile_12x1_m}, {tile_12x2, tile_12x2_m}},
-    [NR_CONV_PW_TILE_8X48] = {{tile_8x1, tile_8x1_m},
-                              {tile_8x2, tile_8x2_m},
-                              {tile_8x3, tile_8x3_m}},
-    [NR_CONV_PW_TILE_6X64] = {{tile_6x1, tile_6x1_m},
-                              {tile_6x2, tile_6x2_m},
-                              {tile_6x3, tile_6x3_m},
-                              {tile_6x4, tile_6x4_m}},
+/* [tile][vectors - 1][masked + 2 * prefetching]: a row's last column tile may hold
+ * fewer vectors. */
+#define PW_FNS(MR, NV) \
+  { tile_##MR##x##NV, tile_##MR##x##NV##_m, tile_##MR##x##NV##_p, tile_##MR##x##NV##_mp }
+static const pw_tile_fn tiles[NR_CONV_PW_TILES][4][4] = {
+    [NR_CONV_PW_TILE_12X32] = {PW_FNS(12, 1), PW_FNS(12, 2)},
+    [NR_CONV_PW_TILE_8X48] = {PW_FNS(8, 1), PW_FNS(8, 2), PW_FNS(8, 3)},
+    [NR_CONV_PW_TILE_6X64] = {PW_FNS(6, 1), PW_FNS(6, 2), PW_FNS(6, 3), PW_FNS(6, 4)},
 };
 
 /* ---- the loop nest -------------------------------------------------------------- */
@@ -209,16 +241,22 @@ static void prefetch_out(const pw_job *j, int64_t pan, int64_t col, bool first, 
   }
 }
 
+/* The tile function for column tile jt (narrower and masked at the row's end). */
+static pw_tile_fn tile_fn(const pw_job *j, int64_t jt, bool pf, int64_t *ncols) {
+  int nvl = (int)min64(j->nv, j->nvec - jt * j->nv);
+  *ncols = min64((int64_t)nvl * 16, j->np - jt * j->nv * 16);
+  return tiles[nr_conv_pw_tile(j->p->extra)][nvl - 1][(*ncols % 16 != 0) + 2 * pf];
+}
+
 /* Column tile jt of panels [p0, p1): the K block k0 of their channels. The tile's
  * constants are set once, only the panel's pointers change per call. */
 static void run_tiles(const pw_job *j, int64_t jt, int64_t p0, int64_t p1, int64_t k0,
                       bool piecewise) {
   const conv_p *p = j->p;
-  int64_t col = jt * j->nv * 16, kb = min64(p->gemm.kc, p->c - k0);
-  int nvl = (int)min64(j->nv, j->nvec - jt * j->nv);
-  int64_t ncols = min64((int64_t)nvl * 16, j->np - col);
+  int64_t col = jt * j->nv * 16, kb = min64(p->gemm.kc, p->c - k0), ncols;
+  bool next = jt + 1 < j->ntile; /* the first panel prefetches the next column tile */
+  pw_tile_fn fn = tile_fn(j, jt, false, &ncols), fn0 = tile_fn(j, jt, next, &ncols);
   bool masked = ncols % 16 != 0;
-  pw_tile_fn fn = tiles[nr_conv_pw_tile(p->extra)][nvl - 1][masked];
   pw_out o = {.ld = j->np,
               .ldx = j->ldx,
               .rows = j->mr,
@@ -234,15 +272,13 @@ static void run_tiles(const pw_job *j, int64_t jt, int64_t p0, int64_t p1, int64
   o.y = j->y + p0 * step + col;
   o.res = j->res ? j->res + p0 * step + col : NULL;
   o.bias = j->bias ? j->bias + p0 * j->mr : NULL;
-  o.pf = jt + 1 < j->ntile ? j->nv * 16 : 0; /* the next column tile, in the first panel */
+  o.pf = j->nv * 16;
   for (int64_t pan = p0; pan < p1; pan++) {
-    if (pan == p0 + 1)
-      o.pf = 0;
     if (pan == j->npan - 1)
       o.rows = (int)(p->m - pan * j->mr);
     prefetch_out(j, pan + 1 < p1 ? pan + 1 : p0, pan + 1 < p1 ? col : col + j->nv * 16,
                  o.first, o.last);
-    fn(kb, w, x, &o);
+    (pan == p0 ? fn0 : fn)(kb, w, x, &o);
     if (o.last && !piecewise)
       for (int i = 0; i < o.rows; i++)
         nr_act_apply((nr_act)p->act, p->act_a, p->act_b, o.y + i * j->np, ncols);
@@ -253,23 +289,64 @@ static void run_tiles(const pw_job *j, int64_t jt, int64_t p0, int64_t p1, int64
   }
 }
 
+/* Column tiles [t0, t1) of panel pan (NR_CONV_PW_PANELS order): the K block k0. The
+ * panel's W block stays in L1 and the chunk's X rows come from L2; each call
+ * prefetches the next column tile's X rows, and Y and the residual are mr sequential
+ * streams each, which the hardware prefetchers follow. */
+static void run_panel(const pw_job *j, int64_t pan, int64_t t0, int64_t t1, int64_t k0,
+                      bool piecewise) {
+  const conv_p *p = j->p;
+  int64_t kb = min64(p->gemm.kc, p->c - k0), tw = (int64_t)j->nv * 16;
+  int64_t off = pan * j->mr * j->np;
+  pw_out o = {.ld = j->np,
+              .ldx = j->ldx,
+              .pf = tw,
+              .rows = (int)min64(j->mr, p->m - pan * j->mr),
+              .first = k0 == 0,
+              .last = k0 + kb >= p->c,
+              .act = piecewise ? (nr_act)p->act : NR_ACT_NONE,
+              .act_a = p->act_a,
+              .act_b = p->act_b};
+  const float *w = j->w + k0 * j->npan * j->mr + pan * kb * j->mr;
+  const float *bias = j->bias ? j->bias + pan * j->mr : NULL;
+  for (int64_t jt = t0; jt < t1; jt++) {
+    int64_t col = jt * tw, ncols;
+    pw_tile_fn fn = tile_fn(j, jt, jt + 1 < t1, &ncols);
+    o.tail = ncols % 16 ? (__mmask16)((1u << (ncols % 16)) - 1) : (__mmask16)0xFFFF;
+    o.y = j->y + off + col;
+    o.res = j->res ? j->res + off + col : NULL;
+    o.bias = bias;
+    prefetch_out(j, pan, col + tw, o.first, o.last);
+    fn(kb, w, j->x + k0 * j->ldx + col, &o);
+    if (o.last && !piecewise)
+      for (int i = 0; i < o.rows; i++)
+        nr_act_apply((nr_act)p->act, p->act_a, p->act_b, o.y + i * j->np, ncols);
+  }
+}
+
 /* Work item: panel group it / nchunk x column chunk it % nchunk. K blocks outside,
  * then column tiles, panels inside: a column tile's B rows come from memory for the
  * group's first panel and from L1 for the others, and the group's W block (at most
- * 128 KiB) from L2 for every column tile. */
+ * 128 KiB) from L2 for every column tile. NR_CONV_PW_PANELS swaps the inner two:
+ * panels, then the chunk's column tiles (run_panel). */
 static void item_task(void *arg, int64_t begin, int64_t end, int thread) {
   const pw_job *j = arg;
   const conv_p *p = j->p;
   (void)thread;
   bool piecewise = p->act == NR_ACT_NONE || p->act == NR_ACT_RELU ||
                    p->act == NR_ACT_CLIP || p->act == NR_ACT_LEAKY_RELU;
+  bool panels = p->extra & NR_CONV_PW_PANELS;
   for (int64_t it = begin; it < end; it++) {
     int64_t g = it / j->nchunk, ch = it % j->nchunk;
     int64_t p0 = g * j->gpan, p1 = min64(j->npan, p0 + j->gpan);
     int64_t t0 = ch * j->ctile, t1 = min64(j->ntile, t0 + j->ctile);
     for (int64_t k0 = 0; k0 < p->c; k0 += p->gemm.kc)
-      for (int64_t jt = t0; jt < t1; jt++)
-        run_tiles(j, jt, p0, p1, k0, piecewise);
+      if (panels)
+        for (int64_t pan = p0; pan < p1; pan++)
+          run_panel(j, pan, t0, t1, k0, piecewise);
+      else
+        for (int64_t jt = t0; jt < t1; jt++)
+          run_tiles(j, jt, p0, p1, k0, piecewise);
   }
 }
 
@@ -279,7 +356,9 @@ static int64_t ceil_div(int64_t a, int64_t b) {
 
 /* Panel groups whose W block (group rows x kc) stays within 128 KiB of L2, and
  * column chunks whose Y block (group rows x chunk columns) stays within 256 KiB
- * between K blocks (one K block: one column tile per chunk). Then, with several
+ * between K blocks (one K block: one column tile per chunk); in the panels order,
+ * column chunks whose X block (kc x chunk columns) stays within 512 KiB of L2, as it
+ * is read once per panel, and the Y block as above. Then, with several
  * threads, chunks are cut until there are 4 items per thread, panels too if the
  * columns run out. Groups and chunks are balanced (equal sizes but the last). */
 static void plan_items(pw_job *j, int threads) {
@@ -288,7 +367,12 @@ static void plan_items(pw_job *j, int threads) {
   j->ngroup = ceil_div(j->npan, rows / j->mr > 0 ? rows / j->mr : 1);
   j->gpan = ceil_div(j->npan, j->ngroup);
   int64_t ct = 1;
-  if (p->gemm.kc < p->c) {
+  if (p->extra & NR_CONV_PW_PANELS) { /* the chunk's X block within 512 KiB of L2 */
+    ct = 131072 / (p->gemm.kc * tw);
+    if (p->gemm.kc < p->c)
+      ct = min64(ct, 65536 / (j->gpan * j->mr * tw));
+    ct = ct < 1 ? 1 : ct;
+  } else if (p->gemm.kc < p->c) {
     ct = 65536 / (j->gpan * j->mr * tw);
     ct = ct < 1 ? 1 : ct;
   }
