@@ -16,8 +16,9 @@
 #   reference   the same through the reference executor (nnroute run --reference)
 #   routes      tests/models/check_routes.sh: 20 seeded random routes per model, each
 #               built, run and compared with ONNX Runtime within its knobs' error bound
-#   knobs       nnroute check-knobs on smaller models: every non-default knob value must
-#               change the built plan (no dead knobs)
+#   knobs       docs/knobs.md matches `nnroute knobs --markdown`; nnroute check-knobs on
+#               smaller models: every non-default knob value must change the built plan
+#               (no dead knobs)
 #   tune        tests/tune/check_tune.sh: `nnroute tune` with the fault-injection knobs:
 #               every candidate status, the known winner, `nnroute report`, kill -9 and
 #               --continue, int8 candidates and their calibration
@@ -123,6 +124,12 @@ do_routes() {
 # longer than CI should; `nnroute check-knobs build/models/resnet50_op13.onnx` runs it).
 do_knobs() {
   local m ok=0
+  # The knob reference is generated: it must match what this build prints.
+  echo "== nnroute knobs --markdown against docs/knobs.md"
+  if ! "$build/nnroute" knobs --markdown | diff -u docs/knobs.md - >/dev/null; then
+    echo "FAIL docs/knobs.md is stale or the command failed: nnroute knobs --markdown > docs/knobs.md"
+    ok=1
+  fi
   for m in squeezenet1_1_op13 mobilenet_v3_small_op17 bert_tiny_op13 mlp_op17; do
     echo "== check-knobs $m"
     "$build/nnroute" check-knobs "$build/models/$m.onnx" | tail -n 20 || ok=1

@@ -27,6 +27,8 @@ typedef struct knobs_args {
 } knobs_args;
 
 /* One printed line: an instance, or a per-node definition when there is no model. */
+/* A row's values point into its knob instance, or (a definition's row, values[v]
+ * NULL) live in value_buf: not pointed to, since rows move when the list grows. */
 typedef struct row {
   const nr_knob_def *def;
   const char *id, *node, *op_type;
@@ -34,6 +36,10 @@ typedef struct row {
   const char *values[NR_KNOB_MAX_VALUES];
   char value_buf[NR_KNOB_MAX_VALUES][64];
 } row;
+
+static const char *row_value(const row *r, int v) {
+  return r->values[v] ? r->values[v] : r->value_buf[v];
+}
 
 static void knobs_usage(FILE *f) {
   fprintf(f,
@@ -94,7 +100,6 @@ static void row_from_def(row *r, const nr_knob_def *d) {
   size_t len;
   for (int v = 0; v < NR_KNOB_MAX_VALUES && nr_knob_value_at(d->values, v, &s, &len); v++) {
     snprintf(r->value_buf[v], sizeof r->value_buf[v], "%.*s", (int)len, s);
-    r->values[v] = r->value_buf[v];
     if (!strcmp(r->value_buf[v], d->dflt))
       r->dflt = v;
     r->n_values++;
@@ -166,7 +171,7 @@ static void values_text(const row *r, char *buf, size_t cap) {
   size_t used = 0;
   buf[0] = '\0';
   for (int v = 0; v < r->n_values && used < cap; v++) {
-    int w = snprintf(buf + used, cap - used, "%s%s%s", v ? "|" : "", r->values[v],
+    int w = snprintf(buf + used, cap - used, "%s%s%s", v ? "|" : "", row_value(r, v),
                      v == r->dflt ? "*" : "");
     used += w > 0 ? (size_t)w : 0;
   }
@@ -206,9 +211,9 @@ static cJSON *row_json(const row *r) {
   cJSON *o = cJSON_CreateObject(), *vals = cJSON_CreateArray();
   cJSON_AddStringToObject(o, "name", r->def->name);
   for (int v = 0; v < r->n_values; v++)
-    cJSON_AddItemToArray(vals, cJSON_CreateString(r->values[v]));
+    cJSON_AddItemToArray(vals, cJSON_CreateString(row_value(r, v)));
   cJSON_AddItemToObject(o, "values", vals);
-  cJSON_AddStringToObject(o, "default", r->values[r->dflt]);
+  cJSON_AddStringToObject(o, "default", row_value(r, r->dflt));
   cJSON_AddStringToObject(o, "scope", r->def->scope == NR_KNOB_GLOBAL ? "global" : "node");
   cJSON_AddItemToObject(o, "node", r->node ? cJSON_CreateString(r->node) : cJSON_CreateNull());
   cJSON_AddItemToObject(o, "op_type",
@@ -264,7 +269,7 @@ static void md_row(const row *r) {
   flags_text(r->def->flags, flags);
   printf("| `%s` | %s | ", r->def->name, r->def->scope == NR_KNOB_GLOBAL ? "global" : "node");
   for (int v = 0; v < r->n_values; v++)
-    printf(v == r->dflt ? "%s**`%s`**" : "%s`%s`", v ? ", " : "", r->values[v]);
+    printf(v == r->dflt ? "%s**`%s`**" : "%s`%s`", v ? ", " : "", row_value(r, v));
   printf(" | %s | %.3g | ", flags, r->def->error_bound);
   md_cell(r->def->help);
   printf(" |\n");
