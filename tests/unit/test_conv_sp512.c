@@ -257,6 +257,10 @@ NR_TEST(test_conv_sp512_windows_vs_reference) {
       {1, 48, 16, 16, 32, 3, 0, 2, 0, 0, 1, true, false, NR_ACT_HARD_SIGMOID}, /* /2 SAME */
       {1, 64, 7, 7, 512, 3, 0, 1, 1, 0, 0, true, true, NR_ACT_RELU},     /* resnet layer4 */
       {1, 48, 15, 15, 100, 3, 0, 1, 1, 0, 0, true, false, NR_ACT_GELU},  /* 8 + 7 chunks */
+      /* stride-2 rows over 32 inputs: the vector even/odd copy's second vector */
+      {1, 48, 9, 40, 64, 3, 0, 2, 1, 0, 0, true, false, NR_ACT_RELU},    /* 40 -> 20 */
+      {1, 50, 8, 35, 40, 3, 0, 2, 0, 0, 0, false, true, NR_ACT_CLIP},    /* 35 -> 17, pad 0 */
+      {1, 49, 6, 33, 33, 5, 0, 2, 2, 0, 0, true, false, NR_ACT_NONE},    /* 5x5 pad 2 */
   };
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
     run_case(t, &cases[i], 0, 800u + (unsigned)i, pool);

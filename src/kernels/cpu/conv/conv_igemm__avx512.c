@@ -15,6 +15,12 @@
  * activation) runs on the finished tile while it is in L1. Tiles of 7x7 and 14x14
  * outputs span rows, which a per-row tiling of 32 or 48 pixels could not fill.
  *
+ * Where the activation is none, ReLU, Clip or LeakyReLU and rows are at least 16
+ * padded pixels long, the epilogue runs on the accumulators and writes Y with masked
+ * stores (each vector touches at most two output rows), without the tile buffer; the
+ * tiles are walked in L2-sized blocks of the copy, every panel over one block before
+ * the next (tile_task); stride-2 phase planes are filled 16 floats at a time.
+ *
  * Key decision: the tile is 12 x 32 (24 zmm accumulators, 2 vector loads and 12
  * broadcasts per 24 FMAs, as the GEMM's 12x32 micro-kernel) or 8 x 48 (3 loads and 8
  * broadcasts), whichever pads M and the padded pixels less (prepare() decides, by
@@ -31,15 +37,36 @@ typedef struct ig_job {
   const float *x, *w, *bias, *res;
   float *xp, *y;
   int64_t ntq; /* pixel tiles per panel */
+  int64_t tpb; /* pixel tiles per block (work order, see tile_task) */
+  int64_t npan;
   int taps;
   uint64_t phases; /* bit a * sw + b: some tap reads phase plane (a, b) */
   int64_t toff[NR_CONV_IGEMM_MAX_TAPS]; /* per tap: phase plane + row/column shift */
+  unsigned char pft[NR_CONV_IGEMM_MAX_TAPS]; /* tap t prefetches (see tile_body) */
 } ig_job;
 
 /* ---- the padded copy ------------------------------------------------------------ */
 
 static int64_t min64(int64_t a, int64_t b) {
   return a < b ? a : b;
+}
+
+/* dst[0, n) = src[0], src[2], ..., src[2n - 2]: the stride-2 phase of a row, 16
+ * outputs from two masked loads and one permute (the scalar loop had cost about a
+ * tenth of resnet50's stride-2 3x3 layers). Reads no float past src[2n - 2]. */
+static void gather2(float *dst, const float *src, int64_t n) {
+  const __m512i even = _mm512_set_epi32(30, 28, 26, 24, 22, 20, 18, 16, 14, 12, 10, 8, 6,
+                                        4, 2, 0);
+  int64_t last = 2 * n - 1; /* inputs [0, last) are read */
+  for (int64_t k = 0; k < n; k += 16) {
+    int64_t lo = last - 2 * k, hi = lo - 16;
+    __mmask16 ml = lo >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << lo) - 1);
+    __mmask16 mh = hi >= 16 ? (__mmask16)0xFFFF : hi <= 0 ? 0 : (__mmask16)((1u << hi) - 1);
+    __mmask16 m = n - k >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << (n - k)) - 1);
+    __m512 a = _mm512_maskz_loadu_ps(ml, src + 2 * k);
+    __m512 b = _mm512_maskz_loadu_ps(mh, src + 2 * k + 16);
+    _mm512_mask_storeu_ps(dst + k, m, _mm512_permutex2var_ps(a, even, b));
+  }
 }
 
 /* Phase plane (a, b) of one channel: rq rows of lp columns, then zero slack. */
@@ -62,6 +89,8 @@ static void fill_phase(const conv_p *p, const conv_igemm_geo *g, const float *x,
     memset(row, 0, sizeof(float) * (size_t)c0);
     if (p->sw == 1)
       memcpy(row + c0, xr, sizeof(float) * (size_t)(c1 - c0));
+    else if (p->sw == 2)
+      gather2(row + c0, xr, c1 - c0);
     else
       for (int64_t c = c0; c < c1; c++)
         row[c] = xr[(c - c0) * p->sw];
@@ -89,16 +118,60 @@ static void pad_task(void *arg, int64_t begin, int64_t end, int thread) {
  * and channels inside read a new plane, cs floats on, every step (measured up to 15%
  * slower on resnet's stem, stride-2 and 28x28 layers). The plane PF_CH channels ahead
  * is prefetched, a jump the hardware prefetchers do not follow (without: 5-25% slower
- * on resnet's 3x3 layers, nr_conv_bench). */
+ * on resnet's 3x3 layers, nr_conv_bench); over the last PF_CH channels, the next
+ * tile's first channels (np pixels on), which the next work item reads: with 3 input
+ * channels (the stems) there had been nothing to prefetch for most of the reduction,
+ * and the 7x7/2 stem ran about 10% slower (nr_conv_bench A/B, 2026-11-30). Only the
+ * first tap of each run of taps less than a line apart prefetches, NV + 1 lines (a
+ * 3x3's dx = 1, 2 taps read the lines of its dx = 0 tap): half the prefetches, the
+ * 7x7 stem 5-8% and the 56x56 layers about 3% faster, 28x28 and stride 2 unchanged. */
 #define PF_CH 2
 
-/* out[MR][NV*16] = sum over channels ci and taps t of w[ci][t][MR] x x[ci*cs + toff[t]].
- * Always inlined with constant MR, NV, so the accumulators are registers. The tap loop
+/* Where a finished tile goes when its epilogue runs in the registers: Y,
+ * R and the bias at the panel's first output channel, the channels that exist, and
+ * per 16-pixel vector v the two output rows it can touch (lp >= 16): lanes m0[v] go to
+ * Y + d0[v] + lane (row r), lanes m1[v] to Y + d1[v] + lane (row r + 1). */
+typedef struct ig_out {
+  float *y;
+  const float *res, *bias;
+  int64_t ohw;
+  int rows;
+  int64_t d0[3], d1[3];
+  __mmask16 m0[3], m1[3];
+  nr_act act;
+  float act_a, act_b;
+} ig_out;
+
+/* act(acc + bias + r) into Y through the masks: nr_conv_epilogue's order of operations
+ * and comparisons (as epi_seg), so results and NaNs match the buffered path. */
+static inline __attribute__((always_inline)) void out_vec(const ig_out *o, int i, int v,
+                                                          __m512 acc, __m512 vb) {
+  __m512 x = _mm512_add_ps(acc, vb), zero = _mm512_setzero_ps();
+  int64_t at = i * o->ohw;
+  if (o->res) {
+    __m512 r = _mm512_maskz_loadu_ps(o->m0[v], o->res + at + o->d0[v]);
+    r = _mm512_mask_loadu_ps(r, o->m1[v], o->res + at + o->d1[v]);
+    x = _mm512_add_ps(x, r);
+  }
+  if (o->act == NR_ACT_RELU)
+    x = _mm512_max_ps(x, zero);
+  else if (o->act == NR_ACT_CLIP)
+    x = _mm512_min_ps(_mm512_set1_ps(o->act_b), _mm512_max_ps(_mm512_set1_ps(o->act_a), x));
+  else if (o->act == NR_ACT_LEAKY_RELU)
+    x = _mm512_mask_mul_ps(x, _mm512_cmp_ps_mask(x, zero, _CMP_LT_OQ), x,
+                           _mm512_set1_ps(o->act_a));
+  _mm512_mask_storeu_ps(o->y + at + o->d0[v], o->m0[v], x);
+  _mm512_mask_storeu_ps(o->y + at + o->d1[v], o->m1[v], x);
+}
+
+/* out[MR][NV*16] = sum over channels ci and taps t of w[ci][t][MR] x x[ci*cs + toff[t]],
+ * or with o, act(that + bias + R) written to Y through o. Always inlined with constant MR, NV, so the accumulators are registers. The tap loop
  * is not unrolled (see ukernel_avx512_template.h: unrolling spills with 24+ live
  * accumulators). */
 static inline __attribute__((always_inline)) void
 tile_body(const int MR, const int NV, const float *restrict w, const float *restrict x,
-          int64_t cs, const int64_t *toff, int taps, int64_t c, float *restrict out) {
+          int64_t cs, const int64_t *toff, int taps, int64_t c, float *restrict out,
+          const ig_out *o, const unsigned char *pft) {
   __m512 acc[12][3];
 #pragma GCC unroll 12
   for (int i = 0; i < MR; i++)
@@ -106,15 +179,19 @@ tile_body(const int MR, const int NV, const float *restrict w, const float *rest
     for (int v = 0; v < NV; v++)
       acc[i][v] = _mm512_setzero_ps();
   for (int64_t ci = 0; ci < c; ci++, x += cs) {
+    const int64_t pf = ci + PF_CH < c ? PF_CH * cs : 16 * NV + (PF_CH - c) * cs;
 #pragma GCC unroll 1
     for (int t = 0; t < taps; t++, w += MR) {
       const float *xb = x + toff[t];
       __m512 bv[3];
-#pragma GCC unroll 3
-      for (int v = 0; v < NV; v++) {
-        _mm_prefetch((const char *)(xb + PF_CH * cs + 16 * v), _MM_HINT_T0);
-        bv[v] = _mm512_loadu_ps(xb + 16 * v);
+      if (pft[t]) {
+#pragma GCC unroll 4
+        for (int v = 0; v <= NV; v++)
+          _mm_prefetch((const char *)(xb + pf + 16 * v), _MM_HINT_T0);
       }
+#pragma GCC unroll 3
+      for (int v = 0; v < NV; v++)
+        bv[v] = _mm512_loadu_ps(xb + 16 * v);
 #pragma GCC unroll 12
       for (int i = 0; i < MR; i++) {
         __m512 av = _mm512_set1_ps(w[i]);
@@ -124,6 +201,18 @@ tile_body(const int MR, const int NV, const float *restrict w, const float *rest
       }
     }
   }
+  if (o) {
+#pragma GCC unroll 12
+    for (int i = 0; i < MR; i++) {
+      if (i >= o->rows)
+        break;
+      __m512 vb = _mm512_set1_ps(o->bias ? o->bias[i] : 0.0f);
+#pragma GCC unroll 3
+      for (int v = 0; v < NV; v++)
+        out_vec(o, i, v, acc[i][v], vb);
+    }
+    return;
+  }
 #pragma GCC unroll 12
   for (int i = 0; i < MR; i++)
 #pragma GCC unroll 3
@@ -132,12 +221,14 @@ tile_body(const int MR, const int NV, const float *restrict w, const float *rest
 }
 
 static void tile_12x32(const float *w, const float *x, int64_t cs, const int64_t *toff,
-                       int taps, int64_t c, float *out) {
-  tile_body(12, 2, w, x, cs, toff, taps, c, out);
+                       int taps, int64_t c, float *out, const ig_out *o,
+                       const unsigned char *pft) {
+  tile_body(12, 2, w, x, cs, toff, taps, c, out, o, pft);
 }
 static void tile_8x48(const float *w, const float *x, int64_t cs, const int64_t *toff,
-                      int taps, int64_t c, float *out) {
-  tile_body(8, 3, w, x, cs, toff, taps, c, out);
+                      int taps, int64_t c, float *out, const ig_out *o,
+                      const unsigned char *pft) {
+  tile_body(8, 3, w, x, cs, toff, taps, c, out, o, pft);
 }
 
 /* ---- the epilogue --------------------------------------------------------------- */
@@ -204,9 +295,45 @@ static void store_tile(const ig_job *j, int64_t pan, int64_t t0, const float *bu
   }
 }
 
-/* Work item i: panel i / ntq (mr output channels), pixel tile i % ntq; consecutive
- * items share the panel, so a thread's chunk reuses W's panel from cache. (Walking
- * the panels of one tile first, to keep the tile's inputs in L1 instead, measured no
+static bool in_register(nr_act a) {
+  return a == NR_ACT_NONE || a == NR_ACT_RELU || a == NR_ACT_CLIP || a == NR_ACT_LEAKY_RELU;
+}
+
+/* Lanes [a, b) of 16, clamped. */
+static __mmask16 lanes(int64_t a, int64_t b) {
+  a = a < 0 ? 0 : a > 16 ? 16 : a;
+  b = b < 0 ? 0 : b > 16 ? 16 : b;
+  return b <= a ? 0 : (__mmask16)(((1u << b) - 1) & ~((1u << a) - 1));
+}
+
+/* o's places for the tile of panel pan at padded pixels [t0, t0 + np), lp >= 16. */
+static void direct_place(const ig_job *j, int64_t pan, int64_t t0, ig_out *o) {
+  const conv_p *p = j->p;
+  int64_t lp = j->g.lp, ow = p->ow, oh = p->oh, r = t0 / lp;
+  int64_t oc = pan * j->g.mr, left = p->m - oc;
+  o->rows = left < j->g.mr ? (int)left : j->g.mr;
+  o->y = j->y + oc * o->ohw;
+  o->res = j->res ? j->res + oc * o->ohw : NULL;
+  o->bias = j->bias ? j->bias + oc : NULL;
+  for (int v = 0; v * 16 < j->g.np; v++) {
+    int64_t q0 = t0 + 16 * v;
+    while (q0 >= (r + 1) * lp)
+      r++;
+    int64_t c0 = q0 - r * lp, split = lp - c0; /* lanes >= split are in row r + 1 */
+    o->m0[v] = r < oh ? lanes(0, split < ow - c0 ? split : ow - c0) : 0;
+    o->m1[v] = r + 1 < oh ? lanes(split, split + ow) : 0;
+    o->d0[v] = r * ow + c0;
+    o->d1[v] = (r + 1) * ow + c0 - lp;
+  }
+}
+
+/* Work items run block by block: a block is tpb consecutive pixel tiles, walked panel
+ * by panel (mr output channels), tile by tile within the panel. Consecutive items
+ * share the panel, so W's panel is reused from L1/L2; the block's share of the padded
+ * copy (under BLOCK_BYTES) stays in L2 across the panels, where walking every panel
+ * over the whole copy re-read it from L3 once per panel when the copy outgrows L2
+ * (a stride-2 layer's copy is 4x its output: 1.9 MB at 128ch 56->28). (Walking the
+ * panels of one tile first, to keep the tile's inputs in L1 instead, measured no
  * faster on resnet18's 56x56 and 28x28 layers.) */
 static void tile_task(void *arg, int64_t begin, int64_t end, int thread) {
   const ig_job *j = arg;
@@ -214,16 +341,43 @@ static void tile_task(void *arg, int64_t begin, int64_t end, int thread) {
   (void)thread;
   float buf[12 * 32] __attribute__((aligned(64)));
   _Static_assert(12 * 32 == 8 * 48, "both tiles fill the same buffer");
-  int64_t wpan = (int64_t)j->g.mr * j->taps * p->c;
+  int64_t wpan = (int64_t)j->g.mr * j->taps * p->c, per_blk = j->npan * j->tpb;
+  /* the epilogue in the registers, written straight to Y, where the activation is one
+   * of epi_seg's and a vector spans at most two rows: no tile buffer, no second pass
+   * over it (a stem's reduction is 27 to 147 steps; the pass had cost about a tenth
+   * of squeezenet's stem, 0.46-0.50 -> 0.42-0.45 ms, nr_conv_bench) */
+  bool direct = j->g.lp >= 16 && in_register((nr_act)p->act);
+  ig_out o = {.ohw = (int64_t)p->oh * p->ow, .act = (nr_act)p->act, .act_a = p->act_a,
+              .act_b = p->act_b};
   for (int64_t i = begin; i < end; i++) {
-    int64_t pan = i / j->ntq, t0 = (i % j->ntq) * j->g.np;
+    int64_t blk = i / per_blk, r = i - blk * per_blk;
+    int64_t nt = j->ntq - blk * j->tpb < j->tpb ? j->ntq - blk * j->tpb : j->tpb;
+    int64_t pan = r / nt, t0 = (blk * j->tpb + r % nt) * j->g.np;
+    if (direct)
+      direct_place(j, pan, t0, &o);
     const float *w = j->w + pan * wpan, *x = j->xp + t0;
     if (j->g.mr == 12)
-      tile_12x32(w, x, j->g.cs, j->toff, j->taps, p->c, buf);
+      tile_12x32(w, x, j->g.cs, j->toff, j->taps, p->c, buf, direct ? &o : NULL, j->pft);
     else
-      tile_8x48(w, x, j->g.cs, j->toff, j->taps, p->c, buf);
-    store_tile(j, pan, t0, buf);
+      tile_8x48(w, x, j->g.cs, j->toff, j->taps, p->c, buf, direct ? &o : NULL, j->pft);
+    if (!direct)
+      store_tile(j, pan, t0, buf);
   }
+}
+
+/* Tiles per block: the most whose inputs (np padded pixels' rows in each of the
+ * sh * sw phase planes of every channel, plus the window's extra rows) fit in
+ * BLOCK_BYTES, under half the 1.25 MB L2 so W's panels fit beside them (resnet50's
+ * 128ch 56->28 stride-2 3x3, nr_conv_bench: no blocking 2.43 ms, 1 MB 1.95, 512 KB
+ * 2.01, 256 KB 1.93; stride-1 layers, whose copies fit L2 anyway, unchanged). */
+#define BLOCK_BYTES (512 << 10)
+static int64_t block_tiles(const conv_p *p, const conv_igemm_geo *g, int64_t ntq) {
+  int64_t budget = BLOCK_BYTES;
+  int64_t halo = (int64_t)(p->kh - 1) * p->dh / p->sh * g->lp;
+  int64_t per_tile = (int64_t)p->c * p->sh * p->sw * g->np * 4;
+  int64_t fixed = (int64_t)p->c * p->sh * p->sw * halo * 4;
+  int64_t t = per_tile > 0 && budget > fixed ? (budget - fixed) / per_tile : 1;
+  return t < 1 ? 1 : t > ntq ? ntq : t;
 }
 
 nr_status nr_conv_igemm__avx512_run(const nr_exec_args *a) {
@@ -243,7 +397,15 @@ nr_status nr_conv_igemm__avx512_run(const nr_exec_args *a) {
         j.phases |= 1ull << phase;
     }
   j.ntq = (j.g.q + j.g.np - 1) / j.g.np;
-  int64_t npan = (q.m + j.g.mr - 1) / j.g.mr, ohw = (int64_t)q.oh * q.ow;
+  j.npan = (q.m + j.g.mr - 1) / j.g.mr;
+  j.tpb = block_tiles(&q, &j.g, j.ntq);
+  for (int t = 0; t < j.taps; t++) { /* taps within a line of an earlier one: none */
+    j.pft[t] = 1;
+    for (int u = 0; u < t; u++)
+      if (j.toff[t] - j.toff[u] < 16 && j.toff[u] - j.toff[t] < 16)
+        j.pft[t] = 0;
+  }
+  int64_t npan = j.npan, ohw = (int64_t)q.oh * q.ow;
   int threads = nr_conv_threads(a);
   for (int64_t n = 0; n < q.n; n++) {
     j.x = (const float *)a->in[0] + n * (int64_t)q.c * q.h * q.w;
