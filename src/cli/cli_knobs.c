@@ -162,6 +162,8 @@ static void flags_text(unsigned f, char *buf) {
     buf[n++] = 'P';
   if (f & NR_KNOB_DATA)
     buf[n++] = 'D';
+  if (f & NR_KNOB_SLOW_BUILD)
+    buf[n++] = 'S';
   if (!n)
     buf[n++] = '-';
   buf[n] = '\0';
@@ -298,7 +300,9 @@ static int print_markdown(void) {
          "bound, a relative L2 error), L changes activation layout, M changes memory\n"
          "planning only, T is a test knob (hidden unless `NNROUTE_TEST_KNOBS=1`), P is\n"
          "reduced precision (no documented bound: the user's tolerance decides, see\n"
-         "docs/precision.md), D means a value's effect depends on calibration data.\n\n"
+         "docs/precision.md), D means a value's effect depends on calibration data,\n"
+         "S means a non-default value makes the build much slower (the tuner tries it\n"
+         "last).\n\n"
          "| knob | scope | values | flags | error bound | help |\n"
          "| --- | --- | --- | --- | --- | --- |\n");
   for (int i = 0; i < l.n; i++)

@@ -34,6 +34,9 @@ enum {
                                  on some data two values build the same plan (a
                                  percentile clip that is the maximum), which
                                  check-knobs then reports but does not fail */
+  NR_KNOB_SLOW_BUILD = 1u << 6, /* a non-default value makes the build itself much
+                                 slower (it times candidates): the tuner tries it
+                                 after the other one-change routes */
 };
 
 #define NR_KNOB_MAX_VALUES 32

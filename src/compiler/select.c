@@ -15,7 +15,8 @@
 #include <time.h>
 
 const nr_knob_def nr_knobs_compile[] = {
-    {"compile.tactic_selection", "heuristic|profile", "heuristic", NR_KNOB_GLOBAL, 0, 0,
+    {"compile.tactic_selection", "heuristic|profile", "heuristic", NR_KNOB_GLOBAL,
+     NR_KNOB_SLOW_BUILD, 0,
      "pick each node's tactic by priority rules, or by timing every candidate alone",
      NULL, NULL},
     {0},

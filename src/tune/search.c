@@ -67,6 +67,7 @@ struct nr_search {
   int *voff;     /* offset of dimension d's values in the flat per-value arrays */
   int n_flat;    /* sum of n_values */
   double *prior; /* flat [voff[d] + v], NULL without priors */
+  bool *late;    /* per dimension (nr_search_config.late), NULL: none */
   uint64_t rng;
   int max_points;
   double min_gain;
@@ -277,6 +278,9 @@ static bool odo_next_new(nr_search *s, int *p) {
 
 /* ---- fast (and mixed phase 1) ----------------------------------------------------- */
 
+/* Added to a late dimension's keys: above any prior (latency ratios, near 1). */
+#define LATE_KEY 1e6
+
 static int by_key(const void *a, const void *b) {
   const move *x = a, *y = b;
   if (x->key != y->key)
@@ -287,8 +291,8 @@ static int by_key(const void *a, const void *b) {
 }
 
 /* Every (dimension, value), defaults included, ordered by prior score (ties, and no
- * priors: by dimension, then value). Fast skips the defaults; mixed's climb skips the
- * current point's values. */
+ * priors: by dimension, then value), the late dimensions' after all others. Fast
+ * skips the defaults; mixed's climb skips the current point's values. */
 static bool init_moves(nr_search *s) {
   s->moves = malloc((size_t)(s->n_flat ? s->n_flat : 1) * sizeof *s->moves);
   if (!s->moves)
@@ -296,7 +300,10 @@ static bool init_moves(nr_search *s) {
   for (int d = 0; d < s->n_dims; d++)
     for (int v = 0; v < s->n_values[d]; v++) {
       double key = s->prior ? s->prior[s->voff[d] + v] : 0;
-      s->moves[s->n_moves++] = (move){isnan(key) ? INFINITY : key, d, v};
+      key = isnan(key) ? INFINITY : key;
+      if (s->late && s->late[d])
+        key = key < INFINITY ? key + LATE_KEY : INFINITY;
+      s->moves[s->n_moves++] = (move){key, d, v};
     }
   qsort(s->moves, (size_t)s->n_moves, sizeof *s->moves, by_key);
   return true;
@@ -828,6 +835,12 @@ static bool copy_config(nr_search *s, const nr_search_config *c) {
     s->n_flat += c->n_values[d];
     s->space = mul_sat(s->space, c->n_values[d]);
   }
+  if (c->late) {
+    s->late = malloc(nd * sizeof(bool));
+    if (!s->late)
+      return false;
+    memcpy(s->late, c->late, (size_t)c->n_dims * sizeof(bool));
+  }
   if (!c->prior)
     return true;
   s->prior = malloc((size_t)(s->n_flat ? s->n_flat : 1) * sizeof *s->prior);
@@ -897,6 +910,7 @@ void nr_search_destroy(nr_search *s) {
   free(s->dflt);
   free(s->voff);
   free(s->prior);
+  free(s->late);
   free(s->pts);
   free(s->res);
   free(s->slots);

@@ -83,6 +83,11 @@ typedef struct nr_search_config {
    * the points fast/mixed propose and seed evolve's first population; they never
    * stand in for a measurement. A NaN prior counts as +infinity (least promising). */
   const double *const *prior;
+  /* Optional (may be NULL): late[d] puts dimension d's one-change points after every
+   * other's in fast and mixed's first phase, whatever the priors say: dimensions whose
+   * builds are slow (compile.tactic_selection=profile times every tactic of every
+   * node), which a short budget should not spend itself on first. */
+  const bool *late;
 } nr_search_config;
 
 typedef struct nr_search nr_search;

@@ -510,21 +510,28 @@ static nr_search *make_search(const tune_session *s, double **prior_rows) {
   int n = s->space.n_dims;
   int *nv = malloc(sizeof(int) * (size_t)(n ? n : 1));
   int *df = malloc(sizeof(int) * (size_t)(n ? n : 1));
+  bool *late = malloc(sizeof(bool) * (size_t)(n ? n : 1));
   nr_search *r = NULL;
-  if (nv && df) {
+  if (nv && df && late) {
     for (int d = 0; d < n; d++) {
-      nv[d] = s->space.dims[d].n_values;
-      df[d] = s->space.dims[d].dflt;
+      const tune_dim *dim = &s->space.dims[d];
+      nv[d] = dim->n_values;
+      df[d] = dim->dflt;
+      late[d] = false;
+      for (int j = 0; j < dim->n_insts; j++)
+        late[d] |= (s->space.knobs.inst[dim->insts[j]].def->flags & NR_KNOB_SLOW_BUILD) != 0;
     }
     nr_search_config cfg = {.kind = s->o->search, .n_dims = n, .n_values = nv, .dflt = df,
                             .seed = s->o->seed,
                             .max_points = s->o->budget_builds > 0 ? s->o->budget_builds
                                                                   : 256,
-                            .prior = (const double *const *)prior_rows};
+                            .prior = (const double *const *)prior_rows,
+                            .late = late};
     r = nr_search_create(&cfg);
   }
   free(nv);
   free(df);
+  free(late);
   return r;
 }
 

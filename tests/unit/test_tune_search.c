@@ -757,6 +757,36 @@ NR_TEST(tune_search_priors_order_fast_and_seed_evolve) {
   nr_search_destroy(s);
 }
 
+/* A late dimension's one-change points come after every other's, with priors (which
+ * would put it first) and without; the rest keep their order. */
+NR_TEST(tune_search_late_dimension_goes_last) {
+  static run r;
+  problem pb;
+  const int nv[] = {2, 3, 2}, df[] = {0, 0, 0};
+  init_problem(&pb, 3, nv, df);
+  const bool late[] = {true, false, false};
+  const double p0[] = {1, 0.1}, p1[] = {1, 0.9, 0.8}, p2[] = {1, 0.95};
+  const double *const prior[] = {p0, p1, p2};
+  for (int with_prior = 0; with_prior < 2; with_prior++)
+    for (int k = 0; k < 2; k++) {
+      nr_search_config c = {.kind = k ? NR_SEARCH_MIXED : NR_SEARCH_FAST, .n_dims = 3,
+                            .n_values = pb.n_values, .dflt = pb.dflt, .seed = 1,
+                            .prior = with_prior ? prior : NULL, .late = late};
+      nr_search *s = nr_search_create(&c);
+      REQUIRE(s);
+      drive(s, &pb, &r);
+      /* no priors: dimension then value; priors: (1,2) 0.8, (1,1) 0.9, (2,1) 0.95 */
+      const int plain[4][3] = {{0, 1, 0}, {0, 2, 0}, {0, 0, 1}, {1, 0, 0}};
+      const int ranked[4][3] = {{0, 2, 0}, {0, 1, 0}, {0, 0, 1}, {1, 0, 0}};
+      REQUIRE(r.n >= 5);
+      CHECK(same_point(&pb, r.pts[0], df));
+      for (int i = 0; i < 4; i++)
+        CHECK(same_point(&pb, r.pts[i + 1], with_prior ? ranked[i] : plain[i]),
+              "%s, priors %d: position %d", k ? "mixed" : "fast", with_prior, i + 1);
+      nr_search_destroy(s);
+    }
+}
+
 /* ---- replay ------------------------------------------------------------------------- */
 
 /* For every kind, a second search with the same config, answered from the first run's
