@@ -100,7 +100,7 @@ struct nr_search {
 
   int pop;      /* evolve: population (and generation) size */
   ranked *pool; /* evolve: scratch for ranking feasible points */
-  char phase[24];
+  char phase[32]; /* "evolve:" and a 64-bit generation fit */
 };
 
 /* ---- small helpers ---------------------------------------------------------------- */

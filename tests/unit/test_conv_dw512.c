@@ -18,14 +18,10 @@
  * listed exactly where the AVX-512 kernel is the default, and its value avx2 takes
  * the node back to nr_f32_conv_dw__avx2. (Run the suite with NNROUTE_ISA=avx2 for the
  * AVX2-only machine: the AVX-512 row is then not run and the knob not listed.) */
-#include "compiler/plan.h"
 #include "compiler/route.h"
-#include "kernels/act.h"
+#include "conv_step.h"
 #include "kernels/cpu/conv/conv_internal.h"
-#include "kernels/ref/fused.h"
 #include "op_test.h"
-#include "runtime/threadpool.h"
-#include "unit.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -43,10 +39,6 @@ typedef struct dw_case {
   int dpe; /* end padding minus begin padding (0: symmetric) */
 } dw_case;
 
-static int out_size(const dw_case *k, int in) {
-  return (in + 2 * k->pad + k->dpe - k->k) / k->s + 1;
-}
-
 static float *guarded(int64_t n) { return guarded_floats(n, GUARD, SENTINEL); }
 static bool guard_ok(const float *p, int64_t n) { return guard_intact(p, n, GUARD, SENTINEL); }
 
@@ -54,83 +46,10 @@ static float act_alpha(nr_act a) {
   return a == NR_ACT_LEAKY_RELU ? 0.1f : a == NR_ACT_CLIP ? -0.5f : 0.2f;
 }
 
-/* Conv through the reference executor, + residual, then act.c's scalar activation. */
-static bool reference(const dw_case *k, const float *x, const float *w, const float *b,
-                      const float *r, float *y) {
-  int64_t xd[4] = {k->n, k->c, k->h, k->w}, wd[4] = {k->c, 1, k->k, k->k}, bd[1] = {k->c};
-  nr_value vx = make_value(NR_DTYPE_FLOAT, 4, xd, x);
-  nr_value vw = make_value(NR_DTYPE_FLOAT, 4, wd, w);
-  nr_value vb = make_value(NR_DTYPE_FLOAT, 1, bd, b);
-  const nr_value *ins[3] = {&vx, &vw, k->bias ? &vb : NULL};
-  int64_t pads[4] = {k->pad, k->pad, k->pad + k->dpe, k->pad + k->dpe};
-  int64_t st[2] = {k->s, k->s};
-  nr_attr at[3] = {attr_ints("pads", 4, pads), attr_ints("strides", 2, st),
-                   attr_i("group", k->c)};
-  nr_value out;
-  nr_error err = {0};
-  if (run_one("Conv", 13, 3, at, k->bias ? 3 : 2, ins, &out, &err))
-    return false;
-  int64_t n = nr_value_count(&out);
-  memcpy(y, out.data, sizeof(float) * (size_t)n);
-  nr_value_free(&out);
-  for (int64_t i = 0; r && i < n; i++)
-    y[i] += r[i];
-  nr_act_apply_ref(k->act, act_alpha(k->act), 0.5f, y, n);
-  return true;
-}
-
-/* A one-step plan: slots X, W, B, R, Y and a FusedConv (or Conv) step. */
-typedef struct harness {
-  nr_plan plan;
-  nr_slot slots[5];
-  nr_step step;
-  nr_node node;
-  nr_attr attrs[7];
-  int64_t pads[4], st[2];
-} harness;
-
-static void build(harness *hs, const dw_case *k, const float *w, const float *b,
-                  bool fused) {
-  memset(hs, 0, sizeof *hs);
-  int64_t xd[4] = {k->n, k->c, k->h, k->w}, wd[4] = {k->c, 1, k->k, k->k};
-  int64_t yd[4] = {k->n, k->c, out_size(k, k->h), out_size(k, k->w)};
-  nr_slot *s = hs->slots;
-  s[0] = (nr_slot){.name = "X", .dtype = NR_DTYPE_FLOAT, .rank = 4};
-  memcpy(s[0].dims, xd, sizeof xd);
-  s[1] = (nr_slot){.name = "W", .dtype = NR_DTYPE_FLOAT, .rank = 4, .kind = NR_SLOT_CONST};
-  memcpy(s[1].dims, wd, sizeof wd);
-  nr_plan_add_weights(&hs->plan, w, sizeof(float) * (size_t)(k->c * k->k * k->k),
-                      &s[1].offset, NULL);
-  s[2] = (nr_slot){.name = "B", .dtype = NR_DTYPE_FLOAT, .rank = 1, .kind = NR_SLOT_CONST};
-  s[2].dims[0] = k->c;
-  nr_plan_add_weights(&hs->plan, b, sizeof(float) * (size_t)k->c, &s[2].offset, NULL);
-  s[3] = (nr_slot){.name = "R", .dtype = NR_DTYPE_FLOAT, .rank = 4};
-  memcpy(s[3].dims, yd, sizeof yd);
-  s[4] = s[3];
-  s[4].name = "Y";
-  hs->plan.slots = s;
-  hs->plan.n_slots = 5;
-  for (int i = 0; i < 4; i++)
-    hs->pads[i] = k->pad + (i < 2 ? 0 : k->dpe);
-  hs->st[0] = hs->st[1] = k->s;
-  int na = 0;
-  hs->attrs[na++] = attr_ints("pads", 4, hs->pads);
-  hs->attrs[na++] = attr_ints("strides", 2, hs->st);
-  hs->attrs[na++] = attr_i("group", k->c);
-  if (fused) {
-    hs->attrs[na++] = attr_s("activation", nr_act_name(k->act));
-    hs->attrs[na++] = attr_f("act_alpha", act_alpha(k->act));
-    hs->attrs[na++] = attr_f("act_beta", 0.5f);
-  }
-  hs->node = (nr_node){.name = "dw", .op_type = fused ? "FusedConv" : "Conv",
-                       .domain = fused ? NR_DOMAIN : "", .opset = fused ? 1 : 13,
-                       .n_attrs = na, .attrs = hs->attrs};
-  nr_step *st = &hs->step;
-  st->n_in = fused ? 4 : 3;
-  st->n_out = 1;
-  st->in[0] = 0, st->in[1] = 1, st->in[2] = k->bias ? 2 : -1;
-  st->in[3] = k->res ? 3 : -1;
-  st->out[0] = 4;
+static conv_case to_case(const dw_case *k) {
+  int pe = k->pad + k->dpe;
+  return (conv_case){k->n, k->c, k->h, k->w, k->c, k->k, k->k, k->s, k->s, 1, 1, k->pad,
+                     k->pad, pe, pe, k->c, k->bias, k->res, k->act, act_alpha(k->act), 0.5f};
 }
 
 /* Runs tactic tac on case k: x, w, b, r in, y out (guarded by the caller's sizes).
@@ -138,36 +57,8 @@ static void build(harness *hs, const dw_case *k, const float *w, const float *b,
 static bool run_tactic(nr_test_state *t, const nr_tactic *tac, const dw_case *k,
                        const float *x, const float *w, const float *b, const float *r,
                        float *y, nr_threadpool *pool, unsigned seed) {
-  harness hs;
-  build(&hs, k, w, b, strcmp(tac->op_type, "Conv") != 0);
-  nr_error err = {0};
-  nr_tactic_ctx c = {&hs.plan, &hs.node, &hs.step, NULL, &err};
-  bool ok = tac->supports(&c);
-  if (!ok)
-    goto done;
-  hs.step.tactic = tac;
-  if (tac->prepare(&c, &hs.plan, &hs.step)) {
-    CHECK(false, "%s prepare failed: %s, seed %u", tac->id, err.message, seed);
-    ok = false;
-    goto done;
-  }
-  int64_t sn = (int64_t)(hs.step.scratch / 4 + 1);
-  float *scratch = guarded(sn);
-  void *in[4] = {(void *)x, hs.plan.weights + hs.slots[1].offset,
-                 k->bias ? hs.plan.weights + hs.slots[2].offset : NULL, (void *)r};
-  void *out[1] = {y};
-  const nr_slot *ins[4] = {&hs.slots[0], &hs.slots[1], k->bias ? &hs.slots[2] : NULL,
-                           r ? &hs.slots[3] : NULL};
-  const nr_slot *outs[1] = {&hs.slots[4]};
-  nr_exec_args a = {&hs.plan, &hs.step, &hs.node, in, out, ins, outs,
-                    hs.step.packed_size ? hs.plan.weights + hs.step.packed_offset : NULL,
-                    scratch, pool, &err};
-  CHECK(tac->run(&a) == NR_OK, "%s run failed, seed %u", tac->id, seed);
-  CHECK(guard_ok(scratch, sn), "%s overran its scratch, seed %u", tac->id, seed);
-  free(scratch);
-done:
-  free(hs.plan.weights);
-  return ok;
+  conv_case c = to_case(k);
+  return conv_run_tactic(t, tac, &c, x, w, b, r, y, pool, NULL, seed);
 }
 
 static const char *const dw_ids[] = {"nr_f32_conv_dw__avx512", "nr_f32_conv_dw__avx2",
@@ -181,46 +72,17 @@ static const nr_tactic *fused_row(const char *id) {
   return NULL;
 }
 
-/* Every depthwise tactic on case k against the reference; returns how many ran it. */
+/* Every depthwise tactic this machine runs on case k (the FusedConv rows) against the
+ * reference; returns how many ran it. */
 static int check_case(nr_test_state *t, const dw_case *k, unsigned seed,
                       nr_threadpool *pool) {
-  unsigned sd = seed;
-  int64_t oh = out_size(k, k->h), ow = out_size(k, k->w);
-  int64_t xn = (int64_t)k->n * k->c * k->h * k->w, yn = (int64_t)k->n * k->c * oh * ow;
-  float *x = guarded(xn), *r = guarded(yn), *y = guarded(yn);
-  float *want = malloc(sizeof(float) * (size_t)yn);
-  float *rx = random_floats(xn, &sd), *w = random_floats((int64_t)k->c * k->k * k->k, &sd);
-  float *b = random_floats(k->c, &sd), *rr = random_floats(yn, &sd);
-  memcpy(x, rx, sizeof(float) * (size_t)xn);
-  memcpy(r, rr, sizeof(float) * (size_t)yn);
+  conv_case c = to_case(k);
+  conv_opts o = {.tol = 2e-5 * k->k * k->k};
   int ran = 0;
-  if (!reference(k, x, w, b, k->res ? r : NULL, want)) {
-    CHECK(false, "reference failed, seed %u", seed);
-    goto done;
-  }
   for (size_t i = 0; i < sizeof dw_ids / sizeof dw_ids[0]; i++) {
     const nr_tactic *tac = fused_row(dw_ids[i]);
-    for (int64_t q = 0; q < yn; q++)
-      y[q] = SENTINEL;
-    if (!tac || !run_tactic(t, tac, k, x, w, b, k->res ? r : NULL, y, pool, seed))
-      continue;
-    ran++;
-    CHECK(guard_ok(y, yn) && guard_ok(x, xn) && guard_ok(r, yn),
-          "%s wrote past a buffer, seed %u", tac->id, seed);
-    double tol = 2e-5 * k->k * k->k;
-    int64_t bad = -1;
-    for (int64_t q = 0; q < yn && bad < 0; q++)
-      if (!(fabs(y[q] - want[q]) <= tol * (1 + fabs(want[q]))))
-        bad = q;
-    CHECK(bad < 0,
-          "%s: n%d c%d %dx%d k%d s%d p%d%+d bias%d res%d %s: y[%lld] = %g, want %g, "
-          "seed %u",
-          tac->id, k->n, k->c, k->h, k->w, k->k, k->s, k->pad, k->dpe, k->bias, k->res,
-          nr_act_name(k->act), (long long)bad, bad >= 0 ? y[bad] : 0.0,
-          bad >= 0 ? want[bad] : 0.0, seed);
+    ran += tac && conv_check(t, tac, &c, seed, pool, &o, false);
   }
-done:
-  free(x), free(r), free(y), free(want), free(rx), free(w), free(b), free(rr);
   return ran;
 }
 
@@ -379,8 +241,10 @@ NR_TEST(test_conv_dw512_knob_selects_avx2) {
             err.message);
     float w[16 * 9] = {0}, b[16] = {0};
     dw_case k = {1, 16, 20, 20, 3, 1, 1, false, false, NR_ACT_NONE};
-    harness hs;
-    build(&hs, &k, w, b, false);
+    conv_case ck = to_case(&k);
+    conv_step hs;
+    conv_step_build(&hs, &ck, w, b);
+    hs.node.name = "dw"; /* the route's node */
     for (int pass = 0; pass < 2; pass++) {
       nr_tactic_ctx c = {&hs.plan, &hs.node, &hs.step, pass ? &r : NULL, &err};
       for (const nr_tactic *tac = nr_tactics_conv; tac->id; tac++) {
@@ -393,7 +257,7 @@ NR_TEST(test_conv_dw512_knob_selects_avx2) {
           CHECK(tac->supports(&c), "dw__avx2 does not support the node");
       }
     }
-    free(hs.plan.weights);
+    conv_step_free(&hs);
   }
   nr_route_free(&r);
   nr_knob_space_free(&sp);

@@ -15,23 +15,14 @@
  * without AVX-512 (or NNROUTE_ISA=avx2) the kernel is not run, and the tests check that
  * the small-plane nodes keep the tactics they had before the row existed. */
 #include "compiler/knob.h"
-#include "compiler/plan.h"
 #include "compiler/route.h"
-#include "kernels/act.h"
+#include "conv_step.h"
 #include "kernels/cpu/conv/conv_internal.h"
-#include "kernels/ref/fused.h"
 #include "op_test.h"
-#include "runtime/threadpool.h"
-#include "unit.h"
 
-#include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
-extern const nr_tactic nr_tactics_conv[];
-
-#define GUARD 48
-static const float SENTINEL = -1234.5f;
 
 typedef struct sp_case {
   int n, c, h, w, m;
@@ -42,173 +33,34 @@ typedef struct sp_case {
   nr_act act;
 } sp_case;
 
-static int kwid(const sp_case *k) { return k->kw ? k->kw : k->k; }
-static int dil(const sp_case *k) { return k->dil ? k->dil : 1; }
-static int64_t out_dim(const sp_case *k, int in, int kern) {
-  return (in + 2 * k->pad + k->pad_end - (int64_t)dil(k) * (kern - 1) - 1) / k->s + 1;
-}
-static int64_t oh_of(const sp_case *k) { return out_dim(k, k->h, k->k); }
-static int64_t ow_of(const sp_case *k) { return out_dim(k, k->w, kwid(k)); }
-
-static float *guarded(int64_t n) { return guarded_floats(n, GUARD, SENTINEL); }
-static bool guard_ok(const float *p, int64_t n) { return guard_intact(p, n, GUARD, SENTINEL); }
-
-static float act_a(nr_act a) { return a == NR_ACT_CLIP ? -0.25f : a == NR_ACT_LEAKY_RELU ? 0.1f : 0.2f; }
-static float act_b(nr_act a) { return a == NR_ACT_CLIP ? 0.75f : 0.5f; }
-
-/* The node's window attributes, shared by the reference and the step. */
-typedef struct win_attrs {
-  int64_t pads[4], st[2], dl[2];
-  nr_attr at[3];
-} win_attrs;
-static void win_fill(win_attrs *wa, const sp_case *k) {
-  wa->pads[0] = wa->pads[1] = k->pad;
-  wa->pads[2] = wa->pads[3] = k->pad + k->pad_end;
-  wa->st[0] = wa->st[1] = k->s;
-  wa->dl[0] = wa->dl[1] = dil(k);
-  wa->at[0] = attr_ints("pads", 4, wa->pads);
-  wa->at[1] = attr_ints("strides", 2, wa->st);
-  wa->at[2] = attr_ints("dilations", 2, wa->dl);
+static conv_case to_case(const sp_case *k) {
+  nr_act a = k->act;
+  return (conv_case){k->n, k->c, k->h, k->w, k->m, k->k, k->kw ? k->kw : k->k, k->s, k->s,
+                     k->dil, k->dil, k->pad, k->pad, k->pad + k->pad_end,
+                     k->pad + k->pad_end, 1, k->bias, k->res, a,
+                     a == NR_ACT_CLIP ? -0.25f : a == NR_ACT_LEAKY_RELU ? 0.1f : 0.2f,
+                     a == NR_ACT_CLIP ? 0.75f : 0.5f};
 }
 
-/* Y = act(Conv(X, W, B) + R) through the reference executor and nr_act_apply_ref. */
-static bool reference(const sp_case *k, const float *x, const float *w, const float *b,
-                      const float *r, float *y) {
-  int64_t xd[4] = {k->n, k->c, k->h, k->w}, wd[4] = {k->m, k->c, k->k, kwid(k)}, bd[1] = {k->m};
-  nr_value vx = make_value(NR_DTYPE_FLOAT, 4, xd, x), vw = make_value(NR_DTYPE_FLOAT, 4, wd, w);
-  nr_value vb = make_value(NR_DTYPE_FLOAT, 1, bd, b);
-  const nr_value *ins[3] = {&vx, &vw, &vb};
-  win_attrs wa;
-  win_fill(&wa, k);
-  nr_value out;
-  nr_error err = {0};
-  if (run_one("Conv", 13, 3, wa.at, k->bias ? 3 : 2, ins, &out, &err))
-    return false;
-  int64_t n = nr_value_count(&out);
-  memcpy(y, out.data, sizeof(float) * (size_t)n);
-  nr_value_free(&out);
-  for (int64_t i = 0; r && i < n; i++)
-    y[i] += r[i];
-  nr_act_apply_ref(k->act, act_a(k->act), act_b(k->act), y, n);
-  return true;
-}
-
-/* One FusedConv (or Conv) step over slots X, W, B, R, Y, built by hand. */
-typedef struct harness {
-  nr_plan plan;
-  nr_slot slots[5];
-  nr_step step;
-  nr_node node;
-  nr_attr attrs[6];
-  win_attrs wa;
-} harness;
-
-static void build(harness *hs, const sp_case *k, const float *w, const float *b, bool fused) {
-  memset(hs, 0, sizeof *hs);
-  int64_t xd[4] = {k->n, k->c, k->h, k->w}, wd[4] = {k->m, k->c, k->k, kwid(k)};
-  int64_t yd[4] = {k->n, k->m, oh_of(k), ow_of(k)};
-  nr_slot *s = hs->slots;
-  s[0] = (nr_slot){.name = "X", .dtype = NR_DTYPE_FLOAT, .rank = 4};
-  memcpy(s[0].dims, xd, sizeof xd);
-  s[1] = (nr_slot){.name = "W", .dtype = NR_DTYPE_FLOAT, .rank = 4, .kind = NR_SLOT_CONST};
-  memcpy(s[1].dims, wd, sizeof wd);
-  nr_plan_add_weights(&hs->plan, w, sizeof(float) * (size_t)(wd[0] * wd[1] * wd[2] * wd[3]),
-                      &s[1].offset, NULL);
-  s[2] = (nr_slot){.name = "B", .dtype = NR_DTYPE_FLOAT, .rank = 1, .kind = NR_SLOT_CONST};
-  s[2].dims[0] = k->m;
-  nr_plan_add_weights(&hs->plan, b, sizeof(float) * (size_t)k->m, &s[2].offset, NULL);
-  s[3] = (nr_slot){.name = "R", .dtype = NR_DTYPE_FLOAT, .rank = 4};
-  memcpy(s[3].dims, yd, sizeof yd);
-  s[4] = s[3];
-  s[4].name = "Y";
-  hs->plan.slots = s;
-  hs->plan.n_slots = 5;
-  win_fill(&hs->wa, k);
-  int na = 0;
-  for (int i = 0; i < 3; i++)
-    hs->attrs[na++] = hs->wa.at[i];
-  if (fused) {
-    hs->attrs[na++] = attr_s("activation", nr_act_name(k->act));
-    hs->attrs[na++] = attr_f("act_alpha", act_a(k->act));
-    hs->attrs[na++] = attr_f("act_beta", act_b(k->act));
-  }
-  hs->node = (nr_node){.name = "sp", .op_type = fused ? "FusedConv" : "Conv",
-                       .domain = fused ? NR_DOMAIN : "", .opset = fused ? 1 : 13,
-                       .n_attrs = na, .attrs = hs->attrs};
-  hs->step.n_in = fused ? 4 : 3;
-  hs->step.n_out = 1;
-  hs->step.in[0] = 0, hs->step.in[1] = 1, hs->step.in[2] = k->bias ? 2 : -1;
-  hs->step.in[3] = fused && k->res ? 3 : -1;
-  hs->step.out[0] = 4;
-}
-
-static const nr_tactic *row(const char *id, const char *op) {
-  for (const nr_tactic *t = nr_tactics_conv; t->id; t++)
-    if (!strcmp(t->id, id) && !strcmp(t->op_type, op))
-      return t;
-  return NULL;
+/* After prepare(): kc input channels per pass, as prepare() picks for larger layers. */
+static void set_kc(nr_step *st, void *user) {
+  conv_p *p = (conv_p *)(void *)st->params;
+  p->gemm.kc = (uint16_t)*(const int *)user;
+  st->scratch = nr_conv_sp_scratch(p, NR_CONV_MAX_THREADS);
 }
 
 /* Runs the sp row's prepare() and run() on case k (kc > 0: that many input channels
  * per pass instead of prepare's choice) on `pool`, against the reference. */
 static void run_case(nr_test_state *t, const sp_case *k, int kc, unsigned seed,
                      nr_threadpool *pool) {
-  bool fused = k->res || k->act != NR_ACT_NONE;
-  const nr_tactic *tac = row("nr_f32_conv_sp__avx512", fused ? "FusedConv" : "Conv");
+  conv_case c = to_case(k);
+  const nr_tactic *tac = conv_row("nr_f32_conv_sp__avx512", &c, false);
   REQUIRE(tac, "no sp row");
-  unsigned sd = seed;
-  int64_t xn = (int64_t)k->n * k->c * k->h * k->w, yn = (int64_t)k->n * k->m * oh_of(k) * ow_of(k);
-  int64_t wn = (int64_t)k->m * k->c * k->k * kwid(k);
-  float *x = guarded(xn), *r = guarded(yn), *y = guarded(yn), *want = malloc(sizeof(float) * (size_t)yn);
-  float *xv = random_floats(xn, &sd), *w = random_floats(wn, &sd);
-  float *b = random_floats(k->m, &sd), *rv = random_floats(yn, &sd);
-  memcpy(x, xv, sizeof(float) * (size_t)xn);
-  memcpy(r, rv, sizeof(float) * (size_t)yn);
-  harness hs;
-  build(&hs, k, w, b, fused);
-  nr_error err = {0};
-  nr_tactic_ctx c = {&hs.plan, &hs.node, &hs.step, NULL, &err};
-  float *scratch = NULL;
-  REQUIRE(reference(k, xv, w, b, k->res ? rv : NULL, want), "reference failed, seed %u", seed);
-  hs.step.tactic = tac;
-  if (tac->prepare(&c, &hs.plan, &hs.step)) {
-    CHECK(false, "prepare: %s, seed %u", err.message, seed);
-    goto done;
-  }
-  conv_p *p = (conv_p *)(void *)hs.step.params;
-  if (kc > 0) {
-    p->gemm.kc = (uint16_t)kc;
-    hs.step.scratch = nr_conv_sp_scratch(p, NR_CONV_MAX_THREADS);
-  }
-  int64_t sn = (int64_t)(hs.step.scratch / sizeof(float)) + 1;
-  scratch = guarded(sn);
-  void *in[4] = {x, hs.plan.weights + hs.slots[1].offset,
-                 k->bias ? hs.plan.weights + hs.slots[2].offset : NULL, k->res ? r : NULL};
-  void *out[1] = {y};
-  const nr_slot *ins[4] = {&hs.slots[0], &hs.slots[1], k->bias ? &hs.slots[2] : NULL,
-                           k->res ? &hs.slots[3] : NULL};
-  const nr_slot *outs[1] = {&hs.slots[4]};
-  nr_exec_args a = {&hs.plan, &hs.step, &hs.node, in, out, ins, outs,
-                    hs.plan.weights + hs.step.packed_offset, scratch, pool, &err};
-  CHECK(tac->run(&a) == NR_OK, "run failed, seed %u", seed);
-  CHECK(guard_ok(y, yn) && guard_ok(x, xn) && guard_ok(r, yn) && guard_ok(scratch, sn),
-        "wrote past a buffer (kc %u), seed %u", p->gemm.kc, seed);
-  CHECK(!memcmp(x, xv, sizeof(float) * (size_t)xn) && !memcmp(r, rv, sizeof(float) * (size_t)yn),
-        "changed an input, seed %u", seed);
-  double tol = 2e-5 * ((double)k->c * k->k * kwid(k) / 4 + 4);
-  int64_t bad = -1;
-  for (int64_t i = 0; i < yn && bad < 0; i++)
-    if (!(fabs(y[i] - want[i]) <= tol * (1 + fabs(want[i]))))
-      bad = i;
-  CHECK(bad < 0,
-        "n%d c%d %dx%d m%d k%dx%d s%d pad%d+%d dil%d bias%d res%d act %s kc %u: y[%lld] = %g, "
-        "want %g, seed %u",
-        k->n, k->c, k->h, k->w, k->m, k->k, kwid(k), k->s, k->pad, k->pad_end, dil(k), k->bias,
-        k->res, nr_act_name(k->act), p->gemm.kc, (long long)bad, bad >= 0 ? y[bad] : 0,
-        bad >= 0 ? want[bad] : 0, seed);
-done:
-  free(hs.plan.weights);
-  free(x), free(r), free(y), free(want), free(xv), free(w), free(b), free(rv), free(scratch);
+  char note[32];
+  snprintf(note, sizeof note, "kc %d", kc);
+  conv_opts o = {.tweak = kc > 0 ? set_kc : NULL, .user = &kc, .note = note,
+                 .skip_supports = true};
+  conv_check(t, tac, &c, seed, pool, &o, true);
 }
 
 static const nr_act acts[] = {NR_ACT_RELU, NR_ACT_NONE, NR_ACT_CLIP, NR_ACT_LEAKY_RELU,
@@ -277,22 +129,9 @@ NR_TEST(test_conv_sp512_windows_vs_reference) {
   nr_threadpool_destroy(pool);
 }
 
-/* The tactic the default route runs (the highest priority among the rows this
- * machine's ISA allows that support the step), as select.c picks it. */
 static const nr_tactic *default_row(const sp_case *k) {
-  unsigned sd = 3;
-  float *w = random_floats((int64_t)k->m * k->c * k->k * kwid(k), &sd);
-  float *b = random_floats(k->m, &sd);
-  harness hs;
-  build(&hs, k, w, b, true);
-  nr_tactic_ctx c = {&hs.plan, &hs.node, &hs.step, NULL, NULL};
-  const nr_tactic *best = NULL;
-  for (const nr_tactic *t = nr_tactics_conv; t->id; t++)
-    if (!(t->isa & ~nr_cpu_isa()) && !strcmp(t->op_type, "FusedConv") && t->supports(&c) &&
-        (!best || t->priority > best->priority))
-      best = t;
-  free(hs.plan.weights), free(w), free(b);
-  return best;
+  conv_case c = to_case(k);
+  return conv_default_row(&c);
 }
 
 /* AVX-512: sp runs resnet's and squeezenet's small-plane 3x3 layers (stride 1 and 2),

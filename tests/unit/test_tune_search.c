@@ -37,7 +37,7 @@ typedef struct run {
   int pts[MAX_PTS][MAX_DIMS];
   bool feas[MAX_PTS];
   double cost[MAX_PTS];
-  char phase[MAX_PTS][24];
+  char phase[MAX_PTS][32];
   int64_t total[MAX_PTS]; /* nr_search_total after each proposal */
   int best; /* index into pts, -1 when nothing feasible */
 } run;

@@ -1,0 +1,99 @@
+/* conv_step.h - one hand-built Conv / FusedConv step for the tests that hold a single
+ * convolution kernel to the reference executor (test_conv_igemm512.c,
+ * test_conv_sp512.c, test_conv_dw512.c): the case, its reference output, the one-step
+ * plan over slots X, W, B, R, Y, and running one tactic row's supports(), prepare()
+ * and run() on it with guard floats around every buffer it touches.
+ *
+ * Key decision: the plan is built by hand rather than compiled from a graph, so the
+ * tactic under test runs even where the select pass would pick another one, and a test
+ * may rewrite the step's record between prepare() and run() (a K block or a tile that
+ * prepare() only picks for larger layers) through conv_opts.tweak. */
+#ifndef NR_TESTS_UNIT_CONV_STEP_H
+#define NR_TESTS_UNIT_CONV_STEP_H
+
+#include "compiler/plan.h"
+#include "kernels/act.h"
+#include "runtime/threadpool.h"
+#include "unit.h"
+
+#include <stdbool.h>
+#include <stdint.h>
+
+/* A 2-D convolution over NCHW float tensors, with its fused epilogue. */
+typedef struct conv_case {
+  int n, c, h, w, m;  /* m output channels (depthwise: group == c == m) */
+  int kh, kw;         /* window */
+  int sh, sw, dh, dw; /* strides and dilations (0: 1) */
+  int pt, pl, pb, pr; /* pads */
+  int group;          /* 0: 1 */
+  bool bias, res;     /* a bias input; a residual R added before the activation */
+  nr_act act;
+  float act_a, act_b; /* the node's act_alpha / act_beta */
+} conv_case;
+
+int64_t conv_case_oh(const conv_case *k);
+int64_t conv_case_ow(const conv_case *k);
+/* Element counts of X, W and Y. */
+int64_t conv_case_xn(const conv_case *k);
+int64_t conv_case_wn(const conv_case *k);
+int64_t conv_case_yn(const conv_case *k);
+/* "n1 c64 56x56 m64 k3x3 s1x1 d1x1 pad 1,1,1,1 g1 bias1 res0 relu" into buf. */
+const char *conv_case_text(const conv_case *k, char *buf, size_t cap);
+
+/* Y = act(Conv(X, W, B) + R) by the reference executor and act.c's scalar rules (r
+ * may be NULL). False when the reference refuses the case. */
+bool conv_case_reference(const conv_case *k, const float *x, const float *w, const float *b,
+                         const float *r, float *y);
+
+/* The one-step plan: slots X, W, B (constants in plan.weights), R, Y, and a FusedConv
+ * step when the case has a residual or an activation, else a Conv. */
+typedef struct conv_step {
+  nr_plan plan;
+  nr_slot slots[5];
+  nr_step step;
+  nr_node node;
+  nr_attr attrs[8];
+  int64_t pads[4], st[2], dl[2];
+} conv_step;
+
+void conv_step_build(conv_step *cs, const conv_case *k, const float *w, const float *b);
+void conv_step_free(conv_step *cs);
+bool conv_case_fused(const conv_case *k);
+
+/* The row `id` of nr_tactics_conv for the case's node (FusedConv or Conv); NULL when
+ * there is none, or when `runnable` and this machine's ISA cannot run it. */
+const nr_tactic *conv_row(const char *id, const conv_case *k, bool runnable);
+
+/* The row the default route runs on case k's FusedConv node: the highest priority
+ * among those this machine's ISA allows that support it, as select.c picks. */
+const nr_tactic *conv_default_row(const conv_case *k);
+
+/* How conv_run_tactic / conv_check run a row. */
+typedef struct conv_opts {
+  const nr_route *route; /* what prepare() reads its knobs from; NULL: the default */
+  /* Called after prepare(): may rewrite st->params and st->scratch. */
+  void (*tweak)(nr_step *st, void *user);
+  void *user;
+  double tol;      /* |y - want| <= tol (1 + |want|); 0: 2e-5 (taps x C/group / 4 + 4) */
+  const char *note; /* added to failure messages (e.g. "kc 5"), or NULL */
+  /* Run without asking supports(): for rows whose supports() also holds performance
+   * rules (sp wants 48+ channels), so smaller cases still test the arithmetic. */
+  bool skip_supports;
+} conv_opts;
+
+/* Runs row tac on case k with the caller's x, w, b, r (r NULL: no residual input) into
+ * y, on `pool`; the scratch carries guard floats. Returns false without a failure when
+ * tac does not support the case, and false with one when prepare() or run() fails or
+ * the scratch guard is hit. */
+bool conv_run_tactic(nr_test_state *t, const nr_tactic *tac, const conv_case *k,
+                     const float *x, const float *w, const float *b, const float *r,
+                     float *y, nr_threadpool *pool, const conv_opts *o, unsigned seed);
+
+/* Seeded X, W, B, R for case k (guarded buffers), row tac run on them and compared
+ * with the reference element by element; X and R must come back unchanged and no
+ * guard may move. Returns whether tac supported the case (a failure is recorded
+ * when it did not and must_support is set). */
+bool conv_check(nr_test_state *t, const nr_tactic *tac, const conv_case *k, unsigned seed,
+                nr_threadpool *pool, const conv_opts *o, bool must_support);
+
+#endif
