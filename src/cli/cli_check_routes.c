@@ -5,7 +5,8 @@
  * with `nnroute run MODEL --route '...'`.
  *
  * Bound: relative L2 error <= base + the sum of error_bound over the route's
- * non-default accuracy knobs, where base allows floating-point reassociation. A route
+ * non-default accuracy knobs (and once per knob whose default is itself approximate,
+ * NR_KNOB_APPROX_DEFAULT), where base allows floating-point reassociation. A route
  * that fails to build is a failure too: every route the knob space admits must
  * compile.
  *
@@ -57,12 +58,30 @@ static void draw_route(nr_route *r, double p, uint64_t *state) {
   }
 }
 
+/* base, plus error_bound for every accuracy-knob instance off its default, plus once
+ * per knob whose default is itself approximate (NR_KNOB_APPROX_DEFAULT: Winograd where
+ * it is faster) and that some instance leaves at that default. */
 static double route_bound(const nr_route *r, double base) {
   double b = base;
+  const nr_knob_def *counted[64];
+  int n_counted = 0;
   for (int i = 0; i < r->space->n; i++) {
     const nr_knob_inst *k = &r->space->inst[i];
-    if (r->choice[i] != k->dflt && (k->def->flags & NR_KNOB_ACCURACY))
+    if (!(k->def->flags & NR_KNOB_ACCURACY))
+      continue;
+    if (r->choice[i] != k->dflt) {
       b += k->def->error_bound;
+      continue;
+    }
+    if (!(k->def->flags & NR_KNOB_APPROX_DEFAULT))
+      continue;
+    bool seen = false;
+    for (int j = 0; j < n_counted && !seen; j++)
+      seen = counted[j] == k->def;
+    if (!seen && n_counted < 64) {
+      counted[n_counted++] = k->def;
+      b += k->def->error_bound;
+    }
   }
   return b;
 }

@@ -164,6 +164,8 @@ static void flags_text(unsigned f, char *buf) {
     buf[n++] = 'D';
   if (f & NR_KNOB_SLOW_BUILD)
     buf[n++] = 'S';
+  if (f & NR_KNOB_APPROX_DEFAULT)
+    buf[n++] = 'E';
   if (!n)
     buf[n++] = '-';
   buf[n] = '\0';
@@ -187,7 +189,7 @@ static const char *scope_text(const row *r) {
 
 static void print_text(const row_list *l) {
   int wid = 4, wval = 6;
-  char vals[1024], flags[8];
+  char vals[1024], flags[12];
   for (int i = 0; i < l->n; i++) {
     values_text(&l->rows[i], vals, sizeof vals);
     wid = (int)strlen(l->rows[i].id) > wid ? (int)strlen(l->rows[i].id) : wid;
@@ -267,7 +269,7 @@ static void md_cell(const char *s) {
 }
 
 static void md_row(const row *r) {
-  char flags[8];
+  char flags[12];
   flags_text(r->def->flags, flags);
   printf("| `%s` | %s | ", r->def->name, r->def->scope == NR_KNOB_GLOBAL ? "global" : "node");
   for (int v = 0; v < r->n_values; v++)
@@ -302,7 +304,8 @@ static int print_markdown(void) {
          "reduced precision (no documented bound: the user's tolerance decides, see\n"
          "docs/precision.md), D means a value's effect depends on calibration data,\n"
          "S means a non-default value makes the build much slower (the tuner tries it\n"
-         "last).\n\n"
+         "last), E means the default value itself may add error up to the bound where it\n"
+         "applies (it is counted once in the default route's bound).\n\n"
          "| knob | scope | values | flags | error bound | help |\n"
          "| --- | --- | --- | --- | --- | --- |\n");
   for (int i = 0; i < l.n; i++)

@@ -37,6 +37,10 @@ enum {
   NR_KNOB_SLOW_BUILD = 1u << 6, /* a non-default value makes the build itself much
                                  slower (it times candidates): the tuner tries it
                                  after the other one-change routes */
+  NR_KNOB_APPROX_DEFAULT = 1u << 7, /* with NR_KNOB_ACCURACY: the default value itself
+                                 may add up to error_bound where it applies
+                                 (conv.winograd_from=auto), so the default route's own
+                                 bound includes it once */
 };
 
 #define NR_KNOB_MAX_VALUES 32

@@ -231,11 +231,19 @@ bool conv_check(nr_test_state *t, const nr_tactic *tac, const conv_case *k, unsi
   double taps = (double)(k->c / one(k->group)) * k->kh * k->kw;
   double tol = o && o->tol > 0 ? o->tol : 2e-5 * (taps / 4 + 4);
   int64_t bad = -1;
-  for (int64_t i = 0; i < yn && bad < 0; i++)
-    if (!(fabs(y[i] - want[i]) <= tol * (1 + fabs(want[i]))))
+  double num = 0, den = 0;
+  for (int64_t i = 0; i < yn; i++) {
+    double d = (double)y[i] - want[i];
+    num += d * d, den += (double)want[i] * want[i];
+    if (bad < 0 && !(fabs(d) <= tol * (1 + fabs(want[i]))))
       bad = i;
+  }
   CHECK(bad < 0, "%s %s %s: y[%lld] = %g, want %g, seed %u", tac->id, what, note(o),
         (long long)bad, bad >= 0 ? y[bad] : 0.0, bad >= 0 ? want[bad] : 0.0, seed);
+  double rel = den > 0 ? sqrt(num / den) : sqrt(num);
+  CHECK(!(o && o->max_rel_l2 > 0) || rel <= o->max_rel_l2,
+        "%s %s %s: relative L2 error %g over %g, seed %u", tac->id, what, note(o), rel,
+        o ? o->max_rel_l2 : 0.0, seed);
 done:
   free(x), free(r), free(y), free(want), free(xv), free(w), free(b), free(rv);
   return ran;

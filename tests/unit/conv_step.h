@@ -75,6 +75,7 @@ typedef struct conv_opts {
   void (*tweak)(nr_step *st, void *user);
   void *user;
   double tol;      /* |y - want| <= tol (1 + |want|); 0: 2e-5 (taps x C/group / 4 + 4) */
+  double max_rel_l2; /* and the whole output's relative L2 error at most this; 0: off */
   const char *note; /* added to failure messages (e.g. "kc 5"), or NULL */
   /* Run without asking supports(): for rows whose supports() also holds performance
    * rules (sp wants 48+ channels), so smaller cases still test the arithmetic. */

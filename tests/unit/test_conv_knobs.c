@@ -226,9 +226,15 @@ static bool same_step(const built *a, const built *b) {
          !memcmp(a->step.params, b->step.params, sizeof a->step.params);
 }
 
-/* The default tactic of the case is igemm or pw (no GEMM knobs) on this machine. */
+/* The default tactic of the case is igemm, pw or the AVX-512 Winograd (no GEMM knobs)
+ * on this machine. */
 static bool igemm_default(const kcase *k) {
   return (nr_cpu_isa() & NR_ISA_AVX512) != 0;
+}
+/* conv.winograd_from=auto puts the case on the AVX-512 Winograd F(4,3): 3x3 stride 1,
+ * 16+ input channels, 400+ output pixels. */
+static bool wino_default(const kcase *k) {
+  return igemm_default(k) && k->k == 3 && k->c >= 16 && out_hw(k, 0) * out_hw(k, 1) >= 400;
 }
 /* GEMM knobs the default tactic does not take: pw (1x1) takes conv.epilogue. */
 static bool is_gemm_knob(const kcase *k, const char *name) {
@@ -272,8 +278,9 @@ static void run_case(nr_test_state *t, const kcase *k, unsigned seed, nr_threadp
   REQUIRE(build_step(&f, &r, &dflt, &err), "%s: default route: %s", k->what, err.message);
   double e0 = run_step(t, &f, k, &dflt, pool, "default");
   if (igemm_default(k)) {
-    CHECK(!strcmp(dflt.tactic->id,
-                  k->k > 1 ? "nr_f32_conv_igemm__avx512" : "nr_f32_conv_pw__avx512"),
+    CHECK(!strcmp(dflt.tactic->id, wino_default(k) ? "nr_f32_conv_winograd_f43__avx512"
+                                   : k->k > 1      ? "nr_f32_conv_igemm__avx512"
+                                                   : "nr_f32_conv_pw__avx512"),
           "%s: default is %s", k->what, dflt.tactic->id);
     int ai = nr_knob_space_find(&sp, "conv.algo@conv");
     bool im2col = false;
@@ -313,9 +320,10 @@ static void run_case(nr_test_state *t, const kcase *k, unsigned seed, nr_threadp
               "%s %s: engine still holds packed weights", k->what, label);
       if (!strcmp(ki->def->name, "conv.threads"))
         CHECK(b.step.threads == 1, "%s %s: step->threads %d", k->what, label, b.step.threads);
-      if (!strcmp(ki->def->name, "conv.winograd_from"))
-        CHECK(!strncmp(b.tactic->id, "nr_f32_conv_winograd", 20), "%s %s picked %s",
-              k->what, label, b.tactic->id);
+      if (!strcmp(ki->def->name, "conv.winograd_from")) /* never: off it; else onto it */
+        CHECK(!strncmp(b.tactic->id, "nr_f32_conv_winograd", 20) ==
+                  !!strcmp(ki->values[v], "never"),
+              "%s %s picked %s", k->what, label, b.tactic->id);
       tried++;
       f.plan.weights_size = b.weights_mark; /* drop this build's packed data */
     }

@@ -11,7 +11,12 @@
  * (conv.epilogue=separate); bias, residual and every kind of
  * activation (in-register ones and the ones applied after the store); both loop
  * orders (column tiles outer, and NR_CONV_PW_PANELS: panels outer, with X cut into
- * column chunks). The tile, order and K block are forced by rewriting the step's
+ * column chunks). The oc48x7 tile (48 output channels as three vectors x 7 pixels)
+ * runs all of the above too, and on 7x7 / 13x13 / 14x14 / 8x8 / 16x16 planes with
+ * output channels around 48 and its 16-lane vectors, K blocks with a remainder, more
+ * pixel tiles than one work item's chunk, stride 2, on one and two threads; prepare()
+ * must pick it only for resnet50's layer4 conv1s (stride 1, <= 64 pixels, C >= 1024).
+ * The tile, order and K block are forced by rewriting the step's
  * record and packing W again, as prepare() does for the conv.pw_tile / conv.pw_order
  * / conv.pw_kc knobs. Buffers carry guard bytes; failures
  * print the seed. On a machine without AVX-512 (or NNROUTE_ISA=avx2) the kernel is not
@@ -370,6 +375,88 @@ NR_TEST(test_conv_pw_prepare_picks) {
                                                           nr_conv_pw_mr(p->extra) *
                                                           nr_conv_pw_mr(p->extra) * k->c),
           "case %zu: packed %llu bytes", i, (unsigned long long)hs.step.packed_size);
+    free(hs.plan.weights), free(w), free(b);
+  }
+}
+
+/* oc48x7 around its shape: 48 output channels x 7-pixel tiles, the last tile of 1..8
+ * pixels (49 = 7 x 7, 169 = 24 x 7 + 1, 196 = 28 x 7, 64 = 9 x 7 + 1, 256 = 36 x 7 +
+ * 4); more than 9 tiles (one item's chunk) at 13x13 and up; output channels at, below
+ * and above 16, 32, 48 and 96; K blocks of 64 with a remainder (130 channels), 7, and
+ * one block of C that the kernel walks in pieces of 64 with a remainder (130, 300);
+ * fused bias, residual, in-register and after-the-store activations. */
+NR_TEST(test_conv_pw_oc_tile_vs_reference) {
+  if (!(nr_cpu_isa() & NR_ISA_AVX512))
+    return;
+  nr_threadpool *two = nr_threadpool_create(2), *one = nr_threadpool_create(1);
+  static const pw_case cases[] = {
+      /* n c   h   w   m   sh sw bias  res    act */
+      {1, 130, 7, 7, 48, 1, 1, true, true, NR_ACT_RELU},
+      {1, 64, 7, 7, 47, 1, 1, true, false, NR_ACT_CLIP},
+      {1, 70, 7, 7, 113, 1, 1, false, true, NR_ACT_NONE},
+      {1, 33, 13, 13, 100, 1, 1, true, true, NR_ACT_LEAKY_RELU},
+      {1, 65, 14, 14, 96, 1, 1, true, false, NR_ACT_HARD_SWISH},
+      {1, 20, 8, 8, 17, 1, 1, true, true, NR_ACT_RELU},
+      {1, 12, 16, 16, 33, 1, 1, false, false, NR_ACT_SIGMOID},
+      {1, 40, 14, 14, 49, 2, 2, true, true, NR_ACT_RELU}, /* 14 -> 7, the copy */
+      {2, 24, 13, 13, 64, 2, 2, true, false, NR_ACT_CLIP}, /* 13 -> 7, two images */
+      {1, 9, 2, 3, 15, 1, 1, true, true, NR_ACT_RELU},     /* one tile of 6 pixels */
+      {1, 300, 7, 7, 1000, 1, 1, true, true, NR_ACT_RELU},
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    /* K blocks: prepare()'s, 64, 7, and one block of C (walked in pieces of 64) */
+    const int kcs[4] = {0, 64, 7, cases[i].c};
+    for (int q = 0; q < 4; q++) {
+      unsigned seed = 3000u + (unsigned)(i * 4 + q);
+      run_case(t, &cases[i], NR_CONV_PW_TILE_OC48X7, kcs[q], 0, seed, q == 1 ? one : two);
+    }
+  }
+  /* conv.epilogue=separate: raw sums scattered, then the epilogue pass */
+  run_case(t, &cases[0], NR_CONV_PW_TILE_OC48X7, 64, CONV_OPT_SPLIT_EPI, 3100, two);
+  nr_threadpool_destroy(one);
+  nr_threadpool_destroy(two);
+}
+
+/* prepare()'s default takes oc48x7 on resnet50's layer4 conv1s (7x7, C >= 1024,
+ * stride 1) with one K block (W packed as one stream per panel) and no aligned copy,
+ * and keeps a pixel tile on the 512->2048 conv3s, mobilenet_v2's 160->960 at 7x7,
+ * the 14->7 downsample and 13x13 / 14x14 planes. */
+NR_TEST(test_conv_pw_oc_tile_default) {
+  if (!(nr_cpu_isa() & NR_ISA_AVX512))
+    return;
+  static const struct {
+    pw_case k;
+    bool oc;
+  } want[] = {
+      {{1, 2048, 7, 7, 512, 1, 1, true, false, NR_ACT_RELU}, true},
+      {{1, 512, 7, 7, 2048, 1, 1, true, true, NR_ACT_RELU}, false},
+      {{1, 1024, 7, 7, 100, 1, 1, true, true, NR_ACT_RELU}, true},
+      {{1, 160, 7, 7, 960, 1, 1, true, false, NR_ACT_CLIP}, false},
+      {{1, 1024, 14, 14, 2048, 2, 2, true, false, NR_ACT_NONE}, false},
+      {{1, 512, 13, 13, 1000, 1, 1, true, false, NR_ACT_RELU}, false},
+      {{1, 1024, 14, 14, 512, 1, 1, true, false, NR_ACT_RELU}, false},
+  };
+  const nr_tactic *tac = row("nr_f32_conv_pw__avx512", "FusedConv");
+  REQUIRE(tac, "no pw row");
+  for (size_t i = 0; i < sizeof want / sizeof want[0]; i++) {
+    const pw_case *k = &want[i].k;
+    unsigned sd = 9;
+    float *w = random_floats((int64_t)k->m * k->c, &sd), *b = random_floats(k->m, &sd);
+    harness hs;
+    build(&hs, k, w, b, true);
+    nr_error err = {0};
+    nr_tactic_ctx c = {&hs.plan, &hs.node, &hs.step, NULL, &err};
+    hs.step.tactic = tac;
+    REQUIRE(tac->supports(&c) && tac->prepare(&c, &hs.plan, &hs.step) == NR_OK, "%s",
+            err.message);
+    const conv_p *p = conv_params(&hs.step);
+    bool oc = nr_conv_pw_tile(p->extra) == NR_CONV_PW_TILE_OC48X7;
+    CHECK(oc == want[i].oc, "case %zu: tile %u", i, p->extra);
+    if (oc)
+      CHECK(p->gemm.kc == k->c && !(p->extra & NR_CONV_PW_ALIGNED) &&
+                hs.step.packed_size == sizeof(float) * (size_t)((k->m + 47) / 48 * 48 * k->c),
+            "case %zu: kc %u extra %#x packed %llu", i, p->gemm.kc, p->extra,
+            (unsigned long long)hs.step.packed_size);
     free(hs.plan.weights), free(w), free(b);
   }
 }

@@ -158,8 +158,14 @@ NR_TEST(test_conv_sp512_default_choice) {
     REQUIRE(d, "case %zu: no tactic", i);
     bool is_sp = !strcmp(d->id, "nr_f32_conv_sp__avx512");
     CHECK(is_sp == (avx512 && want[i].sp), "case %zu: default %s", i, d->id);
-    if (avx512 && !want[i].sp && want[i].k.c > 4)
-      CHECK(!strcmp(d->id, "nr_f32_conv_igemm__avx512"), "case %zu: default %s", i, d->id);
+    /* conv.winograd_from=auto: stride-1 outputs of 400+ pixels with 16+ channels */
+    const sp_case *k = &want[i].k;
+    conv_case c = to_case(k);
+    bool wino = k->s == 1 && k->c >= 16 && conv_case_oh(&c) * conv_case_ow(&c) >= 400;
+    if (avx512 && !want[i].sp && k->c > 4)
+      CHECK(!strcmp(d->id, wino ? "nr_f32_conv_winograd_f43__avx512"
+                                : "nr_f32_conv_igemm__avx512"),
+            "case %zu: default %s", i, d->id);
     if (!avx512)
       CHECK(!(d->isa & NR_ISA_AVX512), "case %zu: %s needs AVX-512", i, d->id);
   }

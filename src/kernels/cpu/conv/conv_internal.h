@@ -196,11 +196,23 @@ static inline uint64_t nr_conv_sp_scratch(const conv_p *p, int threads) {
  * the K block (a register tile accumulates kc channels between passes over Y). W is
  * packed at build per K block as [ceil(M/mr) panels][kc][mr] (nr_conv_pack_pw), so
  * the panels one K block's pass reads are one sequential stream. */
-enum { NR_CONV_PW_TILE_12X32, NR_CONV_PW_TILE_8X48, NR_CONV_PW_TILE_6X64, NR_CONV_PW_TILES };
+/* NR_CONV_PW_TILE_OC48X7 turns the tile around: 48 output channels (three vectors)
+ * x 7 pixels broadcast from X, for planes that are not a multiple of 16 (7x7 = 49
+ * pixels fill 49 of 64 lanes as pixel vectors); W is packed the same way, mr = 48. */
+enum {
+  NR_CONV_PW_TILE_12X32,
+  NR_CONV_PW_TILE_8X48,
+  NR_CONV_PW_TILE_6X64,
+  NR_CONV_PW_TILE_OC48X7,
+  NR_CONV_PW_TILES
+};
 static inline uint32_t nr_conv_pw_tile(uint32_t extra) { return extra & 0xFFu; }
 static inline int nr_conv_pw_mr(uint32_t extra) {
   uint32_t t = nr_conv_pw_tile(extra);
-  return t == NR_CONV_PW_TILE_8X48 ? 8 : t == NR_CONV_PW_TILE_6X64 ? 6 : 12;
+  return t == NR_CONV_PW_TILE_8X48    ? 8
+         : t == NR_CONV_PW_TILE_6X64  ? 6
+         : t == NR_CONV_PW_TILE_OC48X7 ? 48
+                                      : 12;
 }
 static inline int nr_conv_pw_nv(uint32_t extra) {
   uint32_t t = nr_conv_pw_tile(extra);
@@ -228,6 +240,52 @@ static inline uint64_t nr_conv_pw_scratch(const conv_p *p) {
   if (!nr_conv_pw_copies(p))
     return 0;
   return (uint64_t)p->c * (uint64_t)nr_conv_pw_ldx(p) * sizeof(float) + 64;
+}
+
+/* nr_f32_conv_winograd_f43__avx512 (conv_winograd__avx512.c): F(4,3) with 16 channels
+ * per vector. Per image: th x tw tiles of 4x4 outputs; the input copy Xb[Cp/16][hp]
+ * [wpp][16] (zero-padded rows and columns, wpp a multiple of 16), the outputs
+ * Yb[Mp/16][th*4][yw][16], and per thread V[36][tb][Cp] and O[36][tb][Mp] for one
+ * block of at most tb tiles (a multiple of 6, sized so V and O fill about 640 KiB of
+ * L2, more where U is larger). Cp, Mp: C and M rounded up to 16. */
+typedef struct conv_w43_geo {
+  int64_t th, tw, t; /* tile rows, tile columns, tiles per image */
+  int64_t cp, mp;    /* C and M rounded up to 16 */
+  int64_t hp, wpp;   /* Xb rows and row pitch (pixels of 16 floats) */
+  int64_t yw;        /* Yb row pitch (pixels) */
+  int64_t tb;        /* most tiles per block */
+} conv_w43_geo;
+static inline void nr_conv_w43_geo(const conv_p *p, conv_w43_geo *g) {
+  g->th = (p->oh + 3) / 4, g->tw = (p->ow + 3) / 4, g->t = g->th * g->tw;
+  g->cp = ((int64_t)p->c + 15) / 16 * 16, g->mp = ((int64_t)p->m + 15) / 16 * 16;
+  g->hp = g->th * 4 + 2, g->wpp = (g->tw * 4 + 2 + 15) / 16 * 16;
+  g->yw = (g->tw * 4 + 15) / 16 * 16;
+  /* V and O in about 640 KiB of L2, or where U (streamed once per block from L3) is
+   * larger, in up to a quarter of U's size (at most 4 MiB): fewer blocks on small
+   * planes */
+  int64_t u = 36 * 4 * (int64_t)p->c * g->mp;
+  int64_t budget = u / 4 > (640 << 10) ? u / 4 : 640 << 10;
+  budget = budget < (4 << 20) ? budget : 4 << 20;
+  int64_t tb = budget / (36 * 4 * (g->cp + g->mp)) / 6 * 6, most = (g->t + 5) / 6 * 6;
+  g->tb = tb < 6 ? 6 : tb > most ? most : tb;
+}
+static inline int64_t nr_conv_w43_xb_floats(const conv_w43_geo *g) {
+  return g->cp * g->hp * g->wpp;
+}
+static inline int64_t nr_conv_w43_yb_floats(const conv_w43_geo *g) {
+  return g->mp * g->th * 4 * g->yw;
+}
+static inline int64_t nr_conv_w43_buf_floats(const conv_w43_geo *g) {
+  return 36 * g->tb * (g->cp + g->mp);
+}
+/* Scratch bytes for `threads` threads (64-byte aligned pieces, 64 bytes of slack). */
+static inline uint64_t nr_conv_w43_scratch(const conv_p *p, int threads) {
+  conv_w43_geo g;
+  nr_conv_w43_geo(p, &g);
+  uint64_t xb = (uint64_t)nr_conv_w43_xb_floats(&g) * 4;
+  uint64_t yb = (uint64_t)nr_conv_w43_yb_floats(&g) * 4;
+  return (xb + 63) / 64 * 64 + (yb + 63) / 64 * 64 +
+         (uint64_t)threads * (uint64_t)nr_conv_w43_buf_floats(&g) * 4 + 64;
 }
 
 /* PLAIN column matrix of one image and group (conv_im2col.c): x is the group's first
@@ -263,6 +321,7 @@ nr_status nr_conv_igemm__avx512_run(const nr_exec_args *a);
 nr_status nr_conv_dw__avx512_run(const nr_exec_args *a); /* PLAIN depthwise */
 nr_status nr_conv_pw__avx512_run(const nr_exec_args *a);
 nr_status nr_conv_sp__avx512_run(const nr_exec_args *a); /* small planes */
+nr_status nr_conv_winograd_f43__avx512_run(const nr_exec_args *a);
 
 /* Packing at build time (conv_pack.c). Each reads the constant W (and B) and appends
  * the packed form to the weights; sets step->packed_*. */
@@ -284,6 +343,9 @@ nr_status nr_conv_pack_sp(const nr_tactic_ctx *c, nr_plan *plan, nr_step *st);
 /* pw: W per K block of p->gemm.kc channels, each [ceil(M/mr) panels][kb][mr] (zero
  * rows past M; block k0 at float k0 * Mpad), mr from p->extra. */
 nr_status nr_conv_pack_pw(const nr_tactic_ctx *c, nr_plan *plan, nr_step *st);
+/* winograd_f43__avx512: U = G g G^T as [36][ceil(M/64) chunks][C][cw] (cw = 64, the
+ * last chunk the rest of M rounded up to 16; zero columns past M). */
+nr_status nr_conv_pack_w43(const nr_tactic_ctx *c, nr_plan *plan, nr_step *st);
 nr_status nr_conv_pack_copy(const nr_tactic_ctx *c, nr_plan *plan, nr_step *st);
 
 /* Threads the GEMM-based tactics size their scratch for. */

@@ -154,6 +154,36 @@ static const float g43[6][3] = {{1.0f / 4, 0, 0},
                                 {1.0f / 24, -1.0f / 12, 1.0f / 6},
                                 {0, 0, 1}};
 
+/* U = G g G^T for F(4,3), u[i * 6 + j], from one 3x3 filter g (row major). */
+static void wino43_u(const float *g, float *u) {
+  float t[6][3]; /* G g */
+  for (int i = 0; i < 6; i++)
+    for (int j = 0; j < 3; j++)
+      t[i][j] = g43[i][0] * g[j] + g43[i][1] * g[3 + j] + g43[i][2] * g[6 + j];
+  for (int i = 0; i < 6; i++)
+    for (int j = 0; j < 6; j++)
+      u[i * 6 + j] = t[i][0] * g43[j][0] + t[i][1] * g43[j][1] + t[i][2] * g43[j][2];
+}
+
+nr_status nr_conv_pack_w43(const nr_tactic_ctx *c, nr_plan *plan, nr_step *st) {
+  const conv_p *p = conv_params(st);
+  const float *w = nr_step_const(c, 1);
+  int64_t mp = ((int64_t)p->m + 15) / 16 * 16, cn = p->c, total = 36 * cn * mp;
+  float *buf = zeroed_floats(total);
+  if (!buf)
+    return oom(c);
+  for (int64_t m = 0; m < p->m; m++) {
+    int64_t m0 = m / 64 * 64, cw = mp - m0 < 64 ? mp - m0 : 64;
+    for (int64_t ci = 0; ci < cn; ci++) {
+      float u[36];
+      wino43_u(w + (m * cn + ci) * 9, u);
+      for (int xi = 0; xi < 36; xi++)
+        buf[xi * cn * mp + m0 * cn + ci * cw + (m - m0)] = u[xi];
+    }
+  }
+  return append(c, plan, st, buf, sizeof(float) * (uint64_t)total);
+}
+
 /* ---- the GEMM-based forms ----------------------------------------------------------- */
 
 /* Bytes of one packed matrix (a group's, or a Winograd tile position's), 64-aligned. */

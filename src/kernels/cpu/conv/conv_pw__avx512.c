@@ -28,7 +28,10 @@
  * at 56x56, mobilenet's expansions) take the other order (NR_CONV_PW_PANELS, knob
  * conv.pw_order): panels outer and column tiles inner over a chunk of X that stays in
  * L2, so Y and the residual are written and read as mr sequential streams instead of
- * a 192-byte piece of each of M rows per column tile. */
+ * a 192-byte piece of each of M rows per column tile. The oc48x7 tile turns the
+ * register tile around for small planes (by default 7x7 with C >= 1024): three vectors
+ * of 48 output channels x 7 pixels broadcast from X, so a 49-pixel plane wastes no
+ * lanes; its sums go through a small block in L1 and Y is written row by row. */
 #include "kernels/cpu/conv/conv_internal.h"
 
 #include <immintrin.h>
@@ -431,6 +434,150 @@ static void gemv_task(void *arg, int64_t begin, int64_t end, int thread) {
   }
 }
 
+/* ---- output channels as vectors: the oc48x7 tile --------------------------------- */
+
+/* Pixels of one register tile, and tiles of one work item's chunk. A plane whose pixel
+ * count leaves a remainder of one takes it into a last tile of 8 (24 accumulators),
+ * since a 1-pixel tile has only 3 FMA chains. */
+#define OC_NP 7
+#define OC_GROUPS 9
+#define OC_CHUNK_PIX (OC_GROUPS * OC_NP + 1)
+/* W is prefetched OC_PF channels ahead; the first pixel tile of a panel's K block
+ * reads it from L2 or memory, the others from L1 (24 channels ahead measured the same,
+ * as did K blocks of 128 and 2048 against 64). */
+#define OC_PF 8
+/* Channels per pass of the pixel tiles over W: 64 x 48 floats (12 KiB) stay in L1 for
+ * the chunk's tiles. W is packed by default as one K block (kc = C), so a panel's W is
+ * one sequential stream across these pieces. */
+#define OC_KB 64
+
+typedef struct oc_job {
+  const pw_job *j;
+  int64_t ngroup;          /* pixel tiles of the plane */
+  int64_t cgroups, nchunk; /* tiles per work item's chunk, chunks */
+} oc_job;
+
+/* kb channels of a 48-channel x NP-pixel tile. acc[i][v] holds output channels 16v..
+ * 16v+15 of the tile's pixel i: three W vectors and NP broadcasts of X per channel,
+ * 3 NP FMAs. The sums start at zero (the first channels) or from s ([pixel][48], in
+ * L1), and go back to s: Y is written row by row after the last piece (oc_rows). */
+static inline __attribute__((always_inline)) void
+oc_body(const int NP, int64_t kb, const float *restrict w, const float *restrict x,
+        int64_t ldx, float *restrict s, bool first) {
+  __m512 acc[OC_NP + 1][3];
+#pragma GCC unroll 8
+  for (int i = 0; i < NP; i++)
+#pragma GCC unroll 3
+    for (int v = 0; v < 3; v++)
+      acc[i][v] = first ? _mm512_setzero_ps() : _mm512_load_ps(s + i * 48 + 16 * v);
+#pragma GCC unroll 1
+  for (int64_t k = 0; k < kb; k++, w += 48, x += ldx) {
+    _mm_prefetch((const char *)(w + 48 * OC_PF), _MM_HINT_T0);
+    _mm_prefetch((const char *)(w + 48 * OC_PF + 16), _MM_HINT_T0);
+    _mm_prefetch((const char *)(w + 48 * OC_PF + 32), _MM_HINT_T0);
+    __m512 w0 = _mm512_loadu_ps(w), w1 = _mm512_loadu_ps(w + 16), w2 = _mm512_loadu_ps(w + 32);
+#pragma GCC unroll 8
+    for (int i = 0; i < NP; i++) {
+      __m512 b = _mm512_set1_ps(x[i]);
+      acc[i][0] = _mm512_fmadd_ps(w0, b, acc[i][0]);
+      acc[i][1] = _mm512_fmadd_ps(w1, b, acc[i][1]);
+      acc[i][2] = _mm512_fmadd_ps(w2, b, acc[i][2]);
+    }
+  }
+#pragma GCC unroll 8
+  for (int i = 0; i < NP; i++)
+#pragma GCC unroll 3
+    for (int v = 0; v < 3; v++)
+      _mm512_store_ps(s + i * 48 + 16 * v, acc[i][v]);
+}
+
+typedef void (*oc_tile_fn)(int64_t, const float *, const float *, int64_t, float *, bool);
+#define OC_TILE(NP)                                                                      \
+  static void oc_tile_##NP(int64_t kb, const float *w, const float *x, int64_t ldx,      \
+                           float *s, bool first) {                                        \
+    oc_body(NP, kb, w, x, ldx, s, first);                                                 \
+  }
+OC_TILE(1) OC_TILE(2) OC_TILE(3) OC_TILE(4) OC_TILE(5) OC_TILE(6) OC_TILE(7) OC_TILE(8)
+static const oc_tile_fn oc_tiles[OC_NP + 2] = {NULL,      oc_tile_1, oc_tile_2,
+                                               oc_tile_3, oc_tile_4, oc_tile_5,
+                                               oc_tile_6, oc_tile_7, oc_tile_8};
+
+/* The epilogue of a chunk (pixels px .. px + len of the panel's rows): each output
+ * row's sums are gathered from s (48 floats between pixels, in L1), then bias, the
+ * residual and the in-register activation, and Y's row piece is stored as whole
+ * vectors. Y and the residual stay sequential streams, as in the pixel tiles; a
+ * scatter straight from the registers (16 rows per vector) ran resnet50's 512->2048
+ * + residual at 7x7 1.1x slower than 12x32 in the model, where Y and R come from L3. */
+static void oc_rows(const pw_job *j, const float *s, int64_t oc, int rows, int64_t px,
+                    int64_t len, const pw_out *o) {
+  const __m512i lanes = _mm512_mullo_epi32(
+      _mm512_set_epi32(15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0),
+      _mm512_set1_epi32(48));
+  for (int i = 0; i < rows; i++) {
+    float *y = j->y + (oc + i) * j->np + px;
+    const float *r = j->res ? j->res + (oc + i) * j->np + px : NULL;
+    __m512 vb = _mm512_set1_ps(j->bias ? j->bias[oc + i] : 0.0f);
+    for (int64_t q = 0; q < len; q += 16) {
+      __mmask16 m = len - q >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << (len - q)) - 1);
+      __m512 a = _mm512_mask_i32gather_ps(_mm512_setzero_ps(), m, lanes, s + q * 48 + i, 4);
+      a = _mm512_add_ps(a, vb);
+      if (r)
+        a = _mm512_add_ps(a, _mm512_maskz_loadu_ps(m, r + q));
+      _mm512_mask_storeu_ps(y + q, m, act_vec(o, a));
+    }
+  }
+}
+
+/* Work item: W panel it / nchunk x pixel chunk it % nchunk, pieces of OC_KB channels
+ * outside, the chunk's pixel tiles inside: a piece of the panel's W (12 KiB) stays in
+ * L1 for all of them, and the chunk's sums wait in s ([pixel][48]) between pieces. */
+static void oc_task(void *arg, int64_t begin, int64_t end, int thread) {
+  const oc_job *oj = arg;
+  const pw_job *j = oj->j;
+  const conv_p *p = j->p;
+  (void)thread;
+  bool piecewise = p->act == NR_ACT_NONE || p->act == NR_ACT_RELU ||
+                   p->act == NR_ACT_CLIP || p->act == NR_ACT_LEAKY_RELU;
+  float s[OC_CHUNK_PIX * 48] __attribute__((aligned(64)));
+  pw_out o = {.act = piecewise ? (nr_act)p->act : NR_ACT_NONE, .act_a = p->act_a,
+              .act_b = p->act_b};
+  for (int64_t it = begin; it < end; it++) {
+    int64_t pan = it / oj->nchunk, ch = it % oj->nchunk, oc = pan * 48;
+    int64_t g0 = ch * oj->cgroups, g1 = min64(oj->ngroup, g0 + oj->cgroups);
+    int64_t px = g0 * OC_NP, len = (g1 == oj->ngroup ? j->np : g1 * OC_NP) - px;
+    int rows = (int)min64(48, p->m - oc);
+    for (int64_t k0 = 0; k0 < p->c; k0 += p->gemm.kc) {
+      int64_t kb = min64(p->gemm.kc, p->c - k0);
+      const float *w = j->w + k0 * j->npan * 48 + pan * kb * 48;
+      for (int64_t k1 = 0; k1 < kb; k1 += OC_KB) { /* a piece of W that stays in L1 */
+        int64_t kp = min64(OC_KB, kb - k1);
+        for (int64_t g = g0; g < g1; g++) {
+          int64_t np = g + 1 < oj->ngroup ? OC_NP : j->np - g * OC_NP;
+          oc_tiles[np](kp, w + k1 * 48, j->x + (k0 + k1) * j->ldx + g * OC_NP, j->ldx,
+                       s + (g - g0) * OC_NP * 48, k0 + k1 == 0);
+        }
+      }
+    }
+    oc_rows(j, s, oc, rows, px, len, &o);
+    if (!piecewise)
+      for (int i = 0; i < rows; i++)
+        nr_act_apply((nr_act)p->act, p->act_a, p->act_b, j->y + (oc + i) * j->np + px, len);
+  }
+}
+
+/* Pixel tiles of 7 (the last of 1..8 pixels), chunks of at most OC_GROUPS tiles, cut
+ * further until there are 4 items per thread. */
+static void oc_plan(oc_job *oj, int threads) {
+  const pw_job *j = oj->j;
+  oj->ngroup = j->np > OC_NP && j->np % OC_NP == 1 ? j->np / OC_NP : ceil_div(j->np, OC_NP);
+  oj->nchunk = ceil_div(oj->ngroup, OC_GROUPS);
+  int64_t want = threads > 1 ? 4 * threads : 1;
+  if (j->npan * oj->nchunk < want)
+    oj->nchunk = min64(oj->ngroup, ceil_div(want, j->npan));
+  oj->cgroups = ceil_div(oj->ngroup, oj->nchunk);
+  oj->nchunk = ceil_div(oj->ngroup, oj->cgroups);
+}
+
 nr_status nr_conv_pw__avx512_run(const nr_exec_args *a) {
   conv_p q = *conv_params(a->step);
   bool post;
@@ -449,6 +596,10 @@ nr_status nr_conv_pw__avx512_run(const nr_exec_args *a) {
   j.npan = (q.m + j.mr - 1) / j.mr;
   int threads = nr_conv_threads(a);
   plan_items(&j, threads);
+  bool oc = nr_conv_pw_tile(q.extra) == NR_CONV_PW_TILE_OC48X7;
+  oc_job oj = {.j = &j};
+  if (oc)
+    oc_plan(&oj, threads);
   bool strided = nr_conv_pw_copies(&q);
   j.ldx = strided ? nr_conv_pw_ldx(&q) : j.np;
   for (int64_t n = 0; n < q.n; n++) {
@@ -460,7 +611,9 @@ nr_status nr_conv_pw__avx512_run(const nr_exec_args *a) {
     j.x = strided ? j.xs : x;
     j.y = (float *)a->out[0] + n * q.m * j.np;
     j.res = res && !split ? res + n * q.m * j.np : NULL;
-    if (j.np == 1)
+    if (oc)
+      nr_parallel_for(a->pool, j.npan * oj.nchunk, 1, threads, oc_task, &oj);
+    else if (j.np == 1)
       nr_parallel_for(a->pool, j.npan, 16, threads, gemv_task, &j);
     else
       nr_parallel_for(a->pool, j.ngroup * j.nchunk, 1, threads, item_task, &j);

@@ -234,14 +234,29 @@ static bool is_wino(const conv_p *p) {
     conv_p p_, *p = &p_;                                                               \
     return nr_conv_parse(c, p) && (cond);                                              \
   }
-/* conv.winograd_from: a 3x3 stride-1 node with at least that many input channels
- * leaves PLAIN im2col and igemm to Winograd F(4,3) (next in priority). A pinned
- * conv.algo=im2col or =igemm outranks the heuristic threshold. */
+/* conv.winograd_from=auto (the default): where the AVX-512 Winograd F(4,3) runs a 3x3
+ * stride-1 node faster than igemm / sp in the model: output planes of at least 400
+ * pixels (20x20) with at least 16 input channels. nr_conv_bench (2026-11-30), F(4,3)
+ * time / the default's, 1 thread warm / cold weights: 64ch 56x56 0.40 / 0.45, 128ch
+ * 28x28 0.45 / 0.55, squeezenet 16->64 55x55 0.60 / 0.68 and 32->128 27x27 0.51 /
+ * 0.63; at 14x14 0.55 / 0.87 and in resnet50 within 5% of sp, at 13x13 0.62-1.04, at
+ * 7x7 1.25-1.93 (a few tiles, 4x the weight bytes): those keep igemm / sp. Error:
+ * resnet50's logits 1.25e-5 -> 2.5e-5 relative L2 from the reference with every 3x3
+ * stride-1 node on it (ONNX Runtime is 1.7e-5 from it), within the knob's bound. */
+static bool wino_auto(const conv_p *p) {
+  return (nr_cpu_isa() & NR_ISA_AVX512) && is_wino(p) && p->c >= 16 &&
+         (int64_t)p->oh * p->ow >= 400 && nr_conv_w43_scratch(p, 1) <= (512u << 20);
+}
+
+/* conv.winograd_from: auto (wino_auto), never, or a 3x3 stride-1 node with at least
+ * that many input channels leaves PLAIN im2col, igemm and sp to Winograd F(4,3) (next
+ * in priority). A pinned conv.algo=im2col, igemm or smallplane outranks it. */
 static bool wino_preferred(const nr_tactic_ctx *c, const conv_p *p) {
   const char *v = nr_route_get(c->route, "conv.winograd_from", c->node);
-  if (!v || !strcmp(v, "never") || !is_wino(p) || p->c < atoi(v))
-    return false;
-  return !nr_route_is(c->route, "conv.algo", c->node, "im2col") &&
+  bool on = !v || !strcmp(v, "auto") ? wino_auto(p)
+            : strcmp(v, "never")     ? is_wino(p) && p->c >= atoi(v)
+                                     : false;
+  return on && !nr_route_is(c->route, "conv.algo", c->node, "im2col") &&
          !nr_route_is(c->route, "conv.algo", c->node, "igemm") &&
          !nr_route_is(c->route, "conv.algo", c->node, "smallplane");
 }
@@ -258,6 +273,9 @@ SUPPORTS(sup_dw512, is_dw(p) && !nr_route_is(c->route, "conv.dw_kernel", c->node
 SUPPORTS(sup_smallc, is_smallc(p))
 SUPPORTS(sup_nchw8c, p->group == 1)
 SUPPORTS(sup_wino, has_gemm() && is_wino(p))
+/* winograd_f43__avx512: any 3x3 stride-1 group-1 node whose scratch (padded copies and
+ * one thread's block buffers) stays under 512 MiB. */
+SUPPORTS(sup_wino512, is_wino(p) && nr_conv_w43_scratch(p, 1) <= (512u << 20))
 SUPPORTS(sup_onednn, p->act < NR_ACT_COUNT) /* others run after the primitive */
 /* igemm: a group-1 window of 2 to NR_CONV_IGEMM_MAX_TAPS taps, at most 8 x 8 stride
  * phases, whose padded copy stays under 256 MiB; steps aside for conv.winograd_from as
@@ -352,9 +370,11 @@ typedef struct gemm_dims {
   int64_t m, n, k;
 } gemm_dims;
 
+/* The tactics whose products run nr_gemm with conv.gemm_* blocking: not the AVX-512
+ * Winograd, which packs and multiplies on its own. */
 static bool is_gemm_algo(const nr_tactic *t) {
   return !strcmp(t->algo, "im2col") || !strcmp(t->algo, "gemm1x1") ||
-         !strncmp(t->algo, "winograd", 8);
+         (!strncmp(t->algo, "winograd", 8) && !(t->isa & NR_ISA_AVX512));
 }
 
 /* Per group (PLAIN: W_g x col, NHWC: col x W_g^T) or per Winograd tile position. */
@@ -439,6 +459,17 @@ static nr_status prep_wino23(const nr_tactic_ctx *c, nr_plan *pl, nr_step *st) {
 static nr_status prep_wino43(const nr_tactic_ctx *c, nr_plan *pl, nr_step *st) {
   return prep_wino(c, pl, st, 4);
 }
+/* winograd_f43__avx512: its own U packing; the GEMM blocking knobs do not reach it. */
+static nr_status prep_wino43_512(const nr_tactic_ctx *c, nr_plan *plan, nr_step *st) {
+  conv_p p;
+  nr_status s = store(c, st, &p);
+  if (s)
+    return s;
+  p.extra = 4;
+  memcpy(st->params, &p, sizeof p);
+  st->scratch = nr_conv_w43_scratch(&p, scratch_threads(st));
+  return nr_conv_pack_w43(c, plan, st);
+}
 
 /* igemm's register tile: the one with less padded work (output channels rounded up to
  * mr times padded pixels rounded up to np); 12x32 on a tie. */
@@ -486,7 +517,8 @@ static nr_status prep_sp(const nr_tactic_ctx *c, nr_plan *plan, nr_step *st) {
 
 /* ---- pw: register tile and K block -------------------------------------------------- */
 
-static const char *const pw_tile_names[NR_CONV_PW_TILES] = {"12x32", "8x48", "6x64"};
+static const char *const pw_tile_names[NR_CONV_PW_TILES] = {"12x32", "8x48", "6x64",
+                                                             "oc48x7"};
 
 /* Cycles per channel of an mr x nv tile on a core with two FMA and two load ports
  * and a 4-cycle FMA latency: the larger of FMA issue, loads (nv vectors + mr
@@ -505,10 +537,25 @@ static int64_t pw_cost(const conv_p *p, uint32_t tile) {
   return (p->m + mr - 1) / mr * per;
 }
 
-/* The cheapest tile by pw_cost (the first on a tie). */
+/* oc48x7 (output channels as vectors) by default on planes of at most 64 pixels that
+ * are not whole vectors, at stride 1 with C >= 1024: resnet50's layer4 conv1s
+ * (2048->512 at 7x7). nr_conv_bench, oc48x7 / pw_cost's 12x32: 0.84-0.91x time warm,
+ * 0.93-0.98x with --cold-weights at 2048->512 and 512->2048; in resnet50 0.89x (1
+ * thread) and 0.85x (2) on the 2048->512 steps, but 1.03-1.06x on the 512->2048 +
+ * residual ones, which keep 12x32. mobilenet_v2's 7x7 (C 160, 320), the 14->7
+ * downsample and 13x13 / 14x14 planes were mixed or slower (0.9-1.6x), 28x28 and up
+ * 1.3-3x. */
+static bool pw_oc_auto(const conv_p *p) {
+  int64_t np = (int64_t)p->oh * p->ow;
+  return np > 1 && np <= 64 && np % 16 && p->c >= 1024 && !nr_conv_pw_strided(p);
+}
+
+/* The cheapest tile by pw_cost (the first on a tie), or oc48x7 where pw_oc_auto says. */
 static uint32_t pw_tile_auto(const conv_p *p) {
   uint32_t best = 0;
-  for (uint32_t t = 1; t < NR_CONV_PW_TILES; t++)
+  if (pw_oc_auto(p))
+    return NR_CONV_PW_TILE_OC48X7;
+  for (uint32_t t = 1; t < NR_CONV_PW_TILE_OC48X7; t++)
     if (pw_cost(p, t) < pw_cost(p, best))
       best = t;
   return best;
@@ -540,6 +587,12 @@ static int pw_set_load(int64_t ld, int nv, int64_t kc) {
  * set's 12 ways (row pitches near a multiple of 4 KiB alias), cut into equal blocks
  * so no block is a short remainder; conv.pw_kc caps it instead. */
 static uint16_t pw_kc_for(const conv_p *p, int knob) {
+  if (nr_conv_pw_tile(p->extra) == NR_CONV_PW_TILE_OC48X7) {
+    /* oc48x7: one K block, so that a panel's W is one sequential stream; the kernel
+     * walks it in pieces of 64 channels that stay in L1 (OC_KB) */
+    int64_t max = knob > 0 ? knob : p->c, blocks = (p->c + max - 1) / max;
+    return (uint16_t)((p->c + blocks - 1) / blocks);
+  }
   int nv = nr_conv_pw_nv(p->extra);
   int64_t max = 32768 / (nv * 64) / 8 * 8;
   int64_t ld = nr_conv_pw_copies(p) ? nr_conv_pw_ldx(p) : (int64_t)p->oh * p->ow;
@@ -562,6 +615,8 @@ static uint16_t pw_kc(const nr_tactic_ctx *c, const conv_p *p) {
  * pays where M is large (nr_conv_bench: 0.90-0.94x time at 14x14 and 13x13 with 128 to
  * 1024 output channels, 1.2-1.6x with 16 to 48); a strided copy is made anyway. */
 static bool pw_aligned(const conv_p *p) {
+  if (nr_conv_pw_tile(p->extra) == NR_CONV_PW_TILE_OC48X7)
+    return false; /* it broadcasts X: no vector loads to align */
   return ((int64_t)p->oh * p->ow) % 16 && (nr_conv_pw_strided(p) || p->m >= 128);
 }
 
@@ -592,7 +647,8 @@ static nr_status prep_pw(const nr_tactic_ctx *c, nr_plan *plan, nr_step *st) {
   nr_status s = store(c, st, &p);
   if (s)
     return s;
-  p.extra = pw_tile(c, &p) | (pw_aligned(&p) ? NR_CONV_PW_ALIGNED : 0);
+  p.extra = pw_tile(c, &p);
+  p.extra |= pw_aligned(&p) ? NR_CONV_PW_ALIGNED : 0;
   p.extra |= pw_panels(c, &p) ? NR_CONV_PW_PANELS : 0;
   p.gemm.kc = pw_kc(c, &p);
   memcpy(st->params, &p, sizeof p);
@@ -648,6 +704,9 @@ const nr_tactic nr_tactics_conv[] = {
          prep_wino23, nr_conv_winograd_run)
     CONV("nr_f32_conv_winograd_f43", "nnroute", "winograd43", P, 0, 45, sup_wino,
          prep_wino43, nr_conv_winograd_run)
+    /* below im2col: conv.winograd_from (auto by default) or conv.algo=winograd43 */
+    CONV("nr_f32_conv_winograd_f43__avx512", "nnroute", "winograd43", P, A512, 47,
+         sup_wino512, prep_wino43_512, nr_conv_winograd_f43__avx512_run)
     CONV("nr_f32_conv_im2col", "nnroute", "im2col", P, 0, 50, sup_im2col, prep_im2col,
          nr_conv_im2col_run)
     CONV("nr_f32_conv_nhwc_1x1", "nnroute", "gemm1x1", H, 0, 45, sup_nhwc_1x1, prep_nhwc,
@@ -890,8 +949,11 @@ static bool epilogue_applies(const nr_graph *g, const nr_node *n) {
          has_epilogue(g, n, &p);
 }
 
-/* conv.winograd_from: where the default is PLAIN im2col or igemm on a Winograd-able
- * node. */
+/* conv.winograd_from (values auto, never, 32, 64, 128): on a Winograd-able node whose
+ * default is PLAIN im2col, igemm or sp, or the AVX-512 Winograd that auto chose. Where
+ * auto chose it, never is the one other choice (a threshold the node passes builds the
+ * same); elsewhere never builds what auto builds, and the thresholds it passes are
+ * the choices. */
 static const int wino_from_vals[] = {32, 64, 128};
 static uint64_t wino_from_valid(const nr_graph *g, const nr_node *n) {
   conv_p p;
@@ -899,12 +961,15 @@ static uint64_t wino_from_valid(const nr_graph *g, const nr_node *n) {
   const nr_tactic *t = conv_applies(g, n) ? default_tactic(g, n, &p) : NULL;
   bool from = t && (!strcmp(t->id, "nr_f32_conv_im2col") ||
                     !strcmp(t->id, "nr_f32_conv_igemm__avx512") ||
-                    !strcmp(t->id, "nr_f32_conv_sp__avx512"));
+                    !strcmp(t->id, "nr_f32_conv_sp__avx512") ||
+                    !strcmp(t->id, "nr_f32_conv_winograd_f43__avx512"));
   if (!from || !has_gemm() || !is_wino(&p))
     return bits;
+  if (wino_auto(&p))
+    return bits | 1ull << 1;
   for (int i = 0; i < 3; i++)
     if (p.c >= wino_from_vals[i])
-      bits |= 1ull << (1 + i);
+      bits |= 1ull << (2 + i);
   return bits;
 }
 static bool wino_from_applies(const nr_graph *g, const nr_node *n) {
@@ -926,9 +991,10 @@ static uint64_t pw_tile_valid(const nr_graph *g, const nr_node *n) {
   uint64_t bits = 1;
   if (!pw_default(g, n, &p))
     return bits;
+  int64_t np = (int64_t)p.oh * p.ow;
   for (uint32_t t = 0; t < NR_CONV_PW_TILES; t++)
-    if (t != pw_tile_auto(&p))
-      bits |= 1ull << (1 + t);
+    if (t != pw_tile_auto(&p) && (t != NR_CONV_PW_TILE_OC48X7 || (np > 1 && np <= 256)))
+      bits |= 1ull << (1 + t); /* oc48x7: 1.3-3x slower from 28x28 up, not listed */
   return bits;
 }
 /* conv.pw_order: the order the default does not take. */
@@ -944,7 +1010,8 @@ static uint64_t pw_kc_valid(const nr_graph *g, const nr_node *n) {
   uint64_t bits = 1;
   if (!pw_default(g, n, &p))
     return bits;
-  p.extra = pw_tile_auto(&p) | (pw_aligned(&p) ? NR_CONV_PW_ALIGNED : 0);
+  p.extra = pw_tile_auto(&p);
+  p.extra |= pw_aligned(&p) ? NR_CONV_PW_ALIGNED : 0;
   for (int i = 0; i < 4; i++)
     if (pw_kc_for(&p, pw_kc_vals[i]) != pw_kc_for(&p, 0))
       bits |= 1ull << (1 + i);
@@ -987,10 +1054,13 @@ const nr_knob_def nr_knobs_conv[] = {
      "bias/residual/activation inside the GEMM (or pointwise) epilogue, or in a second "
      "pass over Y",
      epilogue_applies, NULL},
-    {"conv.winograd_from", "never|32|64|128", "never", NR_KNOB_NODE, NR_KNOB_ACCURACY,
-     1e-4, "3x3 stride-1 convs with at least this many input channels use Winograd F(4,3)",
+    {"conv.winograd_from", "auto|never|32|64|128", "auto", NR_KNOB_NODE,
+     NR_KNOB_ACCURACY | NR_KNOB_APPROX_DEFAULT, 1e-4,
+     "3x3 stride-1 convs that use Winograd F(4,3): auto = the AVX-512 kernel where it is "
+     "faster (outputs of 20x20 and up, 16+ input channels), never, or those with at least "
+     "this many input channels",
      wino_from_applies, wino_from_valid},
-    {"conv.pw_tile", "auto|12x32|8x48|6x64", "auto", NR_KNOB_NODE, 0, 0.0,
+    {"conv.pw_tile", "auto|12x32|8x48|6x64|oc48x7", "auto", NR_KNOB_NODE, 0, 0.0,
      "register tile of the AVX-512 pointwise conv: output channels x pixels", pw_applies,
      pw_tile_valid},
     {"conv.pw_kc", "auto|32|64|128|256", "auto", NR_KNOB_NODE, 0, 0.0,
