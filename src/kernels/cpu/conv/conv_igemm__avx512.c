@@ -26,6 +26,7 @@
  * broadcasts), whichever pads M and the padded pixels less (prepare() decides, by
  * the padded work); W's panel for one tile row (at most mr x 64 taps x C floats) is
  * reused from L2 across the pixel tiles of a thread's chunk. */
+#include "kernels/cpu/conv/conv_avx512.h"
 #include "kernels/cpu/conv/conv_internal.h"
 
 #include <immintrin.h>
@@ -51,24 +52,6 @@ static int64_t min64(int64_t a, int64_t b) {
   return a < b ? a : b;
 }
 
-/* dst[0, n) = src[0], src[2], ..., src[2n - 2]: the stride-2 phase of a row, 16
- * outputs from two masked loads and one permute (the scalar loop had cost about a
- * tenth of resnet50's stride-2 3x3 layers). Reads no float past src[2n - 2]. */
-static void gather2(float *dst, const float *src, int64_t n) {
-  const __m512i even = _mm512_set_epi32(30, 28, 26, 24, 22, 20, 18, 16, 14, 12, 10, 8, 6,
-                                        4, 2, 0);
-  int64_t last = 2 * n - 1; /* inputs [0, last) are read */
-  for (int64_t k = 0; k < n; k += 16) {
-    int64_t lo = last - 2 * k, hi = lo - 16;
-    __mmask16 ml = lo >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << lo) - 1);
-    __mmask16 mh = hi >= 16 ? (__mmask16)0xFFFF : hi <= 0 ? 0 : (__mmask16)((1u << hi) - 1);
-    __mmask16 m = n - k >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << (n - k)) - 1);
-    __m512 a = _mm512_maskz_loadu_ps(ml, src + 2 * k);
-    __m512 b = _mm512_maskz_loadu_ps(mh, src + 2 * k + 16);
-    _mm512_mask_storeu_ps(dst + k, m, _mm512_permutex2var_ps(a, even, b));
-  }
-}
-
 /* Phase plane (a, b) of one channel: rq rows of lp columns, then zero slack. */
 static void fill_phase(const conv_p *p, const conv_igemm_geo *g, const float *x, int a,
                        int b, float *dst) {
@@ -90,7 +73,7 @@ static void fill_phase(const conv_p *p, const conv_igemm_geo *g, const float *x,
     if (p->sw == 1)
       memcpy(row + c0, xr, sizeof(float) * (size_t)(c1 - c0));
     else if (p->sw == 2)
-      gather2(row + c0, xr, c1 - c0);
+      nr_conv_even_floats(row + c0, xr, c1 - c0);
     else
       for (int64_t c = c0; c < c1; c++)
         row[c] = xr[(c - c0) * p->sw];

@@ -26,6 +26,7 @@
  * epilogue (bias, residual, ReLU / Clip / LeakyReLU) runs on the accumulators and
  * writes them to the NCHW output with one 16-lane scatter per accumulator (stride: the
  * plane size), so Y is written once. */
+#include "kernels/cpu/conv/conv_avx512.h"
 #include "kernels/cpu/conv/conv_internal.h"
 
 #include <immintrin.h>
@@ -180,23 +181,6 @@ typedef struct sp_job {
   int taps;
 } sp_job;
 
-/* dst[0, n) = src[0], src[2], ..., src[2n - 2], 16 at a time from two masked loads
- * and a permute, reading no float past src[2n - 2] (as igemm's gather2: the scalar
- * loop had been about a tenth of a stride-2 layer's time, 256ch 28->14, perf). */
-static void even_floats(float *dst, const float *src, int64_t n) {
-  const __m512i even = _mm512_set_epi32(30, 28, 26, 24, 22, 20, 18, 16, 14, 12, 10, 8, 6,
-                                        4, 2, 0);
-  for (int64_t k = 0; k < n; k += 16) {
-    int64_t lo = 2 * (n - k) - 1, hi = lo - 16; /* inputs left from src + 2k */
-    __mmask16 ml = lo >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << lo) - 1);
-    __mmask16 mh = hi >= 16 ? (__mmask16)0xFFFF : hi <= 0 ? 0 : (__mmask16)((1u << hi) - 1);
-    __mmask16 m = n - k >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << (n - k)) - 1);
-    __m512 a = _mm512_maskz_loadu_ps(ml, src + 2 * k);
-    __m512 b = _mm512_maskz_loadu_ps(mh, src + 2 * k + 16);
-    _mm512_mask_storeu_ps(dst + k, m, _mm512_permutex2var_ps(a, even, b));
-  }
-}
-
 /* Channel ci's sh * sw phase planes, zero where no input lands (igemm's layout: phase
  * (a, b), row r, column c holds input row r*sh + a - pt, column c*sw + b - pl). */
 static void pad_channel(const conv_p *p, const conv_igemm_geo *g, const float *x, float *dst) {
@@ -218,7 +202,7 @@ static void pad_channel(const conv_p *p, const conv_igemm_geo *g, const float *x
       int64_t iw = c * p->sw + b - p->pl;
       if (p->sw == 2 && iw < p->w) {
         int64_t n = (p->w - 1 - iw) / 2 + 1;
-        even_floats(ph + c, xr + iw, n < g->lp - c ? n : g->lp - c);
+        nr_conv_even_floats(ph + c, xr + iw, n < g->lp - c ? n : g->lp - c);
         continue;
       }
       for (; c < g->lp && iw < p->w; c++, iw += p->sw)
