@@ -2,6 +2,7 @@
  * hand-built plan, and one tactic row run against both with guard floats. */
 #include "conv_step.h"
 
+#include "ir/ir.h"
 #include "kernels/ref/fused.h"
 #include "op_test.h"
 
@@ -134,6 +135,37 @@ const nr_tactic *conv_row(const char *id, const conv_case *k, bool runnable) {
     if (!strcmp(t->id, id) && !strcmp(t->op_type, op))
       return runnable && (t->isa & ~nr_cpu_isa()) ? NULL : t;
   return NULL;
+}
+
+nr_graph *conv_graph(const char *name, const int64_t xd[4], const int64_t wd[4],
+                     const int64_t yd[4], nr_attr *attrs, int n_attrs) {
+  nr_graph *g = nr_graph_create(NULL);
+  int ins[2] = {nr_graph_add_tensor(g, "X", NR_TENSOR_INPUT),
+                nr_graph_add_tensor(g, "W", NR_TENSOR_CONST)};
+  int y = nr_graph_add_tensor(g, "Y", NR_TENSOR_OUTPUT);
+  g->tensors[ins[0]].value = make_value(NR_DTYPE_FLOAT, 4, xd, NULL);
+  g->tensors[ins[1]].value = make_value(NR_DTYPE_FLOAT, 4, wd, NULL);
+  g->tensors[y].value = make_value(NR_DTYPE_FLOAT, 4, yd, NULL);
+  nr_node *n = nr_graph_add_node(g);
+  n->name = strdup(name);
+  n->op_type = strdup("Conv");
+  n->domain = strdup("");
+  n->opset = 13;
+  n->n_inputs = 2;
+  n->inputs = malloc(sizeof(int) * 2);
+  memcpy(n->inputs, ins, sizeof ins);
+  n->n_outputs = 1;
+  n->outputs = malloc(sizeof(int));
+  n->outputs[0] = y;
+  n->attrs = attrs;
+  n->n_attrs = n_attrs;
+  return g;
+}
+
+void conv_graph_destroy(nr_graph *g) {
+  g->nodes[0].attrs = NULL;
+  g->nodes[0].n_attrs = 0;
+  nr_graph_destroy(g);
 }
 
 const nr_tactic *conv_default_row(const conv_case *k) {

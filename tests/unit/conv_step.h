@@ -64,6 +64,14 @@ bool conv_case_fused(const conv_case *k);
  * there is none, or when `runnable` and this machine's ISA cannot run it. */
 const nr_tactic *conv_row(const char *id, const conv_case *k, bool runnable);
 
+/* A graph of one Conv node `name` reading input X (xd) and constant W (wd, no data)
+ * into output Y (yd), with the caller's attributes, which stay the caller's:
+ * conv_graph_destroy detaches them before destroying the graph. For the tests of a
+ * knob's listing, which knob spaces build from a graph. */
+struct nr_graph *conv_graph(const char *name, const int64_t xd[4], const int64_t wd[4],
+                            const int64_t yd[4], nr_attr *attrs, int n_attrs);
+void conv_graph_destroy(struct nr_graph *g);
+
 /* The row the default route runs on case k's FusedConv node: the highest priority
  * among those this machine's ISA allows that support it, as select.c picks. */
 const nr_tactic *conv_default_row(const conv_case *k);

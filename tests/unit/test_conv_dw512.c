@@ -207,27 +207,8 @@ NR_TEST(test_conv_dw512_activation_rules) {
  * no under that route, the AVX2 row's yes). */
 NR_TEST(test_conv_dw512_knob_selects_avx2) {
   int64_t xd[4] = {1, 16, 20, 20}, wd[4] = {16, 1, 3, 3}, pads[4] = {1, 1, 1, 1};
-  nr_graph *g = nr_graph_create(NULL);
-  int ins[2] = {nr_graph_add_tensor(g, "X", NR_TENSOR_INPUT),
-                nr_graph_add_tensor(g, "W", NR_TENSOR_CONST)};
-  int y = nr_graph_add_tensor(g, "Y", NR_TENSOR_OUTPUT);
-  g->tensors[ins[0]].value = make_value(NR_DTYPE_FLOAT, 4, xd, NULL);
-  g->tensors[ins[1]].value = make_value(NR_DTYPE_FLOAT, 4, wd, NULL);
-  g->tensors[y].value = make_value(NR_DTYPE_FLOAT, 4, xd, NULL);
   nr_attr at[2] = {attr_ints("pads", 4, pads), attr_i("group", 16)};
-  nr_node *n = nr_graph_add_node(g);
-  n->name = strdup("dw");
-  n->op_type = strdup("Conv");
-  n->domain = strdup("");
-  n->opset = 13;
-  n->n_inputs = 2;
-  n->inputs = malloc(sizeof(int) * 2);
-  memcpy(n->inputs, ins, sizeof ins);
-  n->n_outputs = 1;
-  n->outputs = malloc(sizeof(int));
-  n->outputs[0] = y;
-  n->attrs = at;
-  n->n_attrs = 2;
+  nr_graph *g = conv_graph("dw", xd, wd, xd, at, 2);
   nr_knob_space sp = {0};
   nr_route r = {0};
   nr_error err = {0};
@@ -261,7 +242,5 @@ NR_TEST(test_conv_dw512_knob_selects_avx2) {
   }
   nr_route_free(&r);
   nr_knob_space_free(&sp);
-  g->nodes[0].attrs = NULL;
-  g->nodes[0].n_attrs = 0;
-  nr_graph_destroy(g);
+  conv_graph_destroy(g);
 }

@@ -176,27 +176,8 @@ NR_TEST(test_conv_sp512_default_choice) {
  * AVX-512 it offers neither smallplane nor igemm (im2col is the default there). */
 NR_TEST(test_conv_sp512_algo_knob) {
   int64_t xd[4] = {1, 256, 7, 7}, wd[4] = {256, 256, 3, 3}, pads[4] = {1, 1, 1, 1};
-  nr_graph *g = nr_graph_create(NULL);
-  int ins[2] = {nr_graph_add_tensor(g, "X", NR_TENSOR_INPUT),
-                nr_graph_add_tensor(g, "W", NR_TENSOR_CONST)};
-  int y = nr_graph_add_tensor(g, "Y", NR_TENSOR_OUTPUT);
-  g->tensors[ins[0]].value = make_value(NR_DTYPE_FLOAT, 4, xd, NULL);
-  g->tensors[ins[1]].value = make_value(NR_DTYPE_FLOAT, 4, wd, NULL);
-  g->tensors[y].value = make_value(NR_DTYPE_FLOAT, 4, xd, NULL);
   nr_attr at[1] = {attr_ints("pads", 4, pads)};
-  nr_node *n = nr_graph_add_node(g);
-  n->name = strdup("c");
-  n->op_type = strdup("Conv");
-  n->domain = strdup("");
-  n->opset = 13;
-  n->n_inputs = 2;
-  n->inputs = malloc(sizeof(int) * 2);
-  memcpy(n->inputs, ins, sizeof ins);
-  n->n_outputs = 1;
-  n->outputs = malloc(sizeof(int));
-  n->outputs[0] = y;
-  n->attrs = at;
-  n->n_attrs = 1;
+  nr_graph *g = conv_graph("c", xd, wd, xd, at, 1);
   nr_knob_space sp = {0};
   nr_error err = {0};
   REQUIRE(nr_knob_space_build(g, &sp, &err) == NR_OK, "%s", err.message);
@@ -213,7 +194,5 @@ NR_TEST(test_conv_sp512_algo_knob) {
   CHECK(im2col || !avx512, "conv.algo does not offer im2col"); /* AVX2: im2col is the default */
   CHECK(igemm == avx512, "conv.algo %s igemm", igemm ? "offers" : "does not offer");
   nr_knob_space_free(&sp);
-  g->nodes[0].attrs = NULL;
-  g->nodes[0].n_attrs = 0;
-  nr_graph_destroy(g);
+  conv_graph_destroy(g);
 }

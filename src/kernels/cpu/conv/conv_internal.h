@@ -49,6 +49,8 @@ typedef enum conv_pack_kind {
 /* Fills p from a Conv / FusedConv step. False when the step is not a 2-D float32
  * conv with constant weights (and constant bias) whose numbers fit the record. */
 bool nr_conv_parse(const nr_tactic_ctx *c, conv_p *p);
+/* A Conv or nnroute.FusedConv node (conv_parse.c). */
+bool nr_conv_is_node(const nr_node *n);
 static inline const conv_p *conv_params(const nr_step *s) {
   return (const conv_p *)(const void *)s->params;
 }

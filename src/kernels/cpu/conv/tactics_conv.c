@@ -1,7 +1,7 @@
 /* tactics_conv.c - the convolution family's tables: nr_tactics_conv[] (one row per
  * algorithm x layout x ISA, listed once for Conv and once for nnroute.FusedConv with
  * the same id, since one kernel serves both) and nr_knobs_conv[] (conv.algo and
- * conv.layout per node), plus the shared node parser and epilogue.
+ * conv.layout per node); the node parser and epilogue they share are in conv_parse.c.
  *
  * Key decision: supports() is a pure predicate on the parsed record (conv_p), so the
  * knobs' valid() can ask the very same question from the graph alone, by wrapping the
@@ -17,193 +17,6 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
-
-/* ---- parsing -------------------------------------------------------------------- */
-
-static bool is_conv_node(const nr_node *n) {
-  if (!n)
-    return false;
-  const char *d = n->domain ? n->domain : "";
-  return (!strcmp(n->op_type, "Conv") && !*d) ||
-         (!strcmp(n->op_type, "FusedConv") && !strcmp(d, NR_DOMAIN));
-}
-
-void nr_conv_read_act(const nr_node *n, nr_act *act, float *a, float *b) {
-  *act = NR_ACT_NONE;
-  *a = 0.0f;
-  *b = 0.0f;
-  if (strcmp(n->op_type, "FusedConv"))
-    return;
-  if (!nr_act_from_name(nr_attr_string(n, "activation", "none"), act))
-    *act = NR_ACT_COUNT; /* unknown: no tactic supports it */
-  float da = 0.0f, db = 0.0f;
-  switch (*act) {
-  case NR_ACT_CLIP: da = -INFINITY; db = INFINITY; break;
-  case NR_ACT_LEAKY_RELU: da = 0.01f; break;
-  case NR_ACT_HARD_SIGMOID: da = 0.2f; db = 0.5f; break;
-  default: break;
-  }
-  *a = nr_attr_float(n, "act_alpha", da);
-  *b = nr_attr_float(n, "act_beta", db);
-}
-
-static bool fits_u8(int64_t v, int64_t lo) { return v >= lo && v <= 255; }
-static bool fits_i32(int64_t v) { return v >= 1 && v <= INT32_MAX; }
-
-static bool f32_rank4(const nr_slot *s) {
-  return s && s->dtype == NR_DTYPE_FLOAT && s->rank == 4;
-}
-
-/* Window of the node against the slots' shapes; false if inconsistent. */
-static bool parse_window(const nr_tactic_ctx *c, const nr_slot *x, const nr_slot *w,
-                         const nr_slot *y, conv_p *p) {
-  nr_window win;
-  nr_op_ctx oc = {.node = c->node, .graph = c->plan ? c->plan->graph : NULL};
-  if (nr_window_read(&oc, 2, w->dims + 2, &win) ||
-      nr_window_forward(&oc, &win, x->dims + 2))
-    return false;
-  if (win.out[0] != y->dims[2] || win.out[1] != y->dims[3])
-    return false;
-  if (!fits_u8(win.kernel[0], 1) || !fits_u8(win.kernel[1], 1) ||
-      !fits_u8(win.stride[0], 1) || !fits_u8(win.stride[1], 1) ||
-      !fits_u8(win.dil[0], 1) || !fits_u8(win.dil[1], 1) || !fits_u8(win.pad_b[0], 0) ||
-      !fits_u8(win.pad_b[1], 0))
-    return false;
-  p->kh = (uint8_t)win.kernel[0], p->kw = (uint8_t)win.kernel[1];
-  p->sh = (uint8_t)win.stride[0], p->sw = (uint8_t)win.stride[1];
-  p->dh = (uint8_t)win.dil[0], p->dw = (uint8_t)win.dil[1];
-  p->pt = (uint8_t)win.pad_b[0], p->pl = (uint8_t)win.pad_b[1];
-  return true;
-}
-
-bool nr_conv_parse(const nr_tactic_ctx *c, conv_p *p) {
-  memset(p, 0, sizeof *p);
-  if (!is_conv_node(c->node))
-    return false;
-  const nr_slot *x = nr_step_in(c, 0), *w = nr_step_in(c, 1), *b = nr_step_in(c, 2);
-  const nr_slot *r = nr_step_in(c, 3), *y = nr_step_out(c, 0);
-  if (!f32_rank4(x) || !f32_rank4(w) || !f32_rank4(y) || w->kind != NR_SLOT_CONST)
-    return false;
-  if (b && (b->kind != NR_SLOT_CONST || b->dtype != NR_DTYPE_FLOAT || b->rank != 1 ||
-            b->dims[0] != w->dims[0]))
-    return false;
-  if (r && (r->dtype != NR_DTYPE_FLOAT || !nr_slot_same_dims(r, y)))
-    return false;
-  for (int d = 0; d < 4; d++)
-    if (!fits_i32(x->dims[d]) || !fits_i32(y->dims[d]) || !fits_i32(w->dims[d]))
-      return false;
-  int64_t group = nr_attr_int(c->node, "group", 1);
-  if (group < 1 || x->dims[1] % group || w->dims[0] % group ||
-      w->dims[1] * group != x->dims[1] || y->dims[1] != w->dims[0] || y->dims[0] != x->dims[0])
-    return false;
-  if (!parse_window(c, x, w, y, p))
-    return false;
-  p->n = (int32_t)x->dims[0], p->c = (int32_t)x->dims[1];
-  p->h = (int32_t)x->dims[2], p->w = (int32_t)x->dims[3];
-  p->m = (int32_t)y->dims[1], p->oh = (int32_t)y->dims[2], p->ow = (int32_t)y->dims[3];
-  p->group = (int32_t)group;
-  nr_act act;
-  nr_conv_read_act(c->node, &act, &p->act_a, &p->act_b);
-  if (act >= NR_ACT_COUNT)
-    return false;
-  p->act = (uint8_t)act;
-  p->has_bias = b != NULL;
-  p->has_res = r != NULL;
-  p->res_layout = r ? (uint8_t)r->layout : 0;
-  return true;
-}
-
-/* ---- epilogue ------------------------------------------------------------------- */
-
-void nr_conv_epilogue(float *y, const float *r, int64_t n, float bias, const conv_p *p) {
-  if (r)
-    for (int64_t i = 0; i < n; i++)
-      y[i] += bias + r[i];
-  else if (bias != 0.0f)
-    for (int64_t i = 0; i < n; i++)
-      y[i] += bias;
-  float a = p->act_a, b = p->act_b;
-  switch ((nr_act)p->act) {
-  case NR_ACT_NONE: break;
-  case NR_ACT_RELU:
-    for (int64_t i = 0; i < n; i++)
-      y[i] = y[i] > 0.0f ? y[i] : 0.0f;
-    break;
-  case NR_ACT_CLIP:
-    for (int64_t i = 0; i < n; i++)
-      y[i] = y[i] < a ? a : y[i] > b ? b : y[i];
-    break;
-  case NR_ACT_LEAKY_RELU:
-    for (int64_t i = 0; i < n; i++)
-      y[i] = y[i] >= 0.0f ? y[i] : a * y[i];
-    break;
-  default: nr_act_apply((nr_act)p->act, a, b, y, n);
-  }
-}
-
-typedef struct epi_job {
-  const conv_p *p;
-  float *y;
-  const float *bias, *r;
-  int64_t hw;
-} epi_job;
-
-/* PLAIN: one (image, channel) plane per index. */
-static void epi_planes(void *arg, int64_t begin, int64_t end, int thread) {
-  const epi_job *j = arg;
-  for (int64_t i = begin; i < end; i++)
-    nr_conv_epilogue(j->y + i * j->hw, j->r ? j->r + i * j->hw : NULL, j->hw,
-                     j->bias ? j->bias[i % j->p->m] : 0.0f, j->p);
-}
-
-/* NHWC: one pixel (all m channels, contiguous) per index. */
-static void epi_pixels(void *arg, int64_t begin, int64_t end, int thread) {
-  const epi_job *j = arg;
-  int64_t m = j->p->m;
-  for (int64_t i = begin; i < end; i++) {
-    float *y = j->y + i * m;
-    const float *r = j->r ? j->r + i * m : NULL;
-    for (int64_t c = 0; c < m; c++)
-      y[c] += (j->bias ? j->bias[c] : 0.0f) + (r ? r[c] : 0.0f);
-    nr_conv_epilogue(y, NULL, m, 0.0f, j->p);
-  }
-}
-
-void nr_conv_epilogue_pass(const nr_exec_args *a, nr_layout l, const conv_p *p,
-                           const float *bias, const float *r, int threads) {
-  epi_job j = {p, a->out[0], bias, r, (int64_t)p->oh * p->ow};
-  if (l == NR_LAYOUT_NHWC)
-    nr_parallel_for(a->pool, (int64_t)p->n * j.hw, 64, threads, epi_pixels, &j);
-  else
-    nr_parallel_for(a->pool, (int64_t)p->n * p->m, 1, threads, epi_planes, &j);
-}
-
-/* Offset of logical (n, c, hw) in a [N, C, HW] tensor stored in layout l. */
-static int64_t phys_index(nr_layout l, int64_t n, int64_t c, int64_t hw, int64_t C,
-                          int64_t HW) {
-  switch (l) {
-  case NR_LAYOUT_NHWC: return (n * HW + hw) * C + c;
-  case NR_LAYOUT_NCHW8C: return ((n * (nr_ceil8(C) / 8) + c / 8) * HW + hw) * 8 + c % 8;
-  default: return (n * C + c) * HW + hw;
-  }
-}
-
-void nr_conv_residual_post(float *y, nr_layout ly, const float *r, nr_layout lr,
-                           const conv_p *p, bool apply_bias, const float *bias) {
-  int64_t HW = (int64_t)p->oh * p->ow;
-  float row[256];
-  for (int64_t n = 0; n < p->n; n++)
-    for (int64_t c = 0; c < p->m; c++)
-      for (int64_t s = 0; s < HW; s += 256) {
-        int64_t len = HW - s < 256 ? HW - s : 256;
-        for (int64_t i = 0; i < len; i++)
-          row[i] = y[phys_index(ly, n, c, s + i, p->m, HW)] +
-                   (r ? r[phys_index(lr, n, c, s + i, p->m, HW)] : 0.0f);
-        nr_conv_epilogue(row, NULL, len, apply_bias && bias ? bias[c] : 0.0f, p);
-        for (int64_t i = 0; i < len; i++)
-          y[phys_index(ly, n, c, s + i, p->m, HW)] = row[i];
-      }
-}
 
 /* ---- supports() predicates ------------------------------------------------------ */
 
@@ -724,7 +537,7 @@ const nr_tactic nr_tactics_conv[] = {
 /* ---- knobs ---------------------------------------------------------------------- */
 
 static bool conv_applies(const nr_graph *g, const nr_node *n) {
-  if (!is_conv_node(n) || n->n_inputs < 2 || n->inputs[0] < 0)
+  if (!nr_conv_is_node(n) || n->n_inputs < 2 || n->inputs[0] < 0)
     return false;
   const nr_value *x = &g->tensors[n->inputs[0]].value;
   return x->dtype == NR_DTYPE_FLOAT && x->rank == 4 && !nr_horizontal_absorbs(g, n);
