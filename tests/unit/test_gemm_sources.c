@@ -2,16 +2,21 @@
  * oneDNN matmul and inner product) through the whole compiler and runtime: a small
  * fully connected graph (Gemm with transB, bias, and a Relu that fuse.gemm_act folds
  * in) is built along a route pinning gemm.tactic to each valid value, run on a
- * context, and compared with the reference executor on the unoptimized graph. */
+ * context at 1, 2 and 3 threads (37 rows: onednn_matmul's unequal bands), and
+ * compared with the reference executor on the unoptimized graph. The external
+ * libraries must keep to a 1-thread engine's one thread (extlib.h). */
 #include "engine/engine.h"
 #include "kernels/ref/executor.h"
 #include "unit.h"
 
+#include <dirent.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
-enum { M = 5, K = 37, N = 19 };
+int openblas_get_num_threads(void);
+
+enum { MAX_M = 37, K = 37, N = 19 };
 
 static int tensor(nr_graph *g, const char *name, unsigned flags, int rank,
                   const int64_t *dims, void *data) {
@@ -41,15 +46,15 @@ static void node(nr_graph *g, const char *name, const char *op, int n_in, const 
   }
 }
 
-/* y = relu(x @ w^T + b), with w [N, K] and b [N] constant. */
-static nr_graph *fc_graph(float *w, float *b) {
+/* y = relu(x @ w^T + b), with x [m, K], w [N, K] and b [N] constant. */
+static nr_graph *fc_graph(int64_t m, float *w, float *b) {
   nr_graph *g = nr_graph_create(NULL);
   g->opsets = calloc(1, sizeof *g->opsets);
   g->opsets[0].domain = strdup("");
   g->opsets[0].version = 13;
   g->n_opsets = 1;
   g->owns_opsets = true;
-  int x = tensor(g, "x", NR_TENSOR_INPUT, 2, (int64_t[]){M, K}, NULL);
+  int x = tensor(g, "x", NR_TENSOR_INPUT, 2, (int64_t[]){m, K}, NULL);
   int wt = tensor(g, "w", NR_TENSOR_CONST, 2, (int64_t[]){N, K}, w);
   int bt = tensor(g, "b", NR_TENSOR_CONST, 1, (int64_t[]){N}, b);
   int h = nr_graph_add_tensor(g, "h", 0), y = nr_graph_add_tensor(g, "y", NR_TENSOR_OUTPUT);
@@ -73,54 +78,120 @@ static float max_rel(const float *got, const float *want, int n) {
   return worst;
 }
 
-NR_TEST(gemm_every_source_matches_reference) {
-  static float w[N * K], b[N], x[M * K];
+static float w[N * K], b[N], x[MAX_M * K];
+
+static nr_graph *fc_model(nr_test_state *t, int64_t m, nr_value *want) {
   unsigned seed = 4242;
   for (int i = 0; i < N * K; i++)
     w[i] = (float)(rand_r(&seed) % 2001) / 1000.0f - 1.0f;
   for (int i = 0; i < N; i++)
     b[i] = (float)(rand_r(&seed) % 2001) / 1000.0f - 1.0f;
-  for (int i = 0; i < M * K; i++)
+  for (int i = 0; i < MAX_M * K; i++)
     x[i] = (float)(rand_r(&seed) % 2001) / 1000.0f - 1.0f;
-  nr_graph *g = fc_graph(w, b);
+  nr_graph *g = fc_graph(m, w, b);
   nr_error err = {0};
-  REQUIRE(!nr_graph_toposort(g, &err) && !nr_graph_bind_ops(g, &err) &&
-              !nr_graph_infer(g, &err) && !nr_compiler_name_nodes(g, &err),
-          "%s", err.message);
-  nr_value in = {NR_DTYPE_FLOAT, 2, {M, K}, x, false}, want = {0};
-  REQUIRE(nr_ref_exec(g, &in, &want, &err) == NR_OK, "%s", err.message);
+  nr_value in = {NR_DTYPE_FLOAT, 2, {m, K}, x, false};
+  if (nr_graph_toposort(g, &err) || nr_graph_bind_ops(g, &err) || nr_graph_infer(g, &err) ||
+      nr_compiler_name_nodes(g, &err) || nr_ref_exec(g, &in, want, &err)) {
+    nr_test_failf(t, __FILE__, __LINE__, "fc_model", " %s", err.message);
+    return NULL;
+  }
+  return g;
+}
+
+static void fc_free(nr_graph *g) {
+  for (int i = 0; i < g->n_tensors; i++)
+    if (g->tensors[i].flags & NR_TENSOR_CONST)
+      g->tensors[i].value.data = NULL; /* static storage */
+  nr_graph_destroy(g);
+}
+
+/* Builds g along `route` for `threads`, runs it and compares with want. */
+static void run_route(nr_test_state *t, const nr_graph *g, const nr_knob_space *space,
+                      const char *route, int64_t m, int threads, const nr_value *want) {
+  nr_error err = {0};
+  nr_route r = {0};
+  nr_plan *p = NULL;
+  nr_context *ctx = NULL;
+  if (nr_route_init(&r, space, &err) || nr_route_parse(&r, route, &err) ||
+      nr_compile(g, &r, threads, NULL, &p, &err)) {
+    nr_test_failf(t, __FILE__, __LINE__, "compile", " %s: %s", route, err.message);
+    nr_route_free(&r);
+    return;
+  }
+  nr_engine e = {.plan = p, .threads = threads};
+  nr_buffer bin = {NR_DTYPE_FLOAT, 2, {m, K}, x}, out = {0};
+  CHECK(!nr_context_create(&e, threads, &ctx, &err) && !nr_context_run(ctx, &bin, &out, &err),
+        "%s on %d threads: %s", route, threads, err.message);
+  if (out.data)
+    CHECK(max_rel(out.data, want->data, (int)(m * N)) < 1e-4f,
+          "%s, m %lld, %d threads: rel error %g", route, (long long)m, threads,
+          max_rel(out.data, want->data, (int)(m * N)));
+  nr_buffer_free(&out);
+  nr_context_destroy(ctx);
+  nr_plan_destroy(p);
+  nr_route_free(&r);
+}
+
+NR_TEST(gemm_every_source_matches_reference) {
+  static const struct { int64_t m; int threads; } runs[] = {{5, 2}, {37, 1}, {37, 2}, {37, 3}};
+  for (size_t c = 0; c < sizeof runs / sizeof runs[0]; c++) {
+    nr_value want = {0};
+    nr_graph *g = fc_model(t, runs[c].m, &want);
+    REQUIRE(g);
+    nr_error err = {0};
+    nr_knob_space space = {0};
+    REQUIRE(nr_knob_space_build(g, &space, &err) == NR_OK, "%s", err.message);
+    int k = nr_knob_space_find(&space, "gemm.tactic@fc");
+    REQUIRE(k >= 0, "gemm.tactic@fc is not listed");
+    bool saw_ip = false;
+    for (int v = 0; v < space.inst[k].n_values; v++) {
+      char text[256];
+      snprintf(text, sizeof text, "-gemm.tactic@fc=%s", space.inst[k].values[v]);
+      saw_ip |= !strcmp(space.inst[k].values[v], "onednn_inner_product");
+      run_route(t, g, &space, text, runs[c].m, runs[c].threads, &want);
+    }
+    CHECK(saw_ip, "onednn_inner_product is not among the values of gemm.tactic@fc");
+    nr_knob_space_free(&space);
+    nr_value_free(&want);
+    fc_free(g);
+  }
+}
+
+static int task_count(void) {
+  DIR *d = opendir("/proc/self/task");
+  int n = 0;
+  for (struct dirent *e; d && (e = readdir(d));)
+    n += e->d_name[0] != '.';
+  if (d)
+    closedir(d);
+  return n;
+}
+
+/* A 1-thread engine's oneDNN steps start no OpenMP worker and its OpenBLAS step runs
+ * on one thread. Only meaningful in a process where no oneDNN step has run on more
+ * threads yet (an existing OpenMP team would be reused), so ctest also runs this test
+ * alone (tests/CMakeLists.txt, unit_extlib_threads). */
+NR_TEST(extlib_one_thread_engine_uses_one_thread) {
+  nr_value want = {0};
+  nr_graph *g = fc_model(t, 37, &want);
+  REQUIRE(g);
+  nr_error err = {0};
   nr_knob_space space = {0};
   REQUIRE(nr_knob_space_build(g, &space, &err) == NR_OK, "%s", err.message);
-  int k = nr_knob_space_find(&space, "gemm.tactic@fc");
-  REQUIRE(k >= 0, "gemm.tactic@fc is not listed");
-  bool saw_ip = false;
-  for (int v = 0; v < space.inst[k].n_values; v++) {
-    char text[256];
-    snprintf(text, sizeof text, "-gemm.tactic@fc=%s", space.inst[k].values[v]);
-    saw_ip |= !strcmp(space.inst[k].values[v], "onednn_inner_product");
-    nr_route r = {0};
-    nr_plan *p = NULL;
-    nr_context *ctx = NULL;
-    REQUIRE(!nr_route_init(&r, &space, &err) && !nr_route_parse(&r, text, &err) &&
-                !nr_compile(g, &r, 2, NULL, &p, &err),
-            "%s: %s", text, err.message);
-    nr_engine e = {.plan = p, .threads = 2};
-    nr_buffer bin = {NR_DTYPE_FLOAT, 2, {M, K}, x}, out = {0};
-    CHECK(!nr_context_create(&e, 2, &ctx, &err) && !nr_context_run(ctx, &bin, &out, &err),
-          "%s: %s", text, err.message);
-    if (out.data)
-      CHECK(max_rel(out.data, want.data, M * N) < 1e-4f, "%s: rel error %g", text,
-            max_rel(out.data, want.data, M * N));
-    nr_buffer_free(&out);
-    nr_context_destroy(ctx);
-    nr_plan_destroy(p);
-    nr_route_free(&r);
+  int before = task_count();
+  REQUIRE(before > 0, "cannot read /proc/self/task");
+  static const char *routes[] = {"-gemm.tactic@fc=onednn_matmul",
+                                 "-gemm.tactic@fc=onednn_inner_product",
+                                 "-gemm.tactic@fc=openblas_sgemm"};
+  for (int i = 0; i < 3; i++) {
+    run_route(t, g, &space, routes[i], 37, 1, &want);
+    CHECK(task_count() == before, "%s on 1 thread: the process went from %d to %d threads",
+          routes[i], before, task_count());
   }
-  CHECK(saw_ip, "onednn_inner_product is not among the values of gemm.tactic@fc");
+  CHECK(openblas_get_num_threads() == 1, "openblas_sgemm on 1 thread left OpenBLAS at %d",
+        openblas_get_num_threads());
   nr_knob_space_free(&space);
   nr_value_free(&want);
-  for (int t = 0; t < g->n_tensors; t++)
-    if (g->tensors[t].flags & NR_TENSOR_CONST)
-      g->tensors[t].value.data = NULL; /* static storage */
-  nr_graph_destroy(g);
+  fc_free(g);
 }

@@ -9,9 +9,11 @@
  * leaves a still-valid entry, and nothing in the cache refers to plan memory. The
  * primitive's weights format is chosen by oneDNN (format_tag any); the weights are
  * reordered into it on every run into the step's scratch (cheap next to the conv,
- * keeps the cache free of data). oneDNN runs on its own threads, not the step's pool.
- * Entries live until process exit. */
+ * keeps the cache free of data). oneDNN runs on an OpenMP team of the step's threads
+ * (extlib.h), which is part of the key, not on the step's pool. Entries live until
+ * process exit. */
 #include "kernels/cpu/conv/conv_internal.h"
+#include "kernels/cpu/extlib.h"
 
 #include "util/error.h"
 
@@ -22,6 +24,7 @@
 
 typedef struct dnnl_entry {
   conv_p key;
+  int team; /* OpenMP threads it was created for */
   dnnl_primitive_t conv, wreorder;
   dnnl_memory_desc_t user_w, prim_w;
   struct dnnl_entry *next;
@@ -46,14 +49,16 @@ static dnnl_alg_kind_t act_alg(const conv_p *p, float *al, float *be) {
   }
 }
 
-/* Creates the conv and weight-reorder primitives for p (cache_lock held). */
-static dnnl_entry *create(const conv_p *p) {
+/* Creates the conv and weight-reorder primitives for p (cache_lock held; the calling
+ * thread's OpenMP team is the entry's). */
+static dnnl_entry *create(const conv_p *p, int team) {
   if (!engine && dnnl_engine_create(&engine, dnnl_cpu, 0) != dnnl_success)
     return NULL;
   dnnl_entry *e = calloc(1, sizeof *e);
   if (!e)
     return NULL;
   e->key = *p;
+  e->team = team;
   int g = p->group;
   dnnl_dims_t xd = {p->n, p->c, p->h, p->w}, yd = {p->n, p->m, p->oh, p->ow}, bd = {p->m};
   dnnl_dims_t wd = {g, p->m / g, p->c / g, p->kh, p->kw};
@@ -106,13 +111,16 @@ static dnnl_entry *create(const conv_p *p) {
   return e;
 }
 
-static dnnl_entry *lookup(const conv_p *p) {
+static dnnl_entry *lookup(const conv_p *p, int team) {
   pthread_mutex_lock(&cache_lock);
   dnnl_entry *e = cache;
-  while (e && memcmp(&e->key, p, sizeof *p))
+  while (e && (e->team != team || memcmp(&e->key, p, sizeof *p)))
     e = e->next;
-  if (!e)
-    e = create(p);
+  if (!e) {
+    int old = nr_extlib_team(team);
+    e = create(p, team);
+    nr_extlib_team(old);
+  }
   pthread_mutex_unlock(&cache_lock);
   return e;
 }
@@ -120,7 +128,7 @@ static dnnl_entry *lookup(const conv_p *p) {
 nr_status nr_conv_onednn_prepare(const nr_tactic_ctx *c, nr_plan *plan, nr_step *st) {
   conv_p *p = (conv_p *)(void *)st->params;
   p->res_layout = 0; /* not part of the primitive */
-  dnnl_entry *e = lookup(p);
+  dnnl_entry *e = lookup(p, nr_extlib_build_threads(c));
   if (!e)
     return nr_errorf(c->err, NR_ERR_UNSUPPORTED, "oneDNN cannot create this convolution");
   st->scratch = nr_conv_align64(dnnl_memory_desc_get_size(&e->prim_w));
@@ -133,9 +141,14 @@ nr_status nr_conv_onednn_run(const nr_exec_args *a) {
   const float *res = nr_conv_res(a, NR_LAYOUT_PLAIN, &q, &post);
   if (post) /* the primitive was made with the sum post-op; run without it is another key */
     q.has_res = 0;
-  dnnl_entry *e = lookup(&q);
+  int team = nr_extlib_threads(a);
+  dnnl_entry *e = lookup(&q, team);
   if (!e)
     return nr_errorf(a->err, NR_ERR_UNSUPPORTED, "oneDNN cannot create this convolution");
+  if (nr_conv_align64(dnnl_memory_desc_get_size(&e->prim_w)) > a->step->scratch)
+    return nr_errorf(a->err, NR_ERR_RUNTIME, "onednn_conv: oneDNN wants more scratch on "
+                     "%d threads than the engine sized for its build's (rebuild the "
+                     "engine for this thread count)", team);
   int64_t yn = (int64_t)q.n * q.m * q.oh * q.ow;
   if (res && res != a->out[0])
     memcpy(a->out[0], res, sizeof(float) * (size_t)yn);
@@ -157,9 +170,11 @@ nr_status nr_conv_onednn_run(const nr_exec_args *a) {
     dnnl_exec_arg_t ra[2] = {{DNNL_ARG_FROM, muw}, {DNNL_ARG_TO, mw}};
     dnnl_exec_arg_t ca[4] = {{DNNL_ARG_SRC, mx}, {DNNL_ARG_WEIGHTS, mw},
                              {DNNL_ARG_DST, my}, {DNNL_ARG_BIAS, mb}};
+    int old = nr_extlib_team(team);
     ok = dnnl_primitive_execute(e->wreorder, s, 2, ra) == dnnl_success &&
          dnnl_primitive_execute(e->conv, s, q.has_bias ? 4 : 3, ca) == dnnl_success &&
          dnnl_stream_wait(s) == dnnl_success;
+    nr_extlib_team(old);
   }
   dnnl_memory_destroy(mx), dnnl_memory_destroy(my), dnnl_memory_destroy(mb);
   dnnl_memory_destroy(mw), dnnl_memory_destroy(muw);

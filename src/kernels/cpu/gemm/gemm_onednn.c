@@ -2,28 +2,42 @@
  * with the bias, the residual (a sum post-op over C pre-filled with R) and the
  * activation (an eltwise post-op) fused where oneDNN has them.
  *
- * Key decision: primitives cannot be stored in an engine file and creating one costs
- * far more than a small product, so run() keeps a process-wide cache of created
- * primitives keyed by the step's params record (shape, transposes, epilogue): equal
- * records mean an equal primitive, whichever plan or context asks, and a record never
- * goes stale when a plan is freed. The cache is a mutex-guarded table of
- * ONEDNN_CACHE entries, kept for the life of the process; when it is full, a
- * primitive is created and destroyed per call (correct, slow). What oneDNN cannot
- * fuse (an alpha != 1 together with a bias, hard_sigmoid) runs as nnroute's own
- * epilogue pass after the primitive. */
+ * Key decisions.
+ *  - Primitives cannot be stored in an engine file and creating one costs far more
+ *    than a small product, so run() keeps a process-wide cache of created primitives
+ *    keyed by the step's params record (shape, transposes, epilogue) and the rows of
+ *    a band: equal keys mean an equal primitive, whichever plan or context asks, and
+ *    a key never goes stale when a plan is freed. The cache is a mutex-guarded table
+ *    of ONEDNN_CACHE entries, kept for the life of the process; when it is full, a
+ *    primitive is created and destroyed per call (correct, slow).
+ *  - The threads are the pool's, not OpenMP's (extlib.h): C is cut into one band of
+ *    rows per thread, each band a primitive created and run with an OpenMP team of
+ *    one, taking its scratchpad from the heap (user scratchpad mode, since two bands
+ *    run at once). An OpenMP team of two beside the pool's spinning worker measured
+ *    slower at 2 threads than at 1 on bert_tiny.
+ *  - What oneDNN cannot fuse (an alpha != 1 together with a bias, hard_sigmoid) runs
+ *    as nnroute's own epilogue pass after the primitive. */
 #include "kernels/cpu/gemm/gemm_tactic.h"
+#include "kernels/cpu/extlib.h"
+#include "runtime/threadpool.h"
 #include "util/error.h"
 
 #include <dnnl.h>
 #include <pthread.h>
+#include <stdatomic.h>
+#include <stdlib.h>
 #include <string.h>
 
 #define ONEDNN_CACHE 256
+/* Rows a band has at least: below this a product runs as one band. */
+#define BAND_MIN_ROWS 16
 
 typedef struct onednn_entry {
   gemm_params key;
+  int64_t rows; /* of the band */
   dnnl_primitive_t prim;
   dnnl_memory_desc_t src, wei, bias, dst;
+  size_t scratchpad; /* bytes */
   bool use_bias, use_sum, manual_ep; /* manual_ep: bias/residual/act done by nnroute */
 } onednn_entry;
 
@@ -54,17 +68,19 @@ static void md2(dnnl_memory_desc_t *md, int64_t r, int64_t c, int64_t sr, int64_
   dnnl_memory_desc_init_by_strides(md, 2, dims, dnnl_f32, strides);
 }
 
-/* Creates the primitive of p into e; false on any oneDNN failure. */
-static bool create_entry(const gemm_params *p, onednn_entry *e) {
+/* Creates the primitive of `rows` rows of p into e (the calling thread's OpenMP team
+ * size is 1); false on any oneDNN failure. */
+static bool create_entry(const gemm_params *p, int64_t rows, onednn_entry *e) {
   memset(e, 0, sizeof *e);
   e->key = *p;
+  e->rows = rows;
   bool ta = p->flags & GEMM_F_TA, tb = p->flags & GEMM_F_TB;
-  md2(&e->src, p->m, p->k, ta ? 1 : p->k, ta ? p->m : 1);
+  md2(&e->src, rows, p->k, ta ? 1 : p->k, ta ? p->m : 1);
   md2(&e->wei, p->k, p->n, tb ? 1 : p->n, tb ? p->k : 1);
-  md2(&e->dst, p->m, p->n, p->n, 1);
+  md2(&e->dst, rows, p->n, p->n, 1);
   bool row = p->bias == GEMM_BIAS_PACKED_ROW || p->bias == GEMM_BIAS_IN_ROW;
   if (row)
-    md2(&e->bias, p->m, 1, 1, 1);
+    md2(&e->bias, rows, 1, 1, 1);
   else
     md2(&e->bias, 1, p->n, p->n, 1);
   dnnl_alg_kind_t alg = dnnl_eltwise_relu;
@@ -80,6 +96,8 @@ static bool create_entry(const gemm_params *p, onednn_entry *e) {
   bool ok = dnnl_matmul_desc_init(&desc, &e->src, &e->wei, e->use_bias ? &e->bias : NULL,
                                   &e->dst) == dnnl_success &&
             dnnl_primitive_attr_create(&attr) == dnnl_success &&
+            dnnl_primitive_attr_set_scratchpad_mode(attr, dnnl_scratchpad_mode_user) ==
+                dnnl_success &&
             dnnl_post_ops_create(&ops) == dnnl_success;
   if (ok && p->alpha != 1.0f)
     ok = dnnl_primitive_attr_set_output_scales(attr, 1, 0, &p->alpha) == dnnl_success;
@@ -91,8 +109,11 @@ static bool create_entry(const gemm_params *p, onednn_entry *e) {
     ok = dnnl_primitive_attr_set_post_ops(attr, ops) == dnnl_success;
   if (ok)
     ok = dnnl_primitive_desc_create(&pd, &desc, attr, engine, NULL) == dnnl_success;
-  if (ok)
+  if (ok) {
+    e->scratchpad = dnnl_memory_desc_get_size(dnnl_primitive_desc_query_md(
+        pd, dnnl_query_scratchpad_md, 0));
     ok = dnnl_primitive_create(&e->prim, pd) == dnnl_success;
+  }
   if (pd)
     dnnl_primitive_desc_destroy(pd);
   if (ops)
@@ -102,8 +123,9 @@ static bool create_entry(const gemm_params *p, onednn_entry *e) {
   return ok;
 }
 
-/* The cached entry for p (copied to *out); *owned when it must be destroyed after use. */
-static bool get_entry(const gemm_params *p, onednn_entry *out, bool *owned) {
+/* The cached entry for `rows` rows of p (copied to *out); *owned when it must be
+ * destroyed after use. */
+static bool get_entry(const gemm_params *p, int64_t rows, onednn_entry *out, bool *owned) {
   pthread_mutex_lock(&cache_mu);
   bool ok = true;
   *owned = false;
@@ -111,12 +133,14 @@ static bool get_entry(const gemm_params *p, onednn_entry *out, bool *owned) {
     engine = NULL, ok = false;
   int i = 0;
   for (; ok && i < cache_n; i++)
-    if (!memcmp(&cache[i].key, p, sizeof *p))
+    if (cache[i].rows == rows && !memcmp(&cache[i].key, p, sizeof *p))
       break;
   if (ok && i < cache_n) {
     *out = cache[i];
   } else if (ok) {
-    ok = create_entry(p, out);
+    int old = nr_extlib_team(1);
+    ok = create_entry(p, rows, out);
+    nr_extlib_team(old);
     if (ok && cache_n < ONEDNN_CACHE)
       cache[cache_n++] = *out;
     else
@@ -126,51 +150,108 @@ static bool get_entry(const gemm_params *p, onednn_entry *out, bool *owned) {
   return ok;
 }
 
-static nr_status run_entry(const onednn_entry *e, const gemm_product *pr, const float *bias,
-                           nr_error *err) {
+/* Runs e on rows [r0, r0 + e->rows) of the product; false on any oneDNN failure. */
+static bool run_band(const onednn_entry *e, const gemm_product *pr, const float *bias,
+                     int64_t r0) {
+  const gemm_params *p = &e->key;
+  bool ta = p->flags & GEMM_F_TA, row_bias = p->bias == GEMM_BIAS_PACKED_ROW ||
+                                             p->bias == GEMM_BIAS_IN_ROW;
+  void *pad = e->scratchpad ? malloc(e->scratchpad) : NULL;
+  dnnl_memory_desc_t sp_md;
+  dnnl_dims_t sp_dims = {(int64_t)e->scratchpad};
   dnnl_stream_t stream = NULL;
-  dnnl_memory_t m[4] = {0};
-  dnnl_exec_arg_t args[4];
+  dnnl_memory_t m[5] = {0};
+  dnnl_exec_arg_t args[5];
   int n = 0;
-  bool ok = dnnl_stream_create(&stream, engine, dnnl_stream_default_flags) == dnnl_success;
-  ok = ok && dnnl_memory_create(&m[n], &e->src, engine, (void *)pr->a) == dnnl_success;
+  bool ok = (pad || !e->scratchpad) &&
+            dnnl_memory_desc_init_by_tag(&sp_md, 1, sp_dims, dnnl_u8, dnnl_x) == dnnl_success &&
+            dnnl_stream_create(&stream, engine, dnnl_stream_default_flags) == dnnl_success;
+  const float *a = pr->a + (ta ? r0 : r0 * p->k);
+  ok = ok && dnnl_memory_create(&m[n], &e->src, engine, (void *)a) == dnnl_success;
   args[n].arg = DNNL_ARG_SRC, args[n].memory = m[n], n++;
   ok = ok && dnnl_memory_create(&m[n], &e->wei, engine, (void *)pr->b) == dnnl_success;
   args[n].arg = DNNL_ARG_WEIGHTS, args[n].memory = m[n], n++;
-  ok = ok && dnnl_memory_create(&m[n], &e->dst, engine, pr->c) == dnnl_success;
+  ok = ok && dnnl_memory_create(&m[n], &e->dst, engine, pr->c + r0 * p->n) == dnnl_success;
   args[n].arg = DNNL_ARG_DST, args[n].memory = m[n], n++;
   if (ok && e->use_bias) {
-    ok = dnnl_memory_create(&m[n], &e->bias, engine, (void *)bias) == dnnl_success;
+    const float *b = bias + (row_bias ? r0 : 0);
+    ok = dnnl_memory_create(&m[n], &e->bias, engine, (void *)b) == dnnl_success;
     args[n].arg = DNNL_ARG_BIAS, args[n].memory = m[n], n++;
+  }
+  if (ok && e->scratchpad) {
+    ok = dnnl_memory_create(&m[n], &sp_md, engine, pad) == dnnl_success;
+    args[n].arg = DNNL_ARG_SCRATCHPAD, args[n].memory = m[n], n++;
   }
   ok = ok && dnnl_primitive_execute(e->prim, stream, n, args) == dnnl_success &&
        dnnl_stream_wait(stream) == dnnl_success;
-  for (int i = 0; i < 4; i++)
+  for (int i = 0; i < 5; i++)
     if (m[i])
       dnnl_memory_destroy(m[i]);
   if (stream)
     dnnl_stream_destroy(stream);
-  return ok ? NR_OK : nr_errorf(err, NR_ERR_RUNTIME, "onednn_matmul: execution failed");
+  free(pad);
+  return ok;
+}
+
+typedef struct band_job {
+  const onednn_entry *full, *last; /* the first bands' primitive, the last band's */
+  const gemm_product *pr;
+  const float *bias;
+  int64_t bands;
+  _Atomic int failed;
+} band_job;
+
+static void band_task(void *arg, int64_t begin, int64_t end, int thread) {
+  band_job *j = arg;
+  (void)thread;
+  int old = nr_extlib_team(1);
+  for (int64_t b = begin; b < end; b++) {
+    const onednn_entry *e = b + 1 < j->bands ? j->full : j->last;
+    if (!run_band(e, j->pr, j->bias, b * j->full->rows))
+      atomic_store(&j->failed, 1);
+  }
+  nr_extlib_team(old);
 }
 
 nr_status gemm_onednn_run(const nr_exec_args *x) {
   gemm_params p;
   memcpy(&p, x->step->params, sizeof p);
-  onednn_entry e;
-  bool owned;
-  if (!get_entry(&p, &e, &owned))
+  int threads = nr_extlib_threads(x);
+  int64_t bands = p.m / BAND_MIN_ROWS < threads ? p.m / BAND_MIN_ROWS : threads;
+  bands = bands < 1 ? 1 : bands;
+  int64_t rows = (p.m + bands - 1) / bands;
+  bands = (p.m + rows - 1) / rows;
+  onednn_entry full, last;
+  bool owned_full = false, owned_last = false;
+  bool ok = get_entry(&p, rows, &full, &owned_full);
+  if (ok)
+    last = full;
+  if (ok && p.m - (bands - 1) * rows != rows)
+    ok = get_entry(&p, p.m - (bands - 1) * rows, &last, &owned_last);
+  if (!ok) {
+    if (owned_full)
+      dnnl_primitive_destroy(full.prim);
     return nr_errorf(x->err, NR_ERR_RUNTIME, "onednn_matmul: cannot create a %lldx%lldx%lld "
-                     "matmul primitive", (long long)p.m, (long long)p.n, (long long)p.k);
+                     "matmul primitive", (long long)rows, (long long)p.n, (long long)p.k);
+  }
   gemm_product pr;
   nr_epilogue ep;
   gemm_product_get(x, &p, 0, &pr);
   gemm_epilogue_get(x, &p, pr.r, &ep);
-  if (e.use_sum && pr.r != pr.c)
+  if (full.use_sum && pr.r != pr.c)
     memcpy(pr.c, pr.r, sizeof(float) * (size_t)(p.m * p.n));
-  nr_status s = run_entry(&e, &pr, ep.bias, x->err);
-  if (!s && e.manual_ep)
+  band_job j = {.full = &full, .last = &last, .pr = &pr, .bias = ep.bias, .bands = bands};
+  if (bands > 1)
+    nr_parallel_for(x->pool, bands, 1, (int)bands, band_task, &j);
+  else
+    band_task(&j, 0, 1, 0);
+  if (!atomic_load(&j.failed) && full.manual_ep)
     nr_gemm_epilogue_apply(&ep, 0, 0, p.m, p.n, pr.c, p.n);
-  if (owned)
-    dnnl_primitive_destroy(e.prim);
-  return s;
+  if (owned_full)
+    dnnl_primitive_destroy(full.prim);
+  if (owned_last)
+    dnnl_primitive_destroy(last.prim);
+  return atomic_load(&j.failed) ? nr_errorf(x->err, NR_ERR_RUNTIME,
+                                            "onednn_matmul: execution failed")
+                                : NR_OK;
 }

@@ -6,7 +6,11 @@
  * Key decision: like onednn_matmul, primitives live in a process-wide cache keyed by
  * the step's params record (they cannot be stored in an engine). The weights stay in
  * the engine in ONNX layout; each run reorders them into the primitive's format in
- * the step's scratch, whose size prepare() asks oneDNN for. */
+ * the step's scratch, whose size prepare() asks oneDNN for. oneDNN runs on an OpenMP
+ * team of the step's threads (extlib.h), a part of the key: the pool's worker rests
+ * meanwhile only by spinning out, so at 2 threads this tactic shares the second core
+ * (onednn_matmul cuts bands for the pool instead). */
+#include "kernels/cpu/extlib.h"
 #include "kernels/cpu/gemm/gemm_tactic.h"
 #include "util/error.h"
 
@@ -18,6 +22,7 @@
 
 typedef struct ip_entry {
   gemm_params key;
+  int team; /* OpenMP threads it was created for */
   dnnl_primitive_t prim, wreorder;
   dnnl_memory_desc_t src, user_w, prim_w, bias, dst;
   bool manual_act;
@@ -105,17 +110,23 @@ static bool build(const gemm_params *p, ip_entry *e) {
 
 /* The cached entry for p; NULL when oneDNN cannot build it. Entries live for the
  * process (a full cache builds one that the caller must not keep: *owned). */
-static bool lookup(const gemm_params *p, ip_entry *out, bool *owned) {
+static bool lookup(const gemm_params *p, int team, ip_entry *out, bool *owned) {
   pthread_mutex_lock(&ip_mu);
   bool ok = ip_engine || dnnl_engine_create(&ip_engine, dnnl_cpu, 0) == dnnl_success;
   *owned = false;
   int i = 0;
   for (; ok && i < ip_n; i++)
-    if (!memcmp(&ip_cache[i].key, p, sizeof *p))
+    if (ip_cache[i].team == team && !memcmp(&ip_cache[i].key, p, sizeof *p))
       break;
   if (ok && i < ip_n) {
     *out = ip_cache[i];
-  } else if (ok && (ok = build(p, out))) {
+  } else if (ok) {
+    int old = nr_extlib_team(team);
+    ok = build(p, out);
+    nr_extlib_team(old);
+    out->team = team;
+  }
+  if (ok && i == ip_n) {
     if (ip_n < IP_CACHE)
       ip_cache[ip_n++] = *out;
     else
@@ -132,10 +143,11 @@ static void release(ip_entry *e, bool owned) {
   }
 }
 
-nr_status gemm_onednn_ip_scratch(const gemm_params *p, uint64_t *bytes, nr_error *err) {
+nr_status gemm_onednn_ip_scratch(const gemm_params *p, int team, uint64_t *bytes,
+                                 nr_error *err) {
   ip_entry e;
   bool owned;
-  if (!lookup(p, &e, &owned))
+  if (!lookup(p, team, &e, &owned))
     return nr_errorf(err, NR_ERR_UNSUPPORTED, "onednn_inner_product: oneDNN cannot build "
                      "a %lldx%lldx%lld inner product", (long long)p->m, (long long)p->n,
                      (long long)p->k);
@@ -174,16 +186,25 @@ nr_status gemm_onednn_ip_run(const nr_exec_args *x) {
   memcpy(&p, x->step->params, sizeof p);
   ip_entry e;
   bool owned;
-  if (!lookup(&p, &e, &owned))
+  int team = nr_extlib_threads(x);
+  if (!lookup(&p, team, &e, &owned))
     return nr_errorf(x->err, NR_ERR_RUNTIME, "onednn_inner_product: cannot build the "
                      "primitive");
+  if (dnnl_memory_desc_get_size(&e.prim_w) > x->step->scratch) {
+    release(&e, owned);
+    return nr_errorf(x->err, NR_ERR_RUNTIME, "onednn_inner_product: oneDNN wants more "
+                     "scratch on %d threads than the engine sized for its build's "
+                     "(rebuild the engine for this thread count)", team);
+  }
   gemm_product pr;
   nr_epilogue ep;
   gemm_product_get(x, &p, 0, &pr);
   gemm_epilogue_get(x, &p, pr.r, &ep);
   if (p.resid != GEMM_RES_NONE && pr.r != pr.c)
     memcpy(pr.c, pr.r, sizeof(float) * (size_t)(p.m * p.n));
+  int old = nr_extlib_team(team);
   bool ok = execute(&e, &pr, p.bias != GEMM_BIAS_NONE ? ep.bias : NULL, x->scratch);
+  nr_extlib_team(old);
   if (ok && e.manual_act)
     nr_act_apply((nr_act)p.act, p.act_a, p.act_b, pr.c, p.m * p.n);
   release(&e, owned);

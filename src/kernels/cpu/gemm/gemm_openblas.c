@@ -1,7 +1,9 @@
 /* gemm_openblas.c - the openblas_sgemm tactic: cblas_sgemm per product, then the
  * epilogue (bias, residual, activation) as a separate pass over C. It packs nothing
  * at build time (OpenBLAS packs internally on every call) and uses OpenBLAS's own
- * threads, so it is the baseline the nnroute kernels are measured against. */
+ * threads, as many as the step may use (extlib.h), so it is the baseline the nnroute
+ * kernels are measured against. */
+#include "kernels/cpu/extlib.h"
 #include "kernels/cpu/gemm/gemm_tactic.h"
 
 #include <cblas.h>
@@ -12,6 +14,7 @@ nr_status gemm_openblas_run(const nr_exec_args *x) {
   memcpy(&p, x->step->params, sizeof p);
   if (p.m <= 0 || p.n <= 0)
     return NR_OK;
+  nr_extlib_blas_threads(nr_extlib_threads(x));
   bool ta = p.flags & GEMM_F_TA, tb = p.flags & GEMM_F_TB;
   for (int64_t i = 0; i < p.batch; i++) {
     gemm_product pr;

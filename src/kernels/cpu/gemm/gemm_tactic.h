@@ -91,7 +91,8 @@ nr_status gemm_onednn_run(const nr_exec_args *x);
 /* oneDNN inner product (gemm_onednn_ip.c): a 2-D product with constant B, bias per
  * column, alpha 1; the scratch its weight reorder needs; the run. */
 bool gemm_onednn_ip_fits(const gemm_params *p);
-nr_status gemm_onednn_ip_scratch(const gemm_params *p, uint64_t *bytes, nr_error *err);
+nr_status gemm_onednn_ip_scratch(const gemm_params *p, int team, uint64_t *bytes,
+                                 nr_error *err);
 nr_status gemm_onednn_ip_run(const nr_exec_args *x);
 
 #endif

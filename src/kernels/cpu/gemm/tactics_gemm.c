@@ -17,6 +17,7 @@
  * applies bias/residual/activation in a second pass over C, gemm.threads_max=1 sets
  * step->threads so the step runs on the calling thread, gemm.threads_map=any lets any
  * thread take any part of the split (default: part i on thread i, gemm.c). */
+#include "kernels/cpu/extlib.h"
 #include "kernels/cpu/gemm/gemm_tactic.h"
 #include "passes/pass_util.h"
 #include "kernels/cpu/norm/fate.h"
@@ -523,7 +524,8 @@ static nr_status ip_prepare(const nr_tactic_ctx *c, nr_plan *plan, nr_step *st) 
   nr_status s = prepare_common(c, plan, st, &p, false);
   gemm_params q;
   memcpy(&q, st->params, sizeof q); /* the record as run() will read it */
-  return s ? s : gemm_onednn_ip_scratch(&q, &st->scratch, c->err);
+  return s ? s : gemm_onednn_ip_scratch(&q, nr_extlib_build_threads(c), &st->scratch,
+                                        c->err);
 }
 
 /* ---- the table ------------------------------------------------------------------- */
@@ -704,8 +706,8 @@ const nr_knob_def nr_knobs_gemm[] = {
      "thread comes first takes the next part",
      knob_applies, NULL},
     {"gemm.threads_max", "all|1", "all", NR_KNOB_NODE, 0, 0,
-     "threads of this GEMM step: all of the pool, or 1 (the calling thread; the "
-     "openblas/onednn tactics keep their own threading)",
+     "threads of this GEMM step: all of the pool, or 1 (the calling thread; OpenBLAS "
+     "and oneDNN run on one thread)",
      knob_applies, NULL},
     {"gemm.prepack", "on|off", "on", NR_KNOB_NODE, 0, 0,
      "on: the constant operand is packed for the micro-kernel at build time; off: the "

@@ -23,6 +23,7 @@
  *  - The activation input is rounded to bf16 into scratch on each run (the primitive
  *    takes bf16 src); outputs and bias stay fp32. */
 #include "kernels/cpu/conv/conv_internal.h"
+#include "kernels/cpu/extlib.h"
 #include "kernels/cpu/gemm/gemm_tactic.h"
 #include "kernels/cpu/lpgemm/lp_onednn.h"
 #include "kernels/cpu/lpgemm/lpgemm.h"
@@ -43,6 +44,7 @@ enum { KEY_IP = 1, KEY_CONV = 2 };
 typedef struct prim_key {
   int64_t kind;
   int64_t d[18];
+  int64_t team; /* the OpenMP threads it is created and run with (extlib.h) */
 } prim_key;
 
 typedef struct prim_entry {
@@ -136,8 +138,11 @@ static const prim_entry *lookup(const prim_key *key) {
   prim_entry *e = cache;
   while (e && memcmp(&e->key, key, sizeof *key))
     e = e->next;
-  if (!e)
+  if (!e) {
+    int old = nr_extlib_team((int)key->team);
     e = create(key);
+    nr_extlib_team(old);
+  }
   pthread_mutex_unlock(&cache_lock);
   return e;
 }
@@ -179,8 +184,8 @@ static size_t wei_bytes(const prim_entry *e) {
 
 /* Run time: the primitive for key, or an error when oneDNN cannot make it or chose
  * another weights format than the one packed at build time. */
-static const prim_entry *run_lookup(const nr_exec_args *x, const prim_key *key,
-                                    const char *id) {
+static const prim_entry *run_lookup(const nr_exec_args *x, prim_key *key, const char *id) {
+  key->team = nr_extlib_threads(x);
   const prim_entry *e = lookup(key);
   if (!e) {
     nr_errorf(x->err, NR_ERR_RUNTIME, "%s: oneDNN cannot create the primitive", id);
@@ -210,8 +215,10 @@ static bool execute(const prim_entry *e, const void *src, const void *packed,
   if (ok) {
     dnnl_exec_arg_t args[4] = {{DNNL_ARG_SRC, ms}, {DNNL_ARG_WEIGHTS, mw},
                                {DNNL_ARG_DST, md}, {DNNL_ARG_BIAS, mb}};
+    int old = nr_extlib_team((int)e->key.team);
     ok = dnnl_primitive_execute(e->prim, s, bias ? 4 : 3, args) == dnnl_success &&
          dnnl_stream_wait(s) == dnnl_success;
+    nr_extlib_team(old);
   }
   dnnl_memory_destroy(ms), dnnl_memory_destroy(mw), dnnl_memory_destroy(mb);
   dnnl_memory_destroy(md);
@@ -251,6 +258,7 @@ nr_status lp_onednn_ip_prepare(const nr_tactic_ctx *c, nr_plan *plan, nr_step *s
   if (!ip_problem(c, &p))
     return prep_fail(c, st, NR_ERR_INTERNAL, "cannot run it");
   prim_key key = ip_key(&p);
+  key.team = nr_extlib_build_threads(c);
   const prim_entry *e = lookup(&key);
   if (!e)
     return prep_fail(c, st, NR_ERR_UNSUPPORTED, "oneDNN cannot create the primitive");
@@ -322,6 +330,7 @@ nr_status lp_onednn_conv_prepare(const nr_tactic_ctx *c, nr_plan *plan, nr_step 
   if (p.opts & CONV_OPT_SERIAL)
     st->threads = 1;
   prim_key key = conv_key(&p);
+  key.team = nr_extlib_build_threads(c);
   const prim_entry *e = lookup(&key);
   if (!e)
     return prep_fail(c, st, NR_ERR_UNSUPPORTED, "oneDNN cannot create the primitive");

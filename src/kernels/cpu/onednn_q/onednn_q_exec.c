@@ -6,48 +6,21 @@
  * are created while the calling thread's OpenMP team size is 1 (so they split no work
  * and agree on one weight format whatever the machine), and every pool thread that
  * runs a band sets its own team size to 1 first, through the omp_set_num_threads
- * that libdnnl's OpenMP runtime exports (looked up at run time, so nnroute links no
- * OpenMP itself). The parallelism is the pool's: bands and quantize chunks are
- * claimed one at a time, so a worker the OS deschedules costs its own items only. */
+ * that libdnnl's OpenMP runtime exports (nr_extlib_team, extlib.h). The parallelism
+ * is the pool's: bands and quantize chunks are claimed one at a time, so a worker
+ * the OS deschedules costs its own items only. */
 #include "kernels/cpu/onednn_q/onednn_q.h"
+#include "kernels/cpu/extlib.h"
 #include "kernels/cpu/qgemm/qgemm.h" /* nr_qgemm_quantize_row: requantizing for it */
 
 #include "runtime/threadpool.h"
 #include "util/error.h"
 
-#include <dlfcn.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
-
-/* ---- OpenMP team size ------------------------------------------------------------ */
-
-static void (*omp_set_threads)(int);
-static int (*omp_max_threads)(void);
-static pthread_once_t omp_once = PTHREAD_ONCE_INIT;
-
-static void find_omp(void) {
-  void *set = dlsym(RTLD_DEFAULT, "omp_set_num_threads");
-  void *get = dlsym(RTLD_DEFAULT, "omp_get_max_threads");
-  if (set && get) {
-    memcpy(&omp_set_threads, &set, sizeof set);
-    memcpy(&omp_max_threads, &get, sizeof get);
-  }
-}
-
-/* Sets the calling thread's OpenMP team size; returns the previous one (0: no OpenMP
- * runtime found, or n < 1: nothing set). */
-static int set_team(int n) {
-  pthread_once(&omp_once, find_omp);
-  if (!omp_set_threads || n < 1)
-    return 0;
-  int old = omp_max_threads();
-  if (old != n)
-    omp_set_threads(n);
-  return old;
-}
 
 /* ---- the primitive cache --------------------------------------------------------- */
 
@@ -92,9 +65,9 @@ static cache_entry *add(const nr_onednn_q_key *k, const float *scales,
     return NULL;
   cache_entry *e = calloc(1, sizeof *e);
   float *s = malloc(sizeof(float) * (k->n_out ? k->n_out : 1));
-  int old = set_team(1);
+  int old = nr_extlib_team(1);
   bool ok = e && s && create_bands(k, scales, create, &e->prim);
-  set_team(old);
+  nr_extlib_team(old);
   if (!ok) {
     if (e)
       prim_destroy(&e->prim);
@@ -301,12 +274,12 @@ static bool run_band(const exec_job *j, int64_t img, int64_t b, int thread) {
 
 static void band_task(void *arg, int64_t begin, int64_t end, int thread) {
   exec_job *j = arg;
-  int old = set_team(1); /* the bands start no OpenMP team; other oneDNN users of this
-                            thread (the fp32 onednn tactics) get theirs back after */
+  /* the bands start no OpenMP team; other oneDNN users of this thread get theirs back */
+  int old = nr_extlib_team(1);
   for (int64_t i = begin; i < end; i++)
     if (!run_band(j, i / j->h->bands, i % j->h->bands, thread))
       atomic_store(&j->failed, 1);
-  set_team(old);
+  nr_extlib_team(old);
 }
 
 nr_status nr_onednn_q_execute(const nr_exec_args *a, const nr_onednn_q_prim *p,
