@@ -225,6 +225,45 @@ NR_TEST(cpu_norm_global_avgpool) {
   nr_threadpool_destroy(pool);
 }
 
+/* ReduceMean over trailing axes runs the global pool's row means; other axes are not
+ * its nodes. */
+NR_TEST(cpu_norm_reduce_mean_tail) {
+  nr_threadpool *pool = nr_threadpool_create(2);
+  static const struct {
+    int rank;
+    int64_t dims[4], out[4];
+    int out_rank, n_axes;
+    int64_t axes[2], keep;
+    bool supported;
+  } cases[] = {
+      {4, {1, 1024, 7, 7}, {1, 1024}, 2, 2, {2, 3}, 0, true},  /* shufflenet_v2's head */
+      {4, {2, 5, 3, 11}, {2, 5, 1, 1}, 4, 2, {-1, 2}, 1, true},
+      {3, {3, 4, 33}, {3, 4, 1}, 3, 1, {-1}, 1, true},
+      {3, {2, 9, 17}, {2}, 1, 2, {1, 2}, 0, true},
+      {4, {2, 5, 3, 11}, {2, 1, 3, 11}, 4, 1, {1}, 1, false},  /* not trailing */
+  };
+  for (int i = 0; i < (int)(sizeof cases / sizeof cases[0]); i++) {
+    unsigned seed = 77u + (unsigned)i;
+    int64_t n = 1;
+    for (int d = 0; d < cases[i].rank; d++)
+      n *= cases[i].dims[d];
+    float *x = rnd(n, &seed, -2, 3);
+    nr_value xi = fval(cases[i].rank, cases[i].dims, x);
+    nr_value y = fval(cases[i].out_rank, cases[i].out, NULL);
+    const nr_value *ins[] = {&xi};
+    nr_attr at[2] = {{.name = "axes", .type = NR_ATTR_INTS, .n = cases[i].n_axes,
+                      .ints = (int64_t *)cases[i].axes},
+                     {.name = "keepdims", .type = NR_ATTR_INT, .i = cases[i].keep}};
+    check(t, "ReduceMean", "reduce_mean_tail", 13, 2, at, 1, ins, 1, &y, "", 1e-7, 1e-6,
+          seed, pool, cases[i].supported);
+    if (cases[i].supported)
+      check(t, "ReduceMean", "reduce_mean_tail", 13, 2, at, 1, ins, 1, &y,
+            "-reduce.reassoc=on", 1e-6, 1e-5, seed, pool, true);
+    free(x);
+  }
+  nr_threadpool_destroy(pool);
+}
+
 NR_TEST(cpu_norm_pool2d) {
   nr_threadpool *pool = nr_threadpool_create(2);
   static const struct {

@@ -1,7 +1,8 @@
 /* tactics_norm.c - the normalization family's tactics (Softmax, LogSoftmax,
- * LayerNormalization over trailing axes, GlobalAveragePool, 2-D MaxPool and
- * AveragePool, all float32 PLAIN) and its knobs (softmax.algo, layernorm.algo,
- * pool.tactic, reduce.reassoc; the prepares also honour eltwise.threads).
+ * LayerNormalization over trailing axes, GlobalAveragePool, ReduceMean over trailing
+ * axes, 2-D MaxPool and AveragePool, all float32 PLAIN) and its knobs (softmax.algo,
+ * layernorm.algo, pool.tactic, reduce.reassoc; the prepares also honour
+ * eltwise.threads).
  *
  * Key decision: every knob lands in the step's params record at prepare (the row
  * config of norm.h, the resolved pool window), so run() only walks rows. Rows are
@@ -255,6 +256,50 @@ static nr_status gap_run(const nr_exec_args *a) {
   return NR_OK;
 }
 
+/* ReduceMean over the trailing axes (a network that ends in x.mean([2, 3]), like
+ * shufflenet_v2): the row means of GlobalAveragePool, whatever keepdims says, since
+ * the kept dims are ones. Axes as an input (opset 18) stay with the reference.
+ * params[1]: the number of trailing axes. */
+static int trailing_axes(const nr_node *n, int rank) {
+  size_t count = 0;
+  const int64_t *ax = nr_attr_ints(n, "axes", &count);
+  if (!ax || count == 0 || count > (size_t)rank || (n->n_inputs > 1 && n->inputs[1] >= 0))
+    return 0;
+  bool seen[NR_MAX_RANK] = {0};
+  for (size_t i = 0; i < count; i++) {
+    int64_t a = ax[i] < 0 ? ax[i] + rank : ax[i];
+    if (a < rank - (int64_t)count || a >= rank || seen[a])
+      return 0;
+    seen[a] = true;
+  }
+  return (int)count;
+}
+
+static bool rmean_supports(const nr_tactic_ctx *c) {
+  const nr_slot *x = nr_step_in(c, 0), *y = nr_step_out(c, 0);
+  if (!c->node || !is_f32(x) || !is_f32(y) || x->rank < 1)
+    return false;
+  int k = trailing_axes(c->node, x->rank);
+  return k > 0 && prod(x->dims, x->rank - k, x->rank) > 0 &&
+         prod(y->dims, 0, y->rank) == prod(x->dims, 0, x->rank - k);
+}
+
+static nr_status rmean_prepare(const nr_tactic_ctx *c, nr_plan *plan, nr_step *step) {
+  step->params[0] = reassoc(c);
+  step->params[1] = (uint8_t)trailing_axes(c->node, nr_step_in(c, 0)->rank);
+  set_threads(c, step);
+  return NR_OK;
+}
+
+static nr_status rmean_run(const nr_exec_args *a) {
+  const nr_slot *x = a->in_slot[0];
+  int lead = x->rank - a->step->params[1];
+  gap_job j = {.avx2 = is_avx2(a), .reassoc = a->step->params[0] != 0, .x = a->in[0],
+               .y = a->out[0], .size = prod(x->dims, lead, x->rank)};
+  run_rows(a, prod(x->dims, 0, lead), j.size, gap_task, &j);
+  return NR_OK;
+}
+
 /* ---- MaxPool / AveragePool 2-D ---------------------------------------------------- */
 
 /* Resolves the node's window with the reference's code; false if it is not a plain
@@ -346,6 +391,7 @@ const nr_tactic nr_tactics_cpu_norm[] = {
     ROWS("logsoftmax", "LogSoftmax", softmax_supports, softmax_prepare, softmax_run)
     ROWS("layernorm", "LayerNormalization", ln_supports, ln_prepare, ln_run)
     ROWS("gavgpool", "GlobalAveragePool", gap_supports, gap_prepare, gap_run)
+    ROWS("reduce_mean_tail", "ReduceMean", rmean_supports, rmean_prepare, rmean_run)
     {"nr_f32_maxpool2d__avx2", "", "MaxPool", "nnroute", "vector", NR_LAYOUT_PLAIN,
      NR_ISA_AVX2, 20, pool_supports, pool_prepare, pool_run},
     {"nr_f32_avgpool2d__avx2", "", "AveragePool", "nnroute", "vector", NR_LAYOUT_PLAIN,
@@ -425,7 +471,9 @@ bool nr_norm_parallel(const nr_graph *g, const nr_node *n) {
 static bool applies_reduce(const nr_graph *g, const nr_node *n) {
   if (n)
     return applies_softmax(g, n) || applies_layernorm(g, n) ||
-           (f32_input(g, n) && !strcmp(n->op_type, "GlobalAveragePool"));
+           (f32_input(g, n) && (!strcmp(n->op_type, "GlobalAveragePool") ||
+                                (!strcmp(n->op_type, "ReduceMean") &&
+                                 trailing_axes(n, g->tensors[n->inputs[0]].value.rank))));
   for (int i = 0; g && i < g->n_nodes; i++)
     if (applies_reduce(g, &g->nodes[i]))
       return true;
