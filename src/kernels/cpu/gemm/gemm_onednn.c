@@ -163,8 +163,9 @@ static bool run_band(const onednn_entry *e, const gemm_product *pr, const float 
   dnnl_memory_t m[5] = {0};
   dnnl_exec_arg_t args[5];
   int n = 0;
-  bool ok = (pad || !e->scratchpad) &&
-            dnnl_memory_desc_init_by_tag(&sp_md, 1, sp_dims, dnnl_u8, dnnl_x) == dnnl_success &&
+  bool ok = (!e->scratchpad ||
+             (pad && dnnl_memory_desc_init_by_tag(&sp_md, 1, sp_dims, dnnl_u8, dnnl_x) ==
+                         dnnl_success)) &&
             dnnl_stream_create(&stream, engine, dnnl_stream_default_flags) == dnnl_success;
   const float *a = pr->a + (ta ? r0 : r0 * p->k);
   ok = ok && dnnl_memory_create(&m[n], &e->src, engine, (void *)a) == dnnl_success;
