@@ -1,5 +1,6 @@
 /* graph_build.h - building small graphs by hand for the pass tests: tensors, inputs,
- * nodes (through pass_util), and finishing a graph (order, bind, infer, name nodes).
+ * constants over the caller's data, nodes (through pass_util, with attributes), and
+ * finishing a graph (order, bind, infer, name nodes).
  * Static inline, shared by the pass, tactic and chain tests. */
 #ifndef NR_TESTS_GRAPH_BUILD_H
 #define NR_TESTS_GRAPH_BUILD_H
@@ -49,6 +50,24 @@ static inline int tg_node(nr_graph *g, const char *op, const char *name, int n_i
   int t = nr_graph_add_tensor(g, out, 0);
   nr_pu_add_node(g, name, op, "", n_in, ins, 1, &t);
   return t;
+}
+
+/* A float constant over the caller's data (not owned: the graph never frees it). */
+static inline int tg_borrowed(nr_graph *g, const char *name, int rank, const int64_t *dims,
+                              float *data) {
+  int t = tg_tensor(g, name, NR_TENSOR_CONST, rank, dims);
+  g->tensors[t].value.data = data;
+  return t;
+}
+
+/* tg_node with n_attrs attributes (copied). */
+static inline int tg_node_attrs(nr_graph *g, const char *op, const char *name, int n_in,
+                                const int *ins, int n_attrs, const nr_attr *attrs) {
+  int out = tg_node(g, op, name, n_in, ins);
+  nr_error err = {0};
+  for (int i = 0; i < n_attrs; i++)
+    nr_pu_copy_attr(g, g->n_nodes - 1, &attrs[i], &err);
+  return out;
 }
 
 static inline bool tg_finish(nr_test_state *t, nr_graph *g, int out) {

@@ -6,6 +6,7 @@
  * compared with the reference executor on the unoptimized graph. The external
  * libraries must keep to a 1-thread engine's one thread (extlib.h). */
 #include "engine/engine.h"
+#include "graph_build.h"
 #include "kernels/ref/executor.h"
 #include "unit.h"
 
@@ -18,53 +19,19 @@ int openblas_get_num_threads(void);
 
 enum { MAX_M = 37, K = 37, N = 19 };
 
-static int tensor(nr_graph *g, const char *name, unsigned flags, int rank,
-                  const int64_t *dims, void *data) {
-  int t = nr_graph_add_tensor(g, name, flags);
-  g->tensors[t].value = (nr_value){NR_DTYPE_FLOAT, rank, {0}, data, false};
-  memcpy(g->tensors[t].value.dims, dims, sizeof(int64_t) * (size_t)rank);
-  return t;
-}
-
-static void node(nr_graph *g, const char *name, const char *op, int n_in, const int *in,
-                 int out, const nr_attr *attr) {
-  nr_node *n = nr_graph_add_node(g);
-  n->name = strdup(name);
-  n->op_type = strdup(op);
-  n->domain = strdup("");
-  n->opset = 13;
-  n->inputs = malloc(sizeof(int) * (size_t)n_in);
-  memcpy(n->inputs, in, sizeof(int) * (size_t)n_in);
-  n->n_inputs = n_in;
-  n->outputs = malloc(sizeof(int));
-  n->outputs[0] = out;
-  n->n_outputs = 1;
-  if (attr) {
-    n->attrs = calloc(1, sizeof(nr_attr));
-    nr_attr_copy(&n->attrs[0], attr, NULL);
-    n->n_attrs = 1;
-  }
-}
-
 /* y = relu(x @ w^T + b), with x [m, K], w [N, K] and b [N] constant. */
-static nr_graph *fc_graph(int64_t m, float *w, float *b) {
-  nr_graph *g = nr_graph_create(NULL);
-  g->opsets = calloc(1, sizeof *g->opsets);
-  g->opsets[0].domain = strdup("");
-  g->opsets[0].version = 13;
-  g->n_opsets = 1;
-  g->owns_opsets = true;
-  int x = tensor(g, "x", NR_TENSOR_INPUT, 2, (int64_t[]){m, K}, NULL);
-  int wt = tensor(g, "w", NR_TENSOR_CONST, 2, (int64_t[]){N, K}, w);
-  int bt = tensor(g, "b", NR_TENSOR_CONST, 1, (int64_t[]){N}, b);
-  int h = nr_graph_add_tensor(g, "h", 0), y = nr_graph_add_tensor(g, "y", NR_TENSOR_OUTPUT);
+static nr_graph *fc_graph(nr_test_state *t, int64_t m, float *w, float *b) {
+  nr_graph *g = tg_graph(13);
+  int x = tg_input(g, "x", 2, (int64_t[]){m, K});
+  int wt = tg_borrowed(g, "w", 2, (int64_t[]){N, K}, w);
+  int bt = tg_borrowed(g, "b", 1, (int64_t[]){N}, b);
   nr_attr tb = {.name = "transB", .type = NR_ATTR_INT, .i = 1};
-  node(g, "fc", "Gemm", 3, (int[]){x, wt, bt}, h, &tb);
-  node(g, "act", "Relu", 1, (int[]){h}, y, NULL);
-  g->inputs = malloc(sizeof(int));
-  g->inputs[g->n_inputs++] = x;
-  g->outputs = malloc(sizeof(int));
-  g->outputs[g->n_outputs++] = y;
+  int h = tg_node_attrs(g, "Gemm", "fc", 3, (int[]){x, wt, bt}, 1, &tb);
+  int y = tg_node(g, "Relu", "act", 1, &h);
+  if (!tg_finish(t, g, y)) {
+    nr_graph_destroy(g);
+    return NULL;
+  }
   return g;
 }
 
@@ -88,22 +55,15 @@ static nr_graph *fc_model(nr_test_state *t, int64_t m, nr_value *want) {
     b[i] = (float)(rand_r(&seed) % 2001) / 1000.0f - 1.0f;
   for (int i = 0; i < MAX_M * K; i++)
     x[i] = (float)(rand_r(&seed) % 2001) / 1000.0f - 1.0f;
-  nr_graph *g = fc_graph(m, w, b);
+  nr_graph *g = fc_graph(t, m, w, b);
   nr_error err = {0};
   nr_value in = {NR_DTYPE_FLOAT, 2, {m, K}, x, false};
-  if (nr_graph_toposort(g, &err) || nr_graph_bind_ops(g, &err) || nr_graph_infer(g, &err) ||
-      nr_compiler_name_nodes(g, &err) || nr_ref_exec(g, &in, want, &err)) {
+  if (g && nr_ref_exec(g, &in, want, &err)) {
     nr_test_failf(t, __FILE__, __LINE__, "fc_model", " %s", err.message);
+    nr_graph_destroy(g);
     return NULL;
   }
   return g;
-}
-
-static void fc_free(nr_graph *g) {
-  for (int i = 0; i < g->n_tensors; i++)
-    if (g->tensors[i].flags & NR_TENSOR_CONST)
-      g->tensors[i].value.data = NULL; /* static storage */
-  nr_graph_destroy(g);
 }
 
 /* Builds g along `route` for `threads`, runs it and compares with want. */
@@ -154,7 +114,7 @@ NR_TEST(gemm_every_source_matches_reference) {
     CHECK(saw_ip, "onednn_inner_product is not among the values of gemm.tactic@fc");
     nr_knob_space_free(&space);
     nr_value_free(&want);
-    fc_free(g);
+    nr_graph_destroy(g);
   }
 }
 
@@ -193,5 +153,5 @@ NR_TEST(extlib_one_thread_engine_uses_one_thread) {
         openblas_get_num_threads());
   nr_knob_space_free(&space);
   nr_value_free(&want);
-  fc_free(g);
+  nr_graph_destroy(g);
 }

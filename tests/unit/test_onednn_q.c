@@ -18,6 +18,7 @@
  * and the failure paths (no calibration, a corrupted packed record). */
 #include "compiler/quant.h"
 #include "engine/engine.h"
+#include "graph_build.h"
 #include "kernels/act.h"
 #include "kernels/cpu/conv/conv_internal.h"
 #include "kernels/cpu/onednn_q/onednn_q.h"
@@ -737,64 +738,6 @@ NR_TEST(onednn_q_gemm_bands_match_the_references) {
 
 /* ---- through the compiler: graphs, routes, calibration ------------------------------ */
 
-static int tensor(nr_graph *g, const char *name, unsigned flags, int rank,
-                  const int64_t *dims, void *data) {
-  int t = nr_graph_add_tensor(g, name, flags);
-  g->tensors[t].value = (nr_value){NR_DTYPE_FLOAT, rank, {0}, data, false};
-  memcpy(g->tensors[t].value.dims, dims, sizeof(int64_t) * (size_t)rank);
-  if (flags & NR_TENSOR_INPUT) {
-    g->inputs = realloc(g->inputs, sizeof(int) * (size_t)(g->n_inputs + 1));
-    g->inputs[g->n_inputs++] = t;
-  }
-  return t;
-}
-
-static void node(nr_graph *g, const char *name, const char *op, int n_in, const int *in,
-                 int out, int n_attrs, const nr_attr *attrs) {
-  nr_node *n = nr_graph_add_node(g);
-  n->name = strdup(name);
-  n->op_type = strdup(op);
-  n->domain = strdup("");
-  n->opset = 13;
-  n->inputs = malloc(sizeof(int) * (size_t)n_in);
-  memcpy(n->inputs, in, sizeof(int) * (size_t)n_in);
-  n->n_inputs = n_in;
-  n->outputs = malloc(sizeof(int));
-  n->outputs[0] = out;
-  n->n_outputs = 1;
-  n->attrs = calloc((size_t)n_attrs + 1, sizeof(nr_attr));
-  for (int i = 0; i < n_attrs; i++)
-    nr_attr_copy(&n->attrs[i], &attrs[i], NULL);
-  n->n_attrs = n_attrs;
-}
-
-static nr_graph *new_graph(void) {
-  nr_graph *g = nr_graph_create(NULL);
-  g->opsets = calloc(1, sizeof *g->opsets);
-  g->opsets[0].domain = strdup("");
-  g->opsets[0].version = 13;
-  g->n_opsets = 1;
-  g->owns_opsets = true;
-  return g;
-}
-
-static bool finish(nr_test_state *t, nr_graph *g, int out) {
-  nr_error err = {0};
-  g->outputs = malloc(sizeof(int));
-  g->outputs[g->n_outputs++] = out;
-  g->tensors[out].flags |= NR_TENSOR_OUTPUT;
-  bool ok = !nr_graph_toposort(g, &err) && !nr_graph_bind_ops(g, &err) &&
-            !nr_graph_infer(g, &err) && !nr_compiler_name_nodes(g, &err);
-  CHECK(ok, "test graph: %s", err.message);
-  return ok;
-}
-
-static void free_graph(nr_graph *g) {
-  for (int i = 0; i < g->n_tensors; i++)
-    g->tensors[i].value.data = NULL; /* the test's storage */
-  nr_graph_destroy(g);
-}
-
 /* A built plan for route on g (calibrated on the graph inputs' values when calib). */
 typedef struct built {
   nr_knob_space space;
@@ -878,27 +821,25 @@ NR_TEST(onednn_q_conv_through_compiler) {
   for (int i = 0; i < M * OH * OW; i++)
     r[i] = (float)(rand_r(&sd) % 2001) / 1000.0f - 1.0f;
   for (int dw = 0; dw < 2; dw++) {
-    nr_graph *g = new_graph();
+    nr_graph *g = tg_graph(13);
     int mo = dw ? C : M, oh = dw ? H : OH, ow = dw ? W : OW;
-    int xt = tensor(g, "x", NR_TENSOR_INPUT, 4, (int64_t[]){1, C, H, W}, NULL);
-    int rt = dw ? -1 : tensor(g, "r", NR_TENSOR_INPUT, 4, (int64_t[]){1, M, OH, OW}, NULL);
-    int wt = tensor(g, "w", NR_TENSOR_CONST, 4, (int64_t[]){mo, dw ? 1 : C, 3, 3}, dw ? wd : w);
-    int bt = tensor(g, "b", NR_TENSOR_CONST, 1, (int64_t[]){mo}, dw ? bd : b);
-    int lo = tensor(g, "lo", NR_TENSOR_CONST, 0, (int64_t[]){0}, &(float){0.0f});
-    int hi = tensor(g, "hi", NR_TENSOR_CONST, 0, (int64_t[]){0}, &(float){6.0f});
-    int h1 = nr_graph_add_tensor(g, "h1", 0), h2 = nr_graph_add_tensor(g, "h2", 0);
-    int y = nr_graph_add_tensor(g, "y", 0);
+    int xt = tg_input(g, "x", 4, (int64_t[]){1, C, H, W});
+    int rt = dw ? -1 : tg_input(g, "r", 4, (int64_t[]){1, M, OH, OW});
+    int wt = tg_borrowed(g, "w", 4, (int64_t[]){mo, dw ? 1 : C, 3, 3}, dw ? wd : w);
+    int bt = tg_borrowed(g, "b", 1, (int64_t[]){mo}, dw ? bd : b);
+    int lo = tg_borrowed(g, "lo", 0, NULL, &(float){0.0f});
+    int hi = tg_borrowed(g, "hi", 0, NULL, &(float){6.0f});
     int64_t pads[4] = {1, 1, 1, 1}, st2[2] = {2, 2}, st1[2] = {1, 1};
     nr_attr ca[3] = {attr_ints("pads", 4, pads), attr_ints("strides", 2, dw ? st1 : st2),
                      attr_i("group", dw ? C : 1)};
-    node(g, "conv", "Conv", 3, (int[]){xt, wt, bt}, h1, 3, ca);
+    int h1 = tg_node_attrs(g, "Conv", "conv", 3, (int[]){xt, wt, bt}, 3, ca), y;
     if (dw) {
-      node(g, "clip", "Clip", 3, (int[]){h1, lo, hi}, y, 0, NULL);
+      y = tg_node(g, "Clip", "clip", 3, (int[]){h1, lo, hi});
     } else {
-      node(g, "add", "Add", 2, (int[]){h1, rt}, h2, 0, NULL);
-      node(g, "relu", "Relu", 1, (int[]){h2}, y, 0, NULL);
+      int h2 = tg_node(g, "Add", "add", 2, (int[]){h1, rt});
+      y = tg_node(g, "Relu", "relu", 1, &h2);
     }
-    REQUIRE(finish(t, g, y));
+    REQUIRE(tg_finish(t, g, y));
     nr_value in[2] = {make_value(NR_DTYPE_FLOAT, 4, (int64_t[]){1, C, H, W}, x),
                       make_value(NR_DTYPE_FLOAT, 4, (int64_t[]){1, M, OH, OW}, r)};
     nr_value want = {0};
@@ -941,6 +882,6 @@ NR_TEST(onednn_q_conv_through_compiler) {
     built_free(&bl);
     nr_calib_destroy(cal);
     nr_value_free(&want);
-    free_graph(g);
+    nr_graph_destroy(g);
   }
 }
