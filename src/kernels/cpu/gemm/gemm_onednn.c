@@ -12,8 +12,10 @@
  *    primitive is created and destroyed per call (correct, slow).
  *  - The threads are the pool's, not OpenMP's (extlib.h): C is cut into one band of
  *    rows per thread, each band a primitive created and run with an OpenMP team of
- *    one, taking its scratchpad from the heap (user scratchpad mode, since two bands
- *    run at once). An OpenMP team of two beside the pool's spinning worker measured
+ *    one, taking its scratchpad from its own slice of the step's scratch (user
+ *    scratchpad mode, since two bands run at once), which prepare() sizes for the
+ *    build's thread count (the band primitives are created then, so the first run does
+ *    not pay for them). An OpenMP team of two beside the pool's spinning worker measured
  *    slower at 2 threads than at 1 on bert_tiny.
  *  - What oneDNN cannot fuse (an alpha != 1 together with a bias, hard_sigmoid) runs
  *    as nnroute's own epilogue pass after the primitive. */
@@ -25,7 +27,6 @@
 #include <dnnl.h>
 #include <pthread.h>
 #include <stdatomic.h>
-#include <stdlib.h>
 #include <string.h>
 
 #define ONEDNN_CACHE 256
@@ -150,22 +151,21 @@ static bool get_entry(const gemm_params *p, int64_t rows, onednn_entry *out, boo
   return ok;
 }
 
-/* Runs e on rows [r0, r0 + e->rows) of the product; false on any oneDNN failure. */
+/* Runs e on rows [r0, r0 + e->rows) of the product, with its scratchpad at pad; false
+ * on any oneDNN failure. */
 static bool run_band(const onednn_entry *e, const gemm_product *pr, const float *bias,
-                     int64_t r0) {
+                     int64_t r0, void *pad) {
   const gemm_params *p = &e->key;
   bool ta = p->flags & GEMM_F_TA, row_bias = p->bias == GEMM_BIAS_PACKED_ROW ||
                                              p->bias == GEMM_BIAS_IN_ROW;
-  void *pad = e->scratchpad ? malloc(e->scratchpad) : NULL;
   dnnl_memory_desc_t sp_md;
   dnnl_dims_t sp_dims = {(int64_t)e->scratchpad};
   dnnl_stream_t stream = NULL;
   dnnl_memory_t m[5] = {0};
   dnnl_exec_arg_t args[5];
   int n = 0;
-  bool ok = (!e->scratchpad ||
-             (pad && dnnl_memory_desc_init_by_tag(&sp_md, 1, sp_dims, dnnl_u8, dnnl_x) ==
-                         dnnl_success)) &&
+  bool ok = (!e->scratchpad || dnnl_memory_desc_init_by_tag(&sp_md, 1, sp_dims, dnnl_u8,
+                                                            dnnl_x) == dnnl_success) &&
             dnnl_stream_create(&stream, engine, dnnl_stream_default_flags) == dnnl_success;
   const float *a = pr->a + (ta ? r0 : r0 * p->k);
   ok = ok && dnnl_memory_create(&m[n], &e->src, engine, (void *)a) == dnnl_success;
@@ -190,25 +190,73 @@ static bool run_band(const onednn_entry *e, const gemm_product *pr, const float 
       dnnl_memory_destroy(m[i]);
   if (stream)
     dnnl_stream_destroy(stream);
-  free(pad);
   return ok;
 }
 
+/* The bands of p on `threads` threads: their primitives (the first bands' and the
+ * last's, equal when the rows divide evenly) and each band's scratchpad bytes. */
+typedef struct band_plan {
+  int64_t bands;
+  onednn_entry full, last;
+  bool owned_full, owned_last;
+  uint64_t pad; /* bytes a band's scratchpad takes in the step's scratch (64-aligned) */
+} band_plan;
+
+static void plan_release(band_plan *b) {
+  if (b->owned_full)
+    dnnl_primitive_destroy(b->full.prim);
+  if (b->owned_last)
+    dnnl_primitive_destroy(b->last.prim);
+}
+
+static bool plan_bands(const gemm_params *p, int threads, band_plan *b) {
+  memset(b, 0, sizeof *b);
+  int64_t bands = p->m / BAND_MIN_ROWS < threads ? p->m / BAND_MIN_ROWS : threads;
+  bands = bands < 1 ? 1 : bands;
+  int64_t rows = (p->m + bands - 1) / bands;
+  b->bands = (p->m + rows - 1) / rows;
+  int64_t last = p->m - (b->bands - 1) * rows;
+  if (!get_entry(p, rows, &b->full, &b->owned_full))
+    return false;
+  b->last = b->full;
+  if (last != rows && !get_entry(p, last, &b->last, &b->owned_last)) {
+    plan_release(b);
+    return false;
+  }
+  size_t most = b->full.scratchpad > b->last.scratchpad ? b->full.scratchpad
+                                                        : b->last.scratchpad;
+  b->pad = (most + 63) / 64 * 64;
+  return true;
+}
+
+nr_status gemm_onednn_scratch(const gemm_params *p, int threads, uint64_t *bytes,
+                              nr_error *err) {
+  band_plan b;
+  if (!plan_bands(p, threads, &b))
+    return nr_errorf(err, NR_ERR_UNSUPPORTED, "onednn_matmul: oneDNN cannot build a "
+                     "%lldx%lldx%lld matmul", (long long)p->m, (long long)p->n,
+                     (long long)p->k);
+  *bytes = b.pad ? (uint64_t)b.bands * b.pad + 64 : 0;
+  plan_release(&b);
+  return NR_OK;
+}
+
 typedef struct band_job {
-  const onednn_entry *full, *last; /* the first bands' primitive, the last band's */
+  const band_plan *b;
   const gemm_product *pr;
   const float *bias;
-  int64_t bands;
+  char *pads; /* band i's scratchpad at pads + i * b->pad */
   _Atomic int failed;
 } band_job;
 
 static void band_task(void *arg, int64_t begin, int64_t end, int thread) {
   band_job *j = arg;
+  const band_plan *b = j->b;
   (void)thread;
   int old = nr_extlib_team(1);
-  for (int64_t b = begin; b < end; b++) {
-    const onednn_entry *e = b + 1 < j->bands ? j->full : j->last;
-    if (!run_band(e, j->pr, j->bias, b * j->full->rows))
+  for (int64_t i = begin; i < end; i++) {
+    const onednn_entry *e = i + 1 < b->bands ? &b->full : &b->last;
+    if (!run_band(e, j->pr, j->bias, i * b->full.rows, j->pads + i * (int64_t)b->pad))
       atomic_store(&j->failed, 1);
   }
   nr_extlib_team(old);
@@ -217,41 +265,31 @@ static void band_task(void *arg, int64_t begin, int64_t end, int thread) {
 nr_status gemm_onednn_run(const nr_exec_args *x) {
   gemm_params p;
   memcpy(&p, x->step->params, sizeof p);
-  int threads = nr_extlib_threads(x);
-  int64_t bands = p.m / BAND_MIN_ROWS < threads ? p.m / BAND_MIN_ROWS : threads;
-  bands = bands < 1 ? 1 : bands;
-  int64_t rows = (p.m + bands - 1) / bands;
-  bands = (p.m + rows - 1) / rows;
-  onednn_entry full, last;
-  bool owned_full = false, owned_last = false;
-  bool ok = get_entry(&p, rows, &full, &owned_full);
-  if (ok)
-    last = full;
-  if (ok && p.m - (bands - 1) * rows != rows)
-    ok = get_entry(&p, p.m - (bands - 1) * rows, &last, &owned_last);
-  if (!ok) {
-    if (owned_full)
-      dnnl_primitive_destroy(full.prim);
+  band_plan b;
+  if (!plan_bands(&p, nr_extlib_threads(x), &b))
     return nr_errorf(x->err, NR_ERR_RUNTIME, "onednn_matmul: cannot create a %lldx%lldx%lld "
-                     "matmul primitive", (long long)rows, (long long)p.n, (long long)p.k);
+                     "matmul primitive", (long long)p.m, (long long)p.n, (long long)p.k);
+  if (b.pad && (uint64_t)b.bands * b.pad + 64 > x->step->scratch) {
+    plan_release(&b);
+    return nr_errorf(x->err, NR_ERR_RUNTIME, "onednn_matmul: oneDNN wants more scratch "
+                     "on %d threads than the engine sized for its build's (rebuild the "
+                     "engine for this thread count)", nr_extlib_threads(x));
   }
   gemm_product pr;
   nr_epilogue ep;
   gemm_product_get(x, &p, 0, &pr);
   gemm_epilogue_get(x, &p, pr.r, &ep);
-  if (full.use_sum && pr.r != pr.c)
+  if (b.full.use_sum && pr.r != pr.c)
     memcpy(pr.c, pr.r, sizeof(float) * (size_t)(p.m * p.n));
-  band_job j = {.full = &full, .last = &last, .pr = &pr, .bias = ep.bias, .bands = bands};
-  if (bands > 1)
-    nr_parallel_for(x->pool, bands, 1, (int)bands, band_task, &j);
+  band_job j = {.b = &b, .pr = &pr, .bias = ep.bias,
+                .pads = (char *)(((uintptr_t)x->scratch + 63) & ~(uintptr_t)63)};
+  if (b.bands > 1)
+    nr_parallel_for(x->pool, b.bands, 1, (int)b.bands, band_task, &j);
   else
     band_task(&j, 0, 1, 0);
-  if (!atomic_load(&j.failed) && full.manual_ep)
+  if (!atomic_load(&j.failed) && b.full.manual_ep)
     nr_gemm_epilogue_apply(&ep, 0, 0, p.m, p.n, pr.c, p.n);
-  if (owned_full)
-    dnnl_primitive_destroy(full.prim);
-  if (owned_last)
-    dnnl_primitive_destroy(last.prim);
+  plan_release(&b);
   return atomic_load(&j.failed) ? nr_errorf(x->err, NR_ERR_RUNTIME,
                                             "onednn_matmul: execution failed")
                                 : NR_OK;

@@ -88,6 +88,9 @@ void gemm_bias_build(const nr_tactic_ctx *c, const gemm_params *p, float *out);
 /* Engines other than the nnroute kernels (gemm_openblas.c, gemm_onednn.c). */
 nr_status gemm_openblas_run(const nr_exec_args *x);
 nr_status gemm_onednn_run(const nr_exec_args *x);
+/* onednn_matmul's scratch on `threads` threads: one scratchpad per row band. */
+nr_status gemm_onednn_scratch(const gemm_params *p, int threads, uint64_t *bytes,
+                              nr_error *err);
 /* oneDNN inner product (gemm_onednn_ip.c): a 2-D product with constant B, bias per
  * column, alpha 1; the scratch its weight reorder needs; the run. */
 bool gemm_onednn_ip_fits(const gemm_params *p);

@@ -507,6 +507,14 @@ static nr_status lib_prepare(const nr_tactic_ctx *c, nr_plan *plan, nr_step *st)
   return prepare_common(c, plan, st, &p, false);
 }
 
+/* onednn_matmul: lib_prepare, then room for its bands' scratchpads. */
+static nr_status onednn_prepare(const nr_tactic_ctx *c, nr_plan *plan, nr_step *st) {
+  nr_status s = lib_prepare(c, plan, st);
+  gemm_params q;
+  memcpy(&q, st->params, sizeof q); /* the record as run() will read it */
+  return s ? s : gemm_onednn_scratch(&q, nr_extlib_build_threads(c), &st->scratch, c->err);
+}
+
 static bool ip_supports(const nr_tactic_ctx *c) {
   gemm_view v;
   gemm_params p;
@@ -545,7 +553,7 @@ static nr_status ip_prepare(const nr_tactic_ctx *c, nr_plan *plan, nr_step *st) 
   {"openblas_sgemm", GEMM_DOMAIN, GEMM_OP, "openblas", "gemm", NR_LAYOUT_PLAIN, 0, 40,   \
    lib_supports, lib_prepare, gemm_openblas_run},                                      \
   {"onednn_matmul", GEMM_DOMAIN, GEMM_OP, "onednn", "gemm", NR_LAYOUT_PLAIN, 0, 30,      \
-   onednn_supports, lib_prepare, gemm_onednn_run},                                     \
+   onednn_supports, onednn_prepare, gemm_onednn_run},                                     \
   {"onednn_inner_product", GEMM_DOMAIN, GEMM_OP, "onednn", "gemm", NR_LAYOUT_PLAIN, 0,   \
    29, ip_supports, ip_prepare, gemm_onednn_ip_run},
 
