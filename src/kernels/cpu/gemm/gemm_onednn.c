@@ -265,15 +265,20 @@ static void band_task(void *arg, int64_t begin, int64_t end, int thread) {
 nr_status gemm_onednn_run(const nr_exec_args *x) {
   gemm_params p;
   memcpy(&p, x->step->params, sizeof p);
+  /* An engine run on more threads than it was built for has scratch for fewer bands:
+   * as many as fit. */
   band_plan b;
-  if (!plan_bands(&p, nr_extlib_threads(x), &b))
-    return nr_errorf(x->err, NR_ERR_RUNTIME, "onednn_matmul: cannot create a %lldx%lldx%lld "
-                     "matmul primitive", (long long)p.m, (long long)p.n, (long long)p.k);
-  if (b.pad && (uint64_t)b.bands * b.pad + 64 > x->step->scratch) {
+  for (int t = nr_extlib_threads(x);; t--) {
+    if (!plan_bands(&p, t, &b))
+      return nr_errorf(x->err, NR_ERR_RUNTIME, "onednn_matmul: cannot create a "
+                       "%lldx%lldx%lld matmul primitive", (long long)p.m, (long long)p.n,
+                       (long long)p.k);
+    if (!b.pad || (uint64_t)b.bands * b.pad + 64 <= x->step->scratch)
+      break;
     plan_release(&b);
-    return nr_errorf(x->err, NR_ERR_RUNTIME, "onednn_matmul: oneDNN wants more scratch "
-                     "on %d threads than the engine sized for its build's (rebuild the "
-                     "engine for this thread count)", nr_extlib_threads(x));
+    if (t <= 1)
+      return nr_errorf(x->err, NR_ERR_RUNTIME, "onednn_matmul: this oneDNN wants more "
+                       "scratch than the engine holds (rebuild the engine here)");
   }
   gemm_product pr;
   nr_epilogue ep;
