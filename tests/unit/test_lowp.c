@@ -535,6 +535,34 @@ NR_TEST(lowp_threads_match_single_thread) {
   nr_threadpool_destroy(pool);
 }
 
+/* The threading decision: products of one to four rows stream B, so they split by B's
+ * values (mlp's 512x256 fp16 layer, 128 Ki multiply-adds, splits; its 256x10 head does
+ * not), larger ones by multiply-adds; never more parts than panels or threads. */
+NR_TEST(lowp_threads_for_small_m) {
+  for (int type = 0; type < 2; type++) {
+    nr_lpgemm_cfg c1 = nr_lpgemm_default_cfg((nr_lp_type)type, 1, 512, 784, true);
+    const nr_lpgemm_ukernel *u = nr_lpgemm_ukernel_get(c1.ukernel);
+    REQUIRE(u);
+    int nr = u->nr;
+    CHECK(nr_lpgemm_threads_for(c1, NR_GEMM_SPLIT_AUTO, 1, 512, 784, 2) == 2);
+    CHECK(nr_lpgemm_threads_for(c1, NR_GEMM_SPLIT_AUTO, 1, 256, 512, 2) == 2,
+          "%s: a 1-row product over 128 Ki values of B runs on one thread", u->name);
+    CHECK(nr_lpgemm_threads_for(c1, NR_GEMM_SPLIT_AUTO, 1, 10, 256, 2) == 1);
+    CHECK(nr_lpgemm_threads_for(c1, NR_GEMM_SPLIT_AUTO, 1, 512, 784, 1) == 1);
+    CHECK(nr_lpgemm_threads_for(c1, NR_GEMM_SPLIT_AUTO, 1, nr, 1 << 16, 4) == 1);
+    CHECK(nr_lpgemm_threads_for(c1, NR_GEMM_SPLIT_AUTO, 1, 3 * nr, 1 << 16, 4) == 3);
+    /* the B threshold: both sides of it, one row and four */
+    for (int64_t m = 1; m <= 4; m += 3) {
+      CHECK(nr_lpgemm_threads_for(c1, NR_GEMM_SPLIT_N, m, 4 * nr, (64 * 1024) / (4 * nr), 2) == 2);
+      CHECK(nr_lpgemm_threads_for(c1, NR_GEMM_SPLIT_N, m, 4 * nr, (64 * 1024) / (4 * nr) - 1, 2) == 1);
+    }
+    /* five rows count multiply-adds: 5 x 256 x 128 is below 64^3 */
+    nr_lpgemm_cfg c5 = nr_lpgemm_default_cfg((nr_lp_type)type, 5, 256, 128, true);
+    CHECK(nr_lpgemm_threads_for(c5, NR_GEMM_SPLIT_AUTO, 5, 256, 128, 2) == 1);
+    CHECK(nr_lpgemm_threads_for(c5, NR_GEMM_SPLIT_AUTO, 64, 256, 128, 2) == 2);
+  }
+}
+
 /* Packing rounds: a packed operand widened back holds exactly the rounded values,
  * zero padding included, in the lane order the kernel reads (interleaved halves). */
 NR_TEST(lowp_packed_b_layout) {

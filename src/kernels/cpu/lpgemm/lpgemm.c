@@ -30,6 +30,13 @@
 #define MAX_NR 32
 /* Below this many multiply-adds a problem runs on one thread (as gemm.c). */
 #define PARALLEL_MIN_MACS (64 * 64 * 64)
+/* A product of at most SMALL_M rows streams B, so its time follows B's values, not its
+ * multiply-adds: it runs on one thread below PARALLEL_MIN_B_VALUES of them, gemm.c's
+ * 256 KiB of fp32 B. A 16-bit B of as many values takes no less time, as widening
+ * bounds the 1-row kernels, not bytes: mlp's 512x256 fp16 layer, 6.1-6.6 us on one
+ * thread, ran on one thread under the MACs rule. */
+#define SMALL_M 4
+#define PARALLEL_MIN_B_VALUES (64 * 1024)
 /* Values converted at a time by the gathering packers (a stack buffer). */
 #define CHUNK 256
 
@@ -523,6 +530,19 @@ static int pick_split(const blocking *bl, int64_t m, int64_t n, int threads) {
   return NR_GEMM_SPLIT_M;
 }
 
+int nr_lpgemm_threads_for(nr_lpgemm_cfg cfg, int split, int64_t m, int64_t n, int64_t k,
+                          int threads) {
+  if (threads <= 1 || m <= 0 || n <= 0 || k <= 0)
+    return 1;
+  if (m <= SMALL_M ? n * k < PARALLEL_MIN_B_VALUES : m * n * k < PARALLEL_MIN_MACS)
+    return 1;
+  blocking bl = get_blocking(cfg);
+  if (split == NR_GEMM_SPLIT_AUTO)
+    split = pick_split(&bl, m, n, threads);
+  int64_t panels = split == NR_GEMM_SPLIT_N ? (n + bl.nr - 1) / bl.nr : (m + bl.mr - 1) / bl.mr;
+  return panels < threads ? (int)panels : threads;
+}
+
 void nr_lpgemm(nr_lpgemm_cfg cfg, int split, int64_t m, int64_t n, int64_t k, float alpha,
                nr_lpgemm_operand a, nr_lpgemm_operand b, float *c, int64_t ldc,
                const nr_epilogue *ep, void *scratch, nr_threadpool *pool, int threads) {
@@ -551,12 +571,8 @@ void nr_lpgemm(nr_lpgemm_cfg cfg, int split, int64_t m, int64_t n, int64_t k, fl
   int t = resolve_threads(threads), ps = nr_threadpool_size(pool);
   if (t > ps)
     t = ps;
-  if (m * n * k < PARALLEL_MIN_MACS)
-    t = 1;
   j.split = split == NR_GEMM_SPLIT_AUTO ? pick_split(&j.bl, m, n, t) : split;
-  int64_t panels = j.split == NR_GEMM_SPLIT_N ? (n + j.bl.nr - 1) / j.bl.nr
-                                              : (m + j.bl.mr - 1) / j.bl.mr;
-  j.parts = panels < t ? (int)panels : t;
+  j.parts = nr_lpgemm_threads_for(cfg, j.split, m, n, k, t);
   if (j.parts <= 1) {
     j.parts = 1;
     lp_part(&j, 0, 1, 0);

@@ -175,6 +175,11 @@ void nr_lpgemm_pack_b(nr_lpgemm_cfg cfg, int64_t k, int64_t n, nr_lpgemm_operand
 size_t nr_lpgemm_scratch_size(nr_lpgemm_cfg cfg, int64_t m, int64_t n, int64_t k,
                               int threads);
 
+/* The parts nr_lpgemm splits a product into on `threads` threads (1: it runs on the
+ * caller): one below the size threshold (multiply-adds, or B's values for products of
+ * at most 4 rows, which stream B), else one per thread, at most one per panel. */
+int nr_lpgemm_threads_for(nr_lpgemm_cfg cfg, int split, int64_t m, int64_t n, int64_t k,
+                          int threads);
 /* C = epilogue(alpha * A * B), split across threads as `split` says (AUTO: the
  * heuristic). pool may be NULL; threads 0 = all of the pool. */
 void nr_lpgemm(nr_lpgemm_cfg cfg, int split, int64_t m, int64_t n, int64_t k, float alpha,

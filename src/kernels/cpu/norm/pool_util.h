@@ -1,5 +1,5 @@
-/* pool_util.h - the scalar pieces the 2-D pool kernels share (pool.c, pool__avx2.c,
- * pool__avx512.c): window counts along one axis, the reference's exact max of one
+/* pool_util.h - the scalar pieces the 2-D pool kernels share (pool.c, pool__avx2.c):
+ * window counts along one axis, the reference's exact max of one
  * window, the division of an average row by its counts, and one output from a row
  * buffer. Static inline so each kernel file keeps its own copy under its own ISA
  * flags.
