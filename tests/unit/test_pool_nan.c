@@ -1,4 +1,4 @@
-/* test_pool_nan.c - MaxPool kernels (PLAIN and NHWC, portable and AVX2) on NaN and
+/* test_pool_nan.c - MaxPool kernels (PLAIN and NHWC, portable, AVX2 and AVX-512) on NaN and
  * -inf inputs, against the reference executor.
  *
  * Key decision: walk the NaN through a window instead of scattering it. For a few
@@ -28,10 +28,11 @@ typedef struct nan_case {
   int64_t h, w, k, s, d, pad, ceil;
 } nan_case;
 
-/* Around the 8-wide vectors and the squeezenet / resnet pools (3x3/2, ceil). */
+/* Around the 8- and 16-wide vectors and the squeezenet / resnet pools (3x3/2, ceil). */
 static const nan_case CASES[] = {
     {9, 17, 3, 2, 1, 0, 1}, {8, 9, 3, 2, 1, 1, 0}, {7, 13, 3, 1, 1, 1, 0},
     {6, 24, 2, 2, 1, 0, 0}, {9, 19, 3, 2, 2, 2, 0}, {5, 37, 3, 1, 1, 0, 1},
+    {5, 70, 3, 2, 1, 1, 0}, {4, 40, 3, 1, 1, 2, 0},
 };
 
 static bool same(float a, float b) {
@@ -58,18 +59,20 @@ static void compare(nr_test_state *t, pool_ctx *q, const nr_attr *at, const char
   for (int64_t ci = 0; ci < q->c; ci++)
     for (int64_t i = 0; i < hw; i++)
       q->xh[i * q->c + ci] = q->x[ci * hw + i];
-  bool avx2 = (nr_cpu_isa() & NR_ISA_AVX2) != 0;
-  for (int kern = 0; kern < 4; kern++) {
-    if (kern % 2 == 1 && !avx2)
+  bool avx2 = (nr_cpu_isa() & NR_ISA_AVX2) != 0, avx512 = (nr_cpu_isa() & NR_ISA_AVX512) != 0;
+  for (int kern = 0; kern < 5; kern++) {
+    if ((kern % 2 == 1 && !avx2) || (kern == 4 && !avx512))
       continue;
-    bool nhwc = kern >= 2;
+    bool nhwc = kern == 2 || kern == 3;
     int64_t yn = q->c * ohw;
     for (int64_t i = 0; i < yn + GUARD; i++)
       q->y[i] = SENTINEL;
     if (!nhwc) {
       for (int64_t ci = 0; ci < q->c; ci++)
-        (kern ? nr_f32_pool2d__avx2 : nr_f32_pool2d__portable)(
-            &q->p, q->x + ci * hw, k->h, k->w, q->y + ci * ohw, q->oh, q->ow);
+        (kern == 4   ? nr_f32_pool2d__avx512
+         : kern == 1 ? nr_f32_pool2d__avx2
+                     : nr_f32_pool2d__portable)(&q->p, q->x + ci * hw, k->h, k->w,
+                                                q->y + ci * ohw, q->oh, q->ow);
     } else {
       nr_pool_nhwc_geom g = {k->h, k->w, q->c, q->oh, q->ow};
       (kern == 3 ? nr_f32_pool2d_nhwc__avx2 : nr_f32_pool2d_nhwc__portable)(
@@ -85,7 +88,7 @@ static void compare(nr_test_state *t, pool_ctx *q, const nr_attr *at, const char
           bad = ci * ohw + o;
       }
     static const char *const NAMES[] = {"plain portable", "plain avx2", "nhwc portable",
-                                        "nhwc avx2"};
+                                        "nhwc avx2", "plain avx512"};
     CHECK(bad < 0, "%s, %dx%d k%d s%d d%d pad%d ceil%d, %s: y[%lld] = %g, want %g",
           NAMES[kern], (int)k->h, (int)k->w, (int)k->k, (int)k->s, (int)k->d, (int)k->pad,
           (int)k->ceil, what, (long long)bad, bad >= 0 ? got : 0.0,

@@ -78,5 +78,16 @@ void nr_f32_pool2d__portable(const nr_pool2d *p, const float *x, int64_t ih, int
  * kernel. */
 void nr_f32_pool2d__avx2(const nr_pool2d *p, const float *x, int64_t ih, int64_t iw,
                          float *y, int64_t oh, int64_t ow);
+/* Windows the AVX-512 kernel runs in registers (pool__avx512.c): 3 columns wide,
+ * dilation 1, column stride 1 or 2, left padding at most 2, at most 16 rows. Inline
+ * here so the tactics ask without calling code built for AVX-512. */
+static inline bool nr_pool2d_avx512_runs(const nr_pool2d *p) {
+  return p->kw == 3 && p->dw == 1 && (p->sw == 1 || p->sw == 2) && p->pl >= 0 &&
+         p->pl <= 2 && p->kh >= 1 && p->kh <= 16;
+}
+/* Those windows 16 outputs at a time with no row buffer, the same bits as the AVX2
+ * kernel; any other window runs the AVX2 kernel. */
+void nr_f32_pool2d__avx512(const nr_pool2d *p, const float *x, int64_t ih, int64_t iw,
+                           float *y, int64_t oh, int64_t ow);
 
 #endif

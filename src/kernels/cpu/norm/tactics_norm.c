@@ -342,6 +342,12 @@ static bool pool_supports(const nr_tactic_ctx *c) {
   return pool_window(c, &p);
 }
 
+/* The AVX-512 rows take the windows their kernel runs in registers. */
+static bool pool512_supports(const nr_tactic_ctx *c) {
+  nr_pool2d p;
+  return pool_window(c, &p) && nr_pool2d_avx512_runs(&p);
+}
+
 static nr_status pool_prepare(const nr_tactic_ctx *c, nr_plan *plan, nr_step *step) {
   nr_pool2d p;
   if (!pool_window(c, &p))
@@ -351,9 +357,12 @@ static nr_status pool_prepare(const nr_tactic_ctx *c, nr_plan *plan, nr_step *st
   return NR_OK;
 }
 
+typedef void (*pool_plane_fn)(const nr_pool2d *p, const float *x, int64_t ih, int64_t iw,
+                              float *y, int64_t oh, int64_t ow);
+
 typedef struct pool_job {
   nr_pool2d p;
-  bool avx2;
+  pool_plane_fn plane; /* the tactic's kernel for one plane */
   const float *x;
   float *y;
   int64_t ih, iw, oh, ow;
@@ -362,14 +371,17 @@ typedef struct pool_job {
 static void pool_task(void *arg, int64_t begin, int64_t end, int thread) {
   const pool_job *j = arg;
   for (int64_t pl = begin; pl < end; pl++)
-    (j->avx2 ? nr_f32_pool2d__avx2 : nr_f32_pool2d__portable)(
-        &j->p, j->x + pl * j->ih * j->iw, j->ih, j->iw, j->y + pl * j->oh * j->ow, j->oh,
-        j->ow);
+    j->plane(&j->p, j->x + pl * j->ih * j->iw, j->ih, j->iw, j->y + pl * j->oh * j->ow,
+             j->oh, j->ow);
 }
 
 static nr_status pool_run(const nr_exec_args *a) {
   const nr_slot *x = a->in_slot[0], *y = a->out_slot[0];
-  pool_job j = {.avx2 = is_avx2(a), .x = a->in[0], .y = a->out[0], .ih = x->dims[2],
+  unsigned isa = a->step->tactic->isa;
+  pool_job j = {.plane = isa & NR_ISA_AVX512 ? nr_f32_pool2d__avx512
+                         : isa & NR_ISA_AVX2 ? nr_f32_pool2d__avx2
+                                             : nr_f32_pool2d__portable,
+                .x = a->in[0], .y = a->out[0], .ih = x->dims[2],
                 .iw = x->dims[3],
                 .oh = y->dims[2], .ow = y->dims[3]};
   memcpy(&j.p, a->step->params, sizeof j.p);
@@ -392,6 +404,10 @@ const nr_tactic nr_tactics_cpu_norm[] = {
     ROWS("layernorm", "LayerNormalization", ln_supports, ln_prepare, ln_run)
     ROWS("gavgpool", "GlobalAveragePool", gap_supports, gap_prepare, gap_run)
     ROWS("reduce_mean_tail", "ReduceMean", rmean_supports, rmean_prepare, rmean_run)
+    {"nr_f32_maxpool2d__avx512", "", "MaxPool", "nnroute", "vector", NR_LAYOUT_PLAIN,
+     NR_ISA_AVX512, 21, pool512_supports, pool_prepare, pool_run},
+    {"nr_f32_avgpool2d__avx512", "", "AveragePool", "nnroute", "vector", NR_LAYOUT_PLAIN,
+     NR_ISA_AVX512, 21, pool512_supports, pool_prepare, pool_run},
     {"nr_f32_maxpool2d__avx2", "", "MaxPool", "nnroute", "vector", NR_LAYOUT_PLAIN,
      NR_ISA_AVX2, 20, pool_supports, pool_prepare, pool_run},
     {"nr_f32_avgpool2d__avx2", "", "AveragePool", "nnroute", "vector", NR_LAYOUT_PLAIN,
