@@ -13,6 +13,7 @@
 #include "engine/engine.h"
 #include "runtime/profile.h"
 #include "runtime/stats.h"
+#include "runtime/threadpool.h"
 #include "util/error.h"
 
 #include <cjson/cJSON.h>
@@ -20,7 +21,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
-#include <unistd.h>
 
 #define MAX_SHAPES 64
 
@@ -470,8 +470,7 @@ int nr_cli_bench(int argc, char **argv) {
   if (st) {
     rc = nr_cli_fail(&err);
   } else {
-    long cpus = sysconf(_SC_NPROCESSORS_ONLN);
-    int threads = a.threads > 0 ? a.threads : e->threads > 0 ? e->threads : (int)cpus;
+    int threads = a.threads > 0 ? a.threads : nr_threads_or_online(e->threads);
     if (a.json) {
       print_json(&s, threads, e, a.profile ? &prof : NULL, &dt);
     } else {

@@ -10,13 +10,13 @@
  * compared on those and the compiler only: none of its steps runs on the CPU. */
 #include "backends/backend.h"
 #include "engine/engine.h"
+#include "runtime/threadpool.h"
 
 #include <cblas.h>
 #include <dnnl.h>
 #include <openssl/evp.h>
 #include <stdio.h>
 #include <string.h>
-#include <unistd.h>
 
 #if defined(__x86_64__) || defined(__i386__)
 #include <cpuid.h>
@@ -144,8 +144,7 @@ void nr_fingerprint_current(nr_fingerprint *fp) {
   strcpy(fp->cpu_model, "unknown");
   cpu_names(fp);
   cpu_isa(fp);
-  long n = sysconf(_SC_NPROCESSORS_ONLN);
-  fp->cores = n > 0 ? (int)n : 1;
+  fp->cores = nr_online_cpus();
   openblas_version(fp->openblas, sizeof fp->openblas);
   const dnnl_version_t *v = dnnl_version();
   if (v)

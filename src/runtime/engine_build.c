@@ -5,13 +5,13 @@
 #include "compiler/quant.h"
 #include "engine/engine.h"
 #include "runtime/model_internal.h"
+#include "runtime/threadpool.h"
 #include "util/error.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
-#include <unistd.h>
 
 static uint64_t now_ms(void) {
   struct timespec ts;
@@ -19,10 +19,6 @@ static uint64_t now_ms(void) {
   return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
 }
 
-static int default_threads(void) {
-  long n = sysconf(_SC_NPROCESSORS_ONLN);
-  return n > 0 ? (int)n : 1;
-}
 
 static nr_status compile_model(nr_model *m, const char *route_text, int threads,
                                nr_device device, const nr_calibration *calib,
@@ -75,7 +71,7 @@ nr_status nr_engine_build(nr_model *m, const nr_build_options *opts, nr_engine *
     nr_error_prefix(err, "nr_engine_build: ");
     return dev_st;
   }
-  int threads = o.threads > 0 ? o.threads : default_threads();
+  int threads = nr_threads_or_online(o.threads);
   uint64_t t0 = now_ms();
   nr_plan *plan = NULL;
   nr_status st = nr_model_prepare(m, err);

@@ -20,6 +20,7 @@
 #include "runtime/threadpool.h"
 
 #include <pthread.h>
+#include <limits.h>
 #include <sched.h>
 #include <stdatomic.h>
 #include <stdbool.h>
@@ -171,14 +172,18 @@ static void *worker_main(void *arg) {
   }
 }
 
-static int online_cpus(void) {
+int nr_online_cpus(void) {
   long n = sysconf(_SC_NPROCESSORS_ONLN);
-  return n > 0 ? (int)n : 1;
+  return n > 0 ? (n > INT_MAX ? INT_MAX : (int)n) : 1;
+}
+
+int nr_threads_or_online(int threads) {
+  return threads > 0 ? threads : nr_online_cpus();
 }
 
 nr_threadpool *nr_threadpool_create(int threads) {
   if (threads <= 0)
-    threads = online_cpus();
+    threads = nr_online_cpus();
   nr_threadpool *p = calloc(1, sizeof *p);
   if (!p)
     return NULL;

@@ -15,6 +15,11 @@ typedef struct nr_threadpool nr_threadpool;
 /* fn processes [begin, end) of the index space; thread is 0..threads-1. */
 typedef void (*nr_task_fn)(void *arg, int64_t begin, int64_t end, int thread);
 
+/* The online CPUs (at least 1): what a thread count <= 0 means everywhere. */
+int nr_online_cpus(void);
+/* threads when positive, else nr_online_cpus(). */
+int nr_threads_or_online(int threads);
+
 /* threads <= 0: the number of online CPUs. NULL on failure. */
 nr_threadpool *nr_threadpool_create(int threads);
 void nr_threadpool_destroy(nr_threadpool *pool);

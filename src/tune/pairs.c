@@ -35,7 +35,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <unistd.h>
 
 /* ---- the set ------------------------------------------------------------------------ */
 
@@ -165,8 +164,7 @@ static nr_status compute_pending(nr_model *m, nr_pair_set *set, const pending *q
                                  nr_error *err) {
   if (q->n == 0)
     return NR_OK;
-  long cpus = sysconf(_SC_NPROCESSORS_ONLN);
-  int threads = (int)(cpus < 1 ? 1 : cpus > 8 ? 8 : cpus);
+  int cpus = nr_online_cpus(), threads = cpus > 8 ? 8 : cpus;
   if (threads > q->n)
     threads = q->n;
   nr_status *st = calloc((size_t)q->n, sizeof *st);

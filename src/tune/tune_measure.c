@@ -22,6 +22,7 @@
  * BERT-base session's 116 s starting processes. Rounds, order and the test are
  * unchanged; a round whose process fails is measured again one process per timing,
  * which also says which engine failed. A halving round is one process as well. */
+#include "runtime/threadpool.h"
 #include "tune/tune_internal.h"
 #include "util/error.h"
 
@@ -30,7 +31,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 /* Times a kept engine in a fresh process; records it; *median 0 when it failed. */
 static nr_status measure(tune_session *s, tune_cand *c, double min_ms, const char *stage,
@@ -105,7 +105,7 @@ nr_status tune_noise_check(tune_session *s, cJSON *json, nr_error *err) {
   }
   double load[1] = {0};
   getloadavg(load, 1);
-  long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+  int cpus = nr_online_cpus();
   s->noise_spread = screened > 0 ? (hi - lo) / screened : 0;
   s->loadavg = load[0];
   s->noisy = s->noise_spread > 0.05 || load[0] > (double)cpus * 0.75;
@@ -116,7 +116,7 @@ nr_status tune_noise_check(tune_session *s, cJSON *json, nr_error *err) {
   cJSON_AddNumberToObject(n, "cpus", (double)cpus);
   cJSON_AddBoolToObject(n, "noisy", s->noisy);
   fprintf(stderr, "nnroute tune: noise check: default route %.3f ms, spread %.1f%% over "
-          "three processes, load average %.2f on %ld CPUs%s\n", d->median,
+          "three processes, load average %.2f on %d CPUs%s\n", d->median,
           100 * s->noise_spread, load[0], cpus,
           s->noisy ? " -- NOISY machine: expect wider intervals" : "");
   return NR_OK;

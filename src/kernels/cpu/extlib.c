@@ -6,7 +6,6 @@
 #include <dlfcn.h>
 #include <pthread.h>
 #include <string.h>
-#include <unistd.h>
 
 void openblas_set_num_threads(int n); /* libopenblas; not in every cblas.h */
 int openblas_get_num_threads(void);
@@ -18,11 +17,7 @@ int nr_extlib_threads(const nr_exec_args *a) {
 }
 
 int nr_extlib_build_threads(const nr_tactic_ctx *c) {
-  int n = c->threads;
-  if (n <= 0) {
-    long cpus = sysconf(_SC_NPROCESSORS_ONLN);
-    n = cpus > 0 ? (int)cpus : 1;
-  }
+  int n = nr_threads_or_online(c->threads);
   int t = c->step ? c->step->threads : 0;
   return t > 0 && t < n ? t : n;
 }

@@ -21,7 +21,6 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 enum { IN_Q, IN_K, IN_V, IN_MASK, IN_PAST_K, IN_PAST_V, IN_NONPAD };
 
@@ -213,8 +212,7 @@ static nr_status attn_prepare(const nr_tactic_ctx *c, nr_plan *plan, nr_step *st
               .causal = nr_attr_int(c->node, "is_causal", 0) != 0,
               .mask = (uint8_t)g.mask},
   };
-  long cpus = sysconf(_SC_NPROCESSORS_ONLN);
-  int t = c->threads > 0 ? c->threads : cpus > 0 ? (int)cpus : 1;
+  int t = nr_threads_or_online(c->threads);
   p.threads = (uint16_t)(t > 1024 ? 1024 : t);
   memcpy(step->params, &p, sizeof p);
   step->scratch = kt_bytes(&g) + (uint64_t)p.threads * work_bytes(&p.cfg, &g);

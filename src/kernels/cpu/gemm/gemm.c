@@ -30,7 +30,6 @@
 #include "kernels/cpu/gemm/gemm_impl.h"
 
 #include <string.h>
-#include <unistd.h>
 
 #define MAX_MR 16
 #define MAX_NR 32
@@ -77,6 +76,7 @@ _Static_assert(sizeof ukernels / sizeof ukernels[0] == NR_GEMM_UK_COUNT, "ukerne
 #define NR_GEMM_UKERNEL(name, mr, nr, isa)                                              \
   _Static_assert((mr) <= MAX_MR && (nr) <= MAX_NR, #name ": tile larger than MAX_MR x MAX_NR");
 #include "kernels/cpu/gemm/gemm_ukernels.inc"
+#include "runtime/threadpool.h"
 #undef NR_GEMM_UKERNEL
 
 int nr_gemm_ukernel_count(void) {
@@ -440,17 +440,11 @@ static int64_t b_buf_floats(const blocking *bl, int64_t n, int64_t k) {
   return round_up(min64(bl->nc, round_up(n, bl->nr)) * min64(bl->kc, k), 16);
 }
 
-static int resolve_threads(int threads) {
-  if (threads > 0)
-    return threads;
-  long cpus = sysconf(_SC_NPROCESSORS_ONLN);
-  return cpus > 0 ? (int)cpus : 1;
-}
 
 size_t nr_gemm_scratch_size(nr_gemm_cfg cfg, int64_t m, int64_t n, int64_t k, int threads) {
   blocking bl = get_blocking(cfg);
   int64_t per = a_buf_floats(&bl, m, k) + b_buf_floats(&bl, n, k);
-  return sizeof(float) * (size_t)(per * resolve_threads(threads)) + 64;
+  return sizeof(float) * (size_t)(per * nr_threads_or_online(threads)) + 64;
 }
 
 nr_gemm_split nr_gemm_pick_split(nr_gemm_cfg cfg, int64_t m, int64_t n, int threads) {
@@ -499,7 +493,7 @@ void nr_gemm_split_run(nr_gemm_cfg cfg, nr_gemm_split split, int64_t m, int64_t 
   j.a_floats = a_buf_floats(&j.bl, m, k);
   j.thread_floats = j.a_floats + b_buf_floats(&j.bl, n, k);
   j.scratch = (float *)(((uintptr_t)scratch + 63) & ~(uintptr_t)63);
-  int t = resolve_threads(threads), ps = nr_threadpool_size(pool);
+  int t = nr_threads_or_online(threads), ps = nr_threadpool_size(pool);
   if (t > ps)
     t = ps;
   bool any_thread = (split & NR_GEMM_SPLIT_ANY_THREAD) != 0;

@@ -22,11 +22,11 @@
 #include "passes/pass_util.h"
 #include "kernels/cpu/norm/fate.h"
 #include "kernels/ref/fused.h"
+#include "runtime/threadpool.h"
 #include "util/error.h"
 
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 /* ---- analysis -------------------------------------------------------------------- */
 
@@ -286,10 +286,7 @@ static void set_threads(const nr_tactic_ctx *c, nr_step *st) {
 }
 
 static int default_threads(const nr_step *st) {
-  if (st->threads > 0)
-    return st->threads;
-  long n = sysconf(_SC_NPROCESSORS_ONLN);
-  return n > 0 ? (int)n : 1;
+  return nr_threads_or_online(st->threads);
 }
 
 /* Packs constant operands (pack_ops) and the bias into the engine; fills step. */

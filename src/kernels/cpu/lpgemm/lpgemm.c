@@ -24,7 +24,6 @@
 #include "kernels/cpu/lpgemm/lpgemm_impl.h"
 
 #include <string.h>
-#include <unistd.h>
 
 #define MAX_MR 16
 #define MAX_NR 32
@@ -72,6 +71,7 @@ _Static_assert(sizeof ukernels / sizeof ukernels[0] == NR_LP_UK_COUNT, "lp ukern
 #define NR_LP_BLOCKWIDEN(name, type, f32, mr, nr, isa)                                  \
   _Static_assert((mr) <= MAX_MR && (nr) <= MAX_NR, #name ": tile");
 #include "kernels/cpu/lpgemm/lpgemm_ukernels.inc"
+#include "runtime/threadpool.h"
 #undef NR_LP_UKERNEL
 #undef NR_LP_BLOCKWIDEN
 
@@ -507,19 +507,13 @@ static void buffer_bytes(const blocking *bl, int64_t m, int64_t n, int64_t k, si
   *w = block ? (size_t)round_up(nb * kb * 4, 64) : 0;
 }
 
-static int resolve_threads(int threads) {
-  if (threads > 0)
-    return threads;
-  long cpus = sysconf(_SC_NPROCESSORS_ONLN);
-  return cpus > 0 ? (int)cpus : 1;
-}
 
 size_t nr_lpgemm_scratch_size(nr_lpgemm_cfg cfg, int64_t m, int64_t n, int64_t k,
                               int threads) {
   blocking bl = get_blocking(cfg);
   size_t a, b, w;
   buffer_bytes(&bl, m, n, k, &a, &b, &w);
-  return (a + b + w) * (size_t)resolve_threads(threads) + 64;
+  return (a + b + w) * (size_t)nr_threads_or_online(threads) + 64;
 }
 
 /* gemm.c's rule: N when it has two panels per thread or is the larger extent. */
@@ -568,7 +562,7 @@ void nr_lpgemm(nr_lpgemm_cfg cfg, int split, int64_t m, int64_t n, int64_t k, fl
   buffer_bytes(&j.bl, m, n, k, &j.a_bytes, &j.b_bytes, &wb);
   j.thread_bytes = j.a_bytes + j.b_bytes + wb;
   j.scratch = (char *)(((uintptr_t)scratch + 63) & ~(uintptr_t)63);
-  int t = resolve_threads(threads), ps = nr_threadpool_size(pool);
+  int t = nr_threads_or_online(threads), ps = nr_threadpool_size(pool);
   if (t > ps)
     t = ps;
   j.split = split == NR_GEMM_SPLIT_AUTO ? pick_split(&j.bl, m, n, t) : split;

@@ -26,12 +26,12 @@
 #include "kernels/cpu/lpgemm/lp_onednn.h"
 #include "kernels/cpu/lpgemm/lpgemm_impl.h"
 #include "kernels/ref/fused.h"
+#include "runtime/threadpool.h"
 #include "util/error.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 static nr_lpgemm_cfg from_gemm_cfg(nr_gemm_cfg c) {
   return (nr_lpgemm_cfg){c.ukernel, c.mc, c.kc, c.nc};
@@ -88,10 +88,8 @@ static bool lp_gemm_supports(const nr_tactic_ctx *c, int uk) {
 static int step_threads(const nr_tactic_ctx *c, nr_step *st) {
   if (nr_route_is(c->route, "gemm.threads_max", c->node, "1"))
     st->threads = 1;
-  if (st->threads > 0)
-    return st->threads;
-  long n = sysconf(_SC_NPROCESSORS_ONLN);
-  return n > 0 ? (n > 65535 ? 65535 : (int)n) : 1;
+  int n = nr_threads_or_online(st->threads);
+  return n > 65535 ? 65535 : n;
 }
 
 /* The packed data: narrow B (nr_lpgemm_pack_b), then the packed bias at bias_off. */

@@ -20,7 +20,6 @@
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 /* ---- the primitive cache --------------------------------------------------------- */
 
@@ -112,10 +111,7 @@ void nr_onednn_q_cache_flush(void) {
 static int build_threads(const nr_tactic_ctx *c, const nr_step *st) {
   if (st->threads > 0)
     return st->threads;
-  if (c->threads > 0)
-    return c->threads;
-  long n = sysconf(_SC_NPROCESSORS_ONLN);
-  return n > 0 ? (int)n : 1;
+  return nr_threads_or_online(c->threads);
 }
 
 /* A band's floats are requantized from a buffer of its thread under a uint8 output

@@ -36,7 +36,6 @@
 
 #include <math.h>
 #include <string.h>
-#include <unistd.h>
 
 /* Below this many multiply-adds a problem runs on one thread. */
 #define PARALLEL_MIN_MACS (64 * 64 * 64)
@@ -58,6 +57,7 @@ _Static_assert(sizeof ukernels / sizeof ukernels[0] == NR_QGEMM_UK_COUNT, "ukern
   _Static_assert((mr) <= NR_QGEMM_MAX_MR && (nr) <= NR_QGEMM_MAX_NR,                       \
                  #name ": tile larger than NR_QGEMM_MAX_MR x NR_QGEMM_MAX_NR");
 #include "kernels/cpu/qgemm/qgemm_ukernels.inc"
+#include "runtime/threadpool.h"
 #undef NR_QGEMM_UKERNEL
 
 int nr_qgemm_ukernel_count(void) {
@@ -567,18 +567,12 @@ static int64_t thread_bytes(const blocking *bl, int wside, int64_t m, int64_t n,
   return block_bytes(bl, wside, m, n, k) + stage;
 }
 
-static int resolve_threads(int threads) {
-  if (threads > 0)
-    return threads;
-  long cpus = sysconf(_SC_NPROCESSORS_ONLN);
-  return cpus > 0 ? (int)cpus : 1;
-}
 
 size_t nr_qgemm_scratch_size(nr_qgemm_cfg cfg, int64_t m, int64_t n, int64_t k,
                              int threads) {
   blocking bl = get_blocking(cfg);
   int64_t per = thread_bytes(&bl, wside_of(cfg), m, n, k);
-  return (size_t)(per * resolve_threads(threads)) + 64;
+  return (size_t)(per * nr_threads_or_online(threads)) + 64;
 }
 
 /* The float block standing in for C under an 8-bit result, per thread: every row of
@@ -607,7 +601,7 @@ size_t nr_qgemm_u8_scratch_size(nr_qgemm_cfg cfg, int64_t m, int64_t n, int64_t 
   blocking bl = get_blocking(cfg);
   int64_t per = thread_bytes(&bl, wside_of(cfg), m, n, k) +
                 cbuf_bytes(&bl, wside_of(cfg), m, n, k);
-  return (size_t)(per * resolve_threads(threads)) + 64;
+  return (size_t)(per * nr_threads_or_online(threads)) + 64;
 }
 
 /* The activation's own dimension (N for W_A, M for W_B) when it has at least two
@@ -697,7 +691,7 @@ static void run_job(nr_qgemm_cfg cfg, nr_qgemm_split split, int64_t m, int64_t n
     j.thread_bytes += cbuf_bytes(&j.bl, j.wside, m, n, k);
   }
   j.scratch = (uint8_t *)(((uintptr_t)scratch + 63) & ~(uintptr_t)63);
-  int t = resolve_threads(threads), ps = nr_threadpool_size(pool);
+  int t = nr_threads_or_online(threads), ps = nr_threadpool_size(pool);
   if (t > ps)
     t = ps;
   if (m * n * k < PARALLEL_MIN_MACS)

@@ -34,12 +34,12 @@
 
 #include "compiler/quant.h"
 #include "kernels/ref/fused.h"
+#include "runtime/threadpool.h"
 #include "util/error.h"
 
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 _Static_assert(sizeof(nr_qgemm_cfg) == sizeof(nr_gemm_cfg), "cfg slot of the fp32 records");
 _Static_assert(sizeof(qt_header) <= QT_HEADER_BYTES, "the header's room");
@@ -134,10 +134,7 @@ done:
 }
 
 static int default_threads(const nr_step *st) {
-  if (st->threads > 0)
-    return st->threads;
-  long n = sysconf(_SC_NPROCESSORS_ONLN);
-  return n > 0 ? (int)n : 1;
+  return nr_threads_or_online(st->threads);
 }
 
 /* ---- Gemm / MatMul on the W_B kernels ---------------------------------------------- */
