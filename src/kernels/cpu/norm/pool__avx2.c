@@ -17,7 +17,16 @@
  * first row enters it through the same max. A window whose taps were all NaN then
  * comes out -inf, as does a window of real -inf values or of padding only; those
  * outputs (one compare per 8 outputs finds them, and real data rarely has them) are
- * recomputed from the plane by the reference's rule (nr_pool_exact_max). */
+ * recomputed from the plane by the reference's rule (nr_pool_exact_max).
+ *
+ * Windows 3 columns wide at column stride 1 or 2 (nr_pool2d_avx512_runs: resnet's and
+ * squeezenet's 3x3/2) skip the buffer: its reloads straddle the stores just made, which
+ * the core cannot forward, and bound the kernel (about 170 cycles an output row of a
+ * 111-wide plane in L2). They run pool__avx512.c's method at 8 lanes (registers_row):
+ * the rows reduced into vectors A, B, C, the taps being lanes of them (even and odd
+ * lanes of (A, B) by shuffle and permute, and the even lanes moved down one with C's
+ * first; at stride 1, (A, B) moved down one and two lanes by alignr across the
+ * halves). Same reduction order, so the same bits. */
 #include "kernels/cpu/norm/norm.h"
 #include "kernels/cpu/norm/pool_util.h"
 
@@ -84,11 +93,118 @@ static inline __m256 window8(const nr_pool2d *p, const float *buf, int64_t o) {
   return acc;
 }
 
+/* ---- 3-wide windows in registers ----------------------------------------------- */
+
+/* The first n lanes as a vector mask (n clamped to [0, 8]). */
+static inline __m256i first_lanes8(int64_t n) {
+  return _mm256_cmpgt_epi32(_mm256_set1_epi32((int)(n < 0 ? 0 : n > 8 ? 8 : n)),
+                            _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+}
+
+/* Columns [c, c + 8) of the window's rows reduced, fill outside [0, iw). A block left
+ * of the row (c = -1 or -2, the left padding) loads from column 0 and moves its lanes
+ * up by -c. */
+static inline __m256 column_block8(bool max, const float *const *rows, int n, int64_t c,
+                                   int64_t iw, __m256 fill) {
+  if (c >= iw)
+    return fill;
+  if (c >= 0 && c + 8 <= iw) { /* inside the row: plain loads */
+    __m256 acc = fill;
+    for (int r = 0; r < n; r++)
+      acc = op8(max, acc, _mm256_loadu_ps(rows[r] + c));
+    return acc;
+  }
+  int64_t c0 = c < 0 ? 0 : c, cnt = c < 0 ? (iw < 8 + c ? iw : 8 + c) : iw - c;
+  __m256i m = first_lanes8(cnt);
+  __m256 acc = fill;
+  for (int r = 0; r < n; r++) {
+    __m256 v = _mm256_blendv_ps(fill, _mm256_maskload_ps(rows[r] + c0, m),
+                                _mm256_castsi256_ps(m));
+    acc = op8(max, acc, v);
+  }
+  if (c < 0) { /* lane i takes lane i + c; the first -c lanes are fill */
+    __m256i idx = _mm256_add_epi32(_mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7),
+                                   _mm256_set1_epi32((int)c));
+    __m256 moved = _mm256_permutevar8x32_ps(acc, idx);
+    acc = _mm256_blendv_ps(moved, fill, _mm256_castsi256_ps(first_lanes8(-c)));
+  }
+  return acc;
+}
+
+/* (a, b) moved down by one / two lanes: [a1 .. a7 b0], [a2 .. a7 b0 b1]. */
+static inline __m256 down1(__m256 a, __m256 b) {
+  __m256i ai = _mm256_castps_si256(a);
+  __m256i t = _mm256_permute2x128_si256(ai, _mm256_castps_si256(b), 0x21);
+  return _mm256_castsi256_ps(_mm256_alignr_epi8(t, ai, 4));
+}
+static inline __m256 down2(__m256 a, __m256 b) {
+  __m256i ai = _mm256_castps_si256(a);
+  __m256i t = _mm256_permute2x128_si256(ai, _mm256_castps_si256(b), 0x21);
+  return _mm256_castsi256_ps(_mm256_alignr_epi8(t, ai, 8));
+}
+
+/* Output row yr of a 3-wide window from the valid input rows; returns whether some
+ * output is -inf (a max). */
+static bool registers_row(const nr_pool2d *p, const float *const *rows, int n, int64_t iw,
+                          float *yr, int64_t ow) {
+  bool max = p->max, s2 = p->sw == 2;
+  __m256 fill = _mm256_set1_ps(max ? -INFINITY : 0.0f), neg_inf = _mm256_set1_ps(-INFINITY);
+  __m256i next = _mm256_setr_epi32(1, 2, 3, 4, 5, 6, 7, 7);
+  int64_t c = -p->pl, step = s2 ? 16 : 8;
+  int ninf = 0;
+  __m256 a = column_block8(max, rows, n, c, iw, fill);
+  for (int64_t o = 0; o < ow; o += 8, c += step) {
+    __m256 b = column_block8(max, rows, n, c + 8, iw, fill), r;
+    if (s2) {
+      __m256 cc = column_block8(max, rows, n, c + 16, iw, fill);
+      __m256 e = _mm256_castpd_ps(_mm256_permute4x64_pd(
+          _mm256_castps_pd(_mm256_shuffle_ps(a, b, _MM_SHUFFLE(2, 0, 2, 0))),
+          _MM_SHUFFLE(3, 1, 2, 0)));
+      __m256 od = _mm256_castpd_ps(_mm256_permute4x64_pd(
+          _mm256_castps_pd(_mm256_shuffle_ps(a, b, _MM_SHUFFLE(3, 1, 3, 1))),
+          _MM_SHUFFLE(3, 1, 2, 0)));
+      __m256 e2 = _mm256_blend_ps(_mm256_permutevar8x32_ps(e, next),
+                                  _mm256_broadcastss_ps(_mm256_castps256_ps128(cc)), 0x80);
+      r = op8(max, op8(max, e, od), e2);
+      a = cc;
+    } else {
+      r = op8(max, op8(max, a, down1(a, b)), down2(a, b));
+      a = b;
+    }
+    __m256i m = first_lanes8(ow - o);
+    if (max)
+      ninf |= _mm256_movemask_ps(_mm256_cmp_ps(r, neg_inf, _CMP_EQ_OQ)) &
+              _mm256_movemask_ps(_mm256_castsi256_ps(m));
+    _mm256_maskstore_ps(yr + o, m, r);
+  }
+  return ninf != 0;
+}
+
 void nr_f32_pool2d__avx2(const nr_pool2d *p, const float *x, int64_t ih, int64_t iw,
                          float *y, int64_t oh, int64_t ow) {
   int64_t span = (ow + 8) * p->sw + (int64_t)(p->kw - 1) * p->dw + 16;
   if (p->pl < 0 || span > BUF || p->pl + iw + 16 > BUF || p->sw < 1) {
     nr_f32_pool2d__portable(p, x, ih, iw, y, oh, ow);
+    return;
+  }
+  if (nr_pool2d_avx512_runs(p)) {
+    for (int64_t oy = 0; oy < oh; oy++) {
+      const float *rows[16];
+      int n = 0;
+      for (int32_t ky = 0; ky < p->kh; ky++) {
+        int64_t iy = oy * p->sh - p->pt + (int64_t)ky * p->dh;
+        if (iy >= 0 && iy < ih)
+          rows[n++] = x + iy * iw;
+      }
+      float *yr = y + oy * ow;
+      bool ninf = registers_row(p, rows, n, iw, yr, ow);
+      if (!p->max)
+        nr_pool_average_row(p, yr, oy, ih, iw, ow);
+      else if (ninf)
+        for (int64_t i = 0; i < ow; i++)
+          if (yr[i] == -INFINITY)
+            yr[i] = nr_pool_exact_max(p, x, ih, iw, oy, i);
+    }
     return;
   }
   float buf[BUF] __attribute__((aligned(32)));

@@ -40,6 +40,12 @@ static inline __m512 column_block(bool max, const float *const *rows, int n, int
                                   int64_t iw, __m512 fill) {
   if (c >= iw)
     return fill;
+  if (c >= 0 && c + 16 <= iw) { /* inside the row: plain loads */
+    __m512 acc = fill;
+    for (int r = 0; r < n; r++)
+      acc = op16(max, acc, _mm512_loadu_ps(rows[r] + c));
+    return acc;
+  }
   int64_t c0 = c < 0 ? 0 : c;
   __mmask16 m = first_lanes(c < 0 ? (iw < 16 + c ? iw : 16 + c) : iw - c);
   __m512 acc = fill;
