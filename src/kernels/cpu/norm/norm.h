@@ -73,9 +73,9 @@ bool nr_pool2d_of_node(const struct nr_node *n, const int64_t *xdims, const int6
 
 void nr_f32_pool2d__portable(const nr_pool2d *p, const float *x, int64_t ih, int64_t iw,
                              float *y, int64_t oh, int64_t ow);
-/* The same with a row buffer and 8-wide reductions (pool__avx2.c), with the same
- * NaN rule and no NaN pre-scan; planes too wide for its buffer go to the portable
- * kernel. */
+/* The same with 8-wide reductions (pool__avx2.c), with the same NaN rule and no NaN
+ * pre-scan: the windows nr_pool2d_avx512_runs() takes in registers, the others through
+ * a row buffer; planes too wide for the buffer go to the portable kernel. */
 void nr_f32_pool2d__avx2(const nr_pool2d *p, const float *x, int64_t ih, int64_t iw,
                          float *y, int64_t oh, int64_t ow);
 /* Windows the AVX-512 kernel runs in registers (pool__avx512.c): 3 columns wide,
