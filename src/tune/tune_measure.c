@@ -22,8 +22,8 @@
  * BERT-base session's 116 s starting processes. Rounds, order and the test are
  * unchanged; a round whose process fails is measured again one process per timing,
  * which also says which engine failed. A halving round is one process as well. */
-#include "runtime/threadpool.h"
 #include "tune/tune_internal.h"
+#include "runtime/threadpool.h"
 #include "util/error.h"
 
 #include <cjson/cJSON.h>

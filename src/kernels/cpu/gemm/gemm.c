@@ -28,6 +28,7 @@
  *    threshold the step runs on the calling thread and the pool is never woken.
  */
 #include "kernels/cpu/gemm/gemm_impl.h"
+#include "runtime/threadpool.h"
 
 #include <string.h>
 
@@ -76,7 +77,6 @@ _Static_assert(sizeof ukernels / sizeof ukernels[0] == NR_GEMM_UK_COUNT, "ukerne
 #define NR_GEMM_UKERNEL(name, mr, nr, isa)                                              \
   _Static_assert((mr) <= MAX_MR && (nr) <= MAX_NR, #name ": tile larger than MAX_MR x MAX_NR");
 #include "kernels/cpu/gemm/gemm_ukernels.inc"
-#include "runtime/threadpool.h"
 #undef NR_GEMM_UKERNEL
 
 int nr_gemm_ukernel_count(void) {
@@ -439,7 +439,6 @@ static int64_t a_buf_floats(const blocking *bl, int64_t m, int64_t k) {
 static int64_t b_buf_floats(const blocking *bl, int64_t n, int64_t k) {
   return round_up(min64(bl->nc, round_up(n, bl->nr)) * min64(bl->kc, k), 16);
 }
-
 
 size_t nr_gemm_scratch_size(nr_gemm_cfg cfg, int64_t m, int64_t n, int64_t k, int threads) {
   blocking bl = get_blocking(cfg);

@@ -22,6 +22,7 @@
  *    (interleaved for the bf16 kernels that want it), gathers (A, transposed B)
  *    convert a source row into a small buffer and scatter it. */
 #include "kernels/cpu/lpgemm/lpgemm_impl.h"
+#include "runtime/threadpool.h"
 
 #include <string.h>
 
@@ -71,7 +72,6 @@ _Static_assert(sizeof ukernels / sizeof ukernels[0] == NR_LP_UK_COUNT, "lp ukern
 #define NR_LP_BLOCKWIDEN(name, type, f32, mr, nr, isa)                                  \
   _Static_assert((mr) <= MAX_MR && (nr) <= MAX_NR, #name ": tile");
 #include "kernels/cpu/lpgemm/lpgemm_ukernels.inc"
-#include "runtime/threadpool.h"
 #undef NR_LP_UKERNEL
 #undef NR_LP_BLOCKWIDEN
 
@@ -506,7 +506,6 @@ static void buffer_bytes(const blocking *bl, int64_t m, int64_t n, int64_t k, si
   *b = block ? 0 : (size_t)round_up(nb * kb * 2, 64);
   *w = block ? (size_t)round_up(nb * kb * 4, 64) : 0;
 }
-
 
 size_t nr_lpgemm_scratch_size(nr_lpgemm_cfg cfg, int64_t m, int64_t n, int64_t k,
                               int threads) {

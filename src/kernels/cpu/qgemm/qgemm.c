@@ -33,6 +33,7 @@
 #include "kernels/cpu/gemm/gemm_impl.h"
 /* nr_quantize_u8: an 8-bit result for a oneDNN reader rounds as its quantizer. */
 #include "kernels/cpu/onednn_q/onednn_q.h"
+#include "runtime/threadpool.h"
 
 #include <math.h>
 #include <string.h>
@@ -57,7 +58,6 @@ _Static_assert(sizeof ukernels / sizeof ukernels[0] == NR_QGEMM_UK_COUNT, "ukern
   _Static_assert((mr) <= NR_QGEMM_MAX_MR && (nr) <= NR_QGEMM_MAX_NR,                       \
                  #name ": tile larger than NR_QGEMM_MAX_MR x NR_QGEMM_MAX_NR");
 #include "kernels/cpu/qgemm/qgemm_ukernels.inc"
-#include "runtime/threadpool.h"
 #undef NR_QGEMM_UKERNEL
 
 int nr_qgemm_ukernel_count(void) {
@@ -566,7 +566,6 @@ static int64_t thread_bytes(const blocking *bl, int wside, int64_t m, int64_t n,
   }
   return block_bytes(bl, wside, m, n, k) + stage;
 }
-
 
 size_t nr_qgemm_scratch_size(nr_qgemm_cfg cfg, int64_t m, int64_t n, int64_t k,
                              int threads) {
