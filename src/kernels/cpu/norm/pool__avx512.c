@@ -3,10 +3,11 @@
  * squeezenet's 3x3/2 max pools, 3x3/1 pools. Compiled with the AVX-512 flags; called
  * only after nr_cpu_isa() reported NR_ISA_AVX512. Other windows go to the AVX2 kernel.
  *
- * Key decision: no row buffer. pool__avx2.c reduces a window's rows into a buffer and
- * reads it back with unaligned loads straddling the stores just made, which the core
- * cannot forward: a 3x3/2 plane of 111x111 took 3.4 us with the data in L2 (about
- * 170 cycles an output row). Here one pass does both directions in registers: for 16
+ * Key decision: no row buffer. The buffer method (pool__avx2.c's, now only for other
+ * windows) reduces a window's rows into a buffer and reads it back with unaligned
+ * loads straddling the stores just made, which the core cannot forward: a 3x3/2 plane
+ * of 111x111 took 3.4 us with the data in L2 (about 170 cycles an output row). Here
+ * one pass does both directions in registers: for 16
  * outputs, the rows' columns are reduced into three vectors A, B, C (C becomes the
  * next block's A), and the three taps of each output are lanes of them: at stride 2
  * the even and odd lanes of (A, B) (vpermt2ps) and the even lanes shifted by one
