@@ -190,20 +190,9 @@ void nr_f32_pool2d__avx2(const nr_pool2d *p, const float *x, int64_t ih, int64_t
   if (nr_pool2d_avx512_runs(p)) {
     for (int64_t oy = 0; oy < oh; oy++) {
       const float *rows[16];
-      int n = 0;
-      for (int32_t ky = 0; ky < p->kh; ky++) {
-        int64_t iy = oy * p->sh - p->pt + (int64_t)ky * p->dh;
-        if (iy >= 0 && iy < ih)
-          rows[n++] = x + iy * iw;
-      }
+      int n = nr_pool_window_rows(p, x, ih, iw, oy, rows);
       float *yr = y + oy * ow;
-      bool ninf = registers_row(p, rows, n, iw, yr, ow);
-      if (!p->max)
-        nr_pool_average_row(p, yr, oy, ih, iw, ow);
-      else if (ninf)
-        for (int64_t i = 0; i < ow; i++)
-          if (yr[i] == -INFINITY)
-            yr[i] = nr_pool_exact_max(p, x, ih, iw, oy, i);
+      nr_pool_finish_row(p, x, ih, iw, oy, yr, ow, registers_row(p, rows, n, iw, yr, ow));
     }
     return;
   }
@@ -239,11 +228,6 @@ void nr_f32_pool2d__avx2(const nr_pool2d *p, const float *x, int64_t ih, int64_t
       yr[o] = nr_pool_window1(p, buf, o);
       ninf |= yr[o] == -INFINITY;
     }
-    if (!p->max)
-      nr_pool_average_row(p, yr, oy, ih, iw, ow);
-    else if (ninf)
-      for (int64_t i = 0; i < ow; i++)
-        if (yr[i] == -INFINITY)
-          yr[i] = nr_pool_exact_max(p, x, ih, iw, oy, i);
+    nr_pool_finish_row(p, x, ih, iw, oy, yr, ow, ninf != 0);
   }
 }

@@ -73,12 +73,7 @@ void nr_f32_pool2d__avx512(const nr_pool2d *p, const float *x, int64_t ih, int64
   int64_t step = s2 ? 32 : 16; /* input columns per 16 outputs */
   for (int64_t oy = 0; oy < oh; oy++) {
     const float *rows[16];
-    int n = 0;
-    for (int32_t ky = 0; ky < p->kh; ky++) {
-      int64_t iy = oy * p->sh - p->pt + (int64_t)ky * p->dh;
-      if (iy >= 0 && iy < ih)
-        rows[n++] = x + iy * iw;
-    }
+    int n = nr_pool_window_rows(p, x, ih, iw, oy, rows);
     float *yr = y + oy * ow;
     __mmask16 ninf = 0;
     int64_t c = -p->pl; /* first input column of output 0's window */
@@ -103,11 +98,6 @@ void nr_f32_pool2d__avx512(const nr_pool2d *p, const float *x, int64_t ih, int64
         ninf |= _mm512_mask_cmp_ps_mask(m, r, neg_inf, _CMP_EQ_OQ);
       _mm512_mask_storeu_ps(yr + o, m, r);
     }
-    if (!max)
-      nr_pool_average_row(p, yr, oy, ih, iw, ow);
-    else if (ninf)
-      for (int64_t i = 0; i < ow; i++)
-        if (yr[i] == -INFINITY)
-          yr[i] = nr_pool_exact_max(p, x, ih, iw, oy, i);
+    nr_pool_finish_row(p, x, ih, iw, oy, yr, ow, ninf != 0);
   }
 }

@@ -1,8 +1,8 @@
-/* pool_util.h - the scalar pieces the 2-D pool kernels share (pool.c, pool__avx2.c):
- * window counts along one axis, the reference's exact max of one
- * window, the division of an average row by its counts, and one output from a row
- * buffer. Static inline so each kernel file keeps its own copy under its own ISA
- * flags.
+/* pool_util.h - the scalar pieces the 2-D pool kernels share (pool.c, pool__avx2.c,
+ * pool__avx512.c): window counts along one axis, the reference's exact max of one
+ * window, the division of an average row by its counts, the valid rows of a window,
+ * the finishing of a vector kernel's output row, and one output from a row buffer.
+ * Static inline so each kernel file keeps its own copy under its own ISA flags.
  *
  * Key decision: these are the rules every kernel must agree on bit for bit (the NaN
  * rule of the max, which positions an average counts), so they live once here rather
@@ -63,6 +63,32 @@ static inline void nr_pool_average_row(const nr_pool2d *p, float *y, int64_t oy,
     int64_t n = p->count_pad ? py * px : vy * vx;
     y[ox] = n ? y[ox] / (float)n : NAN;
   }
+}
+
+/* The input rows of output row oy's window that lie inside the input (at most
+ * p->kh, which callers bound): their count, their starts in rows. */
+static inline int nr_pool_window_rows(const nr_pool2d *p, const float *x, int64_t ih,
+                                      int64_t iw, int64_t oy, const float **rows) {
+  int n = 0;
+  for (int32_t ky = 0; ky < p->kh; ky++) {
+    int64_t iy = oy * p->sh - p->pt + (int64_t)ky * p->dh;
+    if (iy >= 0 && iy < ih)
+      rows[n++] = x + iy * iw;
+  }
+  return n;
+}
+
+/* After a vector kernel wrote output row oy: an average divides by the counts; a max
+ * whose row holds -inf outputs (ninf) recomputes those by the reference's rule. */
+static inline void nr_pool_finish_row(const nr_pool2d *p, const float *x, int64_t ih,
+                                      int64_t iw, int64_t oy, float *yr, int64_t ow,
+                                      bool ninf) {
+  if (!p->max)
+    nr_pool_average_row(p, yr, oy, ih, iw, ow);
+  else if (ninf)
+    for (int64_t i = 0; i < ow; i++)
+      if (yr[i] == -INFINITY)
+        yr[i] = nr_pool_exact_max(p, x, ih, iw, oy, i);
 }
 
 /* Output o of a row from the row buffer (the window's rows already reduced into it):
