@@ -19,8 +19,8 @@
  * thread's part. */
 #include "runtime/threadpool.h"
 
-#include <pthread.h>
 #include <limits.h>
+#include <pthread.h>
 #include <sched.h>
 #include <stdatomic.h>
 #include <stdbool.h>
@@ -182,8 +182,7 @@ int nr_threads_or_online(int threads) {
 }
 
 nr_threadpool *nr_threadpool_create(int threads) {
-  if (threads <= 0)
-    threads = nr_online_cpus();
+  threads = nr_threads_or_online(threads);
   nr_threadpool *p = calloc(1, sizeof *p);
   if (!p)
     return NULL;

@@ -1,5 +1,5 @@
-/* test_pool_nan.c - MaxPool kernels (PLAIN and NHWC, portable, AVX2 and AVX-512) on NaN and
- * -inf inputs, against the reference executor.
+/* test_pool_nan.c - MaxPool kernels (PLAIN and NHWC, portable, AVX2 and AVX-512) on
+ * NaN and -inf inputs, against the reference executor.
  *
  * Key decision: walk the NaN through a window instead of scattering it. For a few
  * chosen outputs (the top-left one, whose window overhangs the padding; one in the

@@ -550,7 +550,7 @@ static nr_status ip_prepare(const nr_tactic_ctx *c, nr_plan *plan, nr_step *st) 
   {"openblas_sgemm", GEMM_DOMAIN, GEMM_OP, "openblas", "gemm", NR_LAYOUT_PLAIN, 0, 40,   \
    lib_supports, lib_prepare, gemm_openblas_run},                                      \
   {"onednn_matmul", GEMM_DOMAIN, GEMM_OP, "onednn", "gemm", NR_LAYOUT_PLAIN, 0, 30,      \
-   onednn_supports, onednn_prepare, gemm_onednn_run},                                     \
+   onednn_supports, onednn_prepare, gemm_onednn_run},                                  \
   {"onednn_inner_product", GEMM_DOMAIN, GEMM_OP, "onednn", "gemm", NR_LAYOUT_PLAIN, 0,   \
    29, ip_supports, ip_prepare, gemm_onednn_ip_run},
 

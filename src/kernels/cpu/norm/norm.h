@@ -74,14 +74,14 @@ bool nr_pool2d_of_node(const struct nr_node *n, const int64_t *xdims, const int6
 void nr_f32_pool2d__portable(const nr_pool2d *p, const float *x, int64_t ih, int64_t iw,
                              float *y, int64_t oh, int64_t ow);
 /* The same with 8-wide reductions (pool__avx2.c), with the same NaN rule and no NaN
- * pre-scan: the windows nr_pool2d_avx512_runs() takes in registers, the others through
+ * pre-scan: the windows nr_pool2d_in_registers() takes in registers, the others through
  * a row buffer; planes too wide for the buffer go to the portable kernel. */
 void nr_f32_pool2d__avx2(const nr_pool2d *p, const float *x, int64_t ih, int64_t iw,
                          float *y, int64_t oh, int64_t ow);
-/* Windows the AVX-512 kernel runs in registers (pool__avx512.c): 3 columns wide,
- * dilation 1, column stride 1 or 2, left padding at most 2, at most 16 rows. Inline
- * here so the tactics ask without calling code built for AVX-512. */
-static inline bool nr_pool2d_avx512_runs(const nr_pool2d *p) {
+/* Windows the AVX-512 kernel, and the AVX2 kernel's register path, run in registers:
+ * 3 columns wide, dilation 1, column stride 1 or 2, left padding at most 2, at most 16
+ * rows. Inline here so the tactics ask without calling code built for AVX-512. */
+static inline bool nr_pool2d_in_registers(const nr_pool2d *p) {
   return p->kw == 3 && p->dw == 1 && (p->sw == 1 || p->sw == 2) && p->pl >= 0 &&
          p->pl <= 2 && p->kh >= 1 && p->kh <= 16;
 }

@@ -19,8 +19,8 @@
  * outputs (one compare per 8 outputs finds them, and real data rarely has them) are
  * recomputed from the plane by the reference's rule (nr_pool_exact_max).
  *
- * Windows 3 columns wide at column stride 1 or 2 (nr_pool2d_avx512_runs: resnet's and
- * squeezenet's 3x3/2) skip the buffer: its reloads straddle the stores just made, which
+ * Windows 3 columns wide at column stride 1 or 2 (nr_pool2d_in_registers: resnet's
+ * and squeezenet's 3x3/2) skip the buffer: its reloads straddle the stores just made, which
  * the core cannot forward, and bound the kernel (about 170 cycles an output row of a
  * 111-wide plane in L2). They run pool__avx512.c's method at 8 lanes (registers_row):
  * the rows reduced into vectors A, B, C, the taps being lanes of them (even and odd
@@ -187,7 +187,7 @@ void nr_f32_pool2d__avx2(const nr_pool2d *p, const float *x, int64_t ih, int64_t
     nr_f32_pool2d__portable(p, x, ih, iw, y, oh, ow);
     return;
   }
-  if (nr_pool2d_avx512_runs(p)) {
+  if (nr_pool2d_in_registers(p)) {
     for (int64_t oy = 0; oy < oh; oy++) {
       const float *rows[16];
       int n = nr_pool_window_rows(p, x, ih, iw, oy, rows);

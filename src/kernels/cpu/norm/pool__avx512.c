@@ -62,7 +62,7 @@ static inline __m512 column_block(bool max, const float *const *rows, int n, int
 
 void nr_f32_pool2d__avx512(const nr_pool2d *p, const float *x, int64_t ih, int64_t iw,
                            float *y, int64_t oh, int64_t ow) {
-  if (!nr_pool2d_avx512_runs(p)) {
+  if (!nr_pool2d_in_registers(p)) {
     nr_f32_pool2d__avx2(p, x, ih, iw, y, oh, ow);
     return;
   }

@@ -345,7 +345,7 @@ static bool pool_supports(const nr_tactic_ctx *c) {
 /* The AVX-512 rows take the windows their kernel runs in registers. */
 static bool pool512_supports(const nr_tactic_ctx *c) {
   nr_pool2d p;
-  return pool_window(c, &p) && nr_pool2d_avx512_runs(&p);
+  return pool_window(c, &p) && nr_pool2d_in_registers(&p);
 }
 
 static nr_status pool_prepare(const nr_tactic_ctx *c, nr_plan *plan, nr_step *step) {
