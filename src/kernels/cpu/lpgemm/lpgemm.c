@@ -37,6 +37,10 @@
  * thread, ran on one thread under the MACs rule. */
 #define SMALL_M 4
 #define PARALLEL_MIN_B_VALUES (64 * 1024)
+/* K block of the 1-row kernels: with one row of A there is no A block to keep in L1,
+ * so K is cut only to bound the thread's A buffer; every further K block is one more
+ * load and store of C's row per panel and one more call per panel. */
+#define ROW_KC_MAX 2048
 /* Values converted at a time by the gathering packers (a stack buffer). */
 #define CHUNK 256
 
@@ -122,7 +126,7 @@ nr_lpgemm_cfg nr_lpgemm_default_cfg(nr_lp_type t, int64_t m, int64_t n, int64_t 
       uk = h ? NR_LP_UK_nr_f16w_gemm_1x32__avx512 : NR_LP_UK_nr_bf16w_gemm_1x32__avx512;
     else
       uk = h ? NR_LP_UK_nr_f16w_gemm_12x32__avx512 : NR_LP_UK_nr_bf16w_gemm_12x32__avx512;
-    return (nr_lpgemm_cfg){(uint16_t)uk, 144, even_kc(k, 256), 512};
+    return (nr_lpgemm_cfg){(uint16_t)uk, 144, even_kc(k, row ? ROW_KC_MAX : 256), 512};
   }
   if (isa & NR_ISA_AVX2) {
     if (bw)
@@ -131,7 +135,7 @@ nr_lpgemm_cfg nr_lpgemm_default_cfg(nr_lp_type t, int64_t m, int64_t n, int64_t 
       uk = h ? NR_LP_UK_nr_f16w_gemm_1x16__avx2 : NR_LP_UK_nr_bf16w_gemm_1x16__avx2;
     else
       uk = h ? NR_LP_UK_nr_f16w_gemm_6x16__avx2 : NR_LP_UK_nr_bf16w_gemm_6x16__avx2;
-    return (nr_lpgemm_cfg){(uint16_t)uk, 72, 256, 4080};
+    return (nr_lpgemm_cfg){(uint16_t)uk, 72, row ? even_kc(k, ROW_KC_MAX) : 256, 4080};
   }
   uk = h ? (row ? NR_LP_UK_nr_f16w_gemm_1x8 : NR_LP_UK_nr_f16w_gemm_4x8)
          : (row ? NR_LP_UK_nr_bf16w_gemm_1x8 : NR_LP_UK_nr_bf16w_gemm_4x8);
@@ -571,5 +575,5 @@ void nr_lpgemm(nr_lpgemm_cfg cfg, int split, int64_t m, int64_t n, int64_t k, fl
     lp_part(&j, 0, 1, 0);
     return;
   }
-  nr_parallel_for(pool, j.parts, 1, j.parts, lp_part, &j);
+  nr_parallel_parts(pool, j.parts, lp_part, &j);
 }
