@@ -224,6 +224,16 @@ NR_TEST(cpu_norm_global_avgpool) {
           "-reduce.reassoc=on", 1e-6, 1e-5, (unsigned)s, pool, true);
     free(x);
   }
+  /* Enough rows to split across the pool, in whole blocks of the side-by-side sums and
+   * a partial last block (37 rows = 4 blocks of 8 and 5). */
+  int64_t dims[4] = {1, 37, 30, 40}, od[4] = {1, 37, 1, 1};
+  unsigned seed = 77;
+  float *x = rnd(37 * 1200, &seed, -2, 3);
+  nr_value xi = fval(4, dims, x), y = fval(4, od, NULL);
+  const nr_value *ins[] = {&xi};
+  check(t, "GlobalAveragePool", "gavgpool", 1, 0, NULL, 1, ins, 1, &y, "", 1e-7, 1e-6, 77,
+        pool, true);
+  free(x);
   nr_threadpool_destroy(pool);
 }
 
