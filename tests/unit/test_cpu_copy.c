@@ -218,3 +218,73 @@ NR_TEST(cpu_copy_transpose_reshape) {
   }
   nr_threadpool_destroy(pool);
 }
+
+/* Copies of 64 KiB and more are split across the pool (by elements when the merged copy
+ * is one contiguous run, else by rows): every way of cutting them must still give the
+ * reference's bytes. Concat along channels (each piece one run), Split along the last
+ * axis (short strided rows), shufflenet_v2's channel shuffle (rows of a plane), a
+ * transpose whose innermost copy is strided, in float32 and int64, on 2 and 3 threads. */
+NR_TEST(cpu_copy_large_threaded) {
+  for (int threads = 2; threads <= 3; threads++) {
+    nr_threadpool *pool = nr_threadpool_create(threads);
+    for (int dt = 0; dt < 2; dt++) {
+      nr_dtype type = dt ? NR_DTYPE_INT64 : NR_DTYPE_FLOAT;
+      char what[80];
+      /* Concat of three channel blocks of a 1 x C x 29 x 31 tensor */
+      static const int64_t cs[3] = {19, 24, 5};
+      int64_t whole[4] = {1, 48, 29, 31}, pd[3][4];
+      nr_value pieces[3], outs[3];
+      void *data[3];
+      for (int i = 0; i < 3; i++) {
+        memcpy(pd[i], whole, sizeof whole);
+        pd[i][1] = cs[i];
+        data[i] = fill(type, count(4, pd[i]), (unsigned)(i + 3));
+        pieces[i] = val(type, 4, pd[i], data[i]);
+      }
+      const nr_value *ins[3] = {&pieces[0], &pieces[1], &pieces[2]};
+      nr_attr ax1 = {.name = "axis", .type = NR_ATTR_INT, .i = 1};
+      nr_value y = val(type, 4, whole, NULL);
+      snprintf(what, sizeof what, "large concat dtype %d threads %d", dt, threads);
+      check(t, "nr_copy_concat", "Concat", 13, 1, &ax1, 3, ins, NULL, 1, &y, true, pool, what);
+      for (int i = 0; i < 3; i++)
+        free(data[i]);
+      /* Split of a 128 x 768 product into three 128 x 256 pieces (bert's QKV) */
+      int64_t qd[2] = {128, 768}, od[2] = {128, 256}, sizes[3] = {256, 256, 256};
+      void *qx = fill(type, count(2, qd), 7);
+      nr_value q = val(type, 2, qd, qx);
+      for (int i = 0; i < 3; i++)
+        outs[i] = val(type, 2, od, NULL);
+      int64_t sd[1];
+      nr_value *split = int_list(3, sizes, sd);
+      const nr_value *sins[2] = {&q, split};
+      bool consts[2] = {false, true};
+      nr_attr axl = {.name = "axis", .type = NR_ATTR_INT, .i = -1};
+      snprintf(what, sizeof what, "large split dtype %d threads %d", dt, threads);
+      check(t, "nr_copy_split", "Split", 13, 1, &axl, 2, sins, consts, 3, outs, true, pool,
+            what);
+      free(split);
+      free(qx);
+      /* the channel shuffle, and a 2-D transpose (strided innermost copy) */
+      static const struct {
+        int rank;
+        int64_t dims[5], perm[5];
+      } tc[] = {{5, {1, 2, 58, 28, 28}, {0, 2, 1, 3, 4}}, {2, {67, 301}, {1, 0}}};
+      for (size_t c = 0; c < sizeof tc / sizeof tc[0]; c++) {
+        int r = tc[c].rank;
+        int64_t yd[5];
+        for (int d = 0; d < r; d++)
+          yd[d] = tc[c].dims[tc[c].perm[d]];
+        void *x = fill(type, count(r, tc[c].dims), 11);
+        nr_value xi = val(type, r, tc[c].dims, x), ty = val(type, r, yd, NULL);
+        const nr_value *tins[1] = {&xi};
+        nr_attr at = {.name = "perm", .type = NR_ATTR_INTS, .n = r,
+                      .ints = (int64_t *)tc[c].perm};
+        snprintf(what, sizeof what, "large transpose %zu dtype %d threads %d", c, dt, threads);
+        check(t, "nr_copy_transpose", "Transpose", 13, 1, &at, 1, tins, NULL, 1, &ty, true,
+              pool, what);
+        free(x);
+      }
+    }
+    nr_threadpool_destroy(pool);
+  }
+}
