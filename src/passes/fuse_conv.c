@@ -8,8 +8,11 @@
  * the knobs' applies/valid functions ask it on the prepared graph (so a knob is listed
  * only where a value changes the graph, and a value only where it differs from the
  * others), and nr_fuse_act_absorbs lets the elementwise pass leave alone what fuse_act
- * takes by default. A residual Add is claimed by the Conv feeding its first input when
- * both inputs come from fusable Convs, so exactly one knob steers each Add. */
+ * takes by default. A residual Add is claimed by the anchor feeding its first input
+ * when both inputs come from anchors that can add it, so exactly one knob steers each
+ * Add. A Gemm/MatMul takes the residual as a Conv does (bert's two residual Adds per
+ * layer: on two threads each ran 2.3x its one-thread time, reading the product back
+ * from both cores' caches). */
 #include "kernels/ref/fused.h"
 #include "kernels/ref/ref_util.h"
 #include "passes/pass_util.h"
@@ -85,10 +88,25 @@ static int add_after(const nr_graph *g, const int *readers, const bool *dead, in
   return r;
 }
 
-/* Is t's producer a Conv a residual Add could also be claimed by? */
-static bool conv_fed(const nr_graph *g, const int *readers, int t) {
+/* Gemm's C as a per-column vector: absent, a scalar, [N] or [1, N]. */
+static bool gemm_c_ok(const nr_graph *g, int c, int64_t n);
+
+/* Can anchor n add a residual in its epilogue? A Conv, a MatMul, or a Gemm whose C (if
+ * any) is a bias vector: a full C matrix is already the residual operand (the kernels
+ * take one), and fuse_act gives it none. */
+static bool takes_residual(const nr_graph *g, const nr_node *n) {
+  if (is_float_conv(g, n))
+    return true;
+  if (!is_float_gemm(g, n))
+    return false;
+  const nr_value *y = &g->tensors[n->outputs[0]].value;
+  return !nr_pu_is_op(n, "Gemm") || gemm_c_ok(g, nr_pu_in(n, 2), y->dims[y->rank - 1]);
+}
+
+/* Is t's producer an anchor a residual Add could also be claimed by? */
+static bool anchor_fed(const nr_graph *g, const int *readers, int t) {
   const nr_node *p = nr_pu_cproducer(g, t);
-  return p && readers[t] == 1 && is_float_conv(g, p);
+  return p && readers[t] == 1 && takes_residual(g, p);
 }
 
 static void match_bias(const nr_graph *g, const int *readers, const bool *dead,
@@ -117,7 +135,7 @@ static void match_residual(const nr_graph *g, const int *readers, const bool *de
   bool same = v->dtype == y->dtype && v->rank == y->rank;
   for (int d = 0; same && d < y->rank; d++)
     same = v->dims[d] == y->dims[d];
-  if (!same || (g->nodes[r].inputs[1] == m->out && conv_fed(g, readers, other)))
+  if (!same || (g->nodes[r].inputs[1] == m->out && anchor_fed(g, readers, other)))
     return;
   m->res_add = r;
   m->res = other;
@@ -139,7 +157,7 @@ static bool match_from(const nr_graph *g, const int *readers, const bool *dead, 
     return false;
   m->out = from;
   match_bias(g, readers, dead, m);
-  if (conv && mode == MODE_RESIDUAL)
+  if (mode == MODE_RESIDUAL && takes_residual(g, n))
     match_residual(g, readers, dead, m);
   if (nr_pu_match_act(g, readers, dead, m->out, &m->act))
     m->out = m->act.out;
@@ -537,7 +555,7 @@ static uint64_t conv_act_valid(const nr_graph *g, const nr_node *n) {
 static bool gemm_act_applies(const nr_graph *g, const nr_node *n) {
   fuse_match m;
   return (nr_pu_is_op(n, "Gemm") || nr_pu_is_op(n, "MatMul")) &&
-         match_prepared(g, n, MODE_BIAS_ACT, &m);
+         match_prepared(g, n, MODE_RESIDUAL, &m);
 }
 
 /* Anchors within three producers of n whose default fusion swallows n. */
@@ -555,8 +573,7 @@ bool nr_fuse_act_absorbs(const nr_graph *g, const nr_node *n) {
         if (!p)
           continue;
         next[nn++] = node_index(g, p);
-        fuse_mode mode = nr_pu_is_op(p, "Conv") ? MODE_RESIDUAL : MODE_BIAS_ACT;
-        if (!match_anchor(g, readers, NULL, node_index(g, p), mode, &m))
+        if (!match_anchor(g, readers, NULL, node_index(g, p), MODE_RESIDUAL, &m))
           continue;
         hit = m.bias_add == me || m.res_add == me ||
               (m.act.act != NR_ACT_NONE &&
@@ -577,8 +594,10 @@ const nr_knob_def nr_knobs_fuse[] = {
      0, 0,
      "fuse this Conv with the constant bias Add, residual Add and activation after it",
      conv_act_applies, conv_act_valid},
-    {"fuse.gemm_act", "none|bias_act", "bias_act", NR_KNOB_NODE, 0, 0,
-     "fuse this Gemm/MatMul (constant B) with the bias Add and activation after it",
-     gemm_act_applies, NULL},
+    {"fuse.gemm_act", "none|bias_act|bias_act_residual", "bias_act_residual", NR_KNOB_NODE,
+     0, 0,
+     "fuse this Gemm/MatMul (constant B) with the bias Add, residual Add and activation "
+     "after it",
+     gemm_act_applies, conv_act_valid},
     {0},
 };

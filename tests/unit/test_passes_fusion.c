@@ -454,6 +454,65 @@ NR_TEST(fusion_matmul_bias_sigmoid_3d) {
     check_small(t, g, "fuse.gemm_act", 1, "FusedMatMul", 1);
 }
 
+/* MatMul -> Add(bias) -> Add(residual) -> Relu, as a transformer's sublayer ends: the
+ * three values of fuse.gemm_act differ, and by default one FusedMatMul takes all. */
+NR_TEST(fusion_matmul_bias_residual_3d) {
+  nr_graph *g = tg_graph(13);
+  int64_t xd[3] = {2, 3, 8}, rd[3] = {2, 3, 5}, n = 5;
+  int r = tg_input(g, "r", 3, rd);
+  int a[2] = {matmul(g, "MatMul", tg_input(g, "x", 3, xd), 8, 5, false),
+              fg_const(g, "c", 1, &n, -1, 2, 3)};
+  a[0] = tg_node(g, "Add", "add_bias", 2, a);
+  a[1] = a[0], a[0] = r; /* the residual comes first, as in x + proj(x) */
+  int y = tg_node(g, "Add", "add_res", 2, a);
+  y = tg_node(g, "Relu", "relu", 1, &y);
+  if (!tg_finish(t, g, y))
+    return;
+  subject s;
+  if (!setup(t, &s, g, NULL))
+    return;
+  int i = nr_knob_space_find(&s.space, "fuse.gemm_act@mm");
+  CHECK(i >= 0 && s.space.inst[i].n_values == 3, "gemm_act lists all three values");
+  check_knobs(t, &s, true);
+  nr_graph *c = rewrite(t, &s, "");
+  CHECK(c && count_op(c, "FusedMatMul") == 1 && c->n_nodes == 1,
+        "default: one FusedMatMul");
+  CHECK(c && c->nodes[0].n_inputs == 4, "the residual is the fused node's input 3");
+  nr_graph_destroy(c);
+  teardown(&s);
+}
+
+/* A Gemm with its bias as C takes a residual too; one with a full C matrix does not
+ * (C already is the residual operand), and the Add stays. */
+NR_TEST(fusion_gemm_residual_and_c) {
+  for (int full = 0; full < 2; full++) {
+    nr_graph *g = tg_graph(13);
+    int64_t xd[2] = {3, 8}, rd[2] = {3, 5}, cd[2] = {3, 5}, n = 5;
+    int x = tg_input(g, "x", 2, xd), r = tg_input(g, "r", 2, rd);
+    int64_t wd[2] = {8, 5};
+    int ins[3] = {x, fg_const(g, "w", 2, wd, -0.5f, 1.0f, 21),
+                  full ? fg_const(g, "c", 2, cd, -1, 2, 3) : fg_const(g, "c", 1, &n, -1, 2, 3)};
+    int a[2] = {tg_node(g, "Gemm", "mm", 3, ins), r};
+    int y = tg_node(g, "Add", "add_res", 2, a);
+    if (tg_finish(t, g, y))
+      check_small(t, g, "fuse.gemm_act", full ? 0 : 1, full ? "Add" : "FusedGemm", 1);
+  }
+}
+
+/* Add(mmA, mmB): the MatMul feeding input 0 claims the Add; mmB has no knob. */
+NR_TEST(fusion_gemm_residual_claimed_once) {
+  nr_graph *g = tg_graph(13);
+  int64_t xd[2] = {3, 8}, wd[2] = {8, 5};
+  int x = tg_input(g, "x", 2, xd);
+  int ia[2] = {x, fg_const(g, "wa", 2, wd, -0.5f, 1.0f, 21)};
+  int ib[2] = {x, fg_const(g, "wb", 2, wd, -0.5f, 1.0f, 22)};
+  int a[2] = {tg_node(g, "MatMul", "mm_a", 2, ia), tg_node(g, "MatMul", "mm_b", 2, ib)};
+  int y = tg_node(g, "Add", "add", 2, a);
+  y = tg_node(g, "Relu", "relu", 1, &y);
+  if (tg_finish(t, g, y))
+    check_small(t, g, "fuse.gemm_act", 1, "FusedMatMul", 1);
+}
+
 /* MatMul + BN becomes a Gemm, which fuse_act then fuses with the Tanh. */
 NR_TEST(fusion_matmul_bn_tanh) {
   nr_graph *g = tg_graph(13);
