@@ -1,6 +1,6 @@
-/* test_cpu_attn.c - the fused attention tactics (nr_f32_attention__{avx2,portable})
+/* test_cpu_attn.c - the fused attention tactics (nr_f32_attention__{avx512,avx2,portable})
  * against the reference Attention kernel: query and key counts around the 6-row tile
- * and the 16-key padding, head sizes around the 8/16-column tiles, 3-D and 4-D
+ * and the 16-key padding, head sizes around the 8/16/32-column tiles, 3-D and 4-D
  * inputs, grouped-query heads, float and bool masks (with fully masked rows), causal
  * masking, every kv_block value (online softmax) and eltwise.math=fast, serial and on
  * a 2-thread pool. Uses the one-step plan harness of test_cpu_eltwise.c (cpuop_*),
@@ -25,7 +25,11 @@ nr_status cpuop_run(cpuop *o, nr_threadpool *pool, bool *guards);
 nr_status cpuop_ref(cpuop *o, int n_attrs, const nr_attr *attrs, nr_value *ref);
 double cpuop_err(const float *got, const float *want, int64_t n, double atol, double rtol);
 
-static const char *const IDS[] = {"nr_f32_attention__avx2", "nr_f32_attention__portable"};
+static const char *const IDS[] = {"nr_f32_attention__avx512", "nr_f32_attention__avx2",
+                                  "nr_f32_attention__portable"};
+#define N_IDS (int)(sizeof IDS / sizeof IDS[0])
+/* The ISA each id needs (the portable kernel: none). */
+static const unsigned ID_ISA[] = {NR_ISA_AVX512, NR_ISA_AVX2, 0};
 
 typedef struct attn_case {
   int64_t b, hq, hkv, s, t, d, dv;
@@ -89,7 +93,7 @@ static void run_case(nr_test_state *t, const attn_case *c, unsigned seed,
   int n_at = c->three_d ? 3 : 0;
   if (!c->three_d)
     at[n_at++] = at[2];
-  for (int i = 0; i < 2; i++) {
+  for (int i = 0; i < N_IDS; i++) {
     cpuop *o = cpuop_new();
     REQUIRE(!cpuop_init(o, "Attention", 23, n_at, at, c->mask ? 4 : 3, ins, NULL, 1, &y,
                         c->route),
@@ -109,8 +113,7 @@ static void run_case(nr_test_state *t, const attn_case *c, unsigned seed,
             (long long)c->d, (long long)c->dv, c->three_d, c->causal, c->mask, c->route, e);
       nr_value_free(&ref);
     } else {
-      CHECK(i == 0 && !(nr_cpu_isa() & NR_ISA_AVX2), "%s should support seed=%u", IDS[i],
-            s0);
+      CHECK((ID_ISA[i] & ~nr_cpu_isa()) != 0, "%s should support seed=%u", IDS[i], s0);
     }
     cpuop_free(o);
     free(o);
@@ -120,12 +123,12 @@ static void run_case(nr_test_state *t, const attn_case *c, unsigned seed,
 
 NR_TEST(cpu_attn_shapes) {
   static const int64_t S[] = {1, 5, 6, 7, 13}, T[] = {1, 7, 16, 17, 40};
-  static const int64_t D[][2] = {{8, 8}, {13, 5}, {16, 24}, {64, 64}, {3, 40}};
+  static const int64_t D[][2] = {{8, 8}, {13, 5}, {16, 24}, {64, 64}, {3, 40}, {20, 48}};
   nr_threadpool *pool = nr_threadpool_create(2);
   unsigned seed = 1;
   for (int si = 0; si < 5; si++)
     for (int ti = 0; ti < 5; ti++) {
-      const int64_t *d = D[(si + ti) % 5];
+      const int64_t *d = D[(si + ti) % 6];
       attn_case c = {1, 2, 2, S[si], T[ti], d[0], d[1], (si + ti) % 2 == 1, false, 0, ""};
       run_case(t, &c, seed++, (si & 1) ? pool : NULL);
     }
@@ -175,7 +178,7 @@ NR_TEST(cpu_attn_unsupported) {
       val(NR_DTYPE_FLOAT, 4, p4, NULL), val(NR_DTYPE_FLOAT, 4, qk, NULL)};
   const nr_value *ins[3] = {&qi, &qi, &qi};
   nr_attr cap = {.name = "softcap", .type = NR_ATTR_FLOAT, .f = 5.0f};
-  for (int i = 0; i < 2; i++) {
+  for (int i = 0; i < N_IDS; i++) {
     cpuop *o = cpuop_new();
     REQUIRE(!cpuop_init(o, "Attention", 23, 1, &cap, 3, ins, NULL, 1, outs, ""));
     CHECK(!cpuop_supports(o, IDS[i]), "%s: softcap", IDS[i]);

@@ -1,5 +1,5 @@
 /* attn.h - the fused attention kernels: scaled dot-product attention for a block of
- * query rows of one (batch, head), in a portable and an AVX2 version.
+ * query rows of one (batch, head), in a portable, an AVX2 and an AVX-512 version.
  *
  * Key decision: the scores never exist for more than NR_ATTN_MR query rows at a time.
  * A block computes its rows' scores against one block of keys (Q K^T from K^T packed
@@ -57,6 +57,8 @@ void nr_f32_attention_rows__portable(const nr_attn_cfg *c, const nr_attn_rows *r
                                      float *work);
 void nr_f32_attention_rows__avx2(const nr_attn_cfg *c, const nr_attn_rows *r,
                                  float *work);
+void nr_f32_attention_rows__avx512(const nr_attn_cfg *c, const nr_attn_rows *r,
+                                   float *work);
 
 /* Knob listing (tactics_attn.c): does the fused tactic run an attention at node n of
  * the prepared graph under the default route (a supported Attention, or the Softmax

@@ -1,4 +1,4 @@
-/* tactics_attn.c - the fused attention tactics (nr_f32_attention__{avx2,portable}) for
+/* tactics_attn.c - the fused attention tactics (nr_f32_attention__{avx512,avx2,portable}) for
  * ONNX Attention (opset 23+: what recognize.attention produces, or a model's own) and
  * the family's knobs (attention.tactic, attention.kv_block).
  *
@@ -222,7 +222,7 @@ static nr_status attn_prepare(const nr_tactic_ctx *c, nr_plan *plan, nr_step *st
 typedef struct attn_job {
   const attn_params *p;
   const attn_geom *g;
-  bool avx2;
+  void (*rows)(const nr_attn_cfg *, const nr_attn_rows *, float *);
   const float *q, *k, *v;
   const void *mask;
   float *y, *kt;
@@ -270,10 +270,7 @@ static void rows_task(void *arg, int64_t begin, int64_t end, int thread) {
         .mask_rs = g->ms[2],
         .y = j->y + b * g->ys[0] + h * g->ys[1] + i0 * g->ys[2], .y_rs = g->ys[2],
     };
-    if (j->avx2)
-      nr_f32_attention_rows__avx2(&j->p->cfg, &r, work);
-    else
-      nr_f32_attention_rows__portable(&j->p->cfg, &r, work);
+    j->rows(&j->p->cfg, &r, work);
   }
 }
 
@@ -283,7 +280,12 @@ static nr_status attn_run(const nr_exec_args *a) {
   memcpy(&p, a->step->params, sizeof p);
   if (!step_geom(a->node, a->step, a->in_slot, a->out_slot, &g))
     return nr_errorf(a->err, NR_ERR_INTERNAL, "%s: unexpected shapes", a->step->tactic->id);
-  attn_job j = {&p, &g, (a->step->tactic->isa & NR_ISA_AVX2) != 0, a->in[IN_Q],
+  unsigned isa = a->step->tactic->isa;
+  attn_job j = {&p, &g,
+                (isa & NR_ISA_AVX512) ? nr_f32_attention_rows__avx512
+                : (isa & NR_ISA_AVX2) ? nr_f32_attention_rows__avx2
+                                      : nr_f32_attention_rows__portable,
+                a->in[IN_Q],
                 a->in[IN_K], a->in[IN_V], g.mask ? a->in[IN_MASK] : NULL, a->out[0],
                 a->scratch, (uint8_t *)a->scratch + kt_bytes(&g), work_bytes(&p.cfg, &g),
                 (g.s + NR_ATTN_MR - 1) / NR_ATTN_MR};
@@ -305,6 +307,8 @@ static nr_status attn_run(const nr_exec_args *a) {
 }
 
 const nr_tactic nr_tactics_cpu_attn[] = {
+    {"nr_f32_attention__avx512", "", "Attention", "nnroute", "fused", NR_LAYOUT_PLAIN,
+     NR_ISA_AVX512 | NR_ISA_AVX2, 30, attn_supports, attn_prepare, attn_run},
     {"nr_f32_attention__avx2", "", "Attention", "nnroute", "fused", NR_LAYOUT_PLAIN,
      NR_ISA_AVX2, 20, attn_supports, attn_prepare, attn_run},
     {"nr_f32_attention__portable", "", "Attention", "nnroute", "fused", NR_LAYOUT_PLAIN, 0,
@@ -365,7 +369,8 @@ static bool applies_kv_block(const nr_graph *g, const nr_node *n) {
 
 const nr_knob_def nr_knobs_cpu_attn[] = {
     {"attention.tactic", "auto|ref", "auto", NR_KNOB_NODE, 0, 0,
-     "auto = the fused nr_f32_attention__{avx2,portable} tactics (algo \"fused\"), ref = "
+     "auto = the fused nr_f32_attention__{avx512,avx2,portable} tactics (algo \"fused\"), "
+     "ref = "
      "the reference tactic", applies_attn, NULL},
     {"attention.kv_block", "full|64|256", "full", NR_KNOB_NODE, NR_KNOB_ACCURACY, 2e-6,
      "keys per block of the fused attention: full = one block (all scores of 6 query rows "
