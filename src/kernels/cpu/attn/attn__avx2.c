@@ -5,8 +5,7 @@
  * P V broadcasts p_ij and loads V row j straight from the activation (no packing:
  * V rows are contiguous), 16, 8 or a masked remainder of columns at a time. The
  * accumulators are constant-size arrays gcc unrolls into ymm registers. The softmax
- * piece works 8 keys at a time and forces masked keys to exactly 0; the AVX-512 kernel
- * uses it too (nr_attn_softmax__avx2). */
+ * piece works 8 keys at a time and forces masked keys to exactly 0. */
 #include "kernels/cpu/attn/attn_impl.h"
 #include "kernels/cpu/eltwise/vmath_avx2.h"
 
@@ -84,9 +83,9 @@ static inline __m256 masked8(const nr_attn_cfg *c, const nr_attn_rows *r, int i,
   return _mm256_blendv_ps(_mm256_set1_ps(-INFINITY), v, _mm256_castsi256_ps(in));
 }
 
-void nr_attn_softmax__avx2(const nr_attn_cfg *c, const nr_attn_rows *r, int64_t j0,
-                           int64_t n, float *s, int64_t ss, float *m, float *l,
-                           float *alpha) {
+static void softmax_avx2(const nr_attn_cfg *c, const nr_attn_rows *r, int64_t j0,
+                         int64_t n, float *s, int64_t ss, float *m, float *l,
+                         float *alpha) {
   int fast = c->math == NR_VMATH_FAST;
   const __m256 ninf = _mm256_set1_ps(-INFINITY);
   for (int i = 0; i < r->rows; i++) {
@@ -189,7 +188,7 @@ static void pv_avx2(const nr_attn_rows *r, const float *p, int64_t ps, int64_t j
     pv_tile(r, pr, j0, n, oi, al, out, out_rs, post, e, 1, lanes_below(r->dv - e));
 }
 
-static const nr_attn_ops ops_avx2 = {scores_avx2, nr_attn_softmax__avx2, pv_avx2};
+static const nr_attn_ops ops_avx2 = {scores_avx2, softmax_avx2, pv_avx2};
 
 void nr_f32_attention_rows__avx2(const nr_attn_cfg *c, const nr_attn_rows *r,
                                  float *work) {

@@ -25,11 +25,6 @@ typedef struct nr_attn_ops {
              const float *post);
 } nr_attn_ops;
 
-/* The AVX2 softmax piece, which the AVX-512 kernel shares (attn__avx2.c). */
-void nr_attn_softmax__avx2(const nr_attn_cfg *c, const nr_attn_rows *r, int64_t j0,
-                           int64_t n, float *s, int64_t ss, float *m, float *l,
-                           float *alpha);
-
 /* The block loop over the keys with the given pieces. */
 void nr_attn_run_rows(const nr_attn_cfg *c, const nr_attn_rows *r, float *work,
                       const nr_attn_ops *ops);

@@ -308,7 +308,7 @@ static nr_status attn_run(const nr_exec_args *a) {
 
 const nr_tactic nr_tactics_cpu_attn[] = {
     {"nr_f32_attention__avx512", "", "Attention", "nnroute", "fused", NR_LAYOUT_PLAIN,
-     NR_ISA_AVX512 | NR_ISA_AVX2, 30, attn_supports, attn_prepare, attn_run},
+     NR_ISA_AVX512, 30, attn_supports, attn_prepare, attn_run},
     {"nr_f32_attention__avx2", "", "Attention", "nnroute", "fused", NR_LAYOUT_PLAIN,
      NR_ISA_AVX2, 20, attn_supports, attn_prepare, attn_run},
     {"nr_f32_attention__portable", "", "Attention", "nnroute", "fused", NR_LAYOUT_PLAIN, 0,
