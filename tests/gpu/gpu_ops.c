@@ -702,9 +702,17 @@ NR_TEST(gpu_residual_gemm) {
   static const int64_t shapes[][3] = {{1, 128, 768}, {2, 37, 96}, {4, 1, 64}};
   for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++) {
     const int64_t *s = shapes[i];
+    /* the residual Adds go into the products: by fuse_act (fuse.gemm_act's default),
+     * else by the CUDA plan's pass (cuda.gemm.residual), else they stay Adds */
     residual_case(t, s[0], s[1], s[2], "", GT_TOL_F32, "cublaslt_f32_gemm,nr_cuda_f32_layernorm");
+#define NO_FUSE_RES "-fuse.gemm_act@m1=bias_act -fuse.gemm_act@fc=none"
+    residual_case(t, s[0], s[1], s[2], NO_FUSE_RES, GT_TOL_F32,
+                  "cublaslt_f32_gemm,nr_cuda_f32_layernorm");
     residual_case(t, s[0], s[1], s[2], "-cuda.gemm.residual=off", GT_TOL_F32,
+                  "cublaslt_f32_gemm,nr_cuda_f32_layernorm");
+    residual_case(t, s[0], s[1], s[2], NO_FUSE_RES " -cuda.gemm.residual=off", GT_TOL_F32,
                   "cublaslt_f32_gemm,nr_cuda_f32_eltwise");
+#undef NO_FUSE_RES
     residual_case(t, s[0], s[1], s[2], "-cuda.gemm.tactic@*=cublas -cuda.graphs=off", GT_TOL_F32,
                   "cublas_f32_gemm");
     /* fp16: h is fp16 (C of the second product); x2 is an fp32 input, the Gemm's output
