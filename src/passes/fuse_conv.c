@@ -545,7 +545,7 @@ static bool conv_act_applies(const nr_graph *g, const nr_node *n) {
 }
 
 /* none always; bias_act only where it differs from both other values. */
-static uint64_t conv_act_valid(const nr_graph *g, const nr_node *n) {
+static uint64_t act_valid(const nr_graph *g, const nr_node *n) {
   fuse_match full, part;
   match_prepared(g, n, MODE_RESIDUAL, &full);
   bool some = match_prepared(g, n, MODE_BIAS_ACT, &part);
@@ -593,11 +593,11 @@ const nr_knob_def nr_knobs_fuse[] = {
     {"fuse.conv_act", "none|bias_act|bias_act_residual", "bias_act_residual", NR_KNOB_NODE,
      0, 0,
      "fuse this Conv with the constant bias Add, residual Add and activation after it",
-     conv_act_applies, conv_act_valid},
+     conv_act_applies, act_valid},
     {"fuse.gemm_act", "none|bias_act|bias_act_residual", "bias_act_residual", NR_KNOB_NODE,
      0, 0,
      "fuse this Gemm/MatMul (constant B) with the bias Add, residual Add and activation "
      "after it",
-     gemm_act_applies, conv_act_valid},
+     gemm_act_applies, act_valid},
     {0},
 };

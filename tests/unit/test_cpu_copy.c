@@ -245,7 +245,8 @@ NR_TEST(cpu_copy_large_threaded) {
       nr_attr ax1 = {.name = "axis", .type = NR_ATTR_INT, .i = 1};
       nr_value y = val(type, 4, whole, NULL);
       snprintf(what, sizeof what, "large concat dtype %d threads %d", dt, threads);
-      check(t, "nr_copy_concat", "Concat", 13, 1, &ax1, 3, ins, NULL, 1, &y, true, pool, what);
+      check(t, "nr_copy_concat", "Concat", 13, 1, &ax1, 3, ins, NULL, 1, &y, true, pool,
+            what);
       for (int i = 0; i < 3; i++)
         free(data[i]);
       /* Split of a 128 x 768 product into three 128 x 256 pieces (bert's QKV) */
@@ -279,7 +280,8 @@ NR_TEST(cpu_copy_large_threaded) {
         const nr_value *tins[1] = {&xi};
         nr_attr at = {.name = "perm", .type = NR_ATTR_INTS, .n = r,
                       .ints = (int64_t *)tc[c].perm};
-        snprintf(what, sizeof what, "large transpose %zu dtype %d threads %d", c, dt, threads);
+        snprintf(what, sizeof what, "large transpose %zu dtype %d threads %d", c, dt,
+                 threads);
         check(t, "nr_copy_transpose", "Transpose", 13, 1, &at, 1, tins, NULL, 1, &ty, true,
               pool, what);
         free(x);

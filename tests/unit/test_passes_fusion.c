@@ -490,8 +490,8 @@ NR_TEST(fusion_gemm_residual_and_c) {
     int64_t xd[2] = {3, 8}, rd[2] = {3, 5}, cd[2] = {3, 5}, n = 5;
     int x = tg_input(g, "x", 2, xd), r = tg_input(g, "r", 2, rd);
     int64_t wd[2] = {8, 5};
-    int ins[3] = {x, fg_const(g, "w", 2, wd, -0.5f, 1.0f, 21),
-                  full ? fg_const(g, "c", 2, cd, -1, 2, 3) : fg_const(g, "c", 1, &n, -1, 2, 3)};
+    int c = full ? fg_const(g, "c", 2, cd, -1, 2, 3) : fg_const(g, "c", 1, &n, -1, 2, 3);
+    int ins[3] = {x, fg_const(g, "w", 2, wd, -0.5f, 1.0f, 21), c};
     int a[2] = {tg_node(g, "Gemm", "mm", 3, ins), r};
     int y = tg_node(g, "Add", "add_res", 2, a);
     if (tg_finish(t, g, y))

@@ -1,6 +1,7 @@
-/* tactics_attn.c - the fused attention tactics (nr_f32_attention__{avx512,avx2,portable}) for
- * ONNX Attention (opset 23+: what recognize.attention produces, or a model's own) and
- * the family's knobs (attention.tactic, attention.kv_block).
+/* tactics_attn.c - the fused attention tactics
+ * (nr_f32_attention__{avx512,avx2,portable}) for ONNX Attention (opset 23+: what
+ * recognize.attention produces, or a model's own) and the family's knobs
+ * (attention.tactic, attention.kv_block).
  *
  * Key decision: one geometry function (attn_geom_of) reads Q, K, V, the mask and Y as
  * nr_values, so the same code decides supports() from plan slots, the knobs' applies()
@@ -370,8 +371,7 @@ static bool applies_kv_block(const nr_graph *g, const nr_node *n) {
 const nr_knob_def nr_knobs_cpu_attn[] = {
     {"attention.tactic", "auto|ref", "auto", NR_KNOB_NODE, 0, 0,
      "auto = the fused nr_f32_attention__{avx512,avx2,portable} tactics (algo \"fused\"), "
-     "ref = "
-     "the reference tactic", applies_attn, NULL},
+     "ref = the reference tactic", applies_attn, NULL},
     {"attention.kv_block", "full|64|256", "full", NR_KNOB_NODE, NR_KNOB_ACCURACY, 2e-6,
      "keys per block of the fused attention: full = one block (all scores of 6 query rows "
      "at once), 64/256 = online softmax over key blocks (flash attention; less memory "

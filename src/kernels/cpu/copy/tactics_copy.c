@@ -104,8 +104,8 @@ static void cp_task(void *arg, int64_t begin, int64_t end, int thread) {
   const cp_job *j = arg;
   (void)thread;
   if (j->v.rank == 1 && j->v.is[0] == 1 && j->v.os[0] == 1)
-    memcpy((char *)j->dst + (size_t)begin * j->es, (const char *)j->src + (size_t)begin * j->es,
-           (size_t)(end - begin) * j->es);
+    memcpy((char *)j->dst + (size_t)begin * j->es,
+           (const char *)j->src + (size_t)begin * j->es, (size_t)(end - begin) * j->es);
   else
     cp_rows(j->dst, j->src, j->es, &j->v, begin, end);
 }
@@ -117,7 +117,8 @@ static void cp_task(void *arg, int64_t begin, int64_t end, int thread) {
  * time (shufflenet_v2's channel shuffles, bert's Split of the QKV product). */
 #define CP_PARALLEL_BYTES (64 * 1024)
 #define CP_GRAIN_BYTES (16 * 1024)
-static void cp_run(const nr_exec_args *a, void *dst, const void *src, size_t es, cp_view v) {
+static void cp_run(const nr_exec_args *a, void *dst, const void *src, size_t es,
+                   cp_view v) {
   cp_merge(&v);
   int last = v.rank - 1;
   bool runs = v.is[last] == 1 && v.os[last] == 1;

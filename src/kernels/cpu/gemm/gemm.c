@@ -408,8 +408,10 @@ static const float *next_b_panel(const gemm_job *j, int64_t c1, int64_t jc, int6
  * B micro-panel run, the next panel is prefetched into L2, a slice per tile: weights
  * that come from memory (a model's are read once per inference, more than L3 holds)
  * otherwise stall the first tile of every panel. bert_tiny_op13 on one thread, 21
- * interleaved rounds: 0.97x the time (median of rounds), 0.98x (their minimum). Write
- * prefetches of the next tile's C rows measured nothing and were left out. */
+ * interleaved rounds: 0.97x the time (median of rounds), 0.98x (their minimum). Not
+ * where a panel has one row tile (a batch-1 layer): there the kernel streams the panel
+ * once with its own prefetch, and a whole panel requested up front made mlp's fp32
+ * route 1.2x slower. Write prefetches of the next tile's C rows measured nothing. */
 static void gemm_block(const gemm_job *j, int64_t r0, int64_t r1, int64_t c0, int64_t c1,
                        float *abuf, float *bbuf) {
   const blocking *bl = &j->bl;
@@ -434,8 +436,9 @@ static void gemm_block(const gemm_job *j, int64_t r0, int64_t r1, int64_t c0, in
         int64_t tiles = (mb + bl->mr - 1) / bl->mr;
         for (int64_t jr = 0; jr < nb; jr += bl->nr) {
           int64_t len = 0, at = 0;
-          const float *pf = j->b.packed && ic == r0 ? next_b_panel(j, c1, jc, pc, jr, &len)
-                                                   : NULL;
+          const float *pf = j->b.packed && ic == r0 && tiles > 1
+                                ? next_b_panel(j, c1, jc, pc, jr, &len)
+                                : NULL;
           int64_t step = pf ? ((len + 15) / 16 + tiles - 1) / tiles * 16 : 0;
           for (int64_t ir = 0; ir < mb; ir += bl->mr) {
             for (int64_t e = at + step; pf && at < e && at < len; at += 16)

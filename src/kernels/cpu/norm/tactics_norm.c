@@ -93,7 +93,8 @@ static void run_row_blocks(const nr_exec_args *a, int64_t rows, int64_t n, nr_ta
   }
   int64_t grain = GRAIN / ((n ? n : 1) * NR_SEQ_ROWS);
   blocks_job b = {fn, job, rows};
-  nr_parallel_for(a->pool, blocks, grain < 1 ? 1 : grain, a->step->threads, blocks_task, &b);
+  nr_parallel_for(a->pool, blocks, grain < 1 ? 1 : grain, a->step->threads, blocks_task,
+                  &b);
 }
 
 /* ---- Softmax / LogSoftmax -------------------------------------------------------- */
