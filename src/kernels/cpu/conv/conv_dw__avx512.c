@@ -31,6 +31,7 @@
  * fit the 32 zmm; the rest are FMA memory operands, which the load ports absorb).
  * Measured choices are in docs/performance-notes.md (band height, no prefetch). */
 #include "kernels/cpu/conv/conv_internal.h"
+#include "kernels/cpu/eltwise/vmath_avx512.h"
 
 #include <immintrin.h>
 #include <math.h>
@@ -48,22 +49,10 @@ typedef struct dw_job {
 
 #define V16(c) _mm512_set1_ps(c)
 
-/* e^x for x <= 0 (Cephes' degree-7 polynomial on [-ln2/2, ln2/2], as vmath_avx2.h's
- * accurate exp); vscalefps applies 2^n, subnormal results included. */
+/* e^x for x <= 0 (vmath_avx512.h's accurate exp without its upper clamp and NaN
+ * fix-up: vmaxps returns operand 2, so a NaN stays NaN through every step). */
 static inline __m512 exp_neg16(__m512 x) {
-  x = _mm512_max_ps(V16(-104.0f), x); /* NaN stays NaN (vmaxps returns operand 2) */
-  __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(x, V16(1.44269504088896341f)),
-                                  _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-  __m512 r = _mm512_fnmadd_ps(n, V16(0.693359375f), x);
-  r = _mm512_fnmadd_ps(n, V16(-2.12194440e-4f), r);
-  __m512 y = V16(1.9875691500e-4f);
-  y = _mm512_fmadd_ps(y, r, V16(1.3981999507e-3f));
-  y = _mm512_fmadd_ps(y, r, V16(8.3334519073e-3f));
-  y = _mm512_fmadd_ps(y, r, V16(4.1665795894e-2f));
-  y = _mm512_fmadd_ps(y, r, V16(1.6666665459e-1f));
-  y = _mm512_fmadd_ps(y, r, V16(5.0000001201e-1f));
-  y = _mm512_fmadd_ps(y, _mm512_mul_ps(r, r), _mm512_add_ps(r, V16(1.0f)));
-  return _mm512_scalef_ps(y, n);
+  return nr_v16_exp_core(_mm512_max_ps(V16(-104.0f), x), 0);
 }
 
 /* 1 / (1 + e^-x) as e/(1+e) or 1/(1+e) with e = e^-|x|, so both tails keep their

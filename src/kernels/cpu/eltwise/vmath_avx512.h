@@ -9,17 +9,14 @@
 
 #define NR_V16(c) _mm512_set1_ps(c)
 
-/* x = n ln2 + r, |r| <= ln2/2 (vmath_avx2.h's nr_v8_exp_reduce). */
-static inline __m512 nr_v16_exp_reduce(__m512 x, __m512 *n) {
-  x = _mm512_min_ps(_mm512_max_ps(x, NR_V16(-104.0f)), NR_V16(89.0f));
-  *n = _mm512_roundscale_ps(_mm512_mul_ps(x, NR_V16(1.44269504088896341f)),
-                            _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-  x = _mm512_fnmadd_ps(*n, NR_V16(0.693359375f), x);
-  return _mm512_fnmadd_ps(*n, NR_V16(-2.12194440e-4f), x);
-}
-
-static inline __m512 nr_v16_exp(__m512 x, int fast) {
-  __m512 n, r = nr_v16_exp_reduce(x, &n), y;
+/* e^x for x already within [-104, 89] (NaN runs through every step): x = n ln2 + r,
+ * |r| <= ln2/2 (vmath_avx2.h's nr_v8_exp_reduce), the polynomial, the 2^n scale. The
+ * depthwise conv's sigmoid (conv_dw__avx512.c) calls it directly for x <= 0. */
+static inline __m512 nr_v16_exp_core(__m512 x, int fast) {
+  __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(x, NR_V16(1.44269504088896341f)),
+                                  _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  __m512 r = _mm512_fnmadd_ps(n, NR_V16(0.693359375f), x), y;
+  r = _mm512_fnmadd_ps(n, NR_V16(-2.12194440e-4f), r);
   if (fast) {
     y = NR_V16(0.0409174029f);
     y = _mm512_fmadd_ps(y, r, NR_V16(0.1675397596f));
@@ -33,7 +30,12 @@ static inline __m512 nr_v16_exp(__m512 x, int fast) {
     y = _mm512_fmadd_ps(y, r, NR_V16(5.0000001201e-1f));
   }
   y = _mm512_fmadd_ps(y, _mm512_mul_ps(r, r), _mm512_add_ps(r, NR_V16(1.0f)));
-  y = _mm512_scalef_ps(y, n);
+  return _mm512_scalef_ps(y, n);
+}
+
+static inline __m512 nr_v16_exp(__m512 x, int fast) {
+  __m512 y = nr_v16_exp_core(
+      _mm512_min_ps(_mm512_max_ps(x, NR_V16(-104.0f)), NR_V16(89.0f)), fast);
   /* NaN in, NaN out (min/max above dropped it) */
   return _mm512_mask_mov_ps(y, _mm512_cmp_ps_mask(x, x, _CMP_UNORD_Q), x);
 }
