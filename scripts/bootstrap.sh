@@ -12,7 +12,9 @@
 # The venv is made with Debian's own /usr/bin/python3 (never whatever python3 is first
 # on PATH) and gets pinned onnx / onnxruntime / numpy from PyPI, only when they are not
 # already there at those versions. Torch stays a Debian package used from /usr/bin/python3:
-# the model exports run there, ONNX Runtime runs in the venv.
+# the model exports run there, ONNX Runtime runs in the venv. After installing, the
+# script runs the build's own dependency search (scripts/depcheck) and, when it would
+# fail, names every missing file with the package that provides it, and exits 1.
 set -euo pipefail
 
 repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -89,7 +91,49 @@ make_venv() {
   venv_current || { say "venv still lacks ${pins[*]} after pip install"; return 1; }
 }
 
+# What the configure step looks for, and the Debian package that provides it: named
+# in the message when the dependency probe fails, so a user on another system knows
+# what to install.
+build_needs=("pkg-config:pkg-config:pkg-config" "cmake:cmake:cmake" "cc:cc:build-essential"
+             "protoc-c:protoc-c:protobuf-c-compiler"
+             "pc:libprotobuf-c:libprotobuf-c-dev" "pc:libcjson:libcjson-dev"
+             "pc:libcrypto:libssl-dev" "pc:sqlite3:libsqlite3-dev"
+             "pc:openblas:libopenblas-dev"
+             "file:/usr/lib/*/cmake/dnnl/dnnl-config.cmake:libdnnl-dev"
+             "file:/usr/include/CL/cl.h:ocl-icd-opencl-dev"
+             "file:/usr/lib/*/libOpenCL.so:ocl-icd-opencl-dev")
+
+# Runs the real dependency search (scripts/depcheck, the same cmake/nnroute_deps.cmake
+# the build includes) and, when it fails, names each missing piece and its package.
+check_build_deps() {
+  local tmp log rc=0
+  tmp=$(mktemp -d) && log=$tmp/depcheck.log
+  if command -v cmake >/dev/null &&
+      cmake -S "$repo/scripts/depcheck" -B "$tmp/build" >"$log" 2>&1; then
+    rm -rf "$tmp"
+    say "configure check passed: every build dependency found"
+    return 0
+  fi
+  say "configure check FAILED: the build would stop at cmake's configure step"
+  local need kind what pkg
+  for need in "${build_needs[@]}"; do
+    IFS=: read -r kind what pkg <<<"$need"
+    case $kind in
+      pc) command -v pkg-config >/dev/null && pkg-config --exists "$what" && continue ;;
+      file) compgen -G "$what" >/dev/null && continue ;;
+      *) command -v "$what" >/dev/null && continue ;;
+    esac
+    say "  missing $what: install the Debian package $pkg (apt-get install $pkg)"
+    rc=1
+  done
+  ((rc)) || say "  every listed piece is present; cmake said:"
+  sed 's/^/    /' "$log" | tail -n 25
+  rm -rf "$tmp"
+  return 1
+}
+
 install_packages
+check_build_deps
 [[ -x $sys_python ]] || { say "$sys_python is missing"; exit 1; }
 make_venv
 if [[ $models != 0 ]]; then

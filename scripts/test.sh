@@ -25,6 +25,10 @@
 #   qdq         tests/models/check_qdq.sh: ONNX Runtime's QDQ quantization of three suite
 #               models run in nnroute (reference, default route, int8) and agree with
 #               ONNX Runtime; bench/quant/test_tradeoff.py (the 16-route sweep's rules)
+#   fresh       scripts/fresh_root.sh: in a clean Debian 12 root (debootstrap minbase)
+#               holding only the committed tree, scripts/example.sh and a CPU-only
+#               build with ctest. It needs root and makes a root file system, so it runs
+#               only with NR_FRESH=1 (CI sets it) and is counted as skipped otherwise.
 # The last line is `N passed, N failed` over the stages (`, N skipped` when some were
 # skipped); the exit status is non-zero when any stage failed.
 #
@@ -32,7 +36,7 @@
 # models live in NR_BUILD_DIR/models), NR_JOBS (build parallelism, default 2), NR_SKIP
 # (space-separated stage names to skip, e.g. "asan models check"), NR_BOOTSTRAP_MODELS=0
 # (no torch: skips the model stages), NR_MODEL_TIMEOUT (seconds per model run, default
-# 600).
+# 600), NR_FRESH=1 (run the fresh stage).
 set -uo pipefail
 
 repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -42,7 +46,9 @@ build=${NR_BUILD_DIR:-build}
 asan=${NR_ASAN_DIR:-build-asan}
 skip=" ${NR_SKIP:-} "
 [[ ${NR_BOOTSTRAP_MODELS:-1} == 0 ]] && skip+=" models check "
-tarball=$repo/../shared/onnx-node-tests/node.tar.xz
+declare -A skip_why=([fresh]="NR_FRESH=1 runs it: needs root and debootstrap")
+[[ ${NR_FRESH:-0} == 1 ]] || skip+=" fresh "
+tarball=$repo/tests/data/onnx-node/node.tar.xz
 
 passed=0 failed=0 skipped=0
 results=()
@@ -55,7 +61,7 @@ stage() {
   local name=$1 needs=$2
   shift 2
   local why=""
-  [[ $skip == *" $name "* ]] && why="NR_SKIP"
+  [[ $skip == *" $name "* ]] && why=${skip_why[$name]:-NR_SKIP}
   for n in $needs; do
     [[ ${status[$n]:-} == pass ]] || { why="needs $n"; break; }
   done
@@ -88,7 +94,7 @@ do_ctest() { ctest --test-dir "$build" --output-on-failure; }
 do_asan() {
   # The loader fuzz test mutates model files: the unpacked node suite and, when the
   # models stage has run, the exported real models (files over 64 MiB are left out).
-  if [[ ! -d $build/node && -f $tarball ]]; then
+  if [[ ! -d $build/node ]]; then
     mkdir -p "$build" && tar -xJf "$tarball" -C "$build" || return 1
   fi
   local fuzz_dirs
@@ -146,6 +152,16 @@ do_qdq() {
     .venv/bin/python bench/quant/test_tradeoff.py
 }
 
+# The fresh root needs debootstrap on the host (installed here when missing).
+do_fresh() {
+  if ! command -v debootstrap >/dev/null; then
+    DEBIAN_FRONTEND=noninteractive apt-get update -q &&
+      DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends \
+        debootstrap || return 1
+  fi
+  bash scripts/fresh_root.sh
+}
+
 stage bootstrap "" do_bootstrap
 stage build "bootstrap" do_build
 stage ctest "build" do_ctest
@@ -157,6 +173,7 @@ stage knobs "build models" do_knobs
 stage tune "build models" do_tune
 stage qdq "build models" do_qdq
 stage asan "bootstrap" do_asan
+stage fresh "" do_fresh
 
 echo
 echo "======== summary ($(( $(date +%s) - t_all )) s)"

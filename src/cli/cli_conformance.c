@@ -24,6 +24,7 @@ typedef struct conf_opts {
   double rtol, atol;
   bool json;
   int timeout_s;
+  long min_tests; /* fewer tests found than this is a failure (--min-tests) */
 } conf_opts;
 
 typedef enum { RES_PASS, RES_FAIL, RES_SKIP } result_kind;
@@ -275,15 +276,16 @@ static const char *base_name(const char *p) {
 
 static void conf_usage(FILE *f) {
   fprintf(f, "usage: nnroute conformance PATH... [--json] [--rtol R] [--atol A]"
-             " [--timeout S]\n\n"
+             " [--timeout S] [--min-tests N]\n\n"
              "Finds every test directory (model.onnx + test_data_set_N) under each PATH,\n"
              "runs it and compares with the expected outputs (rtol 1e-3, atol 1e-7 unless\n"
-             "given). Prints PASS, FAIL or SKIP per test, then 'N passed, N failed, N\n"
-             "skipped'. Exit status 1 when any test failed.\n");
+             "given). Prints how many tests it found, PASS, FAIL or SKIP per test, then\n"
+             "'N passed, N failed, N skipped'. Exit status 1 when any test failed, when\n"
+             "none was found, or when fewer than N were found (--min-tests).\n");
 }
 
 int nr_cli_conformance(int argc, char **argv) {
-  conf_opts o = {1e-3, 1e-7, false, 120};
+  conf_opts o = {1e-3, 1e-7, false, 120, 1};
   path_list tests = {0};
   int n_paths = 0;
   for (int i = 1; i < argc; i++) {
@@ -295,6 +297,14 @@ int nr_cli_conformance(int argc, char **argv) {
       o.atol = strtod(argv[++i], NULL);
     } else if (!strcmp(argv[i], "--timeout") && i + 1 < argc) {
       o.timeout_s = atoi(argv[++i]);
+    } else if (!strcmp(argv[i], "--min-tests") && i + 1 < argc) {
+      char *end;
+      o.min_tests = strtol(argv[++i], &end, 10);
+      if (*end || end == argv[i] || o.min_tests < 1) {
+        fprintf(stderr, "nnroute conformance: --min-tests '%s' is not a positive count\n",
+                argv[i]);
+        return 2;
+      }
     } else if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
       conf_usage(stdout);
       return 0;
@@ -314,6 +324,11 @@ int nr_cli_conformance(int argc, char **argv) {
     return 2;
   }
   int count[3] = {0};
+  if (tests.n < o.min_tests)
+    fprintf(stderr, "nnroute conformance: found %d tests, expected at least %ld: is the "
+                    "test data missing or incomplete?\n", tests.n, o.min_tests);
+  else if (!o.json)
+    printf("found %d tests\n", tests.n);
   if (o.json)
     printf("{\"tests\": [");
   for (int t = 0; t < tests.n; t++) {
@@ -341,5 +356,5 @@ int nr_cli_conformance(int argc, char **argv) {
   else
     printf("%d passed, %d failed, %d skipped\n", count[RES_PASS], count[RES_FAIL],
            count[RES_SKIP]);
-  return count[RES_FAIL] || !tests.n ? 1 : 0;
+  return count[RES_FAIL] || tests.n < o.min_tests ? 1 : 0;
 }
