@@ -28,9 +28,12 @@ pins=(onnx==1.23.2 onnxruntime==1.23.2 numpy==2.3.5)
 
 # libdnnl-dev only recommends ocl-icd-opencl-dev, but oneDNN's CMake package calls
 # find_package(OpenCL) and fails without it: with --no-install-recommends it must be named.
+# zlib1g-dev: sqlite3's static link line (pkg-config --static, used by the install
+# check and by static programs) names -lz.
 packages=(build-essential cmake pkg-config git ca-certificates libprotobuf-c-dev
-          protobuf-c-compiler libsqlite3-dev libcjson-dev libssl-dev libopenblas-dev
-          libdnnl-dev ocl-icd-opencl-dev xz-utils python3 python3-venv python3-numpy)
+          protobuf-c-compiler libsqlite3-dev zlib1g-dev libcjson-dev libssl-dev
+          libopenblas-dev libdnnl-dev ocl-icd-opencl-dev xz-utils python3 python3-venv
+          python3-numpy)
 [[ $models != 0 ]] && packages+=(python3-torch python3-torchvision)
 # The Fashion-MNIST images (30 MB) for bench/models/fashion_mnist.py, issue 6's top-1 model.
 [[ $models != 0 ]] && packages+=(dataset-fashion-mnist)
