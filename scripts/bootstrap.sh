@@ -28,12 +28,13 @@ pins=(onnx==1.23.2 onnxruntime==1.23.2 numpy==2.3.5)
 
 # libdnnl-dev only recommends ocl-icd-opencl-dev, but oneDNN's CMake package calls
 # find_package(OpenCL) and fails without it: with --no-install-recommends it must be named.
-# zlib1g-dev: sqlite3's static link line (pkg-config --static, used by the install
-# check and by static programs) names -lz.
+# zlib1g-dev and gfortran (for libgfortran's link): sqlite3's and openblas's static
+# link lines (pkg-config --static, used by the install check and by static programs)
+# name -lz and -lgfortran.
 packages=(build-essential cmake pkg-config git ca-certificates libprotobuf-c-dev
           protobuf-c-compiler libsqlite3-dev zlib1g-dev libcjson-dev libssl-dev
-          libopenblas-dev libdnnl-dev ocl-icd-opencl-dev xz-utils python3 python3-venv
-          python3-numpy)
+          libopenblas-dev gfortran libdnnl-dev ocl-icd-opencl-dev xz-utils python3
+          python3-venv python3-numpy)
 [[ $models != 0 ]] && packages+=(python3-torch python3-torchvision)
 # The Fashion-MNIST images (30 MB) for bench/models/fashion_mnist.py, issue 6's top-1 model.
 [[ $models != 0 ]] && packages+=(dataset-fashion-mnist)
@@ -104,21 +105,16 @@ build_needs=("pkg-config:pkg-config:pkg-config" "cmake:cmake:cmake" "cc:cc:build
              "pc:openblas:libopenblas-dev"
              "file:/usr/lib/*/cmake/dnnl/dnnl-config.cmake:libdnnl-dev"
              "file:/usr/include/CL/cl.h:ocl-icd-opencl-dev"
-             "file:/usr/lib/*/libOpenCL.so:ocl-icd-opencl-dev")
+             "file:/usr/lib/*/libOpenCL.so:ocl-icd-opencl-dev"
+             "file:/usr/lib/*/libz.so:zlib1g-dev"
+             "file:/usr/lib/gcc/*/*/libgfortran.so:gfortran")
 
 # Runs the real dependency search (scripts/depcheck, the same cmake/nnroute_deps.cmake
 # the build includes) and, when it fails, names each missing piece and its package.
+# Each listed piece must be there (the static link lines need some that configure does
+# not look for), and the probe must pass.
 check_build_deps() {
-  local tmp log rc=0
-  tmp=$(mktemp -d) && log=$tmp/depcheck.log
-  if command -v cmake >/dev/null &&
-      cmake -S "$repo/scripts/depcheck" -B "$tmp/build" >"$log" 2>&1; then
-    rm -rf "$tmp"
-    say "configure check passed: every build dependency found"
-    return 0
-  fi
-  say "configure check FAILED: the build would stop at cmake's configure step"
-  local need kind what pkg
+  local need kind what pkg rc=0
   for need in "${build_needs[@]}"; do
     IFS=: read -r kind what pkg <<<"$need"
     case $kind in
@@ -126,13 +122,21 @@ check_build_deps() {
       file) compgen -G "$what" >/dev/null && continue ;;
       *) command -v "$what" >/dev/null && continue ;;
     esac
-    say "  missing $what: install the Debian package $pkg (apt-get install $pkg)"
+    say "missing $what: install the Debian package $pkg (apt-get install $pkg)"
     rc=1
   done
-  ((rc)) || say "  every listed piece is present; cmake said:"
-  sed 's/^/    /' "$log" | tail -n 25
+  local tmp log
+  tmp=$(mktemp -d) && log=$tmp/depcheck.log
+  if command -v cmake >/dev/null &&
+      cmake -S "$repo/scripts/depcheck" -B "$tmp/build" >"$log" 2>&1; then
+    ((rc)) || say "configure check passed: every build dependency found"
+  else
+    say "configure check FAILED: the build would stop at cmake's configure step; cmake said:"
+    sed 's/^/    /' "$log" | tail -n 25
+    rc=1
+  fi
   rm -rf "$tmp"
-  return 1
+  return $rc
 }
 
 install_packages
