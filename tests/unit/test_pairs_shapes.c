@@ -84,8 +84,8 @@ static bool write_rows(const char *dir, const char *file, int64_t rows, int64_t 
   nr_value v = {NR_DTYPE_FLOAT, 2, {rows, cols}, data, false};
   size_t n = strlen(file);
   nr_error err = {0};
-  nr_status st = n > 4 && !strcmp(file + n - 4, ".npy") ? nr_npy_write(path, &v, &err)
-                                                          : nr_pb_write(path, &v, NULL, &err);
+  bool npy = n > 4 && !strcmp(file + n - 4, ".npy");
+  nr_status st = npy ? nr_npy_write(path, &v, &err) : nr_pb_write(path, &v, NULL, &err);
   if (st)
     fprintf(stderr, "writing %s: %s\n", path, err.message);
   free(data);
@@ -258,7 +258,8 @@ NR_TEST(pairs_shapes_contradiction_refused) {
   nr_error err = {0};
   make_sub(bad, sizeof bad, dir, "bad");
   make_sub(good, sizeof good, dir, "good");
-  if (!m || !write_rows(bad, "input_0.pb", 2, 4, 0) || !write_rows(good, "input_0.pb", 6, 3, 0))
+  if (!m || !write_rows(bad, "input_0.pb", 2, 4, 0) ||
+      !write_rows(good, "input_0.pb", 6, 3, 0))
     goto done;
   expect_refused(t, m, bad, &set, NR_ERR_SHAPE, "bad/input_0.pb", "'x:0'",
                  "3 columns fixed, 4 given");
