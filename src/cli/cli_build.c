@@ -20,6 +20,9 @@ static void build_usage(FILE *f) {
              "Nodes the route puts in int8 (precision@NODE=int8) are quantized with the\n"
              "activation ranges of SPEC: a directory of input sets (ONNX test-data layout\n"
              "or .npy), a table file written by --save-calibration, or random:N.\n"
+             "Input dimensions MODEL leaves free come from --shape, else from the\n"
+             "first input set of a SPEC directory (data contradicting --shape is an\n"
+             "error).\n"
              "--device cuda builds a GPU engine (CUDA tactics and knobs; see docs/cuda.md).\n");
 }
 

@@ -3,11 +3,16 @@
  *
  * A model runs as an engine built along --route (the default route when none is
  * given); --reference runs it on the reference executor instead, the oracle the
- * compiler is checked against. Input problems (a missing file, a wrong shape or dtype,
- * an unknown name) end with a list of every input and the shape and dtype expected. */
+ * compiler is checked against. --inputs-dir reads a file named after each input or,
+ * as `conformance` and `tune --reference` read them, the ONNX test-data layout
+ * (input_K.pb, or the first test_data_set_N/), listed by the same scan; a model's free
+ * dims take the files' shapes. Input problems (a missing file, a wrong shape or dtype,
+ * an unknown name) name the file and the input and end with a list of every input
+ * and the shape and dtype expected. */
 #include "cli/cli.h"
 #include "compiler/knob.h"
 #include "io/tensor_io.h"
+#include "tune/pairs.h"
 #include "util/error.h"
 
 #include <stdio.h>
@@ -42,8 +47,12 @@ static void run_usage(FILE *f) {
           "Runs an ONNX model (compiled along ROUTE, default: the default route; with\n"
           "--reference on the reference executor) or an engine file, and writes\n"
           "DIR/<output>.npy (default DIR: the current directory). FILE is .npy or .pb;\n"
-          "--inputs-dir reads DIR/<input>.npy (or .pb) for each input not given by\n"
-          "--input. Inputs given nowhere are drawn at random (seed N, default 0).\n"
+          "--inputs-dir reads each input not given by --input from DIR/<input>.npy,\n"
+          "else DIR/<input>.pb, else DIR/input_K.pb (the ONNX test-data layout: K is the\n"
+          "input's position in the model, from 0); a DIR holding none of these but\n"
+          "test_data_set_N/ folders reads the one of lowest N (test_data_set_0).\n"
+          "Inputs given nowhere are drawn at random (seed N, default 0). A model's free\n"
+          "dimensions take the shapes of the files given.\n"
           "DIMS looks like 1x3x224x224. Names with characters outside [A-Za-z0-9._-]\n"
           "use '_' for them in file names. --calibration (see `nnroute build --help`)\n"
           "is needed when ROUTE puts nodes in int8. --device cuda builds the model for\n"
@@ -173,43 +182,130 @@ static int apply_shapes(const run_source *s, const run_args *a, nr_error *err) {
 
 /* ---- inputs --------------------------------------------------------------------- */
 
-/* The file for input i: --input, then --inputs-dir; NULL means random. */
-static const char *input_file(const run_source *s, const run_args *a, int i, char *buf,
-                              size_t cap) {
-  nr_io_info info;
-  in_info(s, i, &info);
-  for (int k = 0; k < a->n_inputs; k++) {
-    const char *file;
-    char *name = nr_cli_split_assign(a->input_spec[k], &file);
-    bool match = name && !strcmp(name, info.name);
-    free(name);
-    if (match)
-      return file;
-  }
-  if (!a->inputs_dir)
-    return NULL;
-  char safe[256];
-  nr_cli_safe_name(info.name, safe, sizeof safe);
-  struct stat sb;
-  snprintf(buf, cap, "%s/%s.npy", a->inputs_dir, safe);
-  if (!stat(buf, &sb))
-    return buf;
-  snprintf(buf, cap, "%s/%s.pb", a->inputs_dir, safe);
-  if (!stat(buf, &sb))
-    return buf;
-  snprintf(buf, cap, "%s/%s.npy", a->inputs_dir, safe);
-  return buf; /* reported as missing when read */
+/* Where --inputs-dir files are read: the folder itself, or the first of its
+ * test_data_set_N folders when it holds no input file of its own; and the input_K.pb
+ * files there, listed by the scan the conformance runner and the tuner use. */
+typedef struct input_dir {
+  char *dir;
+  nr_testdata_set pb;
+} input_dir;
+
+static void input_dir_free(input_dir *d) {
+  free(d->dir);
+  nr_testdata_set_free(&d->pb);
+  memset(d, 0, sizeof *d);
 }
 
+static nr_status input_dir_scan(const char *dir, input_dir *d, nr_error *err) {
+  input_dir_free(d);
+  d->dir = strdup(dir);
+  d->pb.dir = strdup(dir);
+  if (!d->dir || !d->pb.dir)
+    return nr_errorf(err, NR_ERR_NOMEM, "out of memory");
+  return nr_testdata_scan_set(&d->pb, err);
+}
+
+/* Path of the file named after input i in d->dir with extension ext, and whether
+ * one is there. */
+static bool named_file(const run_source *s, const input_dir *d, int i, const char *ext,
+                       char *buf, size_t cap) {
+  nr_io_info info;
+  in_info(s, i, &info);
+  char safe[256];
+  nr_cli_safe_name(info.name, safe, sizeof safe);
+  snprintf(buf, cap, "%s/%s.%s", d->dir, safe, ext);
+  struct stat sb;
+  return !stat(buf, &sb) && S_ISREG(sb.st_mode);
+}
+
+static bool holds_inputs(const run_source *s, const input_dir *d) {
+  char buf[4096];
+  bool any = d->pb.n_inputs > 0;
+  for (int i = 0; !any && i < in_count(s); i++)
+    any = named_file(s, d, i, "npy", buf, sizeof buf) ||
+          named_file(s, d, i, "pb", buf, sizeof buf);
+  return any;
+}
+
+static nr_status open_inputs_dir(const run_source *s, const run_args *a, input_dir *d,
+                                 nr_error *err) {
+  if (!a->inputs_dir)
+    return NR_OK;
+  nr_status st = input_dir_scan(a->inputs_dir, d, err);
+  char *first = NULL;
+  if (!st && !holds_inputs(s, d))
+    st = nr_pairs_first_folder(a->inputs_dir, &first, err);
+  if (!st && first && strcmp(first, a->inputs_dir)) {
+    st = input_dir_scan(first, d, err);
+    fprintf(stderr, "nnroute run: reading the inputs from %s\n", first);
+  }
+  free(first);
+  int n = in_count(s);
+  if (!st && d->pb.n_inputs > n)
+    st = nr_errorf(err, NR_ERR_INVALID_ARGUMENT,
+                   "%s: the %s has only %d inputs (input_K.pb is the K-th input, "
+                   "counting from 0)", d->pb.inputs[n], s->engine ? "engine" : "model", n);
+  return st;
+}
+
+/* The file for input i: --input, then in the inputs folder the file named after the
+ * input (.npy, then .pb), then input_<i>.pb. *file NULL: no folder, drawn at random. */
+static nr_status input_file(const run_source *s, const run_args *a, const input_dir *d,
+                            int i, char *buf, size_t cap, const char **file,
+                            nr_error *err) {
+  nr_io_info info;
+  in_info(s, i, &info);
+  *file = NULL;
+  for (int k = 0; k < a->n_inputs && !*file; k++) {
+    const char *f;
+    char *name = nr_cli_split_assign(a->input_spec[k], &f);
+    if (name && !strcmp(name, info.name))
+      *file = f;
+    free(name);
+  }
+  if (*file || !d->dir)
+    return NR_OK;
+  if (named_file(s, d, i, "npy", buf, cap) || named_file(s, d, i, "pb", buf, cap)) {
+    *file = buf;
+    return NR_OK;
+  }
+  if (i < d->pb.n_inputs) {
+    *file = d->pb.inputs[i];
+    return NR_OK;
+  }
+  char safe[256];
+  nr_cli_safe_name(info.name, safe, sizeof safe);
+  return nr_errorf(err, NR_ERR_IO, "input %d ('%s') has no file in %s: expected %s.npy, "
+                   "%s.pb or input_%d.pb", i, info.name, d->dir, safe, safe, i);
+}
+
+static bool same_shape(const nr_value *v, const nr_io_info *info) {
+  bool same = v->rank == info->rank;
+  for (int k = 0; same && k < v->rank; k++)
+    same = v->dims[k] == info->dims[k];
+  return same;
+}
+
+/* Reads input info from file; a model takes the file's shape for its free dims. */
 static nr_status load_input(const run_source *s, const nr_io_info *info, const char *file,
                             nr_value *v, nr_error *err) {
   nr_status st = nr_cli_read_tensor(file, v, err);
-  if (!st && v->dtype != info->dtype)
-    st = nr_errorf(err, NR_ERR_SHAPE, "input '%s' from '%s' is %s, expected %s",
-                   info->name, file, nr_dtype_name(v->dtype), nr_dtype_name(info->dtype));
-  if (!st && s->model)
-    st = nr_model_set_input_shape(s->model, info->name, v->rank, v->dims, err);
-  return st;
+  char got[128], want[128];
+  nr_value w = {info->dtype, info->rank, {0}, NULL, false};
+  memcpy(w.dims, info->dims, sizeof w.dims);
+  if (st)
+    return nr_error_prefix(err, "input '%s': ", info->name);
+  if (v->dtype != info->dtype)
+    return nr_errorf(err, NR_ERR_SHAPE, "input '%s' from '%s' is %s, expected %s",
+                     info->name, file, nr_dtype_name(v->dtype), nr_dtype_name(info->dtype));
+  if (s->model && (st = nr_model_set_input_shape(s->model, info->name, v->rank, v->dims,
+                                                 err)))
+    return nr_error_prefix(err, "%s: ", file);
+  if (!s->model && !same_shape(v, info))
+    return nr_errorf(err, NR_ERR_SHAPE, "input '%s' from '%s' is %s; the engine takes %s",
+                     info->name, file, nr_value_describe(v, got, sizeof got),
+                     nr_value_describe(&w, want, sizeof want));
+  return NR_OK;
 }
 
 static nr_status draw_input(const nr_io_info *info, uint64_t *state, nr_value *v,
@@ -230,19 +326,24 @@ static int gather_inputs(const run_source *s, const run_args *a, nr_value *vals,
                          nr_error *err) {
   uint64_t state = a->seed;
   bool drew = false;
-  for (int i = 0; i < in_count(s); i++) {
+  input_dir d = {0};
+  nr_status st = open_inputs_dir(s, a, &d, err);
+  for (int i = 0; !st && i < in_count(s); i++) {
     nr_io_info info;
     in_info(s, i, &info);
     char buf[4096];
-    const char *file = input_file(s, a, i, buf, sizeof buf);
-    nr_status st = file ? load_input(s, &info, file, &vals[i], err)
-                        : draw_input(&info, &state, &vals[i], err);
+    const char *file;
+    st = input_file(s, a, &d, i, buf, sizeof buf, &file, err);
+    if (!st)
+      st = file ? load_input(s, &info, file, &vals[i], err)
+                : draw_input(&info, &state, &vals[i], err);
     drew |= !file;
-    if (st) {
-      nr_cli_fail(err);
-      print_inputs(s);
-      return 1;
-    }
+  }
+  input_dir_free(&d);
+  if (st) {
+    nr_cli_fail(err);
+    print_inputs(s);
+    return 1;
   }
   if (drew)
     fprintf(stderr, "nnroute run: inputs not given were drawn at random (seed %llu)\n",

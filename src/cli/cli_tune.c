@@ -36,7 +36,12 @@ static void tune_usage(FILE *f) {
     "int8 routes are calibrated on the reference inputs unless --calibration gives\n"
     "input sets (or a table from `nnroute build --save-calibration`); the holdout\n"
     "inputs are never used. --device cuda tunes GPU engines: the knob space and every\n"
-    "candidate are the CUDA build's.\n");
+    "candidate are the CUDA build's.\n"
+    "A --reference DIR holds input_K.pb files (K: the input's position, from 0) with\n"
+    "optional output_K.pb, or test_data_set_N/ folders of them (one pair each), or\n"
+    "one <name>.npy per input (and per output). Input dims MODEL leaves free come\n"
+    "from --shape, else from the first pair of the first --reference (else --holdout,\n"
+    "else --calibration) folder; every pair must then have those shapes.\n");
 }
 
 static void report_usage(FILE *f) {

@@ -7,7 +7,10 @@
  * same reason both entry points are all-or-nothing: on failure the set keeps only
  * the pairs it had before the call. A folder in the input_K.pb layout is listed by
  * the conformance runner's scan (nr_testdata_scan_set), so both read the same files
- * and refuse the same gaps in their numbers.
+ * and refuse the same gaps in their numbers. A model that leaves input dimensions
+ * free takes them from the first pair before it is prepared (nr_pairs_fix_shapes):
+ * the data has shapes, so asking the user for them again would only invite a
+ * mismatch; the pairs after the first must then have the same shapes.
  *
  * Generated inputs use the same generator and the same per-dtype defaults as the
  * CLI's random inputs (splitmix64, floats in [-1, 1), integers in [0, 16), bools
@@ -541,12 +544,107 @@ static nr_status list_set_dirs(const char *dir, set_dir **out, int *n, nr_error 
   return NR_OK;
 }
 
+nr_status nr_pairs_first_folder(const char *dir, char **out, nr_error *err) {
+  set_dir *dirs = NULL;
+  int n = 0;
+  *out = NULL;
+  nr_status st = list_set_dirs(dir, &dirs, &n, err);
+  if (st)
+    return st;
+  *out = strdup(n > 0 ? dirs[0].path : dir);
+  free_set_dirs(dirs, n);
+  return *out ? NR_OK : nr_errorf(err, NR_ERR_NOMEM, "out of memory listing '%s'", dir);
+}
+
+/* ---- shapes from the first pair ----------------------------------------------------- */
+
+static bool has_free_dim(const nr_io_info *info) {
+  bool free_dim = info->rank < 0;
+  for (int d = 0; d < info->rank; d++)
+    free_dim = free_dim || info->dims[d] < 0;
+  return free_dim;
+}
+
+static bool any_free_input(nr_model *m) {
+  bool any = false;
+  for (int i = 0; !any && i < nr_model_input_count(m); i++) {
+    nr_io_info info;
+    nr_model_input_info(m, i, &info);
+    any = has_free_dim(&info);
+  }
+  return any;
+}
+
+/* The shape input i has in the folder, when the model leaves a dimension of it free
+ * (*shape untouched otherwise); the file must agree with every dimension that is
+ * fixed, and with the dtype. */
+static nr_status free_input_shape(nr_model *m, const pair_dir *f, int i, nr_buffer *shape,
+                                  nr_error *err) {
+  nr_io_info info;
+  nr_model_input_info(m, i, &info);
+  if (!has_free_dim(&info))
+    return NR_OK;
+  nr_buffer b = {0};
+  nr_status st = read_one(m, f, false, i, &b, err);
+  if (!st) {
+    shape->rank = b.rank;
+    memcpy(shape->dims, b.dims, sizeof shape->dims);
+  }
+  nr_buffer_free(&b);
+  return st;
+}
+
+/* Every free input's shape is read and checked before any is set, so a folder that
+ * contradicts the model leaves the model as it was. */
+static nr_status fix_from_folder(nr_model *m, const pair_dir *f, nr_error *err) {
+  int ni = nr_model_input_count(m);
+  nr_buffer *shapes = calloc((size_t)ni + 1, sizeof *shapes);
+  if (!shapes)
+    return nr_errorf(err, NR_ERR_NOMEM, "out of memory");
+  for (int i = 0; i < ni; i++)
+    shapes[i].rank = -1;
+  nr_status st = NR_OK;
+  for (int i = 0; !st && i < ni; i++)
+    st = free_input_shape(m, f, i, &shapes[i], err);
+  for (int i = 0; !st && i < ni; i++) {
+    nr_io_info info;
+    nr_model_input_info(m, i, &info);
+    if (shapes[i].rank >= 0)
+      st = nr_model_set_input_shape(m, info.name, shapes[i].rank, shapes[i].dims, err);
+  }
+  free(shapes);
+  return st;
+}
+
+nr_status nr_pairs_fix_shapes(nr_model *m, const char *dir, nr_error *err) {
+  if (!m || !dir)
+    return nr_errorf(err, NR_ERR_INVALID_ARGUMENT, "reference pairs: NULL argument");
+  if (!any_free_input(m))
+    return NR_OK;
+  char *first = NULL;
+  nr_status st = nr_pairs_first_folder(dir, &first, err);
+  pair_dir f = {first, LAYOUT_NPY, {0}};
+  if (!st)
+    st = detect_layout(m, first, &f.lay, err);
+  if (!st)
+    st = f.lay == LAYOUT_PB ? scan_pb(&f, err) : check_npy_names(m, first, err);
+  if (!st)
+    st = check_no_extra(&f, false, nr_model_input_count(m), err);
+  if (!st)
+    st = fix_from_folder(m, &f, err);
+  nr_testdata_set_free(&f.pb);
+  free(first);
+  return st;
+}
+
 nr_status nr_pairs_load_dir(nr_model *m, const char *dir, nr_pair_set *set,
                             nr_error *err) {
   if (!dir)
     return nr_errorf(err, NR_ERR_INVALID_ARGUMENT, "reference pairs: NULL folder");
   nr_pair_set before = set ? *set : (nr_pair_set){0};
-  nr_status st = set_begin(m, set, err);
+  nr_status st = m && set ? nr_pairs_fix_shapes(m, dir, err) : NR_OK;
+  if (!st)
+    st = set_begin(m, set, err);
   set_dir *dirs = NULL;
   int n_dirs = 0;
   if (!st)

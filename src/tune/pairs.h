@@ -37,14 +37,26 @@ typedef struct nr_input_range {
   double lo, hi;
 } nr_input_range;
 
-/* Appends the pairs found in dir to set. The model is prepared here if it was not
- * (its input shapes must be fixed); inputs whose shape or dtype differs from the
- * model's are an error naming the file. With test_data_set_N subfolders, each is one
- * pair, in numeric order of N; otherwise dir itself is one pair. Outputs are all
- * given or all absent (then computed). A set holds the pairs of one model. On error
- * the set is left as it was. A pair's origin is the folder it came from. */
+/* Appends the pairs found in dir to set. The model is prepared here if it was not,
+ * after nr_pairs_fix_shapes has given its free dimensions the first pair's shapes;
+ * inputs whose shape or dtype differs from the model's are an error naming the file.
+ * With test_data_set_N subfolders, each is one pair, in numeric order of N; otherwise
+ * dir itself is one pair. Outputs are all given or all absent (then computed). A set
+ * holds the pairs of one model. On error the set is left as it was (shapes fixed from
+ * the first pair stay fixed). A pair's origin is the folder it came from. */
 nr_status nr_pairs_load_dir(nr_model *m, const char *dir, nr_pair_set *set,
                             nr_error *err);
+/* The folder holding dir's first pair: its test_data_set_N subfolder of lowest N, or
+ * dir itself when it has none. *out is malloc'ed (the caller frees it). */
+nr_status nr_pairs_first_folder(const char *dir, char **out, nr_error *err);
+/* Gives the inputs the model leaves free (a dimension unknown, or the rank) the shape
+ * they have in dir's first pair, so a model with x: [?,3,48,?] takes 1x3x48x320 from
+ * its data instead of needing a shape. Only those inputs are read; each file must
+ * agree with the model's dtype and with every dimension already fixed (declared, or
+ * set by nr_model_set_input_shape, which therefore wins over the data), else the
+ * error names the file and the input and the model is left as it was. Nothing to do
+ * (NR_OK) when no dimension is free, so also on a prepared model. */
+nr_status nr_pairs_fix_shapes(nr_model *m, const char *dir, nr_error *err);
 /* Appends count generated pairs (seeded) to set, outputs from the reference executor.
  * Pair k of a seed is the same whatever count is; pair 0 of seed S has the inputs
  * the CLI's --seed S random inputs have (when no range or table applies). Origins

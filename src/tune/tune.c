@@ -85,6 +85,23 @@ static cJSON *settings_json(const tune_session *s) {
 
 /* ---- setup ---------------------------------------------------------------------- */
 
+/* A model that leaves input dimensions free takes them from the data it is given,
+ * before the space is built (which prepares the model): the first reference folder,
+ * else a holdout folder, else a calibration folder. Once one has fixed them the
+ * others have nothing left to fix; their pairs are checked against those shapes when
+ * they are read. */
+static nr_status shapes_from_data(const nr_tune_options *o, nr_error *err) {
+  nr_status st = NR_OK;
+  for (int i = 0; !st && i < o->n_reference_dirs; i++)
+    st = nr_pairs_fix_shapes(o->model, o->reference_dirs[i], err);
+  for (int i = 0; !st && i < o->n_holdout_dirs; i++)
+    st = nr_pairs_fix_shapes(o->model, o->holdout_dirs[i], err);
+  struct stat sb;
+  if (!st && o->calibration && !stat(o->calibration, &sb) && S_ISDIR(sb.st_mode))
+    st = nr_pairs_fix_shapes(o->model, o->calibration, err);
+  return st;
+}
+
 static nr_status setup_pairs(tune_session *s, nr_error *err) {
   const nr_tune_options *o = s->o;
   nr_status st = NR_OK;
@@ -770,7 +787,9 @@ nr_status nr_tune_run(const nr_tune_options *o, bool *interrupted, nr_error *err
   sigemptyset(&sa.sa_mask);
   sigaction(SIGINT, &sa, &old_int);
   sigaction(SIGTERM, &sa, &old_term);
-  nr_status st = tune_space_build(o->model, o->routes, o->device, &s.space, err);
+  nr_status st = shapes_from_data(o, err);
+  if (!st)
+    st = tune_space_build(o->model, o->routes, o->device, &s.space, err);
   if (!st)
     st = setup_outputs(&s, err);
   if (!st && o->dry_run)

@@ -25,7 +25,9 @@
 #define NR_TUNE_MAX_DIRS 16
 
 typedef struct nr_tune_options {
-  nr_model *model;            /* loaded, input shapes set (prepared by the session) */
+  nr_model *model;            /* loaded; the session prepares it, first giving dims
+                                 left free the shapes of the first reference (else
+                                 holdout, else calibration) folder */
   const char *model_path;     /* for the report */
   const char *argv;           /* the command line, recorded */
   const char *routes;         /* route expression; NULL: the default space */
