@@ -8,6 +8,9 @@
 #   bootstrap   scripts/bootstrap.sh (Debian packages, .venv)
 #   build       Release build in build/
 #   ctest       unit tests + ONNX node conformance (ctest --test-dir build)
+#   cli         tests/cli/check_cli_inputs.sh: run/build/bench/tune on a generated model
+#               with free input dims, inputs in every layout --inputs-dir reads, outputs
+#               compared with ONNX Runtime, and the refusals of contradicting files
 #   asan        ASan+UBSan build in build-asan/, nr_unit with NR_FUZZ_DIR naming the node
 #               suite and the exported real models (truncated and bit-flipped copies)
 #   models      export the real-model suite to build/models/ (cached) + ONNX Runtime refs
@@ -106,6 +109,8 @@ do_asan() {
       UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1} "$asan/tests/nr_unit"
 }
 
+do_cli() { NNROUTE=$build/nnroute bash tests/cli/check_cli_inputs.sh; }
+
 do_models() {
   /usr/bin/python3 bench/models/export_models.py "$build/models" &&
     .venv/bin/python bench/models/ort_reference.py "$build/models"
@@ -165,6 +170,7 @@ do_fresh() {
 stage bootstrap "" do_bootstrap
 stage build "bootstrap" do_build
 stage ctest "build" do_ctest
+stage cli "build bootstrap" do_cli
 stage models "bootstrap" do_models
 stage check "build models" do_check
 stage reference "build models" do_reference
