@@ -13,6 +13,9 @@ static struct {
   nr_test_fn fn;
 } tests[MAX_TESTS];
 static int n_tests;
+/* The test running on this thread: set by main's thread only, so a generator made
+ * on a worker thread notes nothing. */
+static _Thread_local nr_test_state *current;
 
 void nr_test_register(const char *name, nr_test_fn fn) {
   if (n_tests < MAX_TESTS) {
@@ -22,12 +25,21 @@ void nr_test_register(const char *name, nr_test_fn fn) {
   }
 }
 
+void nr_test_note_seed(uint64_t seed) {
+  if (current) {
+    current->seeded = true;
+    current->seed = seed;
+  }
+}
+
 void nr_test_failf(nr_test_state *t, const char *file, int line, const char *what,
                    const char *fmt, ...) {
   va_list ap;
   va_start(ap, fmt);
   fprintf(stderr, "FAIL %s (%s:%d): %s", t->name, file, line, what);
   vfprintf(stderr, fmt, ap);
+  if (t->seeded)
+    fprintf(stderr, " [last rng seed %llu]", (unsigned long long)t->seed);
   fputc('\n', stderr);
   va_end(ap);
   t->failures++;
@@ -46,7 +58,9 @@ int main(int argc, char **argv) {
     if (filter && !strstr(tests[i].name, filter))
       continue;
     nr_test_state t = {tests[i].name, 0};
+    current = &t;
     tests[i].fn(&t);
+    current = NULL;
     if (t.failures)
       failed++;
     else

@@ -12,6 +12,7 @@
 #include "kernels/ref/executor.h"
 #include "passes/pass_util.h"
 #include "runtime/threadpool.h"
+#include "rng.h"
 #include "unit.h"
 
 #include <float.h>
@@ -233,13 +234,6 @@ static nr_value fval(int rank, const int64_t *dims, const float *data) {
   return v;
 }
 
-static float *rnd(int64_t n, unsigned *seed, float lo, float hi) {
-  float *x = malloc(sizeof(float) * (size_t)(n + 1));
-  for (int64_t i = 0; i < n; i++)
-    x[i] = lo + (hi - lo) * (float)rand_r(seed) / (float)RAND_MAX;
-  return x;
-}
-
 static const char *const ISAS[] = {"__avx2", "__portable"};
 
 /* Runs op on one input of n elements through every ISA of tactic stem and compares
@@ -248,7 +242,7 @@ static void check_unary(nr_test_state *t, const char *op, const char *stem, int 
                         int n_attrs, const nr_attr *attrs, int64_t n, float lo, float hi,
                         const char *route, double atol, double rtol, nr_threadpool *pool) {
   unsigned seed = (unsigned)(n * 7919 + strlen(op)), s0 = seed;
-  float *x = rnd(n, &seed, lo, hi);
+  float *x = nr_rng_floats_u32(n, &seed, lo, hi);
   if (n > 3) {
     x[0] = 0.0f;
     x[1] = -0.0f;
@@ -341,7 +335,7 @@ NR_TEST(cpu_eltwise_clip_inputs) {
   float lo = -1.0f, hi = 2.5f, out_lo = 1.0f;
   int64_t n = 33, one = 1;
   unsigned seed = 5;
-  float *x = rnd(n, &seed, -4, 4);
+  float *x = nr_rng_floats_u32(n, &seed, -4, 4);
   nr_value xi = fval(1, &n, x), l = fval(0, &one, &lo), h = fval(0, &one, &hi),
            y = fval(1, &n, NULL), l2 = fval(0, &one, &out_lo);
   bool consts[] = {false, true, true};
@@ -384,10 +378,11 @@ static void check_binary(nr_test_state *t, const char *op, const char *stem, int
     nb *= db[d];
   for (int d = 0; d < ry; d++)
     ny *= dy[d];
-  float *a = rnd(na, &seed, -3, 3), *b = rnd(nb, &seed, 0.5f, 3);
+  float *a = nr_rng_floats_u32(na, &seed, -3, 3), *b = nr_rng_floats_u32(nb, &seed, 0.5f, 3);
   uint8_t *cond = malloc((size_t)na + 1);
+  nr_rng r = nr_rng_make(seed);
   for (int64_t i = 0; i < na; i++)
-    cond[i] = rand_r(&seed) & 1;
+    cond[i] = nr_rng_u32(&r) & 1;
   nr_value va = fval(ra, da, a), vb = fval(rb, db, b), vy = fval(ry, dy, NULL);
   nr_value vc = va, vx = vb, vz = vb;
   vc.dtype = NR_DTYPE_BOOL;
@@ -599,7 +594,7 @@ NR_TEST(cpu_eltwise_threads_knob) {
   nr_threadpool *pool = nr_threadpool_create(2);
   int64_t big[1] = {70000}, small[1] = {1000};
   unsigned seed = 7;
-  float *x = rnd(big[0], &seed, -3, 3);
+  float *x = nr_rng_floats_u32(big[0], &seed, -3, 3);
   for (int k = 0; k < 2; k++) {
     nr_value v = fval(1, k ? small : big, x);
     const nr_value *ins[] = {&v};

@@ -7,6 +7,7 @@
 #include "kernels/cpu/norm/norm.h"
 #include "kernels/ref/executor.h"
 #include "runtime/threadpool.h"
+#include "rng.h"
 #include "unit.h"
 
 #include <math.h>
@@ -30,13 +31,6 @@ static nr_value fval(int rank, const int64_t *dims, const float *data) {
   nr_value v = {.dtype = NR_DTYPE_FLOAT, .rank = rank, .data = (void *)data};
   memcpy(v.dims, dims, sizeof(int64_t) * (size_t)rank);
   return v;
-}
-
-static float *rnd(int64_t n, unsigned *seed, float lo, float hi) {
-  float *x = malloc(sizeof(float) * (size_t)(n + 1));
-  for (int64_t i = 0; i < n; i++)
-    x[i] = lo + (hi - lo) * (float)rand_r(seed) / (float)RAND_MAX;
-  return x;
 }
 
 static const char *const ISAS[] = {"__avx512", "__avx2", "__portable"};
@@ -93,7 +87,7 @@ NR_TEST(cpu_norm_softmax) {
     for (int lg = 0; lg < 2; lg++) {
       unsigned seed = (unsigned)(r * 13 + lg), s0 = seed;
       int64_t dims[3] = {3, 5, ROWS[r]}, n = 15 * ROWS[r];
-      float *x = rnd(n, &seed, -12, 12);
+      float *x = nr_rng_floats_u32(n, &seed, -12, 12);
       nr_value xi = fval(3, dims, x), y = fval(3, dims, NULL);
       const nr_value *ins[] = {&xi};
       const char *op = lg ? "LogSoftmax" : "Softmax", *stem = lg ? "logsoftmax" : "softmax";
@@ -112,7 +106,7 @@ NR_TEST(cpu_norm_softmax) {
   }
   int64_t big[2] = {70, 1000}; /* the parallel path */
   unsigned seed = 3;
-  float *x = rnd(70000, &seed, -5, 5);
+  float *x = nr_rng_floats_u32(70000, &seed, -5, 5);
   nr_value xi = fval(2, big, x), y = fval(2, big, NULL);
   const nr_value *ins[] = {&xi};
   check(t, "Softmax", "softmax", 13, 0, NULL, 1, ins, 1, &y, "", 1e-7, 2e-6, 3, pool, true);
@@ -129,8 +123,8 @@ NR_TEST(cpu_norm_layernorm) {
   for (int r = 0; r < 7; r++) {
     unsigned seed = (unsigned)(r * 17), s0 = seed;
     int64_t n = ROWS[r], dims[3] = {2, 3, n}, rows = 6, mdims[3] = {2, 3, 1};
-    float *x = rnd(rows * n, &seed, -3, 5), *sc = rnd(n, &seed, 0.5f, 2),
-          *b = rnd(n, &seed, -1, 1);
+    float *x = nr_rng_floats_u32(rows * n, &seed, -3, 5), *sc = nr_rng_floats_u32(n, &seed, 0.5f, 2),
+          *b = nr_rng_floats_u32(n, &seed, -1, 1);
     nr_value xi = fval(3, dims, x), si = fval(1, &n, sc), bi = fval(1, &n, b);
     nr_value outs[3] = {fval(3, dims, NULL), fval(3, mdims, NULL), fval(3, mdims, NULL)};
     const nr_value *ins[] = {&xi, &si, &bi}, *ins_nob[] = {&xi, &si, NULL};
@@ -142,7 +136,7 @@ NR_TEST(cpu_norm_layernorm) {
     }
     /* axis 1: normalized over [3, n] with a [3, n] scale */
     int64_t sd[2] = {3, n};
-    float *sc2 = rnd(3 * n, &seed, 0.5f, 2);
+    float *sc2 = nr_rng_floats_u32(3 * n, &seed, 0.5f, 2);
     nr_value s2 = fval(2, sd, sc2), m1 = fval(3, (int64_t[]){2, 1, 1}, NULL);
     nr_value outs2[3] = {outs[0], m1, m1};
     const nr_value *ins2[] = {&xi, &s2, NULL};
@@ -165,8 +159,8 @@ NR_TEST(cpu_norm_layernorm_many_rows) {
   for (int k = 0; k < 3; k++) {
     unsigned seed = (unsigned)(300 + k), s0 = seed;
     int64_t n = NS[k], rows = 19, dims[2] = {rows, n}, md[2] = {rows, 1};
-    float *x = rnd(rows * n, &seed, -3, 5), *sc = rnd(n, &seed, 0.5f, 2),
-          *b = rnd(n, &seed, -1, 1);
+    float *x = nr_rng_floats_u32(rows * n, &seed, -3, 5), *sc = nr_rng_floats_u32(n, &seed, 0.5f, 2),
+          *b = nr_rng_floats_u32(n, &seed, -1, 1);
     nr_value xi = fval(2, dims, x), si = fval(1, &n, sc), bi = fval(1, &n, b);
     nr_value outs[3] = {fval(2, dims, NULL), fval(2, md, NULL), fval(2, md, NULL)};
     const nr_value *ins[] = {&xi, &si, &bi};
@@ -200,7 +194,7 @@ NR_TEST(cpu_norm_layernorm_many_rows) {
   }
   int64_t gd[4] = {2, 19, 3, 11}, god[4] = {2, 19, 1, 1};
   unsigned seed = 9;
-  float *x = rnd(2 * 19 * 33, &seed, -2, 3);
+  float *x = nr_rng_floats_u32(2 * 19 * 33, &seed, -2, 3);
   nr_value xi = fval(4, gd, x), y = fval(4, god, NULL);
   const nr_value *ins[] = {&xi};
   check(t, "GlobalAveragePool", "gavgpool", 1, 0, NULL, 1, ins, 1, &y, "", 1e-7, 1e-6, 9,
@@ -215,7 +209,7 @@ NR_TEST(cpu_norm_global_avgpool) {
   for (int s = 0; s < 7; s++) {
     unsigned seed = (unsigned)s;
     int64_t dims[4] = {2, 5, 1, spatial[s]}, od[4] = {2, 5, 1, 1};
-    float *x = rnd(10 * spatial[s], &seed, -2, 3);
+    float *x = nr_rng_floats_u32(10 * spatial[s], &seed, -2, 3);
     nr_value xi = fval(4, dims, x), y = fval(4, od, NULL);
     const nr_value *ins[] = {&xi};
     check(t, "GlobalAveragePool", "gavgpool", 1, 0, NULL, 1, ins, 1, &y, "", 1e-7, 1e-6,
@@ -228,7 +222,7 @@ NR_TEST(cpu_norm_global_avgpool) {
    * a partial last block (37 rows = 4 blocks of 8 and 5). */
   int64_t dims[4] = {1, 37, 30, 40}, od[4] = {1, 37, 1, 1};
   unsigned seed = 77;
-  float *x = rnd(37 * 1200, &seed, -2, 3);
+  float *x = nr_rng_floats_u32(37 * 1200, &seed, -2, 3);
   nr_value xi = fval(4, dims, x), y = fval(4, od, NULL);
   const nr_value *ins[] = {&xi};
   check(t, "GlobalAveragePool", "gavgpool", 1, 0, NULL, 1, ins, 1, &y, "", 1e-7, 1e-6, 77,
@@ -259,7 +253,7 @@ NR_TEST(cpu_norm_reduce_mean_tail) {
     int64_t n = 1;
     for (int d = 0; d < cases[i].rank; d++)
       n *= cases[i].dims[d];
-    float *x = rnd(n, &seed, -2, 3);
+    float *x = nr_rng_floats_u32(n, &seed, -2, 3);
     nr_value xi = fval(cases[i].rank, cases[i].dims, x);
     nr_value y = fval(cases[i].out_rank, cases[i].out, NULL);
     const nr_value *ins[] = {&xi};
@@ -290,7 +284,7 @@ NR_TEST(cpu_norm_pool2d) {
     for (int h = 7; h <= 10; h++) { /* h = 10: a plane 37 or 38 wide (vector loops) */
       unsigned seed = (unsigned)(c * 10 + (size_t)h), s0 = seed;
       int64_t w = h == 10 ? 37 + (int64_t)(c & 1) : h + 2, dims[4] = {2, 3, h, w};
-      float *x = rnd(6 * h * w, &seed, -4, 4);
+      float *x = nr_rng_floats_u32(6 * h * w, &seed, -4, 4);
       x[5] = NAN;
       int64_t ks[2] = {cases[c].k, cases[c].k}, st[2] = {cases[c].s, cases[c].s},
               dl[2] = {cases[c].d, cases[c].d},
@@ -374,7 +368,7 @@ NR_TEST(cpu_norm_pool_knobs) {
                   {.name = "pads", .type = NR_ATTR_INTS, .n = 4, .ints = pd}};
   int64_t big[4] = {1, 8, 64, 64}, small[4] = {1, 1, 8, 8};
   unsigned seed = 11;
-  float *x = rnd(8 * 64 * 64, &seed, -2, 2);
+  float *x = nr_rng_floats_u32(8 * 64 * 64, &seed, -2, 2);
   for (int k = 0; k < 2; k++) {
     nr_value v = fval(4, k ? small : big, x);
     const nr_value *ins[] = {&v};

@@ -26,6 +26,7 @@
 #include "kernels/ref/executor.h"
 #include "op_test.h"
 #include "runtime/threadpool.h"
+#include "rng.h"
 #include "unit.h"
 
 #include <math.h>
@@ -75,10 +76,10 @@ static void pool_case_run(nr_test_state *t, const pcase *k, int kind, bool avx2,
                           unsigned seed) {
   const char *op = kind ? "AveragePool" : "MaxPool";
   int64_t xd[4] = {k->n, k->c, k->h, k->w}, hw = k->h * k->w, xn = k->n * k->c * hw;
-  unsigned s = seed;
+  nr_rng rng = nr_rng_make(seed);
   float *x = malloc(sizeof(float) * (size_t)xn), *xh = malloc(sizeof(float) * (size_t)xn);
   for (int64_t i = 0; i < xn; i++)
-    x[i] = (float)(rand_r(&s) % 20001) / 1000.0f - 10.0f;
+    x[i] = (float)nr_rng_int(&rng, 0, 20000) / 1000.0f - 10.0f;
   if (nan) { /* scattered NaNs, and a whole 3x3 corner of channel 0 */
     for (int64_t i = 0; i < xn; i += 7)
       x[i] = NAN;
@@ -160,10 +161,10 @@ NR_TEST(nhwc_gavgpool_kernels_match_reference) {
         for (int reassoc = 0; reassoc < 2; reassoc++) {
           unsigned seed = 900u + (unsigned)(ci * 7 + hi * 3) + (unsigned)reassoc;
           int64_t c = cs[ci], hw = hws[hi], xd[4] = {1, c, hw, 1};
-          unsigned s = seed;
+          nr_rng rng = nr_rng_make(seed);
           float *x = malloc(sizeof(float) * (size_t)(c * hw)), *xh = malloc(sizeof(float) * (size_t)(c * hw));
           for (int64_t i = 0; i < c * hw; i++)
-            x[i] = (float)(rand_r(&s) % 200001) / 1000.0f - 100.0f;
+            x[i] = (float)nr_rng_int(&rng, 0, 200000) / 1000.0f - 100.0f;
           to_nhwc(x, xh, 1, c, hw);
           nr_value xv = make_value(NR_DTYPE_FLOAT, 4, xd, x), want = {0};
           nr_error err = {0};
@@ -358,7 +359,7 @@ typedef struct gb {
   nr_graph *g;
   float *store[16];
   int n_store;
-  unsigned seed;
+  nr_rng rng;
 } gb;
 
 static int tensor(gb *b, const char *name, unsigned flags, int rank, const int64_t *dims) {
@@ -380,7 +381,7 @@ static int constant(gb *b, const char *name, int rank, const int64_t *dims, floa
     n *= dims[d];
   float *v = malloc(sizeof(float) * (size_t)n);
   for (int64_t i = 0; i < n; i++)
-    v[i] = lo + (hi - lo) * (float)(rand_r(&b->seed) % 10001) / 10000.0f;
+    v[i] = lo + (hi - lo) * (float)nr_rng_int(&b->rng, 0, 10000) / 10000.0f;
   b->store[b->n_store++] = v;
   b->g->tensors[t].value.data = v;
   return t;
@@ -438,7 +439,7 @@ static int build_graph(gb *b) {
   g->opsets[0].version = 13;
   g->n_opsets = 1;
   g->owns_opsets = true;
-  b->seed = 4242;
+  b->rng = nr_rng_make(4242);
   int x = tensor(b, "x", NR_TENSOR_INPUT, 4, (int64_t[]){2, 5, 13, 11});
   int c1 = conv(b, "c1", x, 5, 16, 3);
   int64_t k3[2] = {3, 3}, s2[2] = {2, 2}, p1[4] = {1, 1, 1, 1};

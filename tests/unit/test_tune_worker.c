@@ -7,6 +7,7 @@
  * executor), which keeps these tests independent of pairs.c. Every candidate status
  * is produced by a real engine through the fault knobs: the worker is never told what
  * to report. Nothing here asserts a time; runs are counted. */
+#include "rng.h"
 #include "unit.h"
 
 #include "engine/engine.h"
@@ -70,10 +71,9 @@ static void fill_input(nr_buffer *b, uint64_t seed) {
   b->dims[0] = ROWS;
   b->dims[1] = COLS;
   float *x = malloc(sizeof(float) * ROWS * COLS);
-  for (int i = 0; i < ROWS * COLS; i++) {
-    seed = seed * 6364136223846793005ull + 1442695040888963407ull;
-    x[i] = (float)((seed >> 40) & 0xffff) / 32768.0f - 1.0f; /* [-1, 1) */
-  }
+  nr_rng r = nr_rng_make(seed);
+  for (int i = 0; i < ROWS * COLS; i++)
+    x[i] = nr_rng_pm1(&r);
   b->data = x;
 }
 
