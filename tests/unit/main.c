@@ -45,6 +45,14 @@ void nr_test_failf(nr_test_state *t, const char *file, int line, const char *wha
   t->failures++;
 }
 
+void nr_test_skipf(nr_test_state *t, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(t->skip_reason, sizeof t->skip_reason, fmt, ap);
+  va_end(ap);
+  t->skipped = true;
+}
+
 static int by_name(const void *a, const void *b) {
   const char *x = *(const char *const *)a, *y = *(const char *const *)b;
   return strcmp(x, y);
@@ -52,7 +60,7 @@ static int by_name(const void *a, const void *b) {
 
 int main(int argc, char **argv) {
   const char *filter = argc > 1 ? argv[1] : NULL;
-  int passed = 0, failed = 0;
+  int passed = 0, failed = 0, skipped = 0;
   qsort(tests, n_tests, sizeof tests[0], by_name);
   for (int i = 0; i < n_tests; i++) {
     if (filter && !strstr(tests[i].name, filter))
@@ -61,11 +69,15 @@ int main(int argc, char **argv) {
     current = &t;
     tests[i].fn(&t);
     current = NULL;
-    if (t.failures)
+    if (t.failures) {
       failed++;
-    else
+    } else if (t.skipped) {
+      skipped++;
+      printf("SKIP %s: %s\n", t.name, t.skip_reason);
+    } else {
       passed++;
+    }
   }
-  printf("%d passed, %d failed\n", passed, failed);
+  printf("%d passed, %d failed, %d skipped\n", passed, failed, skipped);
   return failed ? 1 : 0;
 }

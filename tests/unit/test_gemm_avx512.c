@@ -28,14 +28,6 @@ static bool have_avx512(void) {
   return (nr_cpu_isa() & NR_ISA_AVX512) != 0;
 }
 
-/* Says once per test that it did nothing here. */
-static bool skip_without_avx512(const nr_test_state *t) {
-  if (have_avx512())
-    return false;
-  printf("skip %s: no AVX-512 (CPU, OS or NNROUTE_ISA)\n", t->name);
-  return true;
-}
-
 static bool is_avx512(const nr_gemm_ukernel *u) {
   return u->isa == NR_ISA_AVX512;
 }
@@ -107,8 +99,7 @@ static void check_tile(nr_test_state *t, int uk, int64_t k, float alpha, int acc
 }
 
 NR_TEST(gemm_avx512_ukernel_tile) {
-  if (skip_without_avx512(t))
-    return;
+  SKIP_UNLESS(have_avx512(), "no AVX-512 (CPU, OS or NNROUTE_ISA)");
   uint64_t seed = 5000;
   int64_t ks[] = {0, 1, 2, 3, 7, 64, 255, 257};
   for (int uk = 0; uk < nr_gemm_ukernel_count(); uk++) {
@@ -175,8 +166,7 @@ static bool check_gemm(nr_test_state *t, nr_gemm_cfg cfg, int64_t m, int64_t n, 
 }
 
 NR_TEST(gemm_avx512_default_blocking) {
-  if (skip_without_avx512(t))
-    return;
+  SKIP_UNLESS(have_avx512(), "no AVX-512 (CPU, OS or NNROUTE_ISA)");
   uint64_t seed = 6000;
   for (int uk = 0; uk < nr_gemm_ukernel_count(); uk++) {
     const nr_gemm_ukernel *u = nr_gemm_ukernel_get(uk);
@@ -207,8 +197,7 @@ NR_TEST(gemm_avx512_default_blocking) {
 }
 
 NR_TEST(gemm_avx512_default_cfg) {
-  if (skip_without_avx512(t))
-    return;
+  SKIP_UNLESS(have_avx512(), "no AVX-512 (CPU, OS or NNROUTE_ISA)");
   nr_gemm_cfg d = nr_gemm_default_cfg(128, 784, 1152);
   CHECK(!strcmp(nr_gemm_ukernel_get(d.ukernel)->name, "nr_f32_gemm_12x32__avx512"));
   CHECK(d.kc <= 256 && d.mc % 12 == 0 && d.nc % 32 == 0, "mc %d kc %d nc %d", d.mc, d.kc,
@@ -262,8 +251,7 @@ static void check_epilogue(nr_test_state *t, const nr_epilogue *ep, int64_t n,
 }
 
 NR_TEST(gemm_avx512_epilogue_matches_portable) {
-  if (skip_without_avx512(t))
-    return;
+  SKIP_UNLESS(have_avx512(), "no AVX-512 (CPU, OS or NNROUTE_ISA)");
   nr_rng r = nr_rng_make(7000);
   float bias[80], res[4 * 80];
   for (int i = 0; i < 80; i++)
@@ -308,8 +296,7 @@ NR_TEST(gemm_avx512_isa_implies_avx2) {
  * run (no NR_UNIT_ISA_PROBE) it does nothing. */
 NR_TEST(gemm_avx512_isa_probe) {
   const char *probe = getenv("NR_UNIT_ISA_PROBE");
-  if (!probe)
-    return;
+  SKIP_UNLESS(probe, "runs only as gemm_avx512_isa_cap's child (NR_UNIT_ISA_PROBE)");
   unsigned isa = nr_cpu_isa();
   CHECK(!(isa & NR_ISA_AVX512), "NNROUTE_ISA=%s left AVX-512 on", probe);
   const nr_gemm_ukernel *d = nr_gemm_ukernel_get(nr_gemm_default_cfg(64, 64, 64).ukernel);

@@ -691,7 +691,7 @@ static nr_model *load_model(nr_test_state *t, const char *name, const char *inpu
   model_path(path, sizeof path, rest);
   FILE *f = fopen(path, "rb");
   if (!f) {
-    fprintf(stderr, "  skipped: %s not found\n", path);
+    nr_test_skipf(t, "%s not found (scripts/test.sh's models stage exports it)", path);
     return NULL;
   }
   fclose(f);

@@ -155,8 +155,7 @@ NR_TEST(qgemm_ukernels_vs_int64) {
 NR_TEST(qgemm_avx2_pairs_at_the_limit) {
   int uk = nr_qgemm_ukernel_find("nr_qs8_gemm_4x16__avx2");
   REQUIRE(uk >= 0);
-  if (!runs_here(nr_qgemm_ukernel_get(uk)))
-    return;
+  SKIP_UNLESS(runs_here(nr_qgemm_ukernel_get(uk)), "no AVX2 (CPU, OS or NNROUTE_ISA)");
   CHECK(nr_qgemm_ukernel_get(uk)->qmax == 127);
   int64_t kq = 1000;
   uint8_t *a = alloc64((size_t)(kq * 4 * 4)), *b = alloc64((size_t)(kq * 16 * 4));
