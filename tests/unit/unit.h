@@ -18,7 +18,7 @@
  *                                on the test's thread: "[last rng seed N]".
  * Shared pieces for the tests of one step or one graph: op_test.h (values, attributes,
  * one reference op), graph_build.h (small graphs, tg_*), conv_step.h (one Conv step
- * against the reference).
+ * against the reference), cpuop.h (any one-node CPU step, cpuop_*).
  *
  * Running: `nr_unit [FILTER]` runs the tests whose name contains FILTER, in name order,
  * one at a time on the main thread. It prints `FAIL name (file:line): ...` on stderr
