@@ -22,6 +22,7 @@
  *     agrees with the PLAIN-follower int8 build. */
 #include "compiler/quant.h"
 #include "engine/engine.h"
+#include "graph_build.h"
 #include "kernels/cpu/norm/pool_nhwc.h"
 #include "kernels/ref/executor.h"
 #include "op_test.h"
@@ -501,31 +502,6 @@ static nr_status observe(void *user, const nr_graph *g, int tn, const nr_value *
   return nr_calib_observe(user, g->tensors[tn].name, v->data, (size_t)nr_value_count(v), &err);
 }
 
-typedef struct built {
-  nr_knob_space space;
-  nr_route route;
-  nr_plan *plan;
-} built;
-
-static nr_status build(nr_graph *g, const char *text, const nr_calib *calib, built *b,
-                       nr_error *err) {
-  memset(b, 0, sizeof *b);
-  nr_status s = nr_knob_space_build(g, &b->space, err);
-  if (!s)
-    s = nr_route_init(&b->route, &b->space, err);
-  if (!s)
-    s = nr_route_parse(&b->route, text, err);
-  if (!s)
-    s = nr_compile(g, &b->route, 2, calib, &b->plan, err);
-  return s;
-}
-
-static void built_free(built *b) {
-  nr_plan_destroy(b->plan);
-  nr_route_free(&b->route);
-  nr_knob_space_free(&b->space);
-}
-
 static float *run_plan(nr_test_state *t, nr_plan *p, const nr_value *in, const char *what) {
   nr_engine e = {.plan = p, .threads = 2};
   nr_buffer bin = {NR_DTYPE_FLOAT, 4, {0}, in->data}, out = {0};
@@ -590,8 +566,8 @@ NR_TEST(nhwc_chain_through_compiler) {
       "-conv.layout@*=nhwc -eltwise.fuse@*=off -pool.tactic@*=ref -eltwise.tactic@*=ref",
       "-eltwise.fuse@*=off"};
   for (int r = 0; r < 3; r++) {
-    built bl;
-    nr_status st = build(b.g, routes[r], NULL, &bl, &err);
+    tg_built bl;
+    nr_status st = tg_compile(b.g, routes[r], 2, NULL, &bl, &err);
     CHECK(!st, "%s: %s", routes[r], err.message);
     if (!st) {
       int nh = count_nhwc_rows(bl.plan), nr = count_reorders(bl.plan);
@@ -615,7 +591,7 @@ NR_TEST(nhwc_chain_through_compiler) {
             (long long)at, got ? got[at] : 0, ((float *)want.data)[at], w);
       free(got);
     }
-    built_free(&bl);
+    tg_built_free(&bl);
   }
   nr_value_free(&want);
   free(x);
@@ -641,10 +617,10 @@ NR_TEST(nhwc_int8_chain_through_compiler) {
                      "-quant.calibration=minmax";
   char off[256];
   snprintf(off, sizeof off, "%s -pool.tactic@*=ref -eltwise.tactic@*=ref", base);
-  built a, p;
-  nr_status sa = build(b.g, base, cal, &a, &err);
+  tg_built a, p;
+  nr_status sa = tg_compile(b.g, base, 2, cal, &a, &err);
   CHECK(!sa, "%s: %s", base, err.message);
-  nr_status sp = build(b.g, off, cal, &p, &err);
+  nr_status sp = tg_compile(b.g, off, 2, cal, &p, &err);
   CHECK(!sp, "%s: %s", off, err.message);
   if (!sa && !sp && has(a.plan, "onednn_conv_int8")) {
     CHECK(count_reorders(a.plan) == 2, "int8 chain: %d reorders, want 2",
@@ -664,8 +640,8 @@ NR_TEST(nhwc_int8_chain_through_compiler) {
           (long long)at, ya ? ya[at] : 0, ((float *)want.data)[at], wr);
     free(ya), free(yp);
   }
-  built_free(&a);
-  built_free(&p);
+  tg_built_free(&a);
+  tg_built_free(&p);
   nr_calib_destroy(cal);
   nr_value_free(&want);
   free(x);

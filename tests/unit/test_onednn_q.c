@@ -736,32 +736,6 @@ NR_TEST(onednn_q_gemm_bands_match_the_references) {
 
 /* ---- through the compiler: graphs, routes, calibration ------------------------------ */
 
-/* A built plan for route on g (calibrated on the graph inputs' values when calib). */
-typedef struct built {
-  nr_knob_space space;
-  nr_route route;
-  nr_plan *plan;
-} built;
-
-static nr_status build_route(nr_graph *g, const char *text, const nr_calib *calib, built *b,
-                             nr_error *err) {
-  memset(b, 0, sizeof *b);
-  nr_status s = nr_knob_space_build(g, &b->space, err);
-  if (!s)
-    s = nr_route_init(&b->route, &b->space, err);
-  if (!s)
-    s = nr_route_parse(&b->route, text, err);
-  if (!s)
-    s = nr_compile(g, &b->route, 2, calib, &b->plan, err);
-  return s;
-}
-
-static void built_free(built *b) {
-  nr_plan_destroy(b->plan);
-  nr_route_free(&b->route);
-  nr_knob_space_free(&b->space);
-}
-
 static nr_calib *calibrate(nr_graph *g, const nr_value *in, int n_in) {
   nr_calib *c = calloc(1, sizeof *c);
   nr_error err = {0};
@@ -844,9 +818,9 @@ NR_TEST(onednn_q_conv_through_compiler) {
     nr_error err = {0};
     REQUIRE(nr_ref_exec(g, in, &want, &err) == NR_OK, "%s", err.message);
     nr_calib *cal = calibrate(g, in, dw ? 1 : 2);
-    built bl;
-    nr_status s = build_route(
-        g, "-precision@conv=int8 -conv.algo@conv=onednn -quant.calibration=minmax", cal,
+    tg_built bl;
+    nr_status s = tg_compile(
+        g, "-precision@conv=int8 -conv.algo@conv=onednn -quant.calibration=minmax", 2, cal,
         &bl, &err);
     CHECK(!s, "%s", err.message);
     const nr_step *st = s ? NULL : step_of(bl.plan, "onednn_conv_int8");
@@ -872,12 +846,12 @@ NR_TEST(onednn_q_conv_through_compiler) {
             bad >= 0 ? ((float *)want.data)[bad] : 0);
       free(want_q), free(mag), free(bound), free(got);
     }
-    built_free(&bl);
+    tg_built_free(&bl);
     /* Without a calibration the build fails and names the node. */
-    s = build_route(g, "-precision@conv=int8 -conv.algo@conv=onednn", NULL, &bl, &err);
+    s = tg_compile(g, "-precision@conv=int8 -conv.algo@conv=onednn", 2, NULL, &bl, &err);
     CHECK(s != NR_OK && strstr(err.message, "'conv'") && strstr(err.message, "calibration"),
           "%s", err.message);
-    built_free(&bl);
+    tg_built_free(&bl);
     nr_calib_destroy(cal);
     nr_value_free(&want);
     nr_graph_destroy(g);
