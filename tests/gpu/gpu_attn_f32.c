@@ -11,6 +11,7 @@
  * (2e-5 + 1e-4 |ref|), so a wrong rescale or a lost key shows. The output buffer
  * carries guard elements on both sides, and nr_cuda_attention_tiled_ok must refuse
  * a head size the tiled kernel has no instance for. */
+#include "rng.h"
 #include "unit.h"
 
 #include "backends/cuda/cuda_kernels.h"
@@ -36,8 +37,9 @@ static void strides(int64_t *st, bool four_d, int64_t heads, int64_t seq, int64_
 
 static float *seeded(int64_t n, unsigned seed, float spread) {
   float *h = malloc(sizeof(float) * (size_t)n);
+  nr_rng rng = nr_rng_make(seed);
   for (int64_t i = 0; h && i < n; i++)
-    h[i] = spread * ((float)(rand_r(&seed) % 20001) / 10000.0f - 1.0f);
+    h[i] = spread * ((float)nr_rng_int(&rng, 0, 20000) / 10000.0f - 1.0f);
   return h;
 }
 
@@ -112,11 +114,12 @@ static void run_case(nr_test_state *t, const f32_case *c, bool tiled) {
   size_t ybytes = (size_t)(nq + 2 * GUARD) * 4;
   float *got = malloc(ybytes);
   REQUIRE(q && k && v && want && got && (!nm || mask), "setup failed (seed %u)", seed);
+  nr_rng rng = nr_rng_make(seed);
   for (int64_t i = 0; i < nm; i++) {
     if (c->mask == 1)
-      ((float *)mask)[i] = (float)(rand_r(&seed) % 7) - 3.0f;
+      ((float *)mask)[i] = (float)nr_rng_int(&rng, -3, 3);
     else
-      ((unsigned char *)mask)[i] = (i / c->t) % c->s != 3 && rand_r(&seed) % 5 != 0;
+      ((unsigned char *)mask)[i] = (i / c->t) % c->s != 3 && nr_rng_u32(&rng) % 5 != 0;
   }
   memset(got, 0x5a, ybytes);
   void *dq = to_device(q, (size_t)nq * 4), *dk = to_device(k, (size_t)nk * 4);

@@ -11,6 +11,7 @@
  * hit on purpose, and a shape the dispatcher would send elsewhere fails loudly
  * (nr_cuda_attention_fl_ok must accept every case here). The output buffer carries
  * guard elements on both sides. */
+#include "rng.h"
 #include "unit.h"
 
 #include "backends/cuda/cuda_kernels.h"
@@ -43,8 +44,9 @@ static float *half_data(int64_t n, unsigned seed, float spread, void **dev) {
   *dev = NULL;
   if (!h)
     return NULL;
+  nr_rng rng = nr_rng_make(seed);
   for (int64_t i = 0; i < n; i++)
-    h[i] = spread * ((float)(rand_r(&seed) % 20001) / 10000.0f - 1.0f);
+    h[i] = spread * ((float)nr_rng_int(&rng, 0, 20000) / 10000.0f - 1.0f);
   bool ok = !cudaMalloc(dev, (size_t)n * 2) && !cudaMalloc((void **)&tmp, (size_t)n * 4) &&
             !cudaMemcpy(tmp, h, (size_t)n * 4, cudaMemcpyHostToDevice) &&
             !nr_cuda_f32_to_f16(tmp, *dev, n, 0) && !nr_cuda_f16_to_f32(*dev, tmp, n, 0) &&
@@ -117,11 +119,12 @@ static void run_case(nr_test_state *t, const fl_case *c, bool staged) {
   size_t es = c->y_half ? 2 : 4, ybytes = (size_t)(nq + 2 * GUARD) * es;
   uint8_t *got = malloc(ybytes);
   REQUIRE(q && k && v && want && got && (!nm || mask), "setup failed (seed %u)", seed);
+  nr_rng rng = nr_rng_make(seed);
   for (int64_t i = 0; i < nm; i++) {
     if (c->mask == 1)
-      ((float *)mask)[i] = (float)(rand_r(&seed) % 7) - 3.0f;
+      ((float *)mask)[i] = (float)nr_rng_int(&rng, -3, 3);
     else
-      ((unsigned char *)mask)[i] = (i / c->t) % c->s != 3 && rand_r(&seed) % 5 != 0;
+      ((unsigned char *)mask)[i] = (i / c->t) % c->s != 3 && nr_rng_u32(&rng) % 5 != 0;
   }
   memset(got, 0x5a, ybytes);
   bool ok = !cudaMalloc(&dy, ybytes) && !cudaMemcpy(dy, got, ybytes, cudaMemcpyHostToDevice) &&

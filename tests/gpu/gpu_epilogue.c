@@ -5,6 +5,7 @@
  * x, res and y, in place (x == y), with and without bias and residual, and ReLU6,
  * erf GELU and no activation. The graphs of gpu_ops.c reach it through cuDNN and
  * cuBLAS steps; here each path is hit on purpose. Guard elements surround y. */
+#include "rng.h"
 #include "unit.h"
 
 #include "backends/cuda/cuda_kernels.h"
@@ -30,8 +31,9 @@ static float *dev_data(int64_t n, int64_t pad, bool half, unsigned seed, void **
   *base = *at = NULL;
   if (!h)
     return NULL;
+  nr_rng rng = nr_rng_make(seed);
   for (int64_t i = 0; i < n; i++)
-    h[i] = (float)(rand_r(&seed) % 60001) / 10000.0f - 3.0f;
+    h[i] = (float)nr_rng_int(&rng, 0, 60000) / 10000.0f - 3.0f;
   bool ok = !cudaMalloc(base, (size_t)(n + pad + GUARD) * es) &&
             !cudaMalloc((void **)&tmp, (size_t)n * 4) &&
             !cudaMemcpy(tmp, h, (size_t)n * 4, cudaMemcpyHostToDevice);
@@ -69,8 +71,9 @@ static void run_case(nr_test_state *t, const epi_case *c) {
   float *hb = malloc(sizeof(float) * (size_t)c->channels);
   uint8_t *got = malloc((size_t)(n + 2 * GUARD) * ys);
   REQUIRE(hx && hb && got && (!c->res || hr), "setup (seed %u)", seed);
+  nr_rng rng = nr_rng_make(seed);
   for (int64_t i = 0; i < c->channels; i++)
-    hb[i] = (float)(rand_r(&seed) % 2001) / 1000.0f - 1.0f;
+    hb[i] = (float)nr_rng_int(&rng, 0, 2000) / 1000.0f - 1.0f;
   if (c->in_place) {
     y = x;
   } else {

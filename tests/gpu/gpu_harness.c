@@ -1,6 +1,7 @@
 /* gpu_harness.c - see gpu_harness.h: hand-built graphs compiled for CUDA and compared
  * with the reference executor. */
 #include "gpu_harness.h"
+#include "rng.h"
 
 #include "backends/backend.h"
 #include "engine/engine.h"
@@ -65,9 +66,7 @@ int gt_const_rand(gt_graph *b, const char *name, int rank, const int64_t *dims,
   int64_t n = 1;
   for (int d = 0; d < rank; d++)
     n *= dims[d];
-  float *x = malloc(sizeof(float) * (size_t)(n + 1));
-  for (int64_t i = 0; i < n; i++)
-    x[i] = lo + (hi - lo) * (float)(rand_r(seed) % 100000) / 100000.0f;
+  float *x = nr_rng_floats_u32(n, seed, lo, hi);
   int t = gt_const(b, name, NR_DTYPE_FLOAT, rank, dims, x);
   free(x);
   return t;
@@ -133,13 +132,14 @@ nr_attr gt_s(const char *name, const char *v) {
 void gt_inputs_make(const gt_graph *b, unsigned seed, float lo, float hi, gt_inputs *in) {
   memset(in, 0, sizeof *in);
   const nr_graph *g = b->g;
+  nr_rng rng = nr_rng_make(seed);
   for (int i = 0; i < g->n_inputs && i < 8; i++) {
     const nr_value *d = &g->tensors[g->inputs[i]].value;
     nr_value *v = &in->v[in->n++];
     nr_value_alloc(v, d->dtype, d->rank, d->dims, NULL);
     int64_t n = nr_value_count(v);
     for (int64_t k = 0; k < n; k++) {
-      unsigned r = (unsigned)rand_r(&seed);
+      uint32_t r = nr_rng_u32(&rng);
       if (nr_dtype_is_float(d->dtype))
         nr_store_f64(d->dtype, v->data, k, lo + (hi - lo) * (double)(r % 100000) / 1e5);
       else if (d->dtype == NR_DTYPE_BOOL)

@@ -6,6 +6,7 @@
 #define NR_TESTS_GRAPH_BUILD_H
 
 #include "compiler/knob.h"
+#include "compiler/plan.h"
 #include "ir/ir.h"
 #include "passes/pass_util.h"
 #include "unit.h"
@@ -85,6 +86,34 @@ static inline bool tg_finish(nr_test_state *t, nr_graph *g, int out) {
     st = nr_compiler_name_nodes(g, &err);
   CHECK(!st, "building the test graph: %s", err.message);
   return !st;
+}
+
+/* A plan compiled from g along route text on `threads` (calibrated when calib is
+ * set), with the knob space and route it was built from; tg_built_free frees all. */
+typedef struct tg_built {
+  nr_knob_space space;
+  nr_route route;
+  nr_plan *plan;
+} tg_built;
+
+static inline nr_status tg_compile(nr_graph *g, const char *text, int threads,
+                                   const struct nr_calibration *calib, tg_built *b,
+                                   nr_error *err) {
+  memset(b, 0, sizeof *b);
+  nr_status s = nr_knob_space_build(g, &b->space, err);
+  if (!s)
+    s = nr_route_init(&b->route, &b->space, err);
+  if (!s)
+    s = nr_route_parse(&b->route, text, err);
+  if (!s)
+    s = nr_compile(g, &b->route, threads, calib, &b->plan, err);
+  return s;
+}
+
+static inline void tg_built_free(tg_built *b) {
+  nr_plan_destroy(b->plan);
+  nr_route_free(&b->route);
+  nr_knob_space_free(&b->space);
 }
 
 static inline void free_values(nr_value *v, int n) {

@@ -7,6 +7,7 @@
 
 #include "ir/op.h"
 #include "kernels/ref/executor.h"
+#include "rng.h"
 
 #include <stdbool.h>
 #include <stdlib.h>
@@ -66,12 +67,10 @@ static inline bool i64_are(const nr_value *v, int64_t n, const int64_t *want) {
          (n == 0 || memcmp(v->data, want, sizeof(int64_t) * (size_t)n) == 0);
 }
 
-/* n floats uniform in [-1, 1] (step 1/1000), from a rand_r seed; caller frees. */
+/* n floats uniform in [-1, 1) from rng.h's generator started at *seed, which moves
+ * on (the next call from the same variable draws new values); caller frees. */
 static inline float *random_floats(int64_t n, unsigned *seed) {
-  float *x = malloc(sizeof(float) * (size_t)(n + 1));
-  for (int64_t i = 0; i < n; i++)
-    x[i] = (float)(rand_r(seed) % 2001) / 1000.0f - 1.0f;
-  return x;
+  return nr_rng_floats_u32(n, seed, -1.0f, 1.0f);
 }
 
 /* n floats followed by `guard` sentinels, 64-byte aligned (free()): a kernel that

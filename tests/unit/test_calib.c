@@ -5,6 +5,7 @@
  * collection through the public API on the bundled example model. */
 #include "compiler/quant.h"
 #include "nnroute.h"
+#include "rng.h"
 #include "unit.h"
 
 #include <math.h>
@@ -12,12 +13,8 @@
 #include <string.h>
 #include <unistd.h>
 
-static uint64_t lcg(uint64_t *s) {
-  *s = *s * 6364136223846793005ull + 1442695040888963407ull;
-  return *s >> 11;
-}
-
-static float uniform(uint64_t *s) { return (float)((double)lcg(s) * 0x1p-53); }
+/* Uniform in [0, 1]. */
+static float uniform(nr_rng *r) { return (float)nr_rng_unit(r); }
 
 NR_TEST(calib_histogram_grows_by_exact_merges) {
   nr_calib *c = calloc(1, sizeof *c);
@@ -44,7 +41,7 @@ NR_TEST(calib_histogram_grows_by_exact_merges) {
 NR_TEST(calib_table_does_not_depend_on_input_order) {
   enum { N = 4000 };
   float *x = malloc(sizeof(float) * N);
-  uint64_t s = 7;
+  nr_rng s = nr_rng_make(7);
   for (int i = 0; i < N; i++)
     x[i] = (uniform(&s) - 0.3f) * (i < N / 2 ? 1.0f : 37.0f);
   nr_calib *c1 = calloc(1, sizeof *c1), *c2 = calloc(1, sizeof *c2);
@@ -71,7 +68,7 @@ NR_TEST(calib_table_does_not_depend_on_input_order) {
 NR_TEST(calib_methods_clip_outliers_as_documented) {
   enum { N = 200000 };
   float *x = malloc(sizeof(float) * (N + 10));
-  uint64_t s = 3;
+  nr_rng s = nr_rng_make(3);
   for (int i = 0; i < N; i++)
     x[i] = uniform(&s);
   for (int i = 0; i < 10; i++)
@@ -160,7 +157,7 @@ NR_TEST(calib_collect_through_the_api_on_the_example) {
                          &err), "%s", err.message);
   enum { SETS = 3, N = 3 * 32 * 32 };
   float *data = malloc(sizeof(float) * SETS * N);
-  uint64_t s = 11;
+  nr_rng s = nr_rng_make(11);
   for (int i = 0; i < SETS * N; i++)
     data[i] = uniform(&s) * 2 - 1;
   nr_buffer in[SETS];
@@ -202,7 +199,7 @@ NR_TEST(calib_collect_through_the_api_on_the_example) {
 NR_TEST(calib_entropy_ignores_the_relu_zero_spike) {
   enum { N = 200000 };
   float *x = malloc(sizeof(float) * N);
-  uint64_t s = 5;
+  nr_rng s = nr_rng_make(5);
   for (int i = 0; i < N; i += 2) {
     float u = uniform(&s) + 1e-7f, v = uniform(&s);
     x[i] = 0;

@@ -4,6 +4,7 @@
  * threads at once giving the single-threaded results bit for bit. */
 #include "engine/engine.h"
 #include "runtime/threadpool.h"
+#include "rng.h"
 #include "unit.h"
 
 #include <math.h>
@@ -136,10 +137,8 @@ static nr_engine *make_engine(bool inplace, int threads) {
 }
 
 static void fill(float *x, uint64_t seed) {
-  for (int i = 0; i < N; i++) {
-    seed = seed * 6364136223846793005ull + 1442695040888963407ull;
-    x[i] = (float)((double)(seed >> 40) / (double)(1 << 24) * 2 - 1);
-  }
+  nr_rng r = nr_rng_make(seed);
+  nr_rng_fill(&r, x, N, -1.0f, 1.0f);
 }
 
 static nr_buffer buffer(float *data) {

@@ -6,6 +6,7 @@
  * pointwise, dilations, asymmetric pads and auto_pad. */
 #include "kernels/ref/executor.h"
 #include "kernels/ref/ref_util.h"
+#include "rng.h"
 #include "unit.h"
 #include "op_test.h"
 
@@ -440,20 +441,20 @@ NR_TEST(conv_transpose_output_shape) {
 
 /* ---- ConvInteger and QLinearConv ------------------------------------------------ */
 
-static void random_u8(uint8_t *p, int n, unsigned *seed) {
+static void random_u8(uint8_t *p, int n, nr_rng *r) {
   for (int i = 0; i < n; i++)
-    p[i] = (uint8_t)(rand_r(seed) & 0xff);
+    p[i] = (uint8_t)nr_rng_u32(r);
 }
 
 /* Per-output-channel weight scales and zero points, int8 weights, uint8 activations,
  * bias: integer accumulation then round-half-even requantization with saturation. */
 NR_TEST(qlinear_conv_per_channel_matches_naive) {
-  unsigned seed = SEED;
+  nr_rng rng = nr_rng_make(SEED);
   enum { N = 1, C = 4, M = 3, H = 6, W = 5, K = 3, OH = 4, OW = 3 };
   uint8_t x[N * C * H * W], xzp = 7, yzp = 120;
   int8_t w[M * C * K * K], wzp[M] = {0, 3, -2};
-  random_u8(x, sizeof x, &seed);
-  random_u8((uint8_t *)w, sizeof w, &seed);
+  random_u8(x, sizeof x, &rng);
+  random_u8((uint8_t *)w, sizeof w, &rng);
   int32_t bias[M] = {100, -2000, 55};
   float xs = 0.02f, ws[M] = {0.005f, 0.011f, 0.0031f}, ys = 0.07f;
   int64_t xd[4] = {N, C, H, W}, wd[4] = {M, C, K, K}, md[1] = {M}, sd[1] = {0};
@@ -490,11 +491,11 @@ NR_TEST(qlinear_conv_per_channel_matches_naive) {
 }
 
 NR_TEST(conv_integer_with_zero_points) {
-  unsigned seed = SEED + 3;
+  nr_rng rng = nr_rng_make(SEED + 3);
   enum { C = 2, M = 2, H = 4, W = 4, K = 2 };
   int8_t x[C * H * W], w[M * C * K * K], xzp = -3;
-  random_u8((uint8_t *)x, sizeof x, &seed);
-  random_u8((uint8_t *)w, sizeof w, &seed);
+  random_u8((uint8_t *)x, sizeof x, &rng);
+  random_u8((uint8_t *)w, sizeof w, &rng);
   int8_t wzp[M] = {5, -1};
   int64_t xd[4] = {1, C, H, W}, wd[4] = {M, C, K, K}, md[1] = {M}, sd[1] = {0},
           pads[4] = {1, 1, 0, 0};

@@ -194,8 +194,7 @@ static void check_act_rules(nr_test_state *t, const nr_tactic *tac, int w,
 
 NR_TEST(test_conv_dw512_activation_rules) {
   const nr_tactic *tac = fused_row("nr_f32_conv_dw__avx512");
-  if (!tac)
-    return; /* not an AVX-512 machine (or NNROUTE_ISA caps it) */
+  SKIP_UNLESS(tac, "no AVX-512 (CPU, OS or NNROUTE_ISA)");
   nr_threadpool *pool = nr_threadpool_create(2);
   check_act_rules(t, tac, 21, pool);
   check_act_rules(t, tac, 7, pool);

@@ -35,8 +35,7 @@ static void run_case(nr_test_state *t, const char *id, const ig_case *ig, unsign
 /* Copies larger than one L2 block: the tiles run block by block, every panel over one
  * block before the next. */
 NR_TEST(test_conv_igemm512_blocks_vs_reference) {
-  if (!(nr_cpu_isa() & NR_ISA_AVX512))
-    return;
+  SKIP_UNLESS(nr_cpu_isa() & NR_ISA_AVX512, "no AVX-512 (CPU, OS or NNROUTE_ISA)");
   nr_threadpool *pool = nr_threadpool_create(2), *one = nr_threadpool_create(1);
   static const ig_case cases[] = {
       /* n c   h   w   m   k s pad bias  res   act */
@@ -57,8 +56,7 @@ NR_TEST(test_conv_igemm512_blocks_vs_reference) {
 /* Stride-2 rows of every length from 13 to 36 and around 64 (phase rows of 7 to 33
  * floats), pads 0 to 3, and the stems. */
 NR_TEST(test_conv_igemm512_stride2_rows_vs_reference) {
-  if (!(nr_cpu_isa() & NR_ISA_AVX512))
-    return;
+  SKIP_UNLESS(nr_cpu_isa() & NR_ISA_AVX512, "no AVX-512 (CPU, OS or NNROUTE_ISA)");
   nr_threadpool *pool = nr_threadpool_create(2);
   static const nr_act acts[] = {NR_ACT_RELU, NR_ACT_NONE, NR_ACT_LEAKY_RELU, NR_ACT_HARD_SWISH};
   unsigned seed = 950;

@@ -206,8 +206,7 @@ static const int pix[][2] = {{1, 15}, {4, 4}, {1, 17}, {4, 8}, {3, 11}, {1, 47},
                              {6, 8}, {7, 7}, {9, 7}, {8, 8}, {5, 13}, {14, 14}};
 
 NR_TEST(test_conv_pw_tiles_vs_reference) {
-  if (!(nr_cpu_isa() & NR_ISA_AVX512))
-    return;
+  SKIP_UNLESS(nr_cpu_isa() & NR_ISA_AVX512, "no AVX-512 (CPU, OS or NNROUTE_ISA)");
   nr_threadpool *pool = nr_threadpool_create(2);
   const nr_act acts[] = {NR_ACT_RELU, NR_ACT_NONE, NR_ACT_CLIP, NR_ACT_LEAKY_RELU,
                          NR_ACT_SIGMOID, NR_ACT_HARD_SWISH};
@@ -237,8 +236,7 @@ NR_TEST(test_conv_pw_tiles_vs_reference) {
 }
 
 NR_TEST(test_conv_pw_strides_and_batches) {
-  if (!(nr_cpu_isa() & NR_ISA_AVX512))
-    return;
+  SKIP_UNLESS(nr_cpu_isa() & NR_ISA_AVX512, "no AVX-512 (CPU, OS or NNROUTE_ISA)");
   nr_threadpool *pool = nr_threadpool_create(2);
   static const pw_case cases[] = {
       /* n c  h   w  m  sh sw bias  res    act */
@@ -333,8 +331,7 @@ NR_TEST(test_conv_pw_default_choice) {
  * least 196 pixels (resnet50's 64->256 at 56x56, mobilenet's 64->96 at 14x14), not
  * for 1024->256 or 13x13 planes. */
 NR_TEST(test_conv_pw_prepare_picks) {
-  if (!(nr_cpu_isa() & NR_ISA_AVX512))
-    return;
+  SKIP_UNLESS(nr_cpu_isa() & NR_ISA_AVX512, "no AVX-512 (CPU, OS or NNROUTE_ISA)");
   static const struct {
     pw_case k;
     uint32_t tile;
@@ -386,8 +383,7 @@ NR_TEST(test_conv_pw_prepare_picks) {
  * one block of C that the kernel walks in pieces of 64 with a remainder (130, 300);
  * fused bias, residual, in-register and after-the-store activations. */
 NR_TEST(test_conv_pw_oc_tile_vs_reference) {
-  if (!(nr_cpu_isa() & NR_ISA_AVX512))
-    return;
+  SKIP_UNLESS(nr_cpu_isa() & NR_ISA_AVX512, "no AVX-512 (CPU, OS or NNROUTE_ISA)");
   nr_threadpool *two = nr_threadpool_create(2), *one = nr_threadpool_create(1);
   static const pw_case cases[] = {
       /* n c   h   w   m   sh sw bias  res    act */
@@ -422,8 +418,7 @@ NR_TEST(test_conv_pw_oc_tile_vs_reference) {
  * and keeps a pixel tile on the 512->2048 conv3s, mobilenet_v2's 160->960 at 7x7,
  * the 14->7 downsample and 13x13 / 14x14 planes. */
 NR_TEST(test_conv_pw_oc_tile_default) {
-  if (!(nr_cpu_isa() & NR_ISA_AVX512))
-    return;
+  SKIP_UNLESS(nr_cpu_isa() & NR_ISA_AVX512, "no AVX-512 (CPU, OS or NNROUTE_ISA)");
   static const struct {
     pw_case k;
     bool oc;

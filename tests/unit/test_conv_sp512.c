@@ -70,8 +70,7 @@ static const nr_act acts[] = {NR_ACT_RELU, NR_ACT_NONE, NR_ACT_CLIP, NR_ACT_LEAK
 /* 3x3 pad 1 stride 1: every output plane from 1x1 to 16x16 (square, and a few with
  * other widths), output channels around the panels, one pass and several. */
 NR_TEST(test_conv_sp512_planes_vs_reference) {
-  if (!(nr_cpu_isa() & NR_ISA_AVX512))
-    return;
+  SKIP_UNLESS(nr_cpu_isa() & NR_ISA_AVX512, "no AVX-512 (CPU, OS or NNROUTE_ISA)");
   nr_threadpool *pool = nr_threadpool_create(2);
   static const int ms[] = {64, 33, 80, 95, 16, 72, 97, 31};
   unsigned seed = 700;
@@ -93,8 +92,7 @@ NR_TEST(test_conv_sp512_planes_vs_reference) {
 /* Strides, pads, dilation, other windows, images; each on the default pass size and
  * on passes of 16 channels. */
 NR_TEST(test_conv_sp512_windows_vs_reference) {
-  if (!(nr_cpu_isa() & NR_ISA_AVX512))
-    return;
+  SKIP_UNLESS(nr_cpu_isa() & NR_ISA_AVX512, "no AVX-512 (CPU, OS or NNROUTE_ISA)");
   nr_threadpool *pool = nr_threadpool_create(2);
   static const sp_case cases[] = {
       /* n c  h   w   m   k kw s pad dil end bias  res   act */

@@ -328,8 +328,7 @@ NR_TEST(test_conv_reorder_round_trip) {
  * 48 = 384 against 12 x 64 = 768); 4x6 outputs are 32, and 24 channels run 12 x 32 (24
  * x 32 = 768 against 24 x 48). */
 NR_TEST(test_conv_igemm_picks_tile) {
-  if (!(nr_cpu_isa() & NR_ISA_AVX512))
-    return;
+  SKIP_UNLESS(nr_cpu_isa() & NR_ISA_AVX512, "no AVX-512 (CPU, OS or NNROUTE_ISA)");
   const nr_tactic *tac = NULL;
   for (const nr_tactic *x = nr_tactics_conv; x->id; x++)
     if (!strcmp(x->id, "nr_f32_conv_igemm__avx512") && !strcmp(x->op_type, "Conv"))

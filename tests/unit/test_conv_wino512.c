@@ -57,8 +57,7 @@ static void run_case(nr_test_state *t, const w_case *k, unsigned seed, nr_thread
 
 /* Tile edges and channel remainders, one block per image. */
 NR_TEST(test_conv_wino512_edges_vs_reference) {
-  if (!(nr_cpu_isa() & NR_ISA_AVX512))
-    return;
+  SKIP_UNLESS(nr_cpu_isa() & NR_ISA_AVX512, "no AVX-512 (CPU, OS or NNROUTE_ISA)");
   nr_threadpool *pool = nr_threadpool_create(2), *one = nr_threadpool_create(1);
   static const w_case cases[] = {
       /* n c  h   w   m  pad bias  res   act */
@@ -83,8 +82,7 @@ NR_TEST(test_conv_wino512_edges_vs_reference) {
 /* Several tile blocks per image (the last partial), the separate epilogue pass,
  * and resnet/squeezenet-like layers, smaller. */
 NR_TEST(test_conv_wino512_blocks_vs_reference) {
-  if (!(nr_cpu_isa() & NR_ISA_AVX512))
-    return;
+  SKIP_UNLESS(nr_cpu_isa() & NR_ISA_AVX512, "no AVX-512 (CPU, OS or NNROUTE_ISA)");
   nr_threadpool *pool = nr_threadpool_create(2), *one = nr_threadpool_create(1);
   static const w_case cases[] = {
       /* n c  h   w   m  pad bias  res   act           split */

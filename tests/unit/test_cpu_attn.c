@@ -3,27 +3,18 @@
  * and the 16-key padding, head sizes around the 8/16/32-column tiles, 3-D and 4-D
  * inputs, grouped-query heads, float and bool masks (with fully masked rows), causal
  * masking, every kv_block value (online softmax) and eltwise.math=fast, serial and on
- * a 2-thread pool. Uses the one-step plan harness of test_cpu_eltwise.c (cpuop_*),
+ * a 2-thread pool. Uses the one-step plan harness of cpuop.h (cpuop_*),
  * which also guards the step's scratch. */
 #include "compiler/plan.h"
+#include "cpuop.h"
+#include "op_test.h"
 #include "runtime/threadpool.h"
+#include "rng.h"
 #include "unit.h"
 
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
-
-typedef struct cpuop cpuop;
-cpuop *cpuop_new(void);
-void *cpuop_out(cpuop *o, int i);
-nr_status cpuop_init(cpuop *o, const char *op, int opset, int n_attrs, const nr_attr *attrs,
-                     int n_in, const nr_value *const *ins, const bool *consts, int n_out,
-                     const nr_value *outs, const char *route);
-void cpuop_free(cpuop *o);
-bool cpuop_supports(cpuop *o, const char *id);
-nr_status cpuop_run(cpuop *o, nr_threadpool *pool, bool *guards);
-nr_status cpuop_ref(cpuop *o, int n_attrs, const nr_attr *attrs, nr_value *ref);
-double cpuop_err(const float *got, const float *want, int64_t n, double atol, double rtol);
 
 static const char *const IDS[] = {"nr_f32_attention__avx512", "nr_f32_attention__avx2",
                                   "nr_f32_attention__portable"};
@@ -38,50 +29,39 @@ typedef struct attn_case {
   const char *route;
 } attn_case;
 
-static nr_value val(nr_dtype dt, int rank, const int64_t *dims, void *data) {
-  nr_value v = {.dtype = dt, .rank = rank, .data = data};
-  memcpy(v.dims, dims, sizeof(int64_t) * (size_t)rank);
-  return v;
-}
-
-static float *rnd(int64_t n, unsigned *seed, float lo, float hi) {
-  float *x = malloc(sizeof(float) * (size_t)(n + 1));
-  for (int64_t i = 0; i < n; i++)
-    x[i] = lo + (hi - lo) * (float)rand_r(seed) / (float)RAND_MAX;
-  return x;
-}
-
 /* Q, K, V (and Y) of the case in its rank: [B, H, S, D] or [B, S, H * D]. */
 static nr_value qkv(const attn_case *c, int64_t heads, int64_t seq, int64_t hd, void *data) {
   int64_t d4[4] = {c->b, heads, seq, hd}, d3[3] = {c->b, seq, heads * hd};
-  return c->three_d ? val(NR_DTYPE_FLOAT, 3, d3, data) : val(NR_DTYPE_FLOAT, 4, d4, data);
+  return c->three_d ? make_value(NR_DTYPE_FLOAT, 3, d3, data) : make_value(NR_DTYPE_FLOAT, 4, d4, data);
 }
 
 static nr_value make_mask(const attn_case *c, unsigned *seed, void **data) {
   int64_t st[2] = {c->s, c->t}, b1[4] = {c->b, 1, c->s, c->t},
           full[4] = {c->b, c->hq, c->s, c->t};
   switch (c->mask) {
-  case 1: *data = rnd(c->s * c->t, seed, -3, 1); return val(NR_DTYPE_FLOAT, 2, st, *data);
-  case 2: *data = rnd(c->b * c->s * c->t, seed, -2, 2); return val(NR_DTYPE_FLOAT, 4, b1, *data);
-  case 4: *data = rnd(c->t, seed, -2, 2); return val(NR_DTYPE_FLOAT, 1, &c->t, *data);
+  case 1: *data = nr_rng_floats_u32(c->s * c->t, seed, -3, 1); return make_value(NR_DTYPE_FLOAT, 2, st, *data);
+  case 2: *data = nr_rng_floats_u32(c->b * c->s * c->t, seed, -2, 2); return make_value(NR_DTYPE_FLOAT, 4, b1, *data);
+  case 4: *data = nr_rng_floats_u32(c->t, seed, -2, 2); return make_value(NR_DTYPE_FLOAT, 1, &c->t, *data);
   default: break;
   }
   int64_t n = c->b * c->hq * c->s * c->t;
   uint8_t *m = malloc((size_t)n + 1);
+  nr_rng r = nr_rng_make(*seed);
   for (int64_t i = 0; i < n; i++)
-    m[i] = rand_r(seed) % 4 != 0;
+    m[i] = nr_rng_u32(&r) % 4 != 0;
+  *seed = nr_rng_u32(&r);
   for (int64_t j = 0; j < c->t; j++) /* row 0 of head 0 sees nothing: zeros */
     m[j] = 0;
   *data = m;
-  return val(NR_DTYPE_BOOL, 4, full, m);
+  return make_value(NR_DTYPE_BOOL, 4, full, m);
 }
 
 static void run_case(nr_test_state *t, const attn_case *c, unsigned seed,
                      nr_threadpool *pool) {
   unsigned s0 = seed;
-  float *q = rnd(c->b * c->hq * c->s * c->d, &seed, -1, 1);
-  float *k = rnd(c->b * c->hkv * c->t * c->d, &seed, -1, 1);
-  float *v = rnd(c->b * c->hkv * c->t * c->dv, &seed, -1, 1);
+  float *q = nr_rng_floats_u32(c->b * c->hq * c->s * c->d, &seed, -1, 1);
+  float *k = nr_rng_floats_u32(c->b * c->hkv * c->t * c->d, &seed, -1, 1);
+  float *v = nr_rng_floats_u32(c->b * c->hkv * c->t * c->dv, &seed, -1, 1);
   void *md = NULL;
   nr_value qi = qkv(c, c->hq, c->s, c->d, q), ki = qkv(c, c->hkv, c->t, c->d, k),
            vi = qkv(c, c->hkv, c->t, c->dv, v), y = qkv(c, c->hq, c->s, c->dv, NULL);
@@ -172,10 +152,10 @@ NR_TEST(cpu_attn_kv_blocks_and_math) {
 NR_TEST(cpu_attn_unsupported) {
   int64_t d4[4] = {1, 2, 5, 8}, p4[4] = {1, 2, 5, 8}, qk[4] = {1, 2, 5, 5};
   unsigned seed = 7;
-  float *q = rnd(80, &seed, -1, 1);
-  nr_value qi = val(NR_DTYPE_FLOAT, 4, d4, q), outs[4] = {
-      val(NR_DTYPE_FLOAT, 4, d4, NULL), val(NR_DTYPE_FLOAT, 4, p4, NULL),
-      val(NR_DTYPE_FLOAT, 4, p4, NULL), val(NR_DTYPE_FLOAT, 4, qk, NULL)};
+  float *q = nr_rng_floats_u32(80, &seed, -1, 1);
+  nr_value qi = make_value(NR_DTYPE_FLOAT, 4, d4, q), outs[4] = {
+      make_value(NR_DTYPE_FLOAT, 4, d4, NULL), make_value(NR_DTYPE_FLOAT, 4, p4, NULL),
+      make_value(NR_DTYPE_FLOAT, 4, p4, NULL), make_value(NR_DTYPE_FLOAT, 4, qk, NULL)};
   const nr_value *ins[3] = {&qi, &qi, &qi};
   nr_attr cap = {.name = "softcap", .type = NR_ATTR_FLOAT, .f = 5.0f};
   for (int i = 0; i < N_IDS; i++) {

@@ -3,31 +3,16 @@
  * (float32 and int64), Slice with negative and clamped starts (opset 13 inputs and
  * opset 9 attributes), Transpose of ranks 1 to 5 with every kind of permutation, the
  * reshaping ops; plus what they leave to the reference (steps other than 1, a
- * non-constant start). Uses the one-step plan harness of test_cpu_eltwise.c. */
+ * non-constant start). Uses the one-step plan harness of cpuop.h. */
 #include "compiler/plan.h"
+#include "cpuop.h"
+#include "op_test.h"
 #include "kernels/ref/executor.h"
 #include "runtime/threadpool.h"
 #include "unit.h"
 
 #include <stdlib.h>
 #include <string.h>
-
-typedef struct cpuop cpuop;
-cpuop *cpuop_new(void);
-void *cpuop_out(cpuop *o, int i);
-nr_status cpuop_init(cpuop *o, const char *op, int opset, int n_attrs, const nr_attr *attrs,
-                     int n_in, const nr_value *const *ins, const bool *consts, int n_out,
-                     const nr_value *outs, const char *route);
-void cpuop_free(cpuop *o);
-bool cpuop_supports(cpuop *o, const char *id);
-nr_status cpuop_run(cpuop *o, nr_threadpool *pool, bool *guards);
-nr_status cpuop_ref(cpuop *o, int n_attrs, const nr_attr *attrs, nr_value *ref);
-
-static nr_value val(nr_dtype dt, int rank, const int64_t *dims, void *data) {
-  nr_value v = {.dtype = dt, .rank = rank, .data = data};
-  memcpy(v.dims, dims, sizeof(int64_t) * (size_t)rank);
-  return v;
-}
 
 static int64_t count(int rank, const int64_t *dims) {
   int64_t n = 1;
@@ -52,7 +37,7 @@ static void *fill(nr_dtype dt, int64_t n, unsigned seed) {
 static nr_value *int_list(int n, const int64_t *v, int64_t *dims_store) {
   nr_value *r = malloc(sizeof *r);
   dims_store[0] = n;
-  *r = val(NR_DTYPE_INT64, 1, dims_store, (void *)v);
+  *r = make_value(NR_DTYPE_INT64, 1, dims_store, (void *)v);
   return r;
 }
 
@@ -100,17 +85,17 @@ NR_TEST(cpu_copy_concat_split) {
         dims[i][ax] = sizes[i];
         whole[ax] += sizes[i];
         data[i] = fill(type, count(4, dims[i]), (unsigned)(i + 1));
-        pieces[i] = val(type, 4, dims[i], data[i]);
-        outs[i] = val(type, 4, dims[i], NULL);
+        pieces[i] = make_value(type, 4, dims[i], data[i]);
+        outs[i] = make_value(type, 4, dims[i], NULL);
       }
       nr_attr at = {.name = "axis", .type = NR_ATTR_INT, .i = axis};
       const nr_value *ins[3] = {&pieces[0], &pieces[1], &pieces[2]};
-      nr_value y = val(type, 4, whole, NULL);
+      nr_value y = make_value(type, 4, whole, NULL);
       char what[64];
       snprintf(what, sizeof what, "concat axis %d dtype %d", axis, dt);
       check(t, "nr_copy_concat", "Concat", 13, 1, &at, 3, ins, NULL, 1, &y, true, pool, what);
       void *wd = fill(type, count(4, whole), 9);
-      nr_value w = val(type, 4, whole, wd);
+      nr_value w = make_value(type, 4, whole, wd);
       int64_t sd[1];
       nr_value *split = int_list(3, sizes, sd);
       const nr_value *sins[2] = {&w, split};
@@ -140,7 +125,7 @@ NR_TEST(cpu_copy_slice) {
   };
   int64_t xd[4] = {3, 4, 6, 9};
   void *x = fill(NR_DTYPE_FLOAT, count(4, xd), 3);
-  nr_value xi = val(NR_DTYPE_FLOAT, 4, xd, x);
+  nr_value xi = make_value(NR_DTYPE_FLOAT, 4, xd, x);
   for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
     int n = cases[c].n;
     /* the output shape from the reference itself */
@@ -153,7 +138,7 @@ NR_TEST(cpu_copy_slice) {
     nr_error err = {0};
     REQUIRE(!nr_ref_exec_node("Slice", "", 13, 0, NULL, 5, ins, 1, &ref, &err), "%s",
             err.message);
-    nr_value y = val(NR_DTYPE_FLOAT, 4, ref.dims, NULL);
+    nr_value y = make_value(NR_DTYPE_FLOAT, 4, ref.dims, NULL);
     nr_value_free(&ref);
     char what[64];
     snprintf(what, sizeof what, "slice case %zu", c);
@@ -196,7 +181,7 @@ NR_TEST(cpu_copy_transpose_reshape) {
     for (int d = 0; d < r; d++)
       yd[d] = cases[c].dims[cases[c].perm[d]];
     void *x = fill(NR_DTYPE_FLOAT, count(r, cases[c].dims), 5);
-    nr_value xi = val(NR_DTYPE_FLOAT, r, cases[c].dims, x), y = val(NR_DTYPE_FLOAT, r, yd, NULL);
+    nr_value xi = make_value(NR_DTYPE_FLOAT, r, cases[c].dims, x), y = make_value(NR_DTYPE_FLOAT, r, yd, NULL);
     const nr_value *ins[1] = {&xi};
     nr_attr at = {.name = "perm", .type = NR_ATTR_INTS, .n = r, .ints = (int64_t *)cases[c].perm};
     char what[64];
@@ -205,7 +190,7 @@ NR_TEST(cpu_copy_transpose_reshape) {
           what);
     /* Flatten at axis 1 and Reshape to the flat shape of the same data */
     int64_t fd[2] = {cases[c].dims[0], count(r, cases[c].dims) / cases[c].dims[0]};
-    nr_value f = val(NR_DTYPE_FLOAT, 2, fd, NULL);
+    nr_value f = make_value(NR_DTYPE_FLOAT, 2, fd, NULL);
     check(t, "nr_copy_reshape", "Flatten", 13, 0, NULL, 1, ins, NULL, 1, &f, true, pool, what);
     int64_t sd[1];
     nr_value *shape = int_list(2, fd, sd);
@@ -239,11 +224,11 @@ NR_TEST(cpu_copy_large_threaded) {
         memcpy(pd[i], whole, sizeof whole);
         pd[i][1] = cs[i];
         data[i] = fill(type, count(4, pd[i]), (unsigned)(i + 3));
-        pieces[i] = val(type, 4, pd[i], data[i]);
+        pieces[i] = make_value(type, 4, pd[i], data[i]);
       }
       const nr_value *ins[3] = {&pieces[0], &pieces[1], &pieces[2]};
       nr_attr ax1 = {.name = "axis", .type = NR_ATTR_INT, .i = 1};
-      nr_value y = val(type, 4, whole, NULL);
+      nr_value y = make_value(type, 4, whole, NULL);
       snprintf(what, sizeof what, "large concat dtype %d threads %d", dt, threads);
       check(t, "nr_copy_concat", "Concat", 13, 1, &ax1, 3, ins, NULL, 1, &y, true, pool,
             what);
@@ -252,9 +237,9 @@ NR_TEST(cpu_copy_large_threaded) {
       /* Split of a 128 x 768 product into three 128 x 256 pieces (bert's QKV) */
       int64_t qd[2] = {128, 768}, od[2] = {128, 256}, sizes[3] = {256, 256, 256};
       void *qx = fill(type, count(2, qd), 7);
-      nr_value q = val(type, 2, qd, qx);
+      nr_value q = make_value(type, 2, qd, qx);
       for (int i = 0; i < 3; i++)
-        outs[i] = val(type, 2, od, NULL);
+        outs[i] = make_value(type, 2, od, NULL);
       int64_t sd[1];
       nr_value *split = int_list(3, sizes, sd);
       const nr_value *sins[2] = {&q, split};
@@ -276,7 +261,7 @@ NR_TEST(cpu_copy_large_threaded) {
         for (int d = 0; d < r; d++)
           yd[d] = tc[c].dims[tc[c].perm[d]];
         void *x = fill(type, count(r, tc[c].dims), 11);
-        nr_value xi = val(type, r, tc[c].dims, x), ty = val(type, r, yd, NULL);
+        nr_value xi = make_value(type, r, tc[c].dims, x), ty = make_value(type, r, yd, NULL);
         const nr_value *tins[1] = {&xi};
         nr_attr at = {.name = "perm", .type = NR_ATTR_INTS, .n = r,
                       .ints = (int64_t *)tc[c].perm};

@@ -1,43 +1,19 @@
 /* test_cpu_norm.c - the normalization family's tactics (softmax, log-softmax,
  * LayerNormalization, GlobalAveragePool, 2-D pools) against the reference kernels,
  * over row lengths around the vector width and every value of their knobs. Uses the
- * one-step plan harness of test_cpu_eltwise.c (cpuop_*). */
+ * one-step plan harness of cpuop.h (cpuop_*). */
 #include "compiler/knob_internal.h"
 #include "compiler/plan.h"
+#include "cpuop.h"
 #include "kernels/cpu/norm/norm.h"
 #include "kernels/ref/executor.h"
 #include "runtime/threadpool.h"
+#include "rng.h"
 #include "unit.h"
 
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
-
-/* The one-step plan harness of test_cpu_eltwise.c; cpuop is opaque here. */
-typedef struct cpuop cpuop;
-cpuop *cpuop_new(void);
-void *cpuop_out(cpuop *o, int i);
-nr_status cpuop_init(cpuop *o, const char *op, int opset, int n_attrs, const nr_attr *attrs,
-                     int n_in, const nr_value *const *ins, const bool *consts, int n_out,
-                     const nr_value *outs, const char *route);
-void cpuop_free(cpuop *o);
-bool cpuop_supports(cpuop *o, const char *id);
-nr_status cpuop_run(cpuop *o, nr_threadpool *pool, bool *guards);
-nr_status cpuop_ref(cpuop *o, int n_attrs, const nr_attr *attrs, nr_value *ref);
-double cpuop_err(const float *got, const float *want, int64_t n, double atol, double rtol);
-
-static nr_value fval(int rank, const int64_t *dims, const float *data) {
-  nr_value v = {.dtype = NR_DTYPE_FLOAT, .rank = rank, .data = (void *)data};
-  memcpy(v.dims, dims, sizeof(int64_t) * (size_t)rank);
-  return v;
-}
-
-static float *rnd(int64_t n, unsigned *seed, float lo, float hi) {
-  float *x = malloc(sizeof(float) * (size_t)(n + 1));
-  for (int64_t i = 0; i < n; i++)
-    x[i] = lo + (hi - lo) * (float)rand_r(seed) / (float)RAND_MAX;
-  return x;
-}
 
 static const char *const ISAS[] = {"__avx512", "__avx2", "__portable"};
 
@@ -93,8 +69,8 @@ NR_TEST(cpu_norm_softmax) {
     for (int lg = 0; lg < 2; lg++) {
       unsigned seed = (unsigned)(r * 13 + lg), s0 = seed;
       int64_t dims[3] = {3, 5, ROWS[r]}, n = 15 * ROWS[r];
-      float *x = rnd(n, &seed, -12, 12);
-      nr_value xi = fval(3, dims, x), y = fval(3, dims, NULL);
+      float *x = nr_rng_floats_u32(n, &seed, -12, 12);
+      nr_value xi = cpuop_fval(3, dims, x), y = cpuop_fval(3, dims, NULL);
       const nr_value *ins[] = {&xi};
       const char *op = lg ? "LogSoftmax" : "Softmax", *stem = lg ? "logsoftmax" : "softmax";
       for (int k = 0; k < 5; k++) {
@@ -112,8 +88,8 @@ NR_TEST(cpu_norm_softmax) {
   }
   int64_t big[2] = {70, 1000}; /* the parallel path */
   unsigned seed = 3;
-  float *x = rnd(70000, &seed, -5, 5);
-  nr_value xi = fval(2, big, x), y = fval(2, big, NULL);
+  float *x = nr_rng_floats_u32(70000, &seed, -5, 5);
+  nr_value xi = cpuop_fval(2, big, x), y = cpuop_fval(2, big, NULL);
   const nr_value *ins[] = {&xi};
   check(t, "Softmax", "softmax", 13, 0, NULL, 1, ins, 1, &y, "", 1e-7, 2e-6, 3, pool, true);
   free(x);
@@ -129,10 +105,10 @@ NR_TEST(cpu_norm_layernorm) {
   for (int r = 0; r < 7; r++) {
     unsigned seed = (unsigned)(r * 17), s0 = seed;
     int64_t n = ROWS[r], dims[3] = {2, 3, n}, rows = 6, mdims[3] = {2, 3, 1};
-    float *x = rnd(rows * n, &seed, -3, 5), *sc = rnd(n, &seed, 0.5f, 2),
-          *b = rnd(n, &seed, -1, 1);
-    nr_value xi = fval(3, dims, x), si = fval(1, &n, sc), bi = fval(1, &n, b);
-    nr_value outs[3] = {fval(3, dims, NULL), fval(3, mdims, NULL), fval(3, mdims, NULL)};
+    float *x = nr_rng_floats_u32(rows * n, &seed, -3, 5), *sc = nr_rng_floats_u32(n, &seed, 0.5f, 2),
+          *b = nr_rng_floats_u32(n, &seed, -1, 1);
+    nr_value xi = cpuop_fval(3, dims, x), si = cpuop_fval(1, &n, sc), bi = cpuop_fval(1, &n, b);
+    nr_value outs[3] = {cpuop_fval(3, dims, NULL), cpuop_fval(3, mdims, NULL), cpuop_fval(3, mdims, NULL)};
     const nr_value *ins[] = {&xi, &si, &bi}, *ins_nob[] = {&xi, &si, NULL};
     for (int k = 0; k < 4; k++) {
       check(t, "LayerNormalization", "layernorm", 17, 0, NULL, 3, ins, 3, outs, LN_ROUTES[k],
@@ -142,8 +118,8 @@ NR_TEST(cpu_norm_layernorm) {
     }
     /* axis 1: normalized over [3, n] with a [3, n] scale */
     int64_t sd[2] = {3, n};
-    float *sc2 = rnd(3 * n, &seed, 0.5f, 2);
-    nr_value s2 = fval(2, sd, sc2), m1 = fval(3, (int64_t[]){2, 1, 1}, NULL);
+    float *sc2 = nr_rng_floats_u32(3 * n, &seed, 0.5f, 2);
+    nr_value s2 = cpuop_fval(2, sd, sc2), m1 = cpuop_fval(3, (int64_t[]){2, 1, 1}, NULL);
     nr_value outs2[3] = {outs[0], m1, m1};
     const nr_value *ins2[] = {&xi, &s2, NULL};
     nr_attr ax[] = {{.name = "axis", .type = NR_ATTR_INT, .i = 1}};
@@ -165,10 +141,10 @@ NR_TEST(cpu_norm_layernorm_many_rows) {
   for (int k = 0; k < 3; k++) {
     unsigned seed = (unsigned)(300 + k), s0 = seed;
     int64_t n = NS[k], rows = 19, dims[2] = {rows, n}, md[2] = {rows, 1};
-    float *x = rnd(rows * n, &seed, -3, 5), *sc = rnd(n, &seed, 0.5f, 2),
-          *b = rnd(n, &seed, -1, 1);
-    nr_value xi = fval(2, dims, x), si = fval(1, &n, sc), bi = fval(1, &n, b);
-    nr_value outs[3] = {fval(2, dims, NULL), fval(2, md, NULL), fval(2, md, NULL)};
+    float *x = nr_rng_floats_u32(rows * n, &seed, -3, 5), *sc = nr_rng_floats_u32(n, &seed, 0.5f, 2),
+          *b = nr_rng_floats_u32(n, &seed, -1, 1);
+    nr_value xi = cpuop_fval(2, dims, x), si = cpuop_fval(1, &n, sc), bi = cpuop_fval(1, &n, b);
+    nr_value outs[3] = {cpuop_fval(2, dims, NULL), cpuop_fval(2, md, NULL), cpuop_fval(2, md, NULL)};
     const nr_value *ins[] = {&xi, &si, &bi};
     for (int r = 0; r < 4; r++)
       check(t, "LayerNormalization", "layernorm", 17, 0, NULL, 3, ins, 3, outs,
@@ -200,8 +176,8 @@ NR_TEST(cpu_norm_layernorm_many_rows) {
   }
   int64_t gd[4] = {2, 19, 3, 11}, god[4] = {2, 19, 1, 1};
   unsigned seed = 9;
-  float *x = rnd(2 * 19 * 33, &seed, -2, 3);
-  nr_value xi = fval(4, gd, x), y = fval(4, god, NULL);
+  float *x = nr_rng_floats_u32(2 * 19 * 33, &seed, -2, 3);
+  nr_value xi = cpuop_fval(4, gd, x), y = cpuop_fval(4, god, NULL);
   const nr_value *ins[] = {&xi};
   check(t, "GlobalAveragePool", "gavgpool", 1, 0, NULL, 1, ins, 1, &y, "", 1e-7, 1e-6, 9,
         pool, true);
@@ -215,8 +191,8 @@ NR_TEST(cpu_norm_global_avgpool) {
   for (int s = 0; s < 7; s++) {
     unsigned seed = (unsigned)s;
     int64_t dims[4] = {2, 5, 1, spatial[s]}, od[4] = {2, 5, 1, 1};
-    float *x = rnd(10 * spatial[s], &seed, -2, 3);
-    nr_value xi = fval(4, dims, x), y = fval(4, od, NULL);
+    float *x = nr_rng_floats_u32(10 * spatial[s], &seed, -2, 3);
+    nr_value xi = cpuop_fval(4, dims, x), y = cpuop_fval(4, od, NULL);
     const nr_value *ins[] = {&xi};
     check(t, "GlobalAveragePool", "gavgpool", 1, 0, NULL, 1, ins, 1, &y, "", 1e-7, 1e-6,
           (unsigned)s, pool, true);
@@ -228,8 +204,8 @@ NR_TEST(cpu_norm_global_avgpool) {
    * a partial last block (37 rows = 4 blocks of 8 and 5). */
   int64_t dims[4] = {1, 37, 30, 40}, od[4] = {1, 37, 1, 1};
   unsigned seed = 77;
-  float *x = rnd(37 * 1200, &seed, -2, 3);
-  nr_value xi = fval(4, dims, x), y = fval(4, od, NULL);
+  float *x = nr_rng_floats_u32(37 * 1200, &seed, -2, 3);
+  nr_value xi = cpuop_fval(4, dims, x), y = cpuop_fval(4, od, NULL);
   const nr_value *ins[] = {&xi};
   check(t, "GlobalAveragePool", "gavgpool", 1, 0, NULL, 1, ins, 1, &y, "", 1e-7, 1e-6, 77,
         pool, true);
@@ -259,9 +235,9 @@ NR_TEST(cpu_norm_reduce_mean_tail) {
     int64_t n = 1;
     for (int d = 0; d < cases[i].rank; d++)
       n *= cases[i].dims[d];
-    float *x = rnd(n, &seed, -2, 3);
-    nr_value xi = fval(cases[i].rank, cases[i].dims, x);
-    nr_value y = fval(cases[i].out_rank, cases[i].out, NULL);
+    float *x = nr_rng_floats_u32(n, &seed, -2, 3);
+    nr_value xi = cpuop_fval(cases[i].rank, cases[i].dims, x);
+    nr_value y = cpuop_fval(cases[i].out_rank, cases[i].out, NULL);
     const nr_value *ins[] = {&xi};
     nr_attr at[2] = {{.name = "axes", .type = NR_ATTR_INTS, .n = cases[i].n_axes,
                       .ints = (int64_t *)cases[i].axes},
@@ -290,7 +266,7 @@ NR_TEST(cpu_norm_pool2d) {
     for (int h = 7; h <= 10; h++) { /* h = 10: a plane 37 or 38 wide (vector loops) */
       unsigned seed = (unsigned)(c * 10 + (size_t)h), s0 = seed;
       int64_t w = h == 10 ? 37 + (int64_t)(c & 1) : h + 2, dims[4] = {2, 3, h, w};
-      float *x = rnd(6 * h * w, &seed, -4, 4);
+      float *x = nr_rng_floats_u32(6 * h * w, &seed, -4, 4);
       x[5] = NAN;
       int64_t ks[2] = {cases[c].k, cases[c].k}, st[2] = {cases[c].s, cases[c].s},
               dl[2] = {cases[c].d, cases[c].d},
@@ -309,7 +285,7 @@ NR_TEST(cpu_norm_pool2d) {
                              .s_len = strlen(cases[c].auto_pad)};
       else
         at[na++] = (nr_attr){.name = "pads", .type = NR_ATTR_INTS, .n = 4, .ints = pd};
-      nr_value xi = fval(4, dims, x);
+      nr_value xi = cpuop_fval(4, dims, x);
       const nr_value *ins[] = {&xi};
       for (int m = 0; m < 2; m++) {
         const char *op = m ? "MaxPool" : "AveragePool";
@@ -324,7 +300,7 @@ NR_TEST(cpu_norm_pool2d) {
         nr_error err = {0};
         REQUIRE(!nr_ref_exec_node(op, "", m ? 12 : 19, j, am, 1, ins, 1, &ref, &err), "%s",
                 err.message);
-        nr_value y = fval(4, ref.dims, NULL);
+        nr_value y = cpuop_fval(4, ref.dims, NULL);
         nr_value_free(&ref);
         check(t, op, m ? "maxpool2d" : "avgpool2d", m ? 12 : 19, j, am, 1, ins, 1, &y, "",
               1e-7, 1e-6, s0, pool, true);
@@ -351,7 +327,7 @@ NR_TEST(cpu_norm_pool2d) {
 NR_TEST(cpu_norm_knobs_apply) {
   int64_t dims[2] = {2, 8};
   float x[16] = {0};
-  nr_value v = fval(2, dims, x);
+  nr_value v = cpuop_fval(2, dims, x);
   const nr_value *ins[] = {&v};
   cpuop *o = cpuop_new();
   REQUIRE(!cpuop_init(o, "Softmax", 13, 0, NULL, 1, ins, NULL, 1, &v,
@@ -374,9 +350,9 @@ NR_TEST(cpu_norm_pool_knobs) {
                   {.name = "pads", .type = NR_ATTR_INTS, .n = 4, .ints = pd}};
   int64_t big[4] = {1, 8, 64, 64}, small[4] = {1, 1, 8, 8};
   unsigned seed = 11;
-  float *x = rnd(8 * 64 * 64, &seed, -2, 2);
+  float *x = nr_rng_floats_u32(8 * 64 * 64, &seed, -2, 2);
   for (int k = 0; k < 2; k++) {
-    nr_value v = fval(4, k ? small : big, x);
+    nr_value v = cpuop_fval(4, k ? small : big, x);
     const nr_value *ins[] = {&v};
     cpuop *o = cpuop_new();
     CHECK(!cpuop_init(o, "MaxPool", 12, 2, at, 1, ins, NULL, 1, &v, "-pool.tactic@n0=ref"),
@@ -388,7 +364,7 @@ NR_TEST(cpu_norm_pool_knobs) {
     cpuop_free(o);
     free(o);
   }
-  nr_value v = fval(4, big, x);
+  nr_value v = cpuop_fval(4, big, x);
   const nr_value *ins[] = {&v};
   check(t, "MaxPool", "maxpool2d", 12, 2, at, 1, ins, 1, &v, "-eltwise.threads@n0=1", 0, 0,
         seed, pool, true);

@@ -247,8 +247,7 @@ static bool gpu_here(void) {
 }
 
 NR_TEST(cuda_knobs_build_refused_without_backend_or_gpu) {
-  if (gpu_here())
-    return; /* a GPU machine: tests/gpu covers building */
+  SKIP_UNLESS(!gpu_here(), "a GPU machine: tests/gpu covers building");
   nr_model *m = NULL;
   nr_error err = {0};
   REQUIRE(!nr_model_load(NR_SOURCE_DIR "/examples/tiny_cnn/model.onnx", NULL, &m, &err),

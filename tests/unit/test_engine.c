@@ -3,6 +3,7 @@
  * bit flips with and without a repaired checksum, environment refusals naming the
  * field that differs, and unknown tactics. Compiled plans are covered where the
  * compiler's own tests save and load them. */
+#include "rng.h"
 #include "unit.h"
 
 #include "engine/engine.h"
@@ -300,28 +301,21 @@ NR_TEST(engine_every_truncation_is_refused) {
   nr_engine_free(e);
 }
 
-static uint64_t next_rand(uint64_t *s) {
-  *s ^= *s << 13;
-  *s ^= *s >> 7;
-  *s ^= *s << 17;
-  return *s;
-}
-
 /* With repair, the checksum is recomputed so the flip reaches the section parsers. */
 static void flip_test(nr_test_state *t, uint64_t seed, int rounds, bool repair) {
   nr_engine *e = make_engine(nr_tactic_find("ref"));
   uint8_t *a = NULL;
   size_t la = 0;
   REQUIRE(serialize(e, &a, &la));
-  uint64_t s = seed;
+  nr_rng s = nr_rng_make(seed);
   uint8_t *copy = malloc(la);
   int accepted = 0;
   for (int r = 0; r < rounds; r++) {
     memcpy(copy, a, la);
-    int flips = 1 + (int)(next_rand(&s) % 3);
+    int flips = 1 + (int)(nr_rng_u32(&s) % 3);
     for (int k = 0; k < flips; k++) {
-      size_t at = (size_t)(next_rand(&s) % (repair ? la - 32 : la));
-      copy[at] ^= (uint8_t)(1u << (next_rand(&s) % 8));
+      size_t at = (size_t)(nr_rng_u32(&s) % (repair ? la - 32 : la));
+      copy[at] ^= (uint8_t)(1u << (nr_rng_u32(&s) % 8));
     }
     if (repair)
       nr_sha256(copy, la - 32, copy + la - 32);

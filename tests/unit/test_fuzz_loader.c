@@ -10,6 +10,7 @@
 #include "loader_models.h"
 #include "onnx/onnx_load.h"
 #include "io/tensor_io.h"
+#include "rng.h"
 #include "unit.h"
 
 #include <ftw.h>
@@ -22,13 +23,6 @@
 #define FUZZ_BIG_FILE ((size_t)1 << 20)   /* fewer cases above this size */
 #define FUZZ_MAX_FILE ((size_t)64 << 20)  /* skipped above this size */
 #define FUZZ_MAX_BYTES ((size_t)256 << 20) /* tensor budget per load */
-
-static uint64_t fuzz_rng(uint64_t *s) {
-  uint64_t z = (*s += 0x9e3779b97f4a7c15ull);
-  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-  return z ^ (z >> 31);
-}
 
 static uint64_t fuzz_seed(void) {
   const char *s = getenv("NR_FUZZ_SEED");
@@ -61,20 +55,20 @@ static void load_once(nr_test_state *t, const fuzz_case *c, const uint8_t *data,
 
 /* One corruption: flip bits, overwrite bytes with interesting values, or bump what
  * may be a length varint. */
-static void mutate(uint8_t *d, size_t len, uint64_t *rng) {
+static void mutate(uint8_t *d, size_t len, nr_rng *rng) {
   static const uint8_t interesting[] = {0x00, 0x01, 0x7f, 0x80, 0xff, 0x08, 0x10, 0x3a};
-  int edits = 1 + (int)(fuzz_rng(rng) % 4);
+  int edits = 1 + (int)(nr_rng_u32(rng) % 4);
   for (int e = 0; e < edits && len; e++) {
-    size_t at = (size_t)(fuzz_rng(rng) % len);
-    switch (fuzz_rng(rng) % 3) {
+    size_t at = (size_t)(nr_rng_u32(rng) % len);
+    switch (nr_rng_u32(rng) % 3) {
     case 0:
-      d[at] ^= (uint8_t)(1u << (fuzz_rng(rng) % 8));
+      d[at] ^= (uint8_t)(1u << (nr_rng_u32(rng) % 8));
       break;
     case 1:
-      d[at] = interesting[fuzz_rng(rng) % sizeof interesting];
+      d[at] = interesting[nr_rng_u32(rng) % sizeof interesting];
       break;
     default:
-      d[at] = (uint8_t)(d[at] + 1 + fuzz_rng(rng) % 16);
+      d[at] = (uint8_t)(d[at] + 1 + nr_rng_u32(rng) % 16);
       break;
     }
   }
@@ -91,7 +85,7 @@ static void fuzz_bytes(nr_test_state *t, const char *label, const char *base_dir
     return;
   for (int m = 0; m < mutations; m++, c.index++) {
     c.seed = seed ^ ((uint64_t)m * 0x100000001b3ull);
-    uint64_t rng = c.seed;
+    nr_rng rng = nr_rng_make(c.seed);
     memcpy(copy, data, len);
     mutate(copy, len, &rng);
     load_once(t, &c, copy, len);
@@ -182,8 +176,7 @@ static void fuzz_tree(nr_test_state *t, const char *root, uint64_t seed) {
  * real models). */
 NR_TEST(fuzz_loader_model_files) {
   const char *env = getenv("NR_FUZZ_DIR");
-  if (!env || !*env)
-    return;
+  SKIP_UNLESS(env && *env, "NR_FUZZ_DIR not set (scripts/test.sh's asan stage sets it)");
   char *dirs = strdup(env), *save = NULL;
   uint64_t seed = fuzz_seed();
   for (char *d = dirs ? strtok_r(dirs, ":", &save) : NULL; d; d = strtok_r(NULL, ":", &save))

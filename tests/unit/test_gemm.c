@@ -6,6 +6,7 @@
  * must equal the single-threaded result bit for bit. Failures print the seed. */
 #include "compiler/plan.h"
 #include "kernels/cpu/gemm/gemm_impl.h"
+#include "rng.h"
 #include "unit.h"
 
 #include <math.h>
@@ -15,22 +16,6 @@
 
 #define GUARD 16
 #define GUARD_BITS 0x7fc0dead /* a NaN pattern nothing computes */
-
-typedef struct rng {
-  uint64_t s;
-} rng;
-
-static float rnd(rng *r) {
-  r->s = r->s * 6364136223846793005ull + 1442695040888963407ull;
-  return (float)((r->s >> 40) & 0xffff) / 32768.0f - 1.0f;
-}
-
-static float *rnd_buf(rng *r, int64_t n) {
-  float *p = malloc(sizeof(float) * (size_t)(n > 0 ? n : 1));
-  for (int64_t i = 0; i < n; i++)
-    p[i] = rnd(r);
-  return p;
-}
 
 static bool uk_runs_here(const nr_gemm_ukernel *u) {
   return (u->isa & nr_cpu_isa()) == u->isa;
@@ -69,11 +54,11 @@ static void reference(const problem *p, const float *a, int64_t lda, const float
 static bool check_problem(nr_test_state *t, nr_gemm_cfg cfg, const problem *p,
                           uint64_t seed, nr_threadpool *pool, int threads,
                           nr_gemm_split split) {
-  rng r = {seed};
+  nr_rng r = nr_rng_make(seed);
   int64_t m = p->m, n = p->n, k = p->k;
   int64_t lda = (p->ta ? m : k) + 1, ldb = (p->tb ? k : n) + 2, ldc = n + 3;
-  float *a = rnd_buf(&r, (p->ta ? k : m) * lda);
-  float *b = rnd_buf(&r, (p->tb ? n : k) * ldb);
+  float *a = nr_rng_pm1_floats(&r, (p->ta ? k : m) * lda);
+  float *b = nr_rng_pm1_floats(&r, (p->tb ? n : k) * ldb);
   int64_t csize = m * ldc + 2 * GUARD;
   uint32_t *cbuf = malloc(sizeof(float) * (size_t)csize);
   for (int64_t i = 0; i < csize; i++)
@@ -167,8 +152,8 @@ NR_TEST(gemm_epilogues) {
       continue;
     nr_gemm_cfg cfg = small_cfg(uk);
     int64_t m = 2 * u->mr + 3, n = 2 * u->nr + 3, k = cfg.kc + 1;
-    rng r = {seed};
-    float *bias_r = rnd_buf(&r, m), *bias_c = rnd_buf(&r, n), *res = rnd_buf(&r, m * (n + 5));
+    nr_rng r = nr_rng_make(seed);
+    float *bias_r = nr_rng_pm1_floats(&r, m), *bias_c = nr_rng_pm1_floats(&r, n), *res = nr_rng_pm1_floats(&r, m * (n + 5));
     for (int act = 0; act < NR_ACT_COUNT; act++)
       for (int form = 0; form < 4; form++, seed++) {
         nr_epilogue ep = {.act = (nr_act)act, .act_a = 0.1f, .act_b = 0.6f};
@@ -195,8 +180,8 @@ NR_TEST(gemm_threaded_equals_serial) {
   REQUIRE(pool);
   nr_gemm_cfg cfg = nr_gemm_default_cfg(70, 300, 300);
   int64_t m = 70, n = 300, k = 300;
-  rng r = {77};
-  float *a = rnd_buf(&r, m * k), *b = rnd_buf(&r, k * n), *bias = rnd_buf(&r, n);
+  nr_rng r = nr_rng_make(77);
+  float *a = nr_rng_pm1_floats(&r, m * k), *b = nr_rng_pm1_floats(&r, k * n), *bias = nr_rng_pm1_floats(&r, n);
   float *c1 = malloc(sizeof(float) * (size_t)(m * n)), *c2 = malloc(sizeof(float) * (size_t)(m * n));
   nr_epilogue ep = {.bias = bias, .act = NR_ACT_RELU};
   void *s = malloc(nr_gemm_scratch_size(cfg, m, n, k, 3));
@@ -243,8 +228,8 @@ static void check_pack(nr_test_state *t, nr_gemm_cfg cfg, bool is_a, int64_t row
   /* depth-major storage (src[p * ld + i]): transposed A, or B as it is */
   bool deep = is_a ? trans : !trans;
   int64_t ld = (deep ? rows : k) + 3;
-  rng r = {seed};
-  float *src = rnd_buf(&r, (deep ? k : rows) * ld);
+  nr_rng r = nr_rng_make(seed);
+  float *src = nr_rng_pm1_floats(&r, (deep ? k : rows) * ld);
   size_t bytes = is_a ? nr_gemm_packed_a_size(cfg, rows, k) : nr_gemm_packed_b_size(cfg, k, rows);
   CHECK(bytes == sizeof(float) * (size_t)(pad * k), "%s: packed size %zu", u->name, bytes);
   int64_t nf = (int64_t)(bytes / sizeof(float));

@@ -10,6 +10,7 @@
  * AVX-512. Kernel tests skip, saying so, where the CPU or OS lacks AVX-512. */
 #include "compiler/plan.h"
 #include "kernels/cpu/gemm/gemm_impl.h"
+#include "rng.h"
 #include "unit.h"
 
 #include <fcntl.h>
@@ -23,25 +24,8 @@
 #define GUARD 32
 #define GUARD_BITS 0x7fc0beefu /* a NaN pattern nothing computes */
 
-typedef struct rng {
-  uint64_t s;
-} rng;
-
-static float rnd(rng *r) {
-  r->s = r->s * 6364136223846793005ull + 1442695040888963407ull;
-  return (float)((r->s >> 40) & 0xffff) / 32768.0f - 1.0f;
-}
-
 static bool have_avx512(void) {
   return (nr_cpu_isa() & NR_ISA_AVX512) != 0;
-}
-
-/* Says once per test that it did nothing here. */
-static bool skip_without_avx512(const nr_test_state *t) {
-  if (have_avx512())
-    return false;
-  printf("skip %s: no AVX-512 (CPU, OS or NNROUTE_ISA)\n", t->name);
-  return true;
 }
 
 static bool is_avx512(const nr_gemm_ukernel *u) {
@@ -79,19 +63,19 @@ static bool guards_intact(const float *c, int64_t m, int64_t n, int64_t ld) {
 static void check_tile(nr_test_state *t, int uk, int64_t k, float alpha, int acc,
                        uint64_t seed) {
   const nr_gemm_ukernel *u = nr_gemm_ukernel_get(uk);
-  rng r = {seed};
+  nr_rng r = nr_rng_make(seed);
   int mr = u->mr, nr = u->nr;
   int64_t ldc = nr + 5;
   float *a = malloc(sizeof(float) * (size_t)(k * mr + 1));
   float *b = malloc(sizeof(float) * (size_t)(k * nr + 1));
   for (int64_t i = 0; i < k * mr; i++)
-    a[i] = rnd(&r);
+    a[i] = nr_rng_pm1(&r);
   for (int64_t i = 0; i < k * nr; i++)
-    b[i] = rnd(&r);
+    b[i] = nr_rng_pm1(&r);
   float *c = guarded(mr * ldc), *c0 = malloc(sizeof(float) * (size_t)(mr * nr));
   for (int i = 0; i < mr; i++)
     for (int j = 0; j < nr; j++)
-      c[i * ldc + j] = c0[i * nr + j] = rnd(&r);
+      c[i * ldc + j] = c0[i * nr + j] = nr_rng_pm1(&r);
   nr_gemm_ukernel_fn_get(uk)(k, a, b, c, ldc, alpha, acc);
   CHECK(guards_intact(c, mr, nr, ldc), "%s k=%lld acc=%d: guard overwritten (seed %llu)",
         u->name, (long long)k, acc, (unsigned long long)seed);
@@ -115,8 +99,7 @@ static void check_tile(nr_test_state *t, int uk, int64_t k, float alpha, int acc
 }
 
 NR_TEST(gemm_avx512_ukernel_tile) {
-  if (skip_without_avx512(t))
-    return;
+  SKIP_UNLESS(have_avx512(), "no AVX-512 (CPU, OS or NNROUTE_ISA)");
   uint64_t seed = 5000;
   int64_t ks[] = {0, 1, 2, 3, 7, 64, 255, 257};
   for (int uk = 0; uk < nr_gemm_ukernel_count(); uk++) {
@@ -136,14 +119,14 @@ static bool check_gemm(nr_test_state *t, nr_gemm_cfg cfg, int64_t m, int64_t n, 
                        int mode, uint64_t seed) {
   bool ta = mode & 1, tb = mode & 2, pa = mode & 4, pb = mode & 8;
   float alpha = (mode & 1) ? 0.5f : 1.0f;
-  rng r = {seed};
+  nr_rng r = nr_rng_make(seed);
   int64_t lda = (ta ? m : k) + 1, ldb = (tb ? k : n) + 2, ldc = n + 3;
   int64_t na = (ta ? k : m) * lda, nb = (tb ? n : k) * ldb;
   float *a = malloc(sizeof(float) * (size_t)(na + 1)), *b = malloc(sizeof(float) * (size_t)(nb + 1));
   for (int64_t i = 0; i < na; i++)
-    a[i] = rnd(&r);
+    a[i] = nr_rng_pm1(&r);
   for (int64_t i = 0; i < nb; i++)
-    b[i] = rnd(&r);
+    b[i] = nr_rng_pm1(&r);
   nr_gemm_operand oa = {a, lda, ta, false}, ob = {b, ldb, tb, false};
   float *bufa = NULL, *bufb = NULL;
   if (pa) {
@@ -183,8 +166,7 @@ static bool check_gemm(nr_test_state *t, nr_gemm_cfg cfg, int64_t m, int64_t n, 
 }
 
 NR_TEST(gemm_avx512_default_blocking) {
-  if (skip_without_avx512(t))
-    return;
+  SKIP_UNLESS(have_avx512(), "no AVX-512 (CPU, OS or NNROUTE_ISA)");
   uint64_t seed = 6000;
   for (int uk = 0; uk < nr_gemm_ukernel_count(); uk++) {
     const nr_gemm_ukernel *u = nr_gemm_ukernel_get(uk);
@@ -215,8 +197,7 @@ NR_TEST(gemm_avx512_default_blocking) {
 }
 
 NR_TEST(gemm_avx512_default_cfg) {
-  if (skip_without_avx512(t))
-    return;
+  SKIP_UNLESS(have_avx512(), "no AVX-512 (CPU, OS or NNROUTE_ISA)");
   nr_gemm_cfg d = nr_gemm_default_cfg(128, 784, 1152);
   CHECK(!strcmp(nr_gemm_ukernel_get(d.ukernel)->name, "nr_f32_gemm_12x32__avx512"));
   CHECK(d.kc <= 256 && d.mc % 12 == 0 && d.nc % 32 == 0, "mc %d kc %d nc %d", d.mc, d.kc,
@@ -236,11 +217,11 @@ NR_TEST(gemm_avx512_default_cfg) {
 static void check_epilogue(nr_test_state *t, const nr_epilogue *ep, int64_t n,
                            uint64_t seed) {
   enum { M = 3, LDC = 70, COL = 3 };
-  rng r = {seed};
+  nr_rng r = nr_rng_make(seed);
   float *x = guarded(M * LDC), *y = guarded(M * LDC);
   for (int64_t i = 0; i < M; i++)
     for (int64_t j = 0; j < n; j++) {
-      float v = 4 * rnd(&r);
+      float v = 4 * nr_rng_pm1(&r);
       if ((i * n + j) % 11 == 5)
         v = NAN;
       if ((i * n + j) % 13 == 7)
@@ -270,14 +251,13 @@ static void check_epilogue(nr_test_state *t, const nr_epilogue *ep, int64_t n,
 }
 
 NR_TEST(gemm_avx512_epilogue_matches_portable) {
-  if (skip_without_avx512(t))
-    return;
-  rng r = {7000};
+  SKIP_UNLESS(have_avx512(), "no AVX-512 (CPU, OS or NNROUTE_ISA)");
+  nr_rng r = nr_rng_make(7000);
   float bias[80], res[4 * 80];
   for (int i = 0; i < 80; i++)
-    bias[i] = rnd(&r);
+    bias[i] = nr_rng_pm1(&r);
   for (int i = 0; i < 4 * 80; i++)
-    res[i] = rnd(&r);
+    res[i] = nr_rng_pm1(&r);
   int64_t widths[] = {1, 7, 15, 16, 17, 31, 32, 33, 64};
   uint64_t seed = 7001;
   for (int act = 0; act < NR_ACT_COUNT; act++)
@@ -316,8 +296,7 @@ NR_TEST(gemm_avx512_isa_implies_avx2) {
  * run (no NR_UNIT_ISA_PROBE) it does nothing. */
 NR_TEST(gemm_avx512_isa_probe) {
   const char *probe = getenv("NR_UNIT_ISA_PROBE");
-  if (!probe)
-    return;
+  SKIP_UNLESS(probe, "runs only as gemm_avx512_isa_cap's child (NR_UNIT_ISA_PROBE)");
   unsigned isa = nr_cpu_isa();
   CHECK(!(isa & NR_ISA_AVX512), "NNROUTE_ISA=%s left AVX-512 on", probe);
   const nr_gemm_ukernel *d = nr_gemm_ukernel_get(nr_gemm_default_cfg(64, 64, 64).ukernel);

@@ -8,6 +8,7 @@
 #include "engine/engine.h"
 #include "graph_build.h"
 #include "kernels/ref/executor.h"
+#include "rng.h"
 #include "unit.h"
 
 #include <dirent.h>
@@ -48,13 +49,13 @@ static float max_rel(const float *got, const float *want, int n) {
 static float w[N * K], b[N], x[MAX_M * K];
 
 static nr_graph *fc_model(nr_test_state *t, int64_t m, nr_value *want) {
-  unsigned seed = 4242;
+  nr_rng rng = nr_rng_make(4242);
   for (int i = 0; i < N * K; i++)
-    w[i] = (float)(rand_r(&seed) % 2001) / 1000.0f - 1.0f;
+    w[i] = (float)nr_rng_int(&rng, 0, 2000) / 1000.0f - 1.0f;
   for (int i = 0; i < N; i++)
-    b[i] = (float)(rand_r(&seed) % 2001) / 1000.0f - 1.0f;
+    b[i] = (float)nr_rng_int(&rng, 0, 2000) / 1000.0f - 1.0f;
   for (int i = 0; i < MAX_M * K; i++)
-    x[i] = (float)(rand_r(&seed) % 2001) / 1000.0f - 1.0f;
+    x[i] = (float)nr_rng_int(&rng, 0, 2000) / 1000.0f - 1.0f;
   nr_graph *g = fc_graph(t, m, w, b);
   nr_error err = {0};
   nr_value in = {NR_DTYPE_FLOAT, 2, {m, K}, x, false};

@@ -11,6 +11,7 @@
  * Failures print the seed. */
 #include "compiler/plan.h"
 #include "kernels/cpu/gemm/gemm_impl.h"
+#include "rng.h"
 #include "unit.h"
 
 #include <math.h>
@@ -184,22 +185,6 @@ NR_TEST(gemm_row_kernels_k_unblocked) {
 
 /* ---- products around the split points ------------------------------------------------ */
 
-typedef struct rng {
-  uint64_t s;
-} rng;
-
-static float rnd(rng *r) {
-  r->s = r->s * 6364136223846793005ull + 1442695040888963407ull;
-  return (float)((r->s >> 40) & 0xffff) / 32768.0f - 1.0f;
-}
-
-static float *rnd_buf(rng *r, int64_t n) {
-  float *p = malloc(sizeof(float) * (size_t)(n > 0 ? n : 1));
-  for (int64_t i = 0; i < n; i++)
-    p[i] = rnd(r);
-  return p;
-}
-
 /* C (m x n, ldc) inside guard words: a buffer of m * ldc + 2 * GUARD words. */
 static uint32_t *guarded_c(int64_t m, int64_t ldc) {
   uint32_t *w = malloc(sizeof(uint32_t) * (size_t)(m * ldc + 2 * GUARD));
@@ -228,11 +213,11 @@ typedef struct row_case {
  * result in out (m x n). False (reported) on a guard or reference failure. */
 static bool run_row_case(nr_test_state *t, nr_gemm_cfg cfg, const row_case *rc,
                          nr_threadpool *pool, int threads, nr_gemm_split split, float *out) {
-  rng r = {rc->seed};
+  nr_rng r = nr_rng_make(rc->seed);
   int64_t m = rc->m, n = rc->n, k = rc->k, lda = k + 1, ldb = (rc->trans_b ? k : n) + 3;
   int64_t ldc = n + 5;
-  float *a = rnd_buf(&r, m * lda), *b = rnd_buf(&r, (rc->trans_b ? n : k) * ldb);
-  float *bias = rnd_buf(&r, n), *pb = NULL;
+  float *a = nr_rng_pm1_floats(&r, m * lda), *b = nr_rng_pm1_floats(&r, (rc->trans_b ? n : k) * ldb);
+  float *bias = nr_rng_pm1_floats(&r, n), *pb = NULL;
   nr_gemm_operand oa = {a, lda, false, false}, ob = {b, ldb, rc->trans_b, false};
   if (rc->packed) {
     pb = aligned_alloc(64, (nr_gemm_packed_b_size(cfg, k, n) + 63) / 64 * 64);

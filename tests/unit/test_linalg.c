@@ -6,6 +6,7 @@
 #include "kernels/ref/executor.h"
 #include "kernels/ref/ref_gemm.h"
 #include "kernels/ref/ref_util.h"
+#include "rng.h"
 #include "unit.h"
 #include "op_test.h"
 
@@ -229,13 +230,13 @@ NR_TEST(gemm_int64_and_bad_bias) {
 
 NR_TEST(matmul_integer_per_row_and_column_zero_points) {
   enum { M = 3, K = 4, N = 2 };
-  unsigned seed = SEED + 2;
+  nr_rng rng = nr_rng_make(SEED + 2);
   uint8_t a[M * K], azp[M] = {1, 128, 255};
   int8_t b[K * N], bzp[N] = {-3, 4};
   for (int i = 0; i < M * K; i++)
-    a[i] = (uint8_t)rand_r(&seed);
+    a[i] = (uint8_t)nr_rng_u32(&rng);
   for (int i = 0; i < K * N; i++)
-    b[i] = (int8_t)rand_r(&seed);
+    b[i] = (int8_t)nr_rng_u32(&rng);
   int64_t ad[2] = {M, K}, bd[2] = {K, N}, md[1] = {M}, nd[1] = {N};
   nr_value in[4] = {
       make_value(NR_DTYPE_UINT8, 2, ad, a), make_value(NR_DTYPE_INT8, 2, bd, b),
@@ -285,12 +286,12 @@ NR_TEST(qlinear_matmul_rounds_half_to_even) {
 
 NR_TEST(qlinear_matmul_int8_matches_naive) {
   enum { B = 2, M = 3, K = 5, N = 4 };
-  unsigned seed = SEED + 3;
+  nr_rng rng = nr_rng_make(SEED + 3);
   int8_t a[B * M * K], b[B * K * N], azp = -5, bzp = 3, yzp = -10;
   for (int i = 0; i < B * M * K; i++)
-    a[i] = (int8_t)rand_r(&seed);
+    a[i] = (int8_t)nr_rng_u32(&rng);
   for (int i = 0; i < B * K * N; i++)
-    b[i] = (int8_t)rand_r(&seed);
+    b[i] = (int8_t)nr_rng_u32(&rng);
   float as = 0.03f, bs = 0.02f, ys = 0.05f;
   int64_t ad[3] = {B, M, K}, bd[3] = {B, K, N}, sd[1] = {0};
   nr_value in[8] = {

@@ -32,6 +32,7 @@
 #include "kernels/cpu/lpgemm/lpgemm_impl.h"
 #include "kernels/ref/executor.h"
 #include "runtime/threadpool.h"
+#include "rng.h"
 #include "unit.h"
 
 #include <float.h>
@@ -42,20 +43,6 @@
 
 static uint32_t fbits(float f) { return nr_lp_f32_bits(f); }
 static float bitsf(uint32_t u) { return nr_lp_bits_f32(u); }
-
-typedef struct rng {
-  uint64_t s;
-} rng;
-
-static uint32_t rnd_u32(rng *r) {
-  r->s = r->s * 6364136223846793005ull + 1442695040888963407ull;
-  return (uint32_t)(r->s >> 32);
-}
-
-/* Uniform in [-1, 1) on a 2^-15 grid (so fp16 subnormals occur too). */
-static float rnd_unit(rng *r) {
-  return (float)((rnd_u32(r) >> 8) & 0xffff) / 32768.0f - 1.0f;
-}
 
 /* ---- conversions: fp16 ---------------------------------------------------------------- */
 
@@ -133,11 +120,11 @@ NR_TEST(lowp_fp16_every_pattern_widens_exactly_and_round_trips) {
 static float *f16_boundary_inputs(int64_t *count) {
   float *in = malloc(sizeof(float) * 0x7c00 * 10 + 64 * sizeof(float));
   int64_t n = 0;
-  rng r = {99};
+  nr_rng r = nr_rng_make(99);
   for (uint32_t h = 0; h < 0x7c00; h++) {
     double lo = f16_value((uint16_t)h), hi = h + 1 < 0x7c00 ? f16_value((uint16_t)(h + 1)) : 65536.0;
     float mid = (float)((lo + hi) / 2); /* exact: one bit more than a half */
-    float between = (float)(lo + (hi - lo) * ((rnd_u32(&r) & 0xffff) / 65536.0));
+    float between = (float)(lo + (hi - lo) * ((nr_rng_u32(&r) & 0xffff) / 65536.0));
     float v[5] = {(float)lo, mid, nextafterf(mid, 0), nextafterf(mid, INFINITY), between};
     for (int i = 0; i < 5; i++)
       in[n++] = v[i], in[n++] = -v[i];
@@ -249,7 +236,7 @@ NR_TEST(lowp_bf16_every_pattern_and_its_boundaries) {
   uint16_t *h = malloc(sizeof(uint16_t) * N), *got = malloc(sizeof(uint16_t) * N * 6);
   REQUIRE(in && w && h && got);
   int64_t n = 0, bad = 0;
-  rng r = {7};
+  nr_rng r = nr_rng_make(7);
   for (uint32_t b = 0; b < N; b++) {
     h[b] = (uint16_t)b;
     float f = nr_bf16_to_fp32((uint16_t)b);
@@ -258,7 +245,7 @@ NR_TEST(lowp_bf16_every_pattern_and_its_boundaries) {
     if (nr_fp32_to_bf16(f) != (nan ? (b | 0x40) : b) && bad++ < 5)
       CHECK(false, "bf16 %04x does not round-trip: %04x", b, nr_fp32_to_bf16(f));
     uint32_t x = b << 16;
-    uint32_t v[6] = {x, x | 0x7fff, x | 0x8000, x | 0x8001, x | (rnd_u32(&r) & 0xffff), x | 0xffff};
+    uint32_t v[6] = {x, x | 0x7fff, x | 0x8000, x | 0x8001, x | (nr_rng_u32(&r) & 0xffff), x | 0xffff};
     for (int i = 0; i < 6; i++)
       in[n++] = bitsf(v[i]);
   }
@@ -293,9 +280,9 @@ NR_TEST(lowp_bf16_every_pattern_and_its_boundaries) {
 NR_TEST(lowp_fp16_round_and_bf16_pairs_match_scalar) {
   enum { N = 1000 };
   float in[2 * 32 + N], rp[N], rv[N];
-  rng r = {3};
+  nr_rng r = nr_rng_make(3);
   for (int i = 0; i < 2 * 32 + N; i++)
-    in[i] = bitsf(rnd_u32(&r)); /* every class: NaNs, denormals, huge */
+    in[i] = bitsf(nr_rng_u32(&r)); /* every class: NaNs, denormals, huge */
   nr_lp_round_portable(NR_LP_FP16, in, rp, N);
   for (int i = 0; i < N; i++) {
     float want = nr_fp16_to_fp32(nr_fp32_to_fp16(in[i]));
@@ -371,15 +358,15 @@ static bool check_problem(nr_test_state *t, nr_lpgemm_cfg cfg, const problem *p,
                           uint64_t seed, nr_threadpool *pool, int threads, int split,
                           float **out) {
   nr_lp_type type = nr_lpgemm_ukernel_get(cfg.ukernel)->type;
-  rng r = {seed};
+  nr_rng r = nr_rng_make(seed);
   int64_t m = p->m, n = p->n, k = p->k;
   int64_t lda = (p->ta ? m : k) + 1, ldb = (p->tb ? k : n) + 2, ldc = n + 3;
   float *a = malloc(sizeof(float) * (size_t)((p->ta ? k : m) * lda));
   float *b = malloc(sizeof(float) * (size_t)((p->tb ? n : k) * ldb));
   for (int64_t i = 0; i < (p->ta ? k : m) * lda; i++)
-    a[i] = rnd_unit(&r);
+    a[i] = nr_rng_pm1(&r);
   for (int64_t i = 0; i < (p->tb ? n : k) * ldb; i++)
-    b[i] = rnd_unit(&r);
+    b[i] = nr_rng_pm1(&r);
   int64_t csize = m * ldc + 2 * GUARD;
   uint32_t *cbuf = malloc(sizeof(float) * (size_t)csize);
   for (int64_t i = 0; i < csize; i++)
@@ -480,11 +467,11 @@ NR_TEST(lowp_ukernels_around_tile) {
 
 NR_TEST(lowp_ukernels_epilogues) {
   float bias[80], res[80 * 80];
-  rng r = {11};
+  nr_rng r = nr_rng_make(11);
   for (int i = 0; i < 80; i++)
-    bias[i] = rnd_unit(&r);
+    bias[i] = nr_rng_pm1(&r);
   for (int i = 0; i < 80 * 80; i++)
-    res[i] = rnd_unit(&r);
+    res[i] = nr_rng_pm1(&r);
   nr_act acts[] = {NR_ACT_NONE, NR_ACT_RELU, NR_ACT_SIGMOID, NR_ACT_CLIP};
   uint64_t seed = 500;
   for (int uk = 0; uk < nr_lpgemm_ukernel_count(); uk++) {
@@ -571,9 +558,9 @@ NR_TEST(lowp_packed_b_layout) {
     nr_lpgemm_cfg cfg = {(uint16_t)uk, (uint16_t)u->mr, 16, (uint16_t)u->nr};
     int64_t k = 20, n = u->nr + 5, npad = 2 * u->nr;
     float b[20 * 64];
-    rng r = {(uint64_t)uk + 40};
+    nr_rng r = nr_rng_make((uint64_t)uk + 40);
     for (int i = 0; i < k * n; i++)
-      b[i] = rnd_unit(&r) * 1000.0f;
+      b[i] = nr_rng_pm1(&r) * 1000.0f;
     uint16_t pb[20 * 64];
     REQUIRE(nr_lpgemm_packed_b_size(cfg, k, n) == sizeof(uint16_t) * (size_t)(npad * k));
     nr_lpgemm_pack_b(cfg, k, n, (nr_lpgemm_operand){b, n, false, false}, pb);
@@ -614,9 +601,9 @@ static int const_rand(nr_graph *g, const char *name, int rank, const int64_t *di
   nr_value *v = &g->tensors[t].value;
   int64_t n = nr_value_count(v);
   float *d = malloc(sizeof(float) * (size_t)n);
-  rng r = {seed};
+  nr_rng r = nr_rng_make(seed);
   for (int64_t i = 0; i < n; i++)
-    d[i] = rnd_unit(&r);
+    d[i] = nr_rng_pm1(&r);
   if (round >= 0)
     nr_lp_round_portable((nr_lp_type)round, d, d, n);
   v->data = d;
@@ -719,7 +706,7 @@ typedef struct inputs {
 
 static void inputs_make(const lp_case *c, nr_lp_type type, inputs *in) {
   memset(in, 0, sizeof *in);
-  rng r = {77};
+  nr_rng r = nr_rng_make(77);
   for (int i = 0; i < c->n_in; i++) {
     int64_t n = 1;
     for (int d = 0; d < c->in_rank[i]; d++)
@@ -727,7 +714,7 @@ static void inputs_make(const lp_case *c, nr_lp_type type, inputs *in) {
     in->data[i] = malloc(sizeof(float) * (size_t)n);
     in->rounded[i] = malloc(sizeof(float) * (size_t)n);
     for (int64_t j = 0; j < n; j++)
-      in->data[i][j] = rnd_unit(&r);
+      in->data[i][j] = nr_rng_pm1(&r);
     memcpy(in->rounded[i], in->data[i], sizeof(float) * (size_t)n);
     if (c->round_in[i])
       nr_lp_round_portable(type, in->rounded[i], in->rounded[i], n);

@@ -3,6 +3,7 @@
  * bytes, offsets are aligned and inside the arena, naive is never smaller than the
  * greedy plans, and every alias is legal; then the in-place rule case by case. */
 #include "compiler/plan.h"
+#include "rng.h"
 #include "unit.h"
 
 #include <stdlib.h>
@@ -14,11 +15,6 @@ nr_status nr_memory_plan_aligned(nr_plan *p, int strategy, bool inplace, uint64_
 
 static const nr_tactic fast = {"test_fast", "", NULL, "nnroute"};
 static const nr_tactic dnnl = {"test_dnnl", "", NULL, "onednn"};
-
-static uint64_t rnd(uint64_t *s) {
-  *s = *s * 6364136223846793005ull + 1442695040888963407ull;
-  return *s >> 33;
-}
 
 /* A plan with room for n slots and n steps over a graph of n nodes of op_type. */
 static nr_plan *plan_new(int n) {
@@ -134,33 +130,33 @@ static int check_plan(nr_test_state *t, const nr_plan *p, const char *what) {
 }
 
 /* A random DAG: each step reads 1-2 live earlier values and writes one new one. */
-static nr_plan *random_plan(uint64_t *rs, int steps) {
+static nr_plan *random_plan(nr_rng *rs, int steps) {
   static const char *ops[] = {"Relu", "Add", "Conv", "Sigmoid", "Mul", "MatMul"};
   static const int64_t sizes[] = {16, 100, 1000, 1000, 4096, 20000};
   nr_plan *p = plan_new(steps + 4);
   p->inputs[p->n_inputs++] = add_slot(p, NR_SLOT_INPUT, 1000);
   add_slot(p, NR_SLOT_CONST, 1000);
   for (int k = 0; k < steps; k++) {
-    int in[2] = {(int)(rnd(rs) % (uint64_t)p->n_slots),
-                 (int)(rnd(rs) % (uint64_t)p->n_slots)};
-    if (rnd(rs) % 2) /* favour chains: read the latest value */
+    int in[2] = {(int)(nr_rng_u32(rs) % (uint64_t)p->n_slots),
+                 (int)(nr_rng_u32(rs) % (uint64_t)p->n_slots)};
+    if (nr_rng_u32(rs) % 2) /* favour chains: read the latest value */
       in[0] = p->n_slots - 1;
-    int out = add_slot(p, NR_SLOT_ARENA, sizes[rnd(rs) % 6]);
-    if (rnd(rs) % 2) /* same size as input 0, so in-place has chances */
+    int out = add_slot(p, NR_SLOT_ARENA, sizes[nr_rng_u32(rs) % 6]);
+    if (nr_rng_u32(rs) % 2) /* same size as input 0, so in-place has chances */
       p->slots[out].dims[0] = p->slots[in[0]].dims[0],
       p->slots[out].nbytes = p->slots[in[0]].nbytes;
-    const char *op = ops[rnd(rs) % 6];
-    add_step(p, op, rnd(rs) % 5 ? &fast : &dnnl, strcmp(op, "Relu") ? 2 : 1, in, out);
+    const char *op = ops[nr_rng_u32(rs) % 6];
+    add_step(p, op, nr_rng_u32(rs) % 5 ? &fast : &dnnl, strcmp(op, "Relu") ? 2 : 1, in, out);
   }
   for (int i = 0; i < 2; i++)
-    p->outputs[p->n_outputs++] = p->n_slots - 1 - (int)(rnd(rs) % 3);
+    p->outputs[p->n_outputs++] = p->n_slots - 1 - (int)(nr_rng_u32(rs) % 3);
   return p;
 }
 
 NR_TEST(memory_random_plans_never_overlap_live_slots) {
   static const char *names[] = {"naive", "greedy_size", "greedy_first_use"};
   for (uint64_t seed = 1; seed <= 60; seed++) {
-    uint64_t rs = seed;
+    nr_rng rs = nr_rng_make(seed);
     nr_plan *p = random_plan(&rs, 5 + (int)(seed % 40));
     uint64_t size[3][2];
     int aliases = 0;
@@ -336,7 +332,7 @@ NR_TEST(memory_align_values) {
     uint64_t arena[3];
     for (int a = 0; a < 3; a++)
       for (int s = 0; s < 3; s++) {
-        uint64_t rs = seed;
+        nr_rng rs = nr_rng_make(seed);
         nr_plan *p = random_plan(&rs, 5 + (int)(seed % 30));
         nr_error err = {0};
         REQUIRE(nr_memory_plan_aligned(p, s, true, aligns[a], &err) == NR_OK, "%s",

@@ -9,6 +9,7 @@
 #include "engine/engine.h"
 #include "graph_build.h"
 #include "kernels/ref/executor.h"
+#include "rng.h"
 #include "unit.h"
 
 #include <stdlib.h>
@@ -125,9 +126,9 @@ NR_TEST(memory_views_end_to_end) {
     int64_t xd[4] = {1, 4, 5, 6};
     nr_value x = {0}, want[3] = {{0}, {0}, {0}};
     nr_value_alloc(&x, NR_DTYPE_FLOAT, 4, xd, NULL);
-    unsigned seed = 77;
+    nr_rng rng = nr_rng_make(77);
     for (int i = 0; i < 120; i++)
-      ((float *)x.data)[i] = (float)(rand_r(&seed) % 2001) / 500.0f - 2.0f;
+      ((float *)x.data)[i] = (float)nr_rng_int(&rng, 0, 2000) / 500.0f - 2.0f;
     REQUIRE(!nr_ref_exec(g, &x, want, &err), "%s", err.message);
     nr_knob_space space = {0};
     REQUIRE(!nr_knob_space_build(g, &space, &err), "%s", err.message);

@@ -11,6 +11,7 @@
 #include "kernels/cpu/conv/conv_internal.h"
 #include "kernels/cpu/conv/transpose.h"
 #include "runtime/threadpool.h"
+#include "rng.h"
 #include "unit.h"
 
 #include <stdlib.h>
@@ -49,9 +50,9 @@ static bool check_one(nr_test_state *t, const int64_t *d, nr_layout from, nr_lay
   int64_t N = d[0], C = d[1], HW = d[2] * d[3];
   int64_t ns = N * cpad(from, C) * HW, nd = N * cpad(to, C) * HW;
   float *src = filled(ns, SENTINEL), *dst = filled(nd, SENTINEL);
-  unsigned s = seed;
+  nr_rng rng = nr_rng_make(seed);
   for (int64_t i = 0; i < ns; i++) /* pad lanes of an NCHW8C source get junk on purpose */
-    src[i] = (float)(rand_r(&s) % 100000) * 0.01f - 500.0f;
+    src[i] = (float)nr_rng_int(&rng, 0, 99999) * 0.01f - 500.0f;
   nr_reorder_f32_isa(src, from, dst, to, d, pool, isa);
   bool ok = true;
   for (int64_t n = 0; n < N && ok; n++)

@@ -22,10 +22,12 @@
  *     agrees with the PLAIN-follower int8 build. */
 #include "compiler/quant.h"
 #include "engine/engine.h"
+#include "graph_build.h"
 #include "kernels/cpu/norm/pool_nhwc.h"
 #include "kernels/ref/executor.h"
 #include "op_test.h"
 #include "runtime/threadpool.h"
+#include "rng.h"
 #include "unit.h"
 
 #include <math.h>
@@ -75,10 +77,10 @@ static void pool_case_run(nr_test_state *t, const pcase *k, int kind, bool avx2,
                           unsigned seed) {
   const char *op = kind ? "AveragePool" : "MaxPool";
   int64_t xd[4] = {k->n, k->c, k->h, k->w}, hw = k->h * k->w, xn = k->n * k->c * hw;
-  unsigned s = seed;
+  nr_rng rng = nr_rng_make(seed);
   float *x = malloc(sizeof(float) * (size_t)xn), *xh = malloc(sizeof(float) * (size_t)xn);
   for (int64_t i = 0; i < xn; i++)
-    x[i] = (float)(rand_r(&s) % 20001) / 1000.0f - 10.0f;
+    x[i] = (float)nr_rng_int(&rng, 0, 20000) / 1000.0f - 10.0f;
   if (nan) { /* scattered NaNs, and a whole 3x3 corner of channel 0 */
     for (int64_t i = 0; i < xn; i += 7)
       x[i] = NAN;
@@ -160,10 +162,10 @@ NR_TEST(nhwc_gavgpool_kernels_match_reference) {
         for (int reassoc = 0; reassoc < 2; reassoc++) {
           unsigned seed = 900u + (unsigned)(ci * 7 + hi * 3) + (unsigned)reassoc;
           int64_t c = cs[ci], hw = hws[hi], xd[4] = {1, c, hw, 1};
-          unsigned s = seed;
+          nr_rng rng = nr_rng_make(seed);
           float *x = malloc(sizeof(float) * (size_t)(c * hw)), *xh = malloc(sizeof(float) * (size_t)(c * hw));
           for (int64_t i = 0; i < c * hw; i++)
-            x[i] = (float)(rand_r(&s) % 200001) / 1000.0f - 100.0f;
+            x[i] = (float)nr_rng_int(&rng, 0, 200000) / 1000.0f - 100.0f;
           to_nhwc(x, xh, 1, c, hw);
           nr_value xv = make_value(NR_DTYPE_FLOAT, 4, xd, x), want = {0};
           nr_error err = {0};
@@ -358,7 +360,7 @@ typedef struct gb {
   nr_graph *g;
   float *store[16];
   int n_store;
-  unsigned seed;
+  nr_rng rng;
 } gb;
 
 static int tensor(gb *b, const char *name, unsigned flags, int rank, const int64_t *dims) {
@@ -380,7 +382,7 @@ static int constant(gb *b, const char *name, int rank, const int64_t *dims, floa
     n *= dims[d];
   float *v = malloc(sizeof(float) * (size_t)n);
   for (int64_t i = 0; i < n; i++)
-    v[i] = lo + (hi - lo) * (float)(rand_r(&b->seed) % 10001) / 10000.0f;
+    v[i] = lo + (hi - lo) * (float)nr_rng_int(&b->rng, 0, 10000) / 10000.0f;
   b->store[b->n_store++] = v;
   b->g->tensors[t].value.data = v;
   return t;
@@ -438,7 +440,7 @@ static int build_graph(gb *b) {
   g->opsets[0].version = 13;
   g->n_opsets = 1;
   g->owns_opsets = true;
-  b->seed = 4242;
+  b->rng = nr_rng_make(4242);
   int x = tensor(b, "x", NR_TENSOR_INPUT, 4, (int64_t[]){2, 5, 13, 11});
   int c1 = conv(b, "c1", x, 5, 16, 3);
   int64_t k3[2] = {3, 3}, s2[2] = {2, 2}, p1[4] = {1, 1, 1, 1};
@@ -498,31 +500,6 @@ static nr_status observe(void *user, const nr_graph *g, int tn, const nr_value *
   if (v->dtype != NR_DTYPE_FLOAT || !v->data)
     return NR_OK;
   return nr_calib_observe(user, g->tensors[tn].name, v->data, (size_t)nr_value_count(v), &err);
-}
-
-typedef struct built {
-  nr_knob_space space;
-  nr_route route;
-  nr_plan *plan;
-} built;
-
-static nr_status build(nr_graph *g, const char *text, const nr_calib *calib, built *b,
-                       nr_error *err) {
-  memset(b, 0, sizeof *b);
-  nr_status s = nr_knob_space_build(g, &b->space, err);
-  if (!s)
-    s = nr_route_init(&b->route, &b->space, err);
-  if (!s)
-    s = nr_route_parse(&b->route, text, err);
-  if (!s)
-    s = nr_compile(g, &b->route, 2, calib, &b->plan, err);
-  return s;
-}
-
-static void built_free(built *b) {
-  nr_plan_destroy(b->plan);
-  nr_route_free(&b->route);
-  nr_knob_space_free(&b->space);
 }
 
 static float *run_plan(nr_test_state *t, nr_plan *p, const nr_value *in, const char *what) {
@@ -589,8 +566,8 @@ NR_TEST(nhwc_chain_through_compiler) {
       "-conv.layout@*=nhwc -eltwise.fuse@*=off -pool.tactic@*=ref -eltwise.tactic@*=ref",
       "-eltwise.fuse@*=off"};
   for (int r = 0; r < 3; r++) {
-    built bl;
-    nr_status st = build(b.g, routes[r], NULL, &bl, &err);
+    tg_built bl;
+    nr_status st = tg_compile(b.g, routes[r], 2, NULL, &bl, &err);
     CHECK(!st, "%s: %s", routes[r], err.message);
     if (!st) {
       int nh = count_nhwc_rows(bl.plan), nr = count_reorders(bl.plan);
@@ -614,7 +591,7 @@ NR_TEST(nhwc_chain_through_compiler) {
             (long long)at, got ? got[at] : 0, ((float *)want.data)[at], w);
       free(got);
     }
-    built_free(&bl);
+    tg_built_free(&bl);
   }
   nr_value_free(&want);
   free(x);
@@ -640,10 +617,10 @@ NR_TEST(nhwc_int8_chain_through_compiler) {
                      "-quant.calibration=minmax";
   char off[256];
   snprintf(off, sizeof off, "%s -pool.tactic@*=ref -eltwise.tactic@*=ref", base);
-  built a, p;
-  nr_status sa = build(b.g, base, cal, &a, &err);
+  tg_built a, p;
+  nr_status sa = tg_compile(b.g, base, 2, cal, &a, &err);
   CHECK(!sa, "%s: %s", base, err.message);
-  nr_status sp = build(b.g, off, cal, &p, &err);
+  nr_status sp = tg_compile(b.g, off, 2, cal, &p, &err);
   CHECK(!sp, "%s: %s", off, err.message);
   if (!sa && !sp && has(a.plan, "onednn_conv_int8")) {
     CHECK(count_reorders(a.plan) == 2, "int8 chain: %d reorders, want 2",
@@ -663,8 +640,8 @@ NR_TEST(nhwc_int8_chain_through_compiler) {
           (long long)at, ya ? ya[at] : 0, ((float *)want.data)[at], wr);
     free(ya), free(yp);
   }
-  built_free(&a);
-  built_free(&p);
+  tg_built_free(&a);
+  tg_built_free(&p);
   nr_calib_destroy(cal);
   nr_value_free(&want);
   free(x);

@@ -4,6 +4,7 @@
  * semantics (softmax coercion before opset 13, GroupNormalization 18 vs 21). */
 #include "kernels/ref/executor.h"
 #include "kernels/ref/ref_util.h"
+#include "rng.h"
 #include "unit.h"
 #include "op_test.h"
 
@@ -20,9 +21,9 @@ static nr_value make_f32(int rank, const int64_t *dims, const float *data) {
   return v;
 }
 
-static void fill_random(float *x, int n, unsigned *seed) {
+static void fill_random(float *x, int n, nr_rng *r) {
   for (int i = 0; i < n; i++)
-    x[i] = (float)(rand_r(seed) % 2000) / 500.0f - 2.0f;
+    x[i] = (float)nr_rng_int(r, 0, 1999) / 500.0f - 2.0f;
 }
 
 static bool close_to(double got, double want, double tol) {
@@ -38,9 +39,9 @@ static nr_status run1(const char *op, int opset, int n_attrs, nr_attr *attrs, in
 
 /* Softmax at opset 13 runs along axis 1 only; at opset 11 over dims [1..] together. */
 NR_TEST(softmax_axis_and_coercion) {
-  unsigned seed = SEED;
+  nr_rng rng = nr_rng_make(SEED);
   float x[24];
-  fill_random(x, 24, &seed);
+  fill_random(x, 24, &rng);
   int64_t dims[] = {2, 3, 4};
   nr_value xv = make_f32(3, dims, x), out;
   nr_error err = {0};
@@ -93,11 +94,11 @@ NR_TEST(hardmax_first_max_per_version) {
 }
 
 NR_TEST(layernorm_matches_naive_with_stats) {
-  unsigned seed = SEED + 1;
+  nr_rng rng = nr_rng_make(SEED + 1);
   float x[30], w[5], b[5];
-  fill_random(x, 30, &seed);
-  fill_random(w, 5, &seed);
-  fill_random(b, 5, &seed);
+  fill_random(x, 30, &rng);
+  fill_random(w, 5, &rng);
+  fill_random(b, 5, &rng);
   int64_t dims[] = {2, 3, 5}, pd[] = {5};
   nr_value xv = make_f32(3, dims, x), wv = make_f32(1, pd, w), bv = make_f32(1, pd, b);
   nr_value out[3] = {0};
@@ -197,9 +198,9 @@ NR_TEST(lpnorm_and_lrn) {
     CHECK(close_to(((float *)out.data)[i], want[i], 1e-6), "[%d]", i);
   nr_value_free(&out);
 
-  unsigned seed = SEED + 2;
+  nr_rng rng = nr_rng_make(SEED + 2);
   float y[40]; /* 2 x 5 x 2 x 2 */
-  fill_random(y, 40, &seed);
+  fill_random(y, 40, &rng);
   int64_t yd[] = {2, 5, 2, 2};
   nr_value yv = make_f32(4, yd, y);
   nr_attr la[] = {attr_i("size", 4), attr_f("alpha", 0.5f), attr_f("beta", 0.6f),
@@ -272,13 +273,13 @@ NR_TEST(batchnorm_spatial0_per_element) {
  * steps, causal masking aligned to the end, and a boolean mask. */
 NR_TEST(attention_gqa_causal_past_matches_naive) {
   enum { HQ = 4, HKV = 2, S = 3, P = 2, L = 3, T = P + L, D = 2 };
-  unsigned seed = SEED + 3;
+  nr_rng rng = nr_rng_make(SEED + 3);
   float q[HQ * S * D], k[HKV * L * D], v[HKV * L * D], pk[HKV * P * D], pv[HKV * P * D];
-  fill_random(q, HQ * S * D, &seed);
-  fill_random(k, HKV * L * D, &seed);
-  fill_random(v, HKV * L * D, &seed);
-  fill_random(pk, HKV * P * D, &seed);
-  fill_random(pv, HKV * P * D, &seed);
+  fill_random(q, HQ * S * D, &rng);
+  fill_random(k, HKV * L * D, &rng);
+  fill_random(v, HKV * L * D, &rng);
+  fill_random(pk, HKV * P * D, &rng);
+  fill_random(pv, HKV * P * D, &rng);
   uint8_t mask[S * T];
   for (int i = 0; i < S * T; i++)
     mask[i] = i % 4 != 1;

@@ -26,6 +26,7 @@
 #include "kernels/ref/fused.h"
 #include "op_test.h"
 #include "runtime/threadpool.h"
+#include "rng.h"
 #include "unit.h"
 
 #include <dlfcn.h>
@@ -48,12 +49,9 @@ static const nr_tactic *find_row(const char *id, const char *op) {
 static float *guarded(int64_t n) { return guarded_floats(n, GUARD, SENTINEL); }
 static bool guard_ok(const float *p, int64_t n) { return guard_intact(p, n, GUARD, SENTINEL); }
 
-/* n floats uniform in [lo, hi]. */
+/* n floats uniform in [lo, hi); *seed moves on (random_floats' convention). */
 static float *uniform(int64_t n, float lo, float hi, unsigned *seed) {
-  float *x = malloc(sizeof(float) * (size_t)(n + 1));
-  for (int64_t i = 0; i < n; i++)
-    x[i] = lo + (hi - lo) * (float)(rand_r(seed) % 10001) / 10000.0f;
-  return x;
+  return nr_rng_floats_u32(n, seed, lo, hi);
 }
 
 /* ---- the quantized reference ---------------------------------------------------- */
@@ -110,12 +108,12 @@ NR_TEST(onednn_q_quantize_loops_match_the_rule) {
   static const float specials[] = {NAN, INFINITY, -INFINITY, 3e9f, -3e9f, 0.5f, 1.5f,
                                    2.5f, -0.5f, 127.5f, 254.5f, 255.5f, 1e-30f, -0.0f};
   const float inv = 2.0f;
-  unsigned seed = 2024;
+  nr_rng rng = nr_rng_make(2024);
   float *x = malloc(sizeof(float) * 1031);
   uint8_t *q = malloc(1031 + GUARD);
   for (int i = 0; i < 1031; i++)
     x[i] = i % 5 == 0 ? specials[(i / 5) % 14] / inv
-                      : (float)(rand_r(&seed) % 4001) / 20.0f - 100.0f;
+                      : (float)nr_rng_int(&rng, 0, 4000) / 20.0f - 100.0f;
   int zps[] = {0, 37, 255};
   for (size_t f = 0; f < sizeof fns / sizeof fns[0]; f++) {
     if (fns[f].isa & ~nr_cpu_isa())
@@ -738,32 +736,6 @@ NR_TEST(onednn_q_gemm_bands_match_the_references) {
 
 /* ---- through the compiler: graphs, routes, calibration ------------------------------ */
 
-/* A built plan for route on g (calibrated on the graph inputs' values when calib). */
-typedef struct built {
-  nr_knob_space space;
-  nr_route route;
-  nr_plan *plan;
-} built;
-
-static nr_status build_route(nr_graph *g, const char *text, const nr_calib *calib, built *b,
-                             nr_error *err) {
-  memset(b, 0, sizeof *b);
-  nr_status s = nr_knob_space_build(g, &b->space, err);
-  if (!s)
-    s = nr_route_init(&b->route, &b->space, err);
-  if (!s)
-    s = nr_route_parse(&b->route, text, err);
-  if (!s)
-    s = nr_compile(g, &b->route, 2, calib, &b->plan, err);
-  return s;
-}
-
-static void built_free(built *b) {
-  nr_plan_destroy(b->plan);
-  nr_route_free(&b->route);
-  nr_knob_space_free(&b->space);
-}
-
 static nr_calib *calibrate(nr_graph *g, const nr_value *in, int n_in) {
   nr_calib *c = calloc(1, sizeof *c);
   nr_error err = {0};
@@ -807,19 +779,19 @@ static const nr_step *step_of(const nr_plan *p, const char *id) {
 NR_TEST(onednn_q_conv_through_compiler) {
   enum { C = 12, H = 13, W = 11, M = 16, OH = 7, OW = 6 };
   static float w[M * C * 9], b[M], x[C * H * W], r[M * OH * OW], wd[C * 9], bd[C];
-  unsigned sd = 31337;
+  nr_rng rng = nr_rng_make(31337);
   for (int i = 0; i < M * C * 9; i++)
-    w[i] = (float)(rand_r(&sd) % 2001) / 1000.0f - 1.0f;
+    w[i] = (float)nr_rng_int(&rng, 0, 2000) / 1000.0f - 1.0f;
   for (int i = 0; i < C * 9; i++)
-    wd[i] = (float)(rand_r(&sd) % 2001) / 1000.0f - 1.0f;
+    wd[i] = (float)nr_rng_int(&rng, 0, 2000) / 1000.0f - 1.0f;
   for (int i = 0; i < M; i++)
-    b[i] = (float)(rand_r(&sd) % 2001) / 1000.0f - 1.0f;
+    b[i] = (float)nr_rng_int(&rng, 0, 2000) / 1000.0f - 1.0f;
   for (int i = 0; i < C; i++)
-    bd[i] = (float)(rand_r(&sd) % 2001) / 1000.0f - 1.0f;
+    bd[i] = (float)nr_rng_int(&rng, 0, 2000) / 1000.0f - 1.0f;
   for (int i = 0; i < C * H * W; i++)
-    x[i] = (float)(rand_r(&sd) % 2001) / 1000.0f * 2.0f - 0.7f; /* [-0.7, 3.3] */
+    x[i] = (float)nr_rng_int(&rng, 0, 2000) / 1000.0f * 2.0f - 0.7f; /* [-0.7, 3.3] */
   for (int i = 0; i < M * OH * OW; i++)
-    r[i] = (float)(rand_r(&sd) % 2001) / 1000.0f - 1.0f;
+    r[i] = (float)nr_rng_int(&rng, 0, 2000) / 1000.0f - 1.0f;
   for (int dw = 0; dw < 2; dw++) {
     nr_graph *g = tg_graph(13);
     int mo = dw ? C : M, oh = dw ? H : OH, ow = dw ? W : OW;
@@ -846,9 +818,9 @@ NR_TEST(onednn_q_conv_through_compiler) {
     nr_error err = {0};
     REQUIRE(nr_ref_exec(g, in, &want, &err) == NR_OK, "%s", err.message);
     nr_calib *cal = calibrate(g, in, dw ? 1 : 2);
-    built bl;
-    nr_status s = build_route(
-        g, "-precision@conv=int8 -conv.algo@conv=onednn -quant.calibration=minmax", cal,
+    tg_built bl;
+    nr_status s = tg_compile(
+        g, "-precision@conv=int8 -conv.algo@conv=onednn -quant.calibration=minmax", 2, cal,
         &bl, &err);
     CHECK(!s, "%s", err.message);
     const nr_step *st = s ? NULL : step_of(bl.plan, "onednn_conv_int8");
@@ -874,12 +846,12 @@ NR_TEST(onednn_q_conv_through_compiler) {
             bad >= 0 ? ((float *)want.data)[bad] : 0);
       free(want_q), free(mag), free(bound), free(got);
     }
-    built_free(&bl);
+    tg_built_free(&bl);
     /* Without a calibration the build fails and names the node. */
-    s = build_route(g, "-precision@conv=int8 -conv.algo@conv=onednn", NULL, &bl, &err);
+    s = tg_compile(g, "-precision@conv=int8 -conv.algo@conv=onednn", 2, NULL, &bl, &err);
     CHECK(s != NR_OK && strstr(err.message, "'conv'") && strstr(err.message, "calibration"),
           "%s", err.message);
-    built_free(&bl);
+    tg_built_free(&bl);
     nr_calib_destroy(cal);
     nr_value_free(&want);
     nr_graph_destroy(g);

@@ -12,6 +12,7 @@
 #include "io/tensor_io.h"
 #include "kernels/ref/executor.h"
 #include "passes/pass_util.h"
+#include "rng.h"
 #include "unit.h"
 #include "graph_build.h"
 
@@ -40,8 +41,9 @@ static int fg_const(nr_graph *g, const char *name, int rank, const int64_t *dims
   int t = tg_tensor(g, name, NR_TENSOR_CONST, rank, dims);
   nr_value *v = &g->tensors[t].value;
   nr_value_alloc(v, NR_DTYPE_FLOAT, rank, dims, NULL);
+  nr_rng rng = nr_rng_make(seed);
   for (int64_t i = 0; i < nr_value_count(v); i++)
-    ((float *)v->data)[i] = lo + span * (float)(rand_r(&seed) % 1000) / 1000.0f;
+    ((float *)v->data)[i] = lo + span * (float)nr_rng_int(&rng, 0, 999) / 1000.0f;
   return t;
 }
 
@@ -61,12 +63,13 @@ typedef struct subject {
 } subject;
 
 static nr_value *random_inputs(const nr_graph *g, unsigned seed) {
+  nr_rng rng = nr_rng_make(seed);
   nr_value *in = calloc((size_t)g->n_inputs + 1, sizeof *in);
   for (int i = 0; i < g->n_inputs; i++) {
     const nr_value *d = &g->tensors[g->inputs[i]].value;
     nr_value_alloc(&in[i], d->dtype, d->rank, d->dims, NULL);
     for (int64_t j = 0; j < nr_value_count(&in[i]); j++)
-      ((float *)in[i].data)[j] = (float)(rand_r(&seed) % 2001) / 500.0f - 2.0f;
+      ((float *)in[i].data)[j] = (float)nr_rng_int(&rng, 0, 2000) / 500.0f - 2.0f;
   }
   return in;
 }
@@ -645,7 +648,7 @@ static nr_model *load_model(nr_test_state *t, const char *name, const char *inpu
   snprintf(path, sizeof path, "%s/%s.onnx", dir, name);
   FILE *f = fopen(path, "rb");
   if (!f) {
-    fprintf(stderr, "  skipped: %s not found\n", path);
+    nr_test_skipf(t, "%s not found (scripts/test.sh's models stage exports it)", path);
     return NULL;
   }
   fclose(f);

@@ -4,6 +4,7 @@
  * here on seeded random data, plus hand-computed ceil_mode cases. */
 #include "kernels/ref/executor.h"
 #include "kernels/ref/ref_util.h"
+#include "rng.h"
 #include "unit.h"
 #include "op_test.h"
 
@@ -67,10 +68,11 @@ static void check_pool_case(nr_test_state *t, const pool_case *p, int kind,
                             unsigned seed) {
   static const char *ops[] = {"MaxPool", "AveragePool", "LpPool"};
   unsigned s0 = seed;
+  nr_rng rng = nr_rng_make(seed);
   int64_t count = p->n * p->c * p->h * p->w, xd[4] = {p->n, p->c, p->h, p->w};
   float *x = malloc(sizeof(float) * (size_t)count);
   for (int64_t i = 0; i < count; i++)
-    x[i] = (float)(rand_r(&seed) % 20001) / 1000.0f - 10.0f;
+    x[i] = (float)nr_rng_int(&rng, 0, 20000) / 1000.0f - 10.0f;
   int64_t kern[2] = {p->kh, p->kw}, strides[2] = {p->s, p->s}, dil[2] = {p->d, p->d};
   int64_t pads[4] = {p->pb[0], p->pb[1], p->pe[0], p->pe[1]};
   nr_attr at[] = {
@@ -196,11 +198,11 @@ NR_TEST(maxpool_uint8_and_int8) {
 }
 
 NR_TEST(global_pools_match_naive) {
-  unsigned seed = SEED;
+  nr_rng rng = nr_rng_make(SEED);
   enum { N = 2, C = 3, S = 35 };
   float x[N * C * S];
   for (int i = 0; i < N * C * S; i++)
-    x[i] = (float)(rand_r(&seed) % 2001) / 100.0f - 10.0f;
+    x[i] = (float)nr_rng_int(&rng, 0, 2000) / 100.0f - 10.0f;
   int64_t xd[4] = {N, C, 5, 7};
   const char *ops[] = {"GlobalMaxPool", "GlobalAveragePool", "GlobalLpPool"};
   for (int kind = 0; kind < 3; kind++) {
@@ -230,11 +232,11 @@ NR_TEST(global_pools_match_naive) {
 
 /* MaxPool's Indices fed to MaxUnpool put each max back where it came from. */
 NR_TEST(maxunpool_inverts_maxpool) {
-  unsigned seed = SEED + 5;
+  nr_rng rng = nr_rng_make(SEED + 5);
   enum { H = 6, W = 8 };
   float x[2 * H * W];
   for (int i = 0; i < 2 * H * W; i++)
-    x[i] = (float)(rand_r(&seed) % 1000);
+    x[i] = (float)nr_rng_int(&rng, 0, 999);
   int64_t xd[4] = {1, 2, H, W}, k[2] = {2, 2}, s[2] = {2, 2};
   nr_attr at[] = {attr_ints("kernel_shape", 2, k), attr_ints("strides", 2, s)};
   nr_value xv = make_value(NR_DTYPE_FLOAT, 4, xd, x), pooled[2] = {0}, out = {0};

@@ -8,6 +8,7 @@
 #include "compiler/knob.h"
 #include "engine/engine.h"
 #include "kernels/ref/executor.h"
+#include "rng.h"
 #include "unit.h"
 
 #include <math.h>
@@ -76,19 +77,19 @@ static nr_graph *qdq_graph(qdq_data *d) {
 }
 
 static void fill(qdq_data *d) {
-  unsigned seed = 99;
+  nr_rng rng = nr_rng_make(99);
   d->scale = 0.05f;
   d->zp = 128;
   for (int o = 0; o < O; o++) {
     float so = 0.01f * (float)(o + 1);
     for (int i = 0; i < C * KH * KH; i++) {
-      int q = i == o ? (o & 1 ? -127 : 127) : rand_r(&seed) % 255 - 127;
+      int q = i == o ? (o & 1 ? -127 : 127) : (int)nr_rng_int(&rng, -127, 127);
       d->w[o * C * KH * KH + i] = so * (float)q;
     }
-    d->b[o] = (float)(rand_r(&seed) % 200) / 100.0f - 1.0f;
+    d->b[o] = (float)nr_rng_int(&rng, 0, 199) / 100.0f - 1.0f;
   }
   for (int i = 0; i < C * H * W; i++)
-    d->x[i] = (float)(rand_r(&seed) % 1400) / 100.0f - 7.0f; /* some beyond the grid */
+    d->x[i] = (float)nr_rng_int(&rng, 0, 1399) / 100.0f - 7.0f; /* some beyond the grid */
 }
 
 /* Builds along route, runs, and returns the worst |got - want| / (|want| + 1e-3);

@@ -14,6 +14,7 @@
  * test_qgemm_tactics.c. */
 #include "compiler/plan.h"
 #include "kernels/cpu/qgemm/qgemm_impl.h"
+#include "rng.h"
 #include "unit.h"
 
 #include <math.h>
@@ -23,25 +24,6 @@
 
 #define GUARD 16
 #define GUARD_BITS 0x7fc0dead /* a NaN pattern nothing computes */
-
-typedef struct rng {
-  uint64_t s;
-} rng;
-
-static uint32_t rnd_u32(rng *r) {
-  r->s = r->s * 6364136223846793005ull + 1442695040888963407ull;
-  return (uint32_t)(r->s >> 32);
-}
-
-/* Uniform in [lo, hi]. */
-static float rnd_f(rng *r, float lo, float hi) {
-  return lo + (hi - lo) * (float)(rnd_u32(r) >> 8) / (float)(1u << 24);
-}
-
-/* Uniform integer in [lo, hi]. */
-static int rnd_i(rng *r, int lo, int hi) {
-  return lo + (int)(rnd_u32(r) % (uint32_t)(hi - lo + 1));
-}
 
 /* 64-byte aligned, size rounded up as aligned_alloc requires. */
 static void *alloc64(size_t n) {
@@ -61,7 +43,7 @@ enum { FILL_RANDOM, FILL_MAX, FILL_SIGNS };
 static void check_ukernel(nr_test_state *t, int uk, int64_t kq, int flags, int fill,
                           uint64_t seed) {
   const nr_qgemm_ukernel *u = nr_qgemm_ukernel_get(uk);
-  rng r = {seed};
+  nr_rng r = nr_rng_make(seed);
   int mr = u->mr, nr = u->nr;
   bool wa = u->wside == NR_QGEMM_W_A;
   size_t abytes = (size_t)(kq * mr * 4), bbytes = (size_t)(kq * nr * 4);
@@ -71,10 +53,10 @@ static void check_ukernel(nr_test_state *t, int uk, int64_t kq, int flags, int f
     size_t n = side ? bbytes : abytes;
     bool is_s8 = wa ? side == 0 : side == 1;
     for (size_t i = 0; i < n; i++) {
-      int v = is_s8 ? (fill == FILL_RANDOM ? rnd_i(&r, -127, 127)
+      int v = is_s8 ? (fill == FILL_RANDOM ? (int)nr_rng_int(&r, -127, 127)
                        : fill == FILL_MAX  ? 127
-                                           : (rnd_u32(&r) & 1 ? 127 : -127))
-                    : (fill == FILL_RANDOM ? rnd_i(&r, 0, u->qmax) : u->qmax);
+                                           : (nr_rng_u32(&r) & 1 ? 127 : -127))
+                    : (fill == FILL_RANDOM ? (int)nr_rng_int(&r, 0, u->qmax) : u->qmax);
       x[i] = (uint8_t)(int8_t)v;
     }
   }
@@ -82,14 +64,14 @@ static void check_ukernel(nr_test_state *t, int uk, int64_t kq, int flags, int f
   float scale[NR_QGEMM_MAX_NR], bias[NR_QGEMM_MAX_NR];
   int32_t corr[NR_QGEMM_MAX_NR];
   for (int i = 0; i < nch; i++) {
-    scale[i] = rnd_f(&r, 1e-4f, 1e-2f);
-    bias[i] = rnd_f(&r, -1, 1);
-    corr[i] = rnd_i(&r, -100000, 100000);
+    scale[i] = nr_rng_uniform(&r, 1e-4f, 1e-2f);
+    bias[i] = nr_rng_uniform(&r, -1, 1);
+    corr[i] = (int)nr_rng_int(&r, -100000, 100000);
   }
   int64_t ldr = nr + 5;
   float *res = malloc(sizeof(float) * (size_t)(mr * ldr));
   for (int64_t i = 0; i < mr * ldr; i++)
-    res[i] = rnd_f(&r, -200, 200);
+    res[i] = nr_rng_uniform(&r, -200, 200);
   nr_qgemm_out o = {scale, corr, (seed & 1) ? bias : NULL, res, ldr, -50.0f, 75.0f};
   int64_t ldc = nr + 3, words = mr * ldc + 2 * GUARD;
   uint32_t *cbuf = malloc(sizeof(uint32_t) * (size_t)words);
@@ -98,7 +80,7 @@ static void check_ukernel(nr_test_state *t, int uk, int64_t kq, int flags, int f
   int32_t *c = (int32_t *)(cbuf + GUARD), prior[NR_QGEMM_MAX_MR * NR_QGEMM_MAX_NR];
   for (int i = 0; i < mr; i++)
     for (int j = 0; j < nr; j++)
-      c[i * ldc + j] = prior[i * nr + j] = rnd_i(&r, -1000000, 1000000);
+      c[i * ldc + j] = prior[i * nr + j] = (int)nr_rng_int(&r, -1000000, 1000000);
   nr_qgemm_ukernel_fn_get(uk)(kq, a, b, c, ldc, flags, &o);
   int bad = 0;
   for (int64_t i = 0; i < words && !bad; i++) {
@@ -173,8 +155,7 @@ NR_TEST(qgemm_ukernels_vs_int64) {
 NR_TEST(qgemm_avx2_pairs_at_the_limit) {
   int uk = nr_qgemm_ukernel_find("nr_qs8_gemm_4x16__avx2");
   REQUIRE(uk >= 0);
-  if (!runs_here(nr_qgemm_ukernel_get(uk)))
-    return;
+  SKIP_UNLESS(runs_here(nr_qgemm_ukernel_get(uk)), "no AVX2 (CPU, OS or NNROUTE_ISA)");
   CHECK(nr_qgemm_ukernel_get(uk)->qmax == 127);
   int64_t kq = 1000;
   uint8_t *a = alloc64((size_t)(kq * 4 * 4)), *b = alloc64((size_t)(kq * 16 * 4));
@@ -194,11 +175,11 @@ NR_TEST(qgemm_avx2_pairs_at_the_limit) {
 /* ---- weights ----------------------------------------------------------------------- */
 
 NR_TEST(qgemm_quantize_weights) {
-  rng r = {11};
+  nr_rng r = nr_rng_make(11);
   enum { CH = 5, K = 13 };
   float w[CH * K];
   for (int i = 0; i < CH * K; i++)
-    w[i] = rnd_f(&r, -2, 2) * (float)(1 + i / K);
+    w[i] = nr_rng_uniform(&r, -2, 2) * (float)(1 + i / K);
   for (int p = 0; p < K; p++)
     w[3 * K + p] = 0; /* an all-zero channel */
   /* the same matrix stored channel-major and k-major gives the same result */
@@ -236,7 +217,7 @@ NR_TEST(qgemm_quantize_weights) {
 /* Packed W element by element: block pc at pc * padded channels, panels of the tile
  * width, groups of 4 k, zero padding, nothing written past the size. */
 NR_TEST(qgemm_pack_weights_layout) {
-  rng r = {21};
+  nr_rng r = nr_rng_make(21);
   for (int uk = 0; uk < nr_qgemm_ukernel_count(); uk++) {
     const nr_qgemm_ukernel *u = nr_qgemm_ukernel_get(uk);
     int width = u->wside == NR_QGEMM_W_A ? u->mr : u->nr;
@@ -249,7 +230,7 @@ NR_TEST(qgemm_pack_weights_layout) {
           continue;
         int8_t *q = malloc((size_t)(ch * k));
         for (int64_t i = 0; i < ch * k; i++)
-          q[i] = (int8_t)rnd_i(&r, -127, 127);
+          q[i] = (int8_t)(int)nr_rng_int(&r, -127, 127);
         size_t size = nr_qgemm_packed_w_size(cfg, ch, k);
         int64_t cpad = (ch + width - 1) / width * width, k4 = (k + 3) / 4 * 4;
         CHECK(size == (size_t)(cpad * k4), "%s: size %zu", u->name, size);
@@ -280,17 +261,17 @@ NR_TEST(qgemm_pack_weights_layout) {
 /* ---- activation quantizer ---------------------------------------------------------- */
 
 NR_TEST(qgemm_quantize_row_matches_scalar) {
-  rng r = {31};
+  nr_rng r = nr_rng_make(31);
   float x[77];
   const float special[] = {0.5f,     1.5f,      2.5f, -0.5f, -1.5f,  1e30f,  -1e30f,
                            INFINITY, -INFINITY, NAN,  -0.0f, 254.5f, 300.0f, 126.5f};
   for (int trial = 0; trial < 40; trial++) {
-    float inv = trial % 3 == 0 ? 1.0f : rnd_f(&r, 0.5f, 40);
-    int32_t zp = rnd_i(&r, 0, 200), qmax = trial & 1 ? 255 : 127;
+    float inv = trial % 3 == 0 ? 1.0f : nr_rng_uniform(&r, 0.5f, 40);
+    int32_t zp = (int)nr_rng_int(&r, 0, 200), qmax = trial & 1 ? 255 : 127;
     if (zp > qmax)
       zp = qmax;
     for (int i = 0; i < 77; i++)
-      x[i] = i % 5 == 0 ? special[(i / 5) % 14] : rnd_f(&r, -10, 10);
+      x[i] = i % 5 == 0 ? special[(i / 5) % 14] : nr_rng_uniform(&r, -10, 10);
     for (int n = 1; n <= 77; n += 1 + n / 8) {
       uint8_t got[80], want[80];
       memset(got, 0xee, sizeof got);
@@ -351,7 +332,7 @@ static int64_t x_at(const problem *p, const fixture *f, int64_t tt, int64_t d) {
 static void fixture_build(const problem *p, uint64_t seed, fixture *f) {
   const nr_qgemm_ukernel *u = nr_qgemm_ukernel_get(p->uk);
   bool wa = u->wside == NR_QGEMM_W_A;
-  rng r = {seed};
+  nr_rng r = nr_rng_make(seed);
   memset(f, 0, sizeof *f);
   f->ch = wa ? p->m : p->n;
   int64_t tdim = wa ? p->n : p->m, k = p->k;
@@ -359,7 +340,7 @@ static void fixture_build(const problem *p, uint64_t seed, fixture *f) {
   f->xr = kmajor ? k : tdim, f->xc = kmajor ? tdim : k, f->xld = f->xc + 3;
   f->w = malloc(sizeof(float) * (size_t)(f->ch * k + 1));
   for (int64_t i = 0; i < f->ch * k; i++)
-    f->w[i] = rnd_f(&r, -1, 1) * (float)(1 + (i / (k > 0 ? k : 1)) % 3);
+    f->w[i] = nr_rng_uniform(&r, -1, 1) * (float)(1 + (i / (k > 0 ? k : 1)) % 3);
   /* activations on [-0.7, 1.3]; parameters as calibration would give for that range */
   float lo = -0.7f, hi = 1.3f;
   f->xs = (hi - lo) / (float)u->qmax;
@@ -368,12 +349,12 @@ static void fixture_build(const problem *p, uint64_t seed, fixture *f) {
   f->x = malloc(sizeof(float) * (size_t)xn);
   f->xq = malloc((size_t)xn);
   for (int64_t i = 0; i < xn; i++) {
-    f->x[i] = rnd_f(&r, lo, hi);
+    f->x[i] = nr_rng_uniform(&r, lo, hi);
     f->xq[i] = nr_qgemm_quantize_x(f->x[i], 1.0f / f->xs, f->zp, u->qmax);
   }
   f->bias = malloc(sizeof(float) * (size_t)f->ch);
   for (int64_t i = 0; i < f->ch; i++)
-    f->bias[i] = rnd_f(&r, -1, 1);
+    f->bias[i] = nr_rng_uniform(&r, -1, 1);
   f->wq = malloc((size_t)(f->ch * k + 1));
   f->ws = malloc(sizeof(float) * (size_t)f->ch);
   f->wsum = malloc(sizeof(int32_t) * (size_t)f->ch);
@@ -515,16 +496,16 @@ NR_TEST(qgemm_epilogues) {
     if (!runs_here(u))
       continue;
     int64_t m = 2 * u->mr + 3, n = 2 * u->nr + 3, k = 21;
-    rng r = {seed};
+    nr_rng r = nr_rng_make(seed);
     float *bias_r = malloc(sizeof(float) * (size_t)m),
           *bias_c = malloc(sizeof(float) * (size_t)n);
     float *res = malloc(sizeof(float) * (size_t)(m * (n + 5)));
     for (int64_t i = 0; i < m; i++)
-      bias_r[i] = rnd_f(&r, -1, 1);
+      bias_r[i] = nr_rng_uniform(&r, -1, 1);
     for (int64_t i = 0; i < n; i++)
-      bias_c[i] = rnd_f(&r, -1, 1);
+      bias_c[i] = nr_rng_uniform(&r, -1, 1);
     for (int64_t i = 0; i < m * (n + 5); i++)
-      res[i] = rnd_f(&r, -2, 2);
+      res[i] = nr_rng_uniform(&r, -2, 2);
     for (int act = 0; act < NR_ACT_COUNT; act++)
       for (int form = 0; form < 5; form++, seed++) {
         nr_epilogue ep = {.act = (nr_act)act, .act_a = 0.1f, .act_b = 0.6f};

@@ -4,6 +4,7 @@
  * an engine file. Guard words surround outputs and scratch. */
 #include "compiler/plan.h"
 #include "kernels/cpu/qgemm/qgemm_impl.h"
+#include "rng.h"
 #include "unit.h"
 
 #include <math.h>
@@ -595,8 +596,9 @@ static int q_const(nr_graph *g, const char *name, int rank, const int64_t *dims,
   int t = tg_tensor(g, name, NR_TENSOR_CONST, rank, dims);
   nr_value *v = &g->tensors[t].value;
   nr_value_alloc(v, NR_DTYPE_FLOAT, rank, dims, NULL);
+  nr_rng rng = nr_rng_make(seed);
   for (int64_t i = 0; i < nr_value_count(v); i++)
-    ((float *)v->data)[i] = lo + span * (float)(rand_r(&seed) % 1000) / 1000.0f;
+    ((float *)v->data)[i] = lo + span * (float)nr_rng_int(&rng, 0, 999) / 1000.0f;
   return t;
 }
 

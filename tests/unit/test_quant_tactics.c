@@ -5,6 +5,7 @@
 #include "compiler/plan.h"
 #include "kernels/cpu/quant/quant.h"
 #include "kernels/ref/executor.h"
+#include "rng.h"
 #include "unit.h"
 
 #include <math.h>
@@ -14,8 +15,9 @@
 enum { MAXN = 203 };
 
 static void make_input(float *x, int n, float scale, unsigned seed) {
+  nr_rng rng = nr_rng_make(seed);
   for (int i = 0; i < n; i++) {
-    int k = (int)(rand_r(&seed) % 700) - 350;
+    int k = (int)nr_rng_int(&rng, -350, 349);
     switch (i % 4) {
     case 0: x[i] = (float)k * scale; break;             /* on the grid */
     case 1: x[i] = ((float)k + 0.5f) * scale; break;    /* a tie */

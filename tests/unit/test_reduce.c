@@ -3,6 +3,7 @@
  * naive loops written here, on seeded random data or hand-computed cases; shape
  * inference is checked with unknown axes and bad inputs. */
 #include "kernels/ref/executor.h"
+#include "rng.h"
 #include "unit.h"
 #include "op_test.h"
 
@@ -26,9 +27,9 @@ static nr_value make_i64(int rank, const int64_t *dims, const int64_t *data) {
   return v;
 }
 
-static void fill_random(float *x, int n, unsigned *seed) {
+static void fill_random(float *x, int n, nr_rng *r) {
   for (int i = 0; i < n; i++)
-    x[i] = (float)(rand_r(seed) % 2000) / 500.0f - 2.0f;
+    x[i] = (float)nr_rng_int(r, 0, 1999) / 500.0f - 2.0f;
 }
 
 /* Naive reduction of a 3x4x5 tensor over axes 0 and 2 (out[j], j < 4). */
@@ -61,9 +62,9 @@ static const char *const reduce_ops[] = {
 /* Every Reduce op, axes as input (opset 18) and as attribute (opset 11), both
  * keepdims settings, against the naive loop. */
 NR_TEST(reduce_ops_match_naive) {
-  unsigned seed = SEED;
+  nr_rng rng = nr_rng_make(SEED);
   float x[60];
-  fill_random(x, 60, &seed);
+  fill_random(x, 60, &rng);
   for (int i = 0; i < 60; i++)
     x[i] = fabsf(x[i]) + 0.1f; /* positive, so LogSum is defined */
   int64_t dims[] = {3, 4, 5}, axes[] = {0, -1}, adims[] = {2};

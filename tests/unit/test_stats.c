@@ -1,6 +1,7 @@
 /* test_stats.c - timing statistics on data with known answers, the bootstrap's
  * determinism and coverage, and the quickselect median against a sort. */
 #include "runtime/stats.h"
+#include "rng.h"
 #include "unit.h"
 
 #include <math.h>
@@ -34,10 +35,10 @@ NR_TEST(stats_known_values) {
 NR_TEST(stats_bootstrap_is_seeded_and_covers) {
   enum { N = 501 };
   double x[N];
-  uint64_t seed = 12345, r = seed;
+  uint64_t seed = 12345;
+  nr_rng r = nr_rng_make(seed);
   for (int i = 0; i < N; i++) { /* skewed timings: 1 ms plus an exponential tail */
-    r = r * 6364136223846793005ull + 1442695040888963407ull;
-    double u = ((double)(r >> 11) + 0.5) * 0x1p-53;
+    double u = nr_rng_unit(&r);
     x[i] = 1.0 - 0.2 * log(u);
   }
   double lo1, hi1, lo2, hi2, lo3, hi3;
@@ -57,12 +58,11 @@ NR_TEST(stats_bootstrap_is_seeded_and_covers) {
 
 /* The bootstrap's quickselect median must agree with the sorted quantile, with ties. */
 NR_TEST(stats_median_with_ties_matches_sort) {
-  uint64_t r = 99;
+  nr_rng r = nr_rng_make(99);
   for (int n = 1; n < 40; n++) {
     double x[40];
     for (int i = 0; i < n; i++) {
-      r = r * 6364136223846793005ull + 1442695040888963407ull;
-      x[i] = (double)((r >> 33) % 5);
+      x[i] = (double)(nr_rng_u32(&r) % 5);
     }
     double lo, hi;
     nr_stats_median_ci(x, (size_t)n, 50, 3, &lo, &hi);

@@ -8,6 +8,7 @@
  * The driver loop here plays the tuner: it asks, evaluates, tells, and keeps the best
  * feasible point itself, so "infeasible is never best" is checked where it is decided. */
 #include "tune/search.h"
+#include "rng.h"
 #include "unit.h"
 
 #include <math.h>
@@ -204,11 +205,6 @@ static void init_problem(problem *pb, int n_dims, const int *n_values, const int
   pb->ci = 0.01;
 }
 
-static double lcg_unit(uint64_t *r) {
-  *r = *r * 6364136223846793005ull + 1442695040888963407ull;
-  return ((double)(*r >> 11) + 0.5) * 0x1p-53;
-}
-
 /* 5 dimensions x 4 values; per-value factors (+-25%) and a factor for every pair of
  * values (+-7.5%, ten pairs), a cheap infeasible value and a cheap infeasible pair,
  * so the feasible optimum is not the unconstrained one and choosing each dimension's
@@ -217,15 +213,15 @@ static void rugged_problem(problem *pb, uint64_t seed) {
   const int nv[] = {4, 4, 4, 4, 4}, df[] = {0, 0, 0, 0, 0};
   init_problem(pb, 5, nv, df);
   pb->cost = rugged_cost;
-  uint64_t r = seed;
+  nr_rng r = nr_rng_make(seed);
   for (int d = 0; d < 5; d++)
     for (int v = 0; v < 4; v++)
-      pb->a[d][v] = v == 0 ? 1 : exp(0.5 * (lcg_unit(&r) - 0.6));
+      pb->a[d][v] = v == 0 ? 1 : exp(0.5 * (nr_rng_unit(&r) - 0.6));
   for (int d = 0; d < 5; d++)
     for (int e = d + 1; e < 5; e++)
       for (int v = 0; v < 4; v++)
         for (int w = 0; w < 4; w++)
-          pb->b[d][e][v][w] = exp(0.15 * (lcg_unit(&r) - 0.5));
+          pb->b[d][e][v][w] = exp(0.15 * (nr_rng_unit(&r) - 0.5));
   pb->a[2][3] = 0.5;
   pb->bad[2][3] = true;
   int dummy[MAX_DIMS];

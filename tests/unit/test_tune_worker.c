@@ -7,6 +7,7 @@
  * executor), which keeps these tests independent of pairs.c. Every candidate status
  * is produced by a real engine through the fault knobs: the worker is never told what
  * to report. Nothing here asserts a time; runs are counted. */
+#include "rng.h"
 #include "unit.h"
 
 #include "engine/engine.h"
@@ -70,10 +71,9 @@ static void fill_input(nr_buffer *b, uint64_t seed) {
   b->dims[0] = ROWS;
   b->dims[1] = COLS;
   float *x = malloc(sizeof(float) * ROWS * COLS);
-  for (int i = 0; i < ROWS * COLS; i++) {
-    seed = seed * 6364136223846793005ull + 1442695040888963407ull;
-    x[i] = (float)((seed >> 40) & 0xffff) / 32768.0f - 1.0f; /* [-1, 1) */
-  }
+  nr_rng r = nr_rng_make(seed);
+  for (int i = 0; i < ROWS * COLS; i++)
+    x[i] = nr_rng_pm1(&r);
   b->data = x;
 }
 
@@ -362,8 +362,8 @@ NR_TEST(fault_passthrough_output_is_copied_not_written) {
 /* Without a finite address-space limit the oom fault allocates nothing. */
 NR_TEST(fault_oom_without_a_limit_reports_at_once) {
   struct rlimit rl;
-  if (getrlimit(RLIMIT_AS, &rl) || rl.rlim_cur != RLIM_INFINITY)
-    return; /* this process runs under a limit: the worker tests cover that case */
+  SKIP_UNLESS(!getrlimit(RLIMIT_AS, &rl) && rl.rlim_cur == RLIM_INFINITY,
+              "this process runs under an address-space limit (the worker tests cover it)");
   test_knobs_on();
   nr_model *m = make_model(t, false);
   REQUIRE(m);

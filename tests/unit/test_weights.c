@@ -12,6 +12,7 @@
 #include "engine/engine.h"
 #include "graph_build.h"
 #include "kernels/ref/executor.h"
+#include "rng.h"
 
 #include <math.h>
 
@@ -21,38 +22,34 @@ typedef struct wnet {
 } wnet;
 
 static int const_tensor(nr_graph *g, const char *name, int rank, const int64_t *dims,
-                        uint64_t *seed) {
+                        nr_rng *r) {
   int t = nr_graph_add_tensor(g, name, NR_TENSOR_CONST);
   nr_value *v = &g->tensors[t].value;
   if (nr_value_alloc(v, NR_DTYPE_FLOAT, rank, dims, NULL))
     return -1;
   float *f = v->data;
-  for (size_t i = 0; i < nr_value_nbytes(v) / sizeof(float); i++) {
-    *seed = *seed * 6364136223846793005ull + 1442695040888963407ull;
-    f[i] = (float)((int64_t)(*seed >> 40) % 2001 - 1000) / 4000.0f;
-  }
+  for (size_t i = 0; i < nr_value_nbytes(v) / sizeof(float); i++)
+    f[i] = (float)nr_rng_int(r, -1000, 1000) / 4000.0f;
   return t;
 }
 
 static bool wnet_make(nr_test_state *t, wnet *n) {
-  uint64_t seed = 7;
+  nr_rng rng = nr_rng_make(7);
   nr_graph *g = n->g = tg_graph(13);
   g->name = strdup("wnet");
   int x = tg_input(g, "x", 4, (int64_t[]){1, 8, 12, 12});
-  int w = const_tensor(g, "W", 4, (int64_t[]){16, 8, 3, 3}, &seed);
-  int b = const_tensor(g, "B", 1, (int64_t[]){16}, &seed);
-  int w2 = const_tensor(g, "W2", 2, (int64_t[]){1600, 10}, &seed);
-  int b2 = const_tensor(g, "B2", 1, (int64_t[]){10}, &seed);
+  int w = const_tensor(g, "W", 4, (int64_t[]){16, 8, 3, 3}, &rng);
+  int b = const_tensor(g, "B", 1, (int64_t[]){16}, &rng);
+  int w2 = const_tensor(g, "W2", 2, (int64_t[]){1600, 10}, &rng);
+  int b2 = const_tensor(g, "B2", 1, (int64_t[]){10}, &rng);
   if (w < 0 || b < 0 || w2 < 0 || b2 < 0)
     return false;
   int c = tg_node(g, "Conv", "conv", 3, (int[]){x, w, b});
   int r = tg_node(g, "Relu", "relu", 1, (int[]){c});
   int f = tg_node(g, "Flatten", "flat", 1, (int[]){r});
   int y = tg_node(g, "Gemm", "fc", 3, (int[]){f, w2, b2});
-  for (size_t i = 0; i < sizeof n->x / sizeof *n->x; i++) {
-    seed = seed * 6364136223846793005ull + 1442695040888963407ull;
-    n->x[i] = (float)((int64_t)(seed >> 40) % 2001 - 1000) / 1000.0f;
-  }
+  for (size_t i = 0; i < sizeof n->x / sizeof *n->x; i++)
+    n->x[i] = (float)nr_rng_int(&rng, -1000, 1000) / 1000.0f;
   return tg_finish(t, g, y);
 }
 
