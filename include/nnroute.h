@@ -17,6 +17,14 @@
 #include <stddef.h>
 #include <stdint.h>
 
+/* NR_API marks the functions libnnroute.so exports. The library is compiled with
+ * -fvisibility=hidden: a function without NR_API stays internal to the library. */
+#if defined(__GNUC__) || defined(__clang__)
+#define NR_API __attribute__((visibility("default")))
+#else
+#define NR_API
+#endif
+
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -37,7 +45,7 @@ typedef enum nr_status {
 } nr_status;
 
 /* Human-readable name of a status ("invalid model", ...); static storage. */
-const char *nr_status_str(nr_status status);
+NR_API const char *nr_status_str(nr_status status);
 
 /* Error detail filled by failing calls. Plain storage, owned by the caller. */
 typedef struct nr_error {
@@ -67,9 +75,9 @@ typedef enum nr_dtype {
 } nr_dtype;
 
 /* Name of a dtype ("float32", "int64", ...); static storage. */
-const char *nr_dtype_name(nr_dtype dtype);
+NR_API const char *nr_dtype_name(nr_dtype dtype);
 /* Size in bytes of one element; 0 for types nnroute cannot store (string, ...). */
-size_t nr_dtype_size(nr_dtype dtype);
+NR_API size_t nr_dtype_size(nr_dtype dtype);
 
 /* A dense tensor in C order. A buffer passed in stays owned by the caller; one
  * returned by nnroute is owned by the caller too and released with nr_buffer_free(). */
@@ -80,8 +88,8 @@ typedef struct nr_buffer {
   void *data;
 } nr_buffer;
 
-size_t nr_buffer_count(const nr_buffer *buf); /* product of dims (1 for rank 0) */
-void nr_buffer_free(nr_buffer *buf);          /* frees data, keeps the struct */
+NR_API size_t nr_buffer_count(const nr_buffer *buf); /* product of dims (1 for rank 0) */
+NR_API void nr_buffer_free(nr_buffer *buf);          /* frees data, keeps the struct */
 
 typedef struct nr_model nr_model;
 
@@ -93,12 +101,13 @@ typedef struct nr_load_options {
 
 /* Loads an ONNX model. On success *out owns everything it needs; the file may be
  * deleted afterwards. opts may be NULL. */
-nr_status nr_model_load(const char *path, const nr_load_options *opts, nr_model **out,
-                        nr_error *err);
+NR_API nr_status nr_model_load(const char *path, const nr_load_options *opts,
+                               nr_model **out, nr_error *err);
 /* The same from memory; external data is looked up under opts->base_dir. */
-nr_status nr_model_load_bytes(const void *data, size_t len, const nr_load_options *opts,
-                              nr_model **out, nr_error *err);
-void nr_model_destroy(nr_model *model);
+NR_API nr_status nr_model_load_bytes(const void *data, size_t len,
+                                     const nr_load_options *opts, nr_model **out,
+                                     nr_error *err);
+NR_API void nr_model_destroy(nr_model *model);
 
 /* Graph inputs (initializers excluded) and outputs. The description's name pointer
  * lives as long as the model. Unknown dims are -1 until nr_model_prepare(). */
@@ -109,24 +118,23 @@ typedef struct nr_io_info {
   int64_t dims[NR_MAX_RANK];
 } nr_io_info;
 
-int nr_model_input_count(const nr_model *model);
-int nr_model_output_count(const nr_model *model);
-nr_status nr_model_input_info(const nr_model *model, int index, nr_io_info *info);
-nr_status nr_model_output_info(const nr_model *model, int index, nr_io_info *info);
+NR_API int nr_model_input_count(const nr_model *model);
+NR_API int nr_model_output_count(const nr_model *model);
+NR_API nr_status nr_model_input_info(const nr_model *model, int index, nr_io_info *info);
+NR_API nr_status nr_model_output_info(const nr_model *model, int index, nr_io_info *info);
 
 /* Fixes the shape of one graph input (replacing dynamic or default dims). */
-nr_status nr_model_set_input_shape(nr_model *model, const char *name, int rank,
-                                   const int64_t *dims, nr_error *err);
+NR_API nr_status nr_model_set_input_shape(nr_model *model, const char *name, int rank,
+                                          const int64_t *dims, nr_error *err);
 /* Resolves shapes and dtypes through the graph and folds shape-computing subgraphs
  * into constants. Called implicitly by nr_model_run() when needed. */
-nr_status nr_model_prepare(nr_model *model, nr_error *err);
+NR_API nr_status nr_model_prepare(nr_model *model, nr_error *err);
 
 /* Runs the model with the reference executor. inputs[i] matches graph input i (in
  * nr_model_input_info order). outputs must have room for nr_model_output_count()
  * buffers; each is filled with newly allocated data the caller frees. */
-nr_status nr_model_run(nr_model *model, const nr_buffer *inputs, nr_buffer *outputs,
-                       nr_error *err);
-
+NR_API nr_status nr_model_run(nr_model *model, const nr_buffer *inputs,
+                              nr_buffer *outputs, nr_error *err);
 
 /* ---- compiling: routes, engines, contexts --------------------------------------- */
 
@@ -143,13 +151,15 @@ typedef struct nr_calibration nr_calibration;
 /* Runs the reference executor on n_sets input sets and records every float tensor's
  * range and histogram. inputs holds n_sets * nr_model_input_count() buffers, set by
  * set, each in nr_model_input_info order. */
-nr_status nr_calibration_collect(nr_model *model, int n_sets, const nr_buffer *inputs,
-                                 nr_calibration **out, nr_error *err);
-void nr_calibration_destroy(nr_calibration *calib);
+NR_API nr_status nr_calibration_collect(nr_model *model, int n_sets,
+                                        const nr_buffer *inputs, nr_calibration **out,
+                                        nr_error *err);
+NR_API void nr_calibration_destroy(nr_calibration *calib);
 /* A calibration table as a file (the format engines embed), and back. */
-nr_status nr_calibration_save(const nr_calibration *calib, const char *path,
-                              nr_error *err);
-nr_status nr_calibration_load(const char *path, nr_calibration **out, nr_error *err);
+NR_API nr_status nr_calibration_save(const nr_calibration *calib, const char *path,
+                                     nr_error *err);
+NR_API nr_status nr_calibration_load(const char *path, nr_calibration **out,
+                                     nr_error *err);
 
 typedef struct nr_build_options {
   size_t size;            /* sizeof(nr_build_options) */
@@ -161,9 +171,9 @@ typedef struct nr_build_options {
 
 /* Compiles a model (prepared implicitly) along a route into an engine. The engine
  * does not refer to the model afterwards. */
-nr_status nr_engine_build(nr_model *model, const nr_build_options *opts,
-                          nr_engine **out, nr_error *err);
-nr_status nr_engine_save(const nr_engine *engine, const char *path, nr_error *err);
+NR_API nr_status nr_engine_build(nr_model *model, const nr_build_options *opts,
+                                 nr_engine **out, nr_error *err);
+NR_API nr_status nr_engine_save(const nr_engine *engine, const char *path, nr_error *err);
 
 typedef struct nr_engine_load_options {
   size_t size;            /* sizeof(nr_engine_load_options) */
@@ -174,29 +184,31 @@ typedef struct nr_engine_load_options {
 
 /* Loads an engine file, refusing one built for another environment (the message
  * names what differs) and any corrupt or truncated file. opts may be NULL. */
-nr_status nr_engine_load(const char *path, const nr_engine_load_options *opts,
-                         nr_engine **out, nr_error *err);
-void nr_engine_destroy(nr_engine *engine);
+NR_API nr_status nr_engine_load(const char *path, const nr_engine_load_options *opts,
+                                nr_engine **out, nr_error *err);
+NR_API void nr_engine_destroy(nr_engine *engine);
 
-int nr_engine_input_count(const nr_engine *engine);
-int nr_engine_output_count(const nr_engine *engine);
-nr_status nr_engine_input_info(const nr_engine *engine, int index, nr_io_info *info);
-nr_status nr_engine_output_info(const nr_engine *engine, int index, nr_io_info *info);
+NR_API int nr_engine_input_count(const nr_engine *engine);
+NR_API int nr_engine_output_count(const nr_engine *engine);
+NR_API nr_status nr_engine_input_info(const nr_engine *engine, int index,
+                                      nr_io_info *info);
+NR_API nr_status nr_engine_output_info(const nr_engine *engine, int index,
+                                       nr_io_info *info);
 /* The canonical route the engine was built with ("" for the default); lives as long
  * as the engine. */
-const char *nr_engine_route(const nr_engine *engine);
+NR_API const char *nr_engine_route(const nr_engine *engine);
 
 /* A context holds the memory and threads of one run at a time; many contexts may
  * share one engine and run on different threads at once. threads <= 0: the engine's. */
-nr_status nr_context_create(const nr_engine *engine, int threads, nr_context **out,
-                            nr_error *err);
-void nr_context_destroy(nr_context *ctx);
+NR_API nr_status nr_context_create(const nr_engine *engine, int threads, nr_context **out,
+                                   nr_error *err);
+NR_API void nr_context_destroy(nr_context *ctx);
 /* Runs the engine. inputs[i] matches engine input i (shape and dtype must match).
  * An output buffer with data == NULL gets newly allocated data (caller frees with
  * nr_buffer_free); one with data set must have the output's shape and dtype and is
  * written in place. */
-nr_status nr_context_run(nr_context *ctx, const nr_buffer *inputs, nr_buffer *outputs,
-                         nr_error *err);
+NR_API nr_status nr_context_run(nr_context *ctx, const nr_buffer *inputs,
+                                nr_buffer *outputs, nr_error *err);
 
 #ifdef __cplusplus
 }

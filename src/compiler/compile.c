@@ -10,6 +10,7 @@
 #include "compiler/plan.h"
 #include "util/error.h"
 
+#include <assert.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -137,12 +138,14 @@ static nr_status add_step(nr_plan *p, const nr_graph *g, int k, int *slot_of,
     nr_status s = slot_for(p, g, n->inputs[i], slot_of, err);
     if (s)
       return s;
+    assert(n->inputs[i] < 0 || slot_of[n->inputs[i]] >= 0);
     st->in[i] = n->inputs[i] >= 0 ? slot_of[n->inputs[i]] : -1;
   }
   for (int o = 0; o < n->n_outputs; o++) {
     nr_status s = slot_for(p, g, n->outputs[o], slot_of, err);
     if (s)
       return s;
+    assert(n->outputs[o] < 0 || slot_of[n->outputs[o]] >= 0);
     st->out[o] = n->outputs[o] >= 0 ? slot_of[n->outputs[o]] : -1;
   }
   return NR_OK;

@@ -3,6 +3,7 @@
 #include "compiler/plan.h"
 #include "util/error.h"
 
+#include <assert.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -48,6 +49,7 @@ nr_status nr_plan_add_weights(nr_plan *p, const void *data, uint64_t size, uint6
                               nr_error *err) {
   uint64_t start = (p->weights_size + WEIGHT_ALIGN - 1) / WEIGHT_ALIGN * WEIGHT_ALIGN;
   uint64_t end = start + size;
+  assert(start >= p->weights_size && start % WEIGHT_ALIGN == 0);
   if (end < start)
     return nr_errorf(err, NR_ERR_NOMEM, "weights overflow");
   if (end > p->weights_cap) { /* grow geometrically, keeping 64-byte alignment */
@@ -68,11 +70,13 @@ nr_status nr_plan_add_weights(nr_plan *p, const void *data, uint64_t size, uint6
   if (size)
     data ? memcpy(p->weights + start, data, size) : memset(p->weights + start, 0, size);
   p->weights_size = end;
+  assert(p->weights_size <= p->weights_cap);
   *off = start;
   return NR_OK;
 }
 
 int nr_plan_add_slot(nr_plan *p) {
+  assert(p->n_slots >= 0 && p->n_slots <= p->cap_slots);
   if (p->n_slots == p->cap_slots) {
     int cap = p->cap_slots ? p->cap_slots * 2 : 64;
     nr_slot *s = realloc(p->slots, sizeof *s * (size_t)cap);
@@ -90,6 +94,7 @@ int nr_plan_add_slot(nr_plan *p) {
 nr_step *nr_plan_insert_step(nr_plan *p, int pos) {
   if (pos < 0 || pos > p->n_steps)
     return NULL;
+  assert(p->n_steps <= p->cap_steps);
   if (p->n_steps == p->cap_steps) {
     int cap = p->cap_steps ? p->cap_steps * 2 : 64;
     nr_step *s = realloc(p->steps, sizeof *s * (size_t)cap);
@@ -129,6 +134,7 @@ const void *nr_step_const(const nr_tactic_ctx *c, int i) {
 }
 
 void nr_step_absorb(nr_step *st, int i) {
+  assert(i >= 0 && i < NR_STEP_MAX_IO); /* a tactic names one of its own inputs */
   if (i >= 0 && i < NR_STEP_MAX_IO)
     st->absorbed |= 1u << i;
 }

@@ -10,6 +10,7 @@
 #include "compiler/plan.h"
 #include "util/error.h"
 
+#include <assert.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -189,6 +190,7 @@ done:
     free(out[o]);
   free(scratch);
   *st = saved;
+  assert(p->weights_size >= weights_mark); /* prepare only appends to the weights */
   p->weights_size = weights_mark;
   return best;
 }

@@ -17,6 +17,7 @@
 #include "compiler/plan.h"
 #include "util/error.h"
 
+#include <assert.h>
 #include <stdlib.h>
 
 /* needed[s]: does anything read slot s at run time? One pass over the outputs, the
@@ -30,9 +31,11 @@ static void mark_needed(const nr_plan *p, bool *needed) {
       needed[p->slots[s].alias_of] = true;
   for (int k = 0; k < p->n_steps; k++) {
     const nr_step *st = &p->steps[k];
-    for (int i = 0; i < st->n_in; i++)
+    for (int i = 0; i < st->n_in; i++) {
+      assert(st->in[i] < p->n_slots);
       if (st->in[i] >= 0 && !(i < 32 && (st->absorbed >> i & 1u)))
         needed[st->in[i]] = true;
+    }
     for (int o = 0; o < st->n_out; o++)
       if (st->out[o] >= 0)
         needed[st->out[o]] = true;
@@ -56,6 +59,7 @@ static nr_status run_weights(nr_compile_ctx *c) {
       continue;
     }
     st = nr_plan_add_weights(p, sl->data, sl->nbytes, &sl->offset, c->err);
+    assert(st || sl->offset + sl->nbytes <= p->weights_size);
     sl->data = NULL;
   }
   free(needed);

@@ -80,6 +80,7 @@
 #include "engine/engine_internal.h"
 #include "util/error.h"
 
+#include <assert.h>
 #include <limits.h>
 #include <openssl/evp.h>
 #include <stdarg.h>
@@ -184,6 +185,7 @@ nr_status nr_engine_serialize(const nr_engine *e, uint8_t **data, size_t *len,
     nr_wbuf_u64(&file, size[i]);
   }
   for (int i = 0; i < ns; i++) {
+    assert(file.oom || file.len <= off[i]); /* sections ascend: no negative padding */
     nr_wbuf_bytes(&file, NULL, off[i] - file.len);
     nr_wbuf_bytes(&file, body[i], size[i]);
   }
@@ -191,6 +193,7 @@ nr_status nr_engine_serialize(const nr_engine *e, uint8_t **data, size_t *len,
   if (!file.oom) {
     sha256_file(file.p, file.len, NULL, 0, sum);
     nr_wbuf_bytes(&file, sum, 32);
+    assert(file.oom || file.len == file_size); /* the size the header promised */
   }
   if (meta.oom || plan.oom || file.oom) {
     st = nr_errorf(err, NR_ERR_NOMEM, "out of memory serializing the engine");

@@ -41,6 +41,7 @@
 #include "kernels/ref/fused.h"
 #include "util/error.h"
 
+#include <assert.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -446,11 +447,16 @@ static nr_status place_blocks(nr_plan *p, block *b, int n, mem_strategy how,
   uint64_t end = place(b, n, how);
   if (end == UINT64_MAX)
     return nr_errorf(err, NR_ERR_NOMEM, "memory: planning %d blocks", n);
-  for (int i = 0; i < n; i++)
+  for (int i = 0; i < n; i++) {
+    assert(b[i].offset + b[i].size <= end);
     p->slots[b[i].slot].offset = b[i].offset;
+  }
   for (int i = 0; i < p->n_slots; i++)
-    if (p->slots[i].kind == NR_SLOT_ARENA && p->slots[i].alias_of >= 0)
+    if (p->slots[i].kind == NR_SLOT_ARENA && p->slots[i].alias_of >= 0) {
       p->slots[i].offset = p->slots[root_of(p, i)].offset + delta_to_root(p, delta, i);
+      /* a block spans every member of its alias group */
+      assert(p->slots[i].offset + p->slots[i].nbytes <= end);
+    }
   p->arena_size = end;
   return NR_OK;
 }
@@ -461,6 +467,7 @@ nr_status nr_memory_plan_views(nr_plan *p, int strategy, bool inplace, bool view
     return nr_errorf(err, NR_ERR_INVALID_ARGUMENT,
                      "memory: alignment %llu is not a power of two >= %u",
                      (unsigned long long)align, ALIGN);
+  assert(strategy >= MEM_NAIVE && strategy <= MEM_GREEDY_FIRST_USE);
   nr_status st = compute_lifetimes(p, err);
   if (st != NR_OK)
     return st;

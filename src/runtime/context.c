@@ -17,6 +17,7 @@
 #include "runtime/threadpool.h"
 #include "util/error.h"
 
+#include <assert.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -276,6 +277,7 @@ static nr_status check_outputs(const nr_plan *p, const nr_buffer *out, nr_error 
 static void *slot_data(const nr_context *c, const nr_buffer *inputs, int idx) {
   if (idx < 0)
     return NULL;
+  assert(idx < c->plan->n_slots); /* check_plan checked every step's slots */
   const nr_slot *s = &c->plan->slots[idx];
   switch (s->kind) {
   case NR_SLOT_ARENA: return c->arena + s->offset;
@@ -283,6 +285,7 @@ static void *slot_data(const nr_context *c, const nr_buffer *inputs, int idx) {
   case NR_SLOT_INPUT: return inputs[s->offset].data;
   case NR_SLOT_ABSORBED: return c->absorbed; /* its readers use their packed data */
   }
+  assert(!"slot kind outside the four check_plan admits");
   return NULL;
 }
 

@@ -19,6 +19,7 @@
  * thread's part. */
 #include "runtime/threadpool.h"
 
+#include <assert.h>
 #include <limits.h>
 #include <pthread.h>
 #include <sched.h>
@@ -82,6 +83,7 @@ static void run_chunk(nr_threadpool *p, job *j, uint32_t c, uint32_t n_chunks, i
   int64_t chunk = atomic_load_explicit(&j->chunk, RELAXED);
   int64_t n = atomic_load_explicit(&j->n, RELAXED);
   int64_t b = (int64_t)c * chunk, e = b + chunk < n ? b + chunk : n;
+  assert(c < n_chunks && b < e); /* only claimed chunks of the current job run */
   atomic_load_explicit(&j->fn, RELAXED)(atomic_load_explicit(&j->arg, RELAXED), b, e,
                                         thread);
   /* seq_cst: pairs with the caller's caller_sleeping store in wait_done. */
@@ -247,6 +249,8 @@ static void wait_done(nr_threadpool *p, job *j, uint32_t n_chunks) {
  * 0 .. threads-1, works on it and returns when it is done. */
 static void run_job(nr_threadpool *p, nr_task_fn fn, void *arg, int64_t n, int64_t chunk,
                     uint32_t n_chunks, int threads, bool owned) {
+  assert(threads >= 2 && threads <= p->n && n_chunks >= 1);
+  assert(!owned || (n_chunks <= NR_PARALLEL_PARTS_MAX && (int)n_chunks == threads));
   uint32_t gen = GEN(atomic_load_explicit(&p->word, RELAXED)) + 1;
   job *j = &p->jobs[gen & 1];
   atomic_store_explicit(&j->fn, fn, RELAXED);
@@ -302,5 +306,6 @@ void nr_parallel_for(nr_threadpool *p, int64_t n, int64_t grain, int max_threads
   int64_t chunk = (n + threads * CHUNKS_PER_THREAD - 1) / (threads * CHUNKS_PER_THREAD);
   if (chunk < grain)
     chunk = grain;
+  assert((n + chunk - 1) / chunk <= UINT32_MAX); /* chunks are counted in 32 bits */
   run_job(p, fn, arg, n, chunk, (uint32_t)((n + chunk - 1) / chunk), (int)threads, false);
 }
