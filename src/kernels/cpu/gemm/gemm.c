@@ -1,5 +1,6 @@
-/* gemm.c - the packed float32 GEMM: micro-kernel registry, packing, the BLIS loop
- * nest, the epilogue and threading (contract: gemm.h).
+/* gemm.c - the packed float32 GEMM: its micro-kernel list and family record, packing,
+ * the BLIS loop nest and the epilogue (contract: gemm.h; blocking, splitting, the
+ * packing plan and the dispatch are gemm_common.c's, shared with lpgemm and qgemm).
  *
  * Key decisions.
  *  - The loop nest is written once (gemm_block) and parameterized by the cfg record:
@@ -27,6 +28,7 @@
  *    Gemm, classifier heads: bound by streaming B) by the bytes of B. Below the
  *    threshold the step runs on the calling thread and the pool is never woken.
  */
+#include "kernels/cpu/gemm/gemm_common.h"
 #include "kernels/cpu/gemm/gemm_impl.h"
 #include "runtime/threadpool.h"
 
@@ -72,6 +74,25 @@ static const nr_gemm_ukernel_fn ukernel_fns[] = {
 #undef NR_GEMM_UKERNEL
 };
 
+static const nr_gemm_kdesc kdescs[] = {
+#define NR_GEMM_UKERNEL(name, mr, nr, isa) {#name, mr, nr, NR_GEMM_DIM_N},
+#include "kernels/cpu/gemm/gemm_ukernels.inc"
+#undef NR_GEMM_UKERNEL
+};
+
+/* The fp32 family for the shared driver: N split first (A is packed per thread,
+ * B's panels stream once either way); the thresholds above, B's bytes in floats. */
+const nr_gemm_family nr_gemm_f32_family = {
+    .kernels = kdescs,
+    .count = NR_GEMM_UK_COUNT,
+    .fallback = 0,
+    .kc_unit = 1,
+    .small_m = SMALL_M,
+    .min_b_values = PARALLEL_MIN_B_BYTES / (int64_t)sizeof(float),
+    .min_macs = PARALLEL_MIN_MACS,
+    .any_thread = false,
+};
+
 _Static_assert(sizeof ukernels / sizeof ukernels[0] == NR_GEMM_UK_COUNT, "ukernel list");
 /* Edge tiles go through a local MAX_MR x MAX_NR tile (run_tile). */
 #define NR_GEMM_UKERNEL(name, mr, nr, isa)                                              \
@@ -84,20 +105,16 @@ int nr_gemm_ukernel_count(void) {
 }
 
 const nr_gemm_ukernel *nr_gemm_ukernel_get(int i) {
-  return i >= 0 && i < NR_GEMM_UK_COUNT ? &ukernels[i] : NULL;
+  return nr_gemm_family_has(&nr_gemm_f32_family, i) ? &ukernels[i] : NULL;
 }
 
 nr_gemm_ukernel_fn nr_gemm_ukernel_fn_get(int i) {
-  return i >= 0 && i < NR_GEMM_UK_COUNT ? ukernel_fns[i] : NULL;
+  return nr_gemm_family_has(&nr_gemm_f32_family, i) ? ukernel_fns[i] : NULL;
 }
 
-/* The largest kc <= max that cuts K into equal blocks (rounded up to 8), so no
- * block is a short remainder: K = 576 runs as 3 x 192, K = 1024 as 4 x 256. */
+/* nr_gemm_even_kc in multiples of 8 floats (a 32-byte row of A's panels). */
 static uint16_t even_kc(int64_t k, int64_t max) {
-  if (k <= max)
-    return (uint16_t)(k < 8 ? 8 : (k + 7) / 8 * 8);
-  int64_t blocks = (k + max - 1) / max;
-  return (uint16_t)(((k + blocks - 1) / blocks + 7) / 8 * 8);
+  return nr_gemm_even_kc(k, max, 8);
 }
 
 /* nc for a 1-row kernel of nr columns at depth kc: the B block within ROW_B_BLOCK
@@ -142,29 +159,10 @@ nr_gemm_cfg nr_gemm_default_cfg(int64_t m, int64_t n, int64_t k) {
 
 /* ---- blocking -------------------------------------------------------------------- */
 
-typedef struct blocking {
-  int mr, nr;
-  int64_t mc, kc, nc; /* mc a multiple of mr, nc of nr, all >= one tile */
-} blocking;
-
-static int64_t round_up(int64_t x, int64_t q) {
-  return (x + q - 1) / q * q;
-}
-
-static int64_t min64(int64_t a, int64_t b) {
-  return a < b ? a : b;
-}
+typedef nr_gemm_blocking blocking;
 
 static blocking get_blocking(nr_gemm_cfg cfg) {
-  const nr_gemm_ukernel *u = nr_gemm_ukernel_get(cfg.ukernel);
-  if (!u)
-    u = &ukernels[0];
-  blocking b = {u->mr, u->nr, cfg.mc, cfg.kc, cfg.nc};
-  b.mc = b.mc < b.mr ? b.mr : b.mc / b.mr * b.mr;
-  b.nc = b.nc < b.nr ? b.nr : b.nc / b.nr * b.nr;
-  if (b.kc < 1)
-    b.kc = 256;
-  return b;
+  return nr_gemm_blocking_get(&nr_gemm_f32_family, cfg);
 }
 
 /* ---- packing ----------------------------------------------------------------------- */
@@ -194,7 +192,7 @@ static void panel_rows(const float *src, int64_t ld, int64_t kb, int64_t cols, i
                        float *out) {
   int64_t full = cols / width, w = cols - full * width;
   for (int64_t p0 = 0; p0 < kb; p0 += PACK_ROWS) {
-    int64_t pe = min64(p0 + PACK_ROWS, kb);
+    int64_t pe = nr_gemm_min64(p0 + PACK_ROWS, kb);
     for (int64_t j = 0; j < full; j++) {
       float *dst = out + j * width * kb;
       for (int64_t p = p0; p < pe; p++)
@@ -221,7 +219,7 @@ static void panel_gather(const float *src, int64_t ld, int64_t kb, int64_t rows,
     return;
   }
   for (int64_t i = 0; i < rows; i += width, out += width * kb) {
-    int64_t h = min64(width, rows - i);
+    int64_t h = nr_gemm_min64(width, rows - i);
     for (int64_t r = 0; r < h; r++) {
       const float *s = src + (i + r) * ld;
       for (int64_t p = 0; p < kb; p++)
@@ -253,26 +251,26 @@ static void pack_b_block(const nr_gemm_operand *b, int nr, int64_t p0, int64_t k
 
 size_t nr_gemm_packed_a_size(nr_gemm_cfg cfg, int64_t m, int64_t k) {
   blocking bl = get_blocking(cfg);
-  return sizeof(float) * (size_t)(round_up(m, bl.mr) * k);
+  return sizeof(float) * (size_t)nr_gemm_packed_elems(&nr_gemm_f32_family, bl.mr, m, k);
 }
 
 size_t nr_gemm_packed_b_size(nr_gemm_cfg cfg, int64_t k, int64_t n) {
   blocking bl = get_blocking(cfg);
-  return sizeof(float) * (size_t)(round_up(n, bl.nr) * k);
+  return sizeof(float) * (size_t)nr_gemm_packed_elems(&nr_gemm_f32_family, bl.nr, n, k);
 }
 
 void nr_gemm_pack_a(nr_gemm_cfg cfg, int64_t m, int64_t k, nr_gemm_operand a, float *out) {
   blocking bl = get_blocking(cfg);
-  int64_t mpad = round_up(m, bl.mr);
+  int64_t mpad = nr_gemm_round_up(m, bl.mr);
   for (int64_t pc = 0; pc < k; pc += bl.kc)
-    pack_a_block(&a, bl.mr, 0, m, pc, min64(bl.kc, k - pc), out + pc * mpad);
+    pack_a_block(&a, bl.mr, 0, m, pc, nr_gemm_min64(bl.kc, k - pc), out + pc * mpad);
 }
 
 void nr_gemm_pack_b(nr_gemm_cfg cfg, int64_t k, int64_t n, nr_gemm_operand b, float *out) {
   blocking bl = get_blocking(cfg);
-  int64_t npad = round_up(n, bl.nr);
+  int64_t npad = nr_gemm_round_up(n, bl.nr);
   for (int64_t pc = 0; pc < k; pc += bl.kc)
-    pack_b_block(&b, bl.nr, pc, min64(bl.kc, k - pc), 0, n, out + pc * npad);
+    pack_b_block(&b, bl.nr, pc, nr_gemm_min64(bl.kc, k - pc), 0, n, out + pc * npad);
 }
 
 /* ---- epilogue ---------------------------------------------------------------------- */
@@ -323,24 +321,27 @@ void nr_gemm_epilogue_portable(const nr_epilogue *ep, int64_t row, int64_t col, 
   }
 }
 
-static bool epilogue_empty(const nr_epilogue *ep) {
-  return !ep || (!ep->bias && !ep->residual && ep->act == NR_ACT_NONE);
-}
-
-static nr_gemm_epilogue_fn epilogue_fn(void) {
+nr_gemm_epilogue_fn nr_gemm_epilogue_pick(void) {
   return (nr_cpu_isa() & NR_ISA_AVX512) ? nr_gemm_epilogue__avx512 : nr_gemm_epilogue_portable;
 }
 
 void nr_gemm_epilogue_apply(const nr_epilogue *ep, int64_t row, int64_t col, int64_t m,
                             int64_t n, float *c, int64_t ldc) {
-  if (!epilogue_empty(ep))
-    epilogue_fn()(ep, row, col, m, n, c, ldc);
+  if (nr_gemm_epilogue_active(ep))
+    nr_gemm_epilogue_pick()(ep, row, col, m, n, c, ldc);
+}
+
+void nr_gemm_zero_k(int64_t m, int64_t n, float *c, int64_t ldc, const nr_epilogue *ep) {
+  for (int64_t i = 0; i < m; i++)
+    memset(c + i * ldc, 0, sizeof(float) * (size_t)n);
+  nr_gemm_epilogue_apply(ep, 0, 0, m, n, c, ldc);
 }
 
 /* ---- the loop nest ----------------------------------------------------------------- */
 
 typedef struct gemm_job {
-  blocking bl;
+  nr_gemm_plan plan;
+  blocking bl;           /* plan.bl */
   nr_gemm_ukernel_fn uk;
   int64_t m, n, k;
   float alpha;
@@ -352,14 +353,12 @@ typedef struct gemm_job {
   float *scratch;        /* 64-byte aligned */
   int64_t thread_floats; /* per-thread scratch: A block, then B block */
   int64_t a_floats;
-  nr_gemm_split split;
-  int parts;
 } gemm_job;
 
 /* One mr x nr tile: full tiles straight into C, edge tiles through a local tile. */
 static void run_tile(const gemm_job *j, int64_t kb, const float *ap, const float *bp,
                      int64_t row, int64_t col, int acc, bool last) {
-  int64_t h = min64(j->bl.mr, j->m - row), w = min64(j->bl.nr, j->n - col);
+  int64_t h = nr_gemm_min64(j->bl.mr, j->m - row), w = nr_gemm_min64(j->bl.nr, j->n - col);
   float *c = j->c + row * j->ldc + col;
   if (h == j->bl.mr && w == j->bl.nr) {
     j->uk(kb, ap, bp, c, j->ldc, j->alpha, acc);
@@ -384,19 +383,19 @@ static void run_tile(const gemm_job *j, int64_t kb, const float *ap, const float
 static const float *next_b_panel(const gemm_job *j, int64_t c1, int64_t jc, int64_t pc,
                                  int64_t jr, int64_t *len) {
   const blocking *bl = &j->bl;
-  int64_t npad = round_up(j->n, bl->nr), nb = min64(bl->nc, c1 - jc);
-  int64_t kb = min64(bl->kc, j->k - pc);
+  int64_t npad = nr_gemm_round_up(j->n, bl->nr), nb = nr_gemm_min64(bl->nc, c1 - jc);
+  int64_t kb = nr_gemm_min64(bl->kc, j->k - pc);
   if (jr + bl->nr < nb) {
     *len = kb * bl->nr;
     return j->b.data + pc * npad + (jc + jr + bl->nr) * kb;
   }
   if (pc + kb < j->k) {
-    int64_t kn = min64(bl->kc, j->k - pc - kb);
+    int64_t kn = nr_gemm_min64(bl->kc, j->k - pc - kb);
     *len = kn * bl->nr;
     return j->b.data + (pc + kb) * npad + jc * kn;
   }
   if (jc + bl->nc < c1) {
-    int64_t k0 = min64(bl->kc, j->k);
+    int64_t k0 = nr_gemm_min64(bl->kc, j->k);
     *len = k0 * bl->nr;
     return j->b.data + (jc + bl->nc) * k0;
   }
@@ -415,20 +414,20 @@ static const float *next_b_panel(const gemm_job *j, int64_t c1, int64_t jc, int6
 static void gemm_block(const gemm_job *j, int64_t r0, int64_t r1, int64_t c0, int64_t c1,
                        float *abuf, float *bbuf) {
   const blocking *bl = &j->bl;
-  int64_t mpad = round_up(j->m, bl->mr), npad = round_up(j->n, bl->nr);
+  int64_t mpad = nr_gemm_round_up(j->m, bl->mr), npad = nr_gemm_round_up(j->n, bl->nr);
   for (int64_t jc = c0; jc < c1; jc += bl->nc) {
-    int64_t nb = min64(bl->nc, c1 - jc);
+    int64_t nb = nr_gemm_min64(bl->nc, c1 - jc);
     for (int64_t pc = 0; pc < j->k; pc += bl->kc) {
-      int64_t kb = min64(bl->kc, j->k - pc);
+      int64_t kb = nr_gemm_min64(bl->kc, j->k - pc);
       bool last = pc + kb >= j->k;
-      const float *bp = j->b.data + pc * npad + jc * kb;
+      const float *bp = j->b.data + nr_gemm_packed_at(pc, npad, jc, kb);
       if (!j->b.packed) {
         pack_b_block(&j->b, bl->nr, pc, kb, jc, nb, bbuf);
         bp = bbuf;
       }
       for (int64_t ic = r0; ic < r1; ic += bl->mc) {
-        int64_t mb = min64(bl->mc, r1 - ic);
-        const float *ap = j->a.data + pc * mpad + ic * kb;
+        int64_t mb = nr_gemm_min64(bl->mc, r1 - ic);
+        const float *ap = j->a.data + nr_gemm_packed_at(pc, mpad, ic, kb);
         if (!j->a.packed) {
           pack_a_block(&j->a, bl->mr, ic, mb, pc, kb, abuf);
           ap = abuf;
@@ -456,16 +455,8 @@ static void gemm_part(void *arg, int64_t begin, int64_t end, int thread) {
   float *abuf = j->scratch + (int64_t)thread * j->thread_floats;
   float *bbuf = abuf + j->a_floats;
   for (int64_t part = begin; part < end; part++) {
-    int64_t r0 = 0, r1 = j->m, c0 = 0, c1 = j->n;
-    if (j->split == NR_GEMM_SPLIT_N) {
-      int64_t panels = (j->n + j->bl.nr - 1) / j->bl.nr;
-      c0 = panels * part / j->parts * j->bl.nr;
-      c1 = min64(panels * (part + 1) / j->parts * j->bl.nr, j->n);
-    } else {
-      int64_t panels = (j->m + j->bl.mr - 1) / j->bl.mr;
-      r0 = panels * part / j->parts * j->bl.mr;
-      r1 = min64(panels * (part + 1) / j->parts * j->bl.mr, j->m);
-    }
+    int64_t r0, r1, c0, c1;
+    nr_gemm_plan_range(&j->plan, part, &r0, &r1, &c0, &c1);
     if (r0 < r1 && c0 < c1)
       gemm_block(j, r0, r1, c0, c1, abuf, bbuf);
   }
@@ -473,43 +464,31 @@ static void gemm_part(void *arg, int64_t begin, int64_t end, int thread) {
 
 /* ---- scratch and threading ----------------------------------------------------------- */
 
+/* Per thread: an A block of floats, then a B block, each a multiple of 16 floats. */
 static int64_t a_buf_floats(const blocking *bl, int64_t m, int64_t k) {
-  return round_up(min64(bl->mc, round_up(m, bl->mr)) * min64(bl->kc, k), 16);
+  return nr_gemm_round_up(nr_gemm_block_rows(bl, m) * nr_gemm_block_depth(bl, k), 16);
 }
 
 static int64_t b_buf_floats(const blocking *bl, int64_t n, int64_t k) {
-  return round_up(min64(bl->nc, round_up(n, bl->nr)) * min64(bl->kc, k), 16);
+  return nr_gemm_round_up(nr_gemm_block_cols(bl, n) * nr_gemm_block_depth(bl, k), 16);
 }
 
 size_t nr_gemm_scratch_size(nr_gemm_cfg cfg, int64_t m, int64_t n, int64_t k, int threads) {
   blocking bl = get_blocking(cfg);
   int64_t per = a_buf_floats(&bl, m, k) + b_buf_floats(&bl, n, k);
-  return sizeof(float) * (size_t)(per * nr_threads_or_online(threads)) + 64;
+  return nr_gemm_scratch_total(sizeof(float) * (size_t)per, threads);
 }
 
 nr_gemm_split nr_gemm_pick_split(nr_gemm_cfg cfg, int64_t m, int64_t n, int threads) {
   blocking bl = get_blocking(cfg);
-  int64_t mp = (m + bl.mr - 1) / bl.mr, np = (n + bl.nr - 1) / bl.nr;
-  /* Prefer N: the B panels stream from memory once per thread either way, and an N
-   * split keeps each thread's A block hot; go to M when N has too few panels. */
-  if (np >= 2 * threads || np * bl.nr >= mp * bl.mr)
-    return NR_GEMM_SPLIT_N;
-  return NR_GEMM_SPLIT_M;
+  return (nr_gemm_split)nr_gemm_pick_dim(&bl, m, n, threads);
 }
 
 int nr_gemm_threads_for(nr_gemm_cfg cfg, nr_gemm_split split, int64_t m, int64_t n,
                         int64_t k, int threads) {
-  if (threads <= 1 || m <= 0 || n <= 0 || k <= 0)
-    return 1;
-  if (m <= SMALL_M ? n * k * (int64_t)sizeof(float) < PARALLEL_MIN_B_BYTES
-                   : m * n * k < PARALLEL_MIN_MACS)
-    return 1;
   blocking bl = get_blocking(cfg);
   split = (nr_gemm_split)(split & ~NR_GEMM_SPLIT_ANY_THREAD);
-  if (split == NR_GEMM_SPLIT_AUTO)
-    split = nr_gemm_pick_split(cfg, m, n, threads);
-  int64_t panels = split == NR_GEMM_SPLIT_N ? (n + bl.nr - 1) / bl.nr : (m + bl.mr - 1) / bl.mr;
-  return panels < threads ? (int)panels : threads;
+  return nr_gemm_parts_for(&nr_gemm_f32_family, &bl, split, m, n, k, threads);
 }
 
 void nr_gemm_split_run(nr_gemm_cfg cfg, nr_gemm_split split, int64_t m, int64_t n,
@@ -519,36 +498,22 @@ void nr_gemm_split_run(nr_gemm_cfg cfg, nr_gemm_split split, int64_t m, int64_t 
   if (m <= 0 || n <= 0)
     return;
   if (k <= 0) {
-    for (int64_t i = 0; i < m; i++)
-      memset(c + i * ldc, 0, sizeof(float) * (size_t)n);
-    nr_gemm_epilogue_apply(ep, 0, 0, m, n, c, ldc);
+    nr_gemm_zero_k(m, n, c, ldc, ep);
     return;
   }
-  gemm_job j = {.bl = get_blocking(cfg), .m = m, .n = n, .k = k, .alpha = alpha,
-                .a = a, .b = b, .c = c, .ldc = ldc,
-                .ep = epilogue_empty(ep) ? NULL : ep, .epi = epilogue_fn()};
-  j.uk = nr_gemm_ukernel_fn_get(cfg.ukernel);
-  if (!j.uk)
-    j.uk = ukernel_fns[0];
+  int t = nr_gemm_call_threads(pool, threads);
+  bool any_thread = (split & NR_GEMM_SPLIT_ANY_THREAD) != 0;
+  int dim = split & ~NR_GEMM_SPLIT_ANY_THREAD;
+  gemm_job j = {.plan = nr_gemm_plan_make(&nr_gemm_f32_family, cfg, dim, m, n, k, t),
+                .m = m, .n = n, .k = k, .alpha = alpha, .a = a, .b = b, .c = c,
+                .ldc = ldc, .ep = nr_gemm_epilogue_active(ep),
+                .epi = nr_gemm_epilogue_pick()};
+  j.bl = j.plan.bl;
+  j.uk = ukernel_fns[j.bl.uk];
   j.a_floats = a_buf_floats(&j.bl, m, k);
   j.thread_floats = j.a_floats + b_buf_floats(&j.bl, n, k);
-  j.scratch = (float *)(((uintptr_t)scratch + 63) & ~(uintptr_t)63);
-  int t = nr_threads_or_online(threads), ps = nr_threadpool_size(pool);
-  if (t > ps)
-    t = ps;
-  bool any_thread = (split & NR_GEMM_SPLIT_ANY_THREAD) != 0;
-  split = (nr_gemm_split)(split & ~NR_GEMM_SPLIT_ANY_THREAD);
-  j.split = split == NR_GEMM_SPLIT_AUTO ? nr_gemm_pick_split(cfg, m, n, t) : split;
-  j.parts = nr_gemm_threads_for(cfg, j.split, m, n, k, t);
-  if (j.parts <= 1) {
-    j.parts = 1;
-    gemm_part(&j, 0, 1, 0);
-    return;
-  }
-  if (any_thread)
-    nr_parallel_for(pool, j.parts, 1, j.parts, gemm_part, &j);
-  else
-    nr_parallel_parts(pool, j.parts, gemm_part, &j);
+  j.scratch = nr_gemm_scratch_align(scratch);
+  nr_gemm_plan_run(&j.plan, pool, any_thread, gemm_part, &j);
 }
 
 void nr_gemm(nr_gemm_cfg cfg, int64_t m, int64_t n, int64_t k, float alpha,

@@ -13,6 +13,7 @@
 
 #include "compiler/plan.h"
 #include "kernels/cpu/gemm/gemm.h"
+#include "kernels/cpu/gemm/gemm_common.h"
 
 typedef void (*nr_gemm_ukernel_fn)(int64_t k, const float *a, const float *b, float *c,
                                    int64_t ldc, float alpha, int acc);
@@ -52,12 +53,16 @@ nr_gemm_split nr_gemm_pick_split(nr_gemm_cfg cfg, int64_t m, int64_t n, int thre
  * dispatch, else at most one per panel of the split dimension. */
 int nr_gemm_threads_for(nr_gemm_cfg cfg, nr_gemm_split split, int64_t m, int64_t n,
                         int64_t k, int threads);
+/* The family record the shared driver (gemm_common.h) runs this family by. */
+extern const nr_gemm_family nr_gemm_f32_family;
 /* The micro-kernel of cfg, NULL when the index is out of range. */
 nr_gemm_ukernel_fn nr_gemm_ukernel_fn_get(int i);
 /* Applies ep (NULL: nothing) to the m x n block of C at (row, col) of the whole C:
  * the AVX-512 body when nr_cpu_isa() has it, else the portable one. */
 void nr_gemm_epilogue_apply(const nr_epilogue *ep, int64_t row, int64_t col, int64_t m,
                             int64_t n, float *c, int64_t ldc);
+/* K = 0: C = epilogue(0) for the m x n C (what every family's driver writes). */
+void nr_gemm_zero_k(int64_t m, int64_t n, float *c, int64_t ldc, const nr_epilogue *ep);
 /* The two bodies (ep non-NULL); tests compare them. The AVX-512 one
  * (epilogue__avx512.c) only runs where nr_cpu_isa() has NR_ISA_AVX512. */
 typedef void (*nr_gemm_epilogue_fn)(const nr_epilogue *ep, int64_t row, int64_t col,
@@ -66,6 +71,8 @@ void nr_gemm_epilogue_portable(const nr_epilogue *ep, int64_t row, int64_t col, 
                                int64_t n, float *c, int64_t ldc);
 void nr_gemm_epilogue__avx512(const nr_epilogue *ep, int64_t row, int64_t col, int64_t m,
                               int64_t n, float *c, int64_t ldc);
+/* The body nr_gemm_epilogue_apply runs on this machine (the drivers call it per tile). */
+nr_gemm_epilogue_fn nr_gemm_epilogue_pick(void);
 /* gemm.c's panel_gather with zmm registers (pack__avx512.c; NR_ISA_AVX512 only):
  * packs `rows` source rows of kb floats (ld apart) into width-row panels of kb x
  * width floats, out[p * width + r], the last one zero-padded; width <= 16. */

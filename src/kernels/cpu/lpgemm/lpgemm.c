@@ -1,5 +1,6 @@
-/* lpgemm.c - the narrow-storage GEMM: micro-kernel registry, packing with rounding,
- * the loop nest and threading (contract: lpgemm.h).
+/* lpgemm.c - the narrow-storage GEMM: micro-kernel list and family record, packing
+ * with rounding and the loop nest (contract: lpgemm.h; blocking, splitting, the
+ * packing plan and the dispatch are gemm_common.c's, shared with gemm and qgemm).
  *
  * Key decisions.
  *  - The nest is gemm.c's, parameterized the same way (jc by nc, pc by kc, ic by mc,
@@ -21,6 +22,7 @@
  *    function pointer chosen per call): rows of B go straight into their panel rows
  *    (interleaved for the bf16 kernels that want it), gathers (A, transposed B)
  *    convert a source row into a small buffer and scatter it. */
+#include "kernels/cpu/gemm/gemm_common.h"
 #include "kernels/cpu/lpgemm/lpgemm_impl.h"
 #include "runtime/threadpool.h"
 
@@ -70,6 +72,27 @@ static const nr_gemm_ukernel_fn f32_fns[] = {
 #undef NR_LP_BLOCKWIDEN
 };
 
+static const nr_gemm_kdesc kdescs[] = {
+#define NR_LP_UKERNEL(name, type, mr, nr, isa, il) {#name, mr, nr, NR_GEMM_DIM_N},
+#define NR_LP_BLOCKWIDEN(name, type, f32, mr, nr, isa) {#name, mr, nr, NR_GEMM_DIM_N},
+#include "kernels/cpu/lpgemm/lpgemm_ukernels.inc"
+#undef NR_LP_UKERNEL
+#undef NR_LP_BLOCKWIDEN
+};
+
+/* The fp32 family's record, but for the fallback kernel: the same splits and
+ * thresholds (B's values counted, not bytes; see PARALLEL_MIN_B_VALUES). */
+const nr_gemm_family nr_lpgemm_family = {
+    .kernels = kdescs,
+    .count = NR_LP_UK_COUNT,
+    .fallback = NR_LP_UK_nr_f16w_gemm_4x8,
+    .kc_unit = 1,
+    .small_m = SMALL_M,
+    .min_b_values = PARALLEL_MIN_B_VALUES,
+    .min_macs = PARALLEL_MIN_MACS,
+    .any_thread = false,
+};
+
 _Static_assert(sizeof ukernels / sizeof ukernels[0] == NR_LP_UK_COUNT, "lp ukernel list");
 #define NR_LP_UKERNEL(name, type, mr, nr, isa, il)                                      \
   _Static_assert((mr) <= MAX_MR && (nr) <= MAX_NR && (nr) % 8 == 0, #name ": tile");
@@ -84,30 +107,24 @@ int nr_lpgemm_ukernel_count(void) {
 }
 
 const nr_lpgemm_ukernel *nr_lpgemm_ukernel_get(int i) {
-  return i >= 0 && i < NR_LP_UK_COUNT ? &ukernels[i] : NULL;
+  return nr_gemm_family_has(&nr_lpgemm_family, i) ? &ukernels[i] : NULL;
 }
 
 int nr_lpgemm_ukernel_find(const char *name) {
-  for (int i = 0; name && i < NR_LP_UK_COUNT; i++)
-    if (!strcmp(ukernels[i].name, name))
-      return i;
-  return -1;
+  return nr_gemm_family_find(&nr_lpgemm_family, name);
 }
 
 nr_lpgemm_ukernel_fn nr_lpgemm_ukernel_fn_get(int i) {
-  return i >= 0 && i < NR_LP_UK_COUNT ? lp_fns[i] : NULL;
+  return nr_gemm_family_has(&nr_lpgemm_family, i) ? lp_fns[i] : NULL;
 }
 
 nr_gemm_ukernel_fn nr_lpgemm_f32_fn_get(int i) {
-  return i >= 0 && i < NR_LP_UK_COUNT ? f32_fns[i] : NULL;
+  return nr_gemm_family_has(&nr_lpgemm_family, i) ? f32_fns[i] : NULL;
 }
 
 /* As gemm.c: the largest kc <= max cutting K into equal blocks (rounded up to 8). */
 static uint16_t even_kc(int64_t k, int64_t max) {
-  if (k <= max)
-    return (uint16_t)(k < 8 ? 8 : (k + 7) / 8 * 8);
-  int64_t blocks = (k + max - 1) / max;
-  return (uint16_t)(((k + blocks - 1) / blocks + 7) / 8 * 8);
+  return nr_gemm_even_kc(k, max, 8);
 }
 
 /* The fp32 GEMM's blocking for the same tiles (gemm.c explains the numbers): the
@@ -144,30 +161,19 @@ nr_lpgemm_cfg nr_lpgemm_default_cfg(nr_lp_type t, int64_t m, int64_t n, int64_t 
 
 /* ---- blocking -------------------------------------------------------------------- */
 
-typedef struct blocking {
-  const nr_lpgemm_ukernel *u;
-  int mr, nr;
-  int64_t mc, kc, nc; /* mc a multiple of mr, nc of nr */
-} blocking;
+typedef nr_gemm_blocking blocking;
 
-static int64_t round_up(int64_t x, int64_t q) {
-  return (x + q - 1) / q * q;
-}
-
-static int64_t min64(int64_t a, int64_t b) {
-  return a < b ? a : b;
+static nr_gemm_cfg gemm_cfg(nr_lpgemm_cfg c) {
+  return (nr_gemm_cfg){c.ukernel, c.mc, c.kc, c.nc};
 }
 
 static blocking get_blocking(nr_lpgemm_cfg cfg) {
-  const nr_lpgemm_ukernel *u = nr_lpgemm_ukernel_get(cfg.ukernel);
-  if (!u)
-    u = &ukernels[NR_LP_UK_nr_f16w_gemm_4x8];
-  blocking b = {u, u->mr, u->nr, cfg.mc, cfg.kc, cfg.nc};
-  b.mc = b.mc < b.mr ? b.mr : b.mc / b.mr * b.mr;
-  b.nc = b.nc < b.nr ? b.nr : b.nc / b.nr * b.nr;
-  if (b.kc < 1)
-    b.kc = 256;
-  return b;
+  return nr_gemm_blocking_get(&nr_lpgemm_family, gemm_cfg(cfg));
+}
+
+/* The kernel a blocking runs (bl->uk is valid: the fallback replaced a bad index). */
+static const nr_lpgemm_ukernel *kernel_of(const blocking *bl) {
+  return &ukernels[bl->uk];
 }
 
 /* ---- packing ----------------------------------------------------------------------- */
@@ -243,11 +249,11 @@ static void lp_panel_gather(const packer *p, const float *src, int64_t ld, int64
   int w = p->width;
   uint16_t tmp[CHUNK];
   for (int64_t i = 0; i < rows; i += w, out += w * kb) {
-    int64_t h = min64(w, rows - i);
+    int64_t h = nr_gemm_min64(w, rows - i);
     for (int64_t r = 0; r < w; r++) {
       int l = lane(p, (int)r);
       for (int64_t q0 = 0; q0 < kb; q0 += CHUNK) {
-        int64_t len = min64(CHUNK, kb - q0);
+        int64_t len = nr_gemm_min64(CHUNK, kb - q0);
         if (r < h)
           p->narrow(p->t, src + (i + r) * ld + q0, tmp, len);
         else
@@ -288,15 +294,15 @@ static void round_panel_gather(const packer *p, const float *src, int64_t ld, in
   }
   if ((nr_cpu_isa() & NR_ISA_AVX512) && w <= 16) {
     nr_gemm_pack_gather__avx512(src, ld, kb, rows, w, out);
-    p->round(p->t, out, out, round_up(rows, w) * kb);
+    p->round(p->t, out, out, nr_gemm_round_up(rows, w) * kb);
     return;
   }
   float tmp[CHUNK];
   for (int64_t i = 0; i < rows; i += w, out += w * kb) {
-    int64_t h = min64(w, rows - i);
+    int64_t h = nr_gemm_min64(w, rows - i);
     for (int64_t r = 0; r < w; r++)
       for (int64_t q0 = 0; q0 < kb; q0 += CHUNK) {
-        int64_t len = min64(CHUNK, kb - q0);
+        int64_t len = nr_gemm_min64(CHUNK, kb - q0);
         if (r < h)
           p->round(p->t, src + (i + r) * ld + q0, tmp, len);
         else
@@ -350,38 +356,38 @@ static void pack_b_narrow(const packer *p, const nr_lpgemm_operand *b, int64_t p
 
 size_t nr_lpgemm_packed_a_size(nr_lpgemm_cfg cfg, int64_t m, int64_t k) {
   blocking bl = get_blocking(cfg);
-  return sizeof(uint16_t) * (size_t)(round_up(m, bl.mr) * k);
+  return sizeof(uint16_t) * (size_t)nr_gemm_packed_elems(&nr_lpgemm_family, bl.mr, m, k);
 }
 
 size_t nr_lpgemm_packed_b_size(nr_lpgemm_cfg cfg, int64_t k, int64_t n) {
   blocking bl = get_blocking(cfg);
-  return sizeof(uint16_t) * (size_t)(round_up(n, bl.nr) * k);
+  return sizeof(uint16_t) * (size_t)nr_gemm_packed_elems(&nr_lpgemm_family, bl.nr, n, k);
 }
 
 /* A is never interleaved: its panels are widened as a whole, not loaded by lanes. */
 void nr_lpgemm_pack_a(nr_lpgemm_cfg cfg, int64_t m, int64_t k, nr_lpgemm_operand a,
                       uint16_t *out) {
   blocking bl = get_blocking(cfg);
-  packer p = make_packer(bl.u, bl.mr);
+  packer p = make_packer(kernel_of(&bl), bl.mr);
   p.interleave = 0;
-  int64_t mpad = round_up(m, bl.mr);
+  int64_t mpad = nr_gemm_round_up(m, bl.mr);
   for (int64_t pc = 0; pc < k; pc += bl.kc)
-    pack_a_narrow(&p, &a, 0, m, pc, min64(bl.kc, k - pc), out + pc * mpad);
+    pack_a_narrow(&p, &a, 0, m, pc, nr_gemm_min64(bl.kc, k - pc), out + pc * mpad);
 }
 
 void nr_lpgemm_pack_b(nr_lpgemm_cfg cfg, int64_t k, int64_t n, nr_lpgemm_operand b,
                       uint16_t *out) {
   blocking bl = get_blocking(cfg);
-  packer p = make_packer(bl.u, bl.nr);
-  int64_t npad = round_up(n, bl.nr);
+  packer p = make_packer(kernel_of(&bl), bl.nr);
+  int64_t npad = nr_gemm_round_up(n, bl.nr);
   for (int64_t pc = 0; pc < k; pc += bl.kc)
-    pack_b_narrow(&p, &b, pc, min64(bl.kc, k - pc), 0, n, out + pc * npad);
+    pack_b_narrow(&p, &b, pc, nr_gemm_min64(bl.kc, k - pc), 0, n, out + pc * npad);
 }
 
 /* ---- the loop nest ----------------------------------------------------------------- */
 
 typedef struct lp_job {
-  blocking bl;
+  blocking bl;             /* plan.bl */
   nr_lpgemm_ukernel_fn lk; /* NR_LP_WIDEN_KERNEL */
   nr_gemm_ukernel_fn fk;   /* NR_LP_WIDEN_BLOCK */
   packer pa, pb;           /* A (rounding into fp32 panels), B (narrowing) */
@@ -394,14 +400,14 @@ typedef struct lp_job {
   nr_gemm_epilogue_fn epi;
   char *scratch;           /* 64-byte aligned */
   size_t thread_bytes, a_bytes, b_bytes; /* per thread: A (fp32), B (16-bit), W (fp32) */
-  int split, parts;
+  nr_gemm_plan plan;
 } lp_job;
 
 /* One mr x nr tile from an fp32 A micro-panel and a B micro-panel (16-bit, or fp32
  * for block widening): full tiles straight into C, edge tiles through a local tile. */
 static void run_tile(const lp_job *j, int64_t kb, const float *ap, const void *bp,
                      int64_t row, int64_t col, int acc, bool last) {
-  int64_t h = min64(j->bl.mr, j->m - row), w = min64(j->bl.nr, j->n - col);
+  int64_t h = nr_gemm_min64(j->bl.mr, j->m - row), w = nr_gemm_min64(j->bl.nr, j->n - col);
   float *c = j->c + row * j->ldc + col, *dst = c;
   int64_t ldd = j->ldc;
   float tile[MAX_MR * MAX_NR] __attribute__((aligned(64)));
@@ -425,11 +431,11 @@ static void run_tile(const lp_job *j, int64_t kb, const float *ap, const void *b
  * kernels, fp32 panels (widened or rounded into the W buffer) for block widening. */
 static const void *b_block(const lp_job *j, int64_t pc, int64_t kb, int64_t jc, int64_t nb,
                            uint16_t *bbuf, float *wbuf) {
-  int64_t npad = round_up(j->n, j->bl.nr);
-  const uint16_t *bp = (const uint16_t *)j->b.data + pc * npad + jc * kb;
+  int64_t npad = nr_gemm_round_up(j->n, j->bl.nr);
+  const uint16_t *bp = (const uint16_t *)j->b.data + nr_gemm_packed_at(pc, npad, jc, kb);
   if (j->fk) {
     if (j->b.packed)
-      nr_lp_widen(j->bl.u->type, bp, wbuf, round_up(nb, j->bl.nr) * kb);
+      nr_lp_widen(kernel_of(&j->bl)->type, bp, wbuf, nr_gemm_round_up(nb, j->bl.nr) * kb);
     else
       pack_b_round(&j->pb, &j->b, pc, kb, jc, nb, wbuf);
     return wbuf;
@@ -445,9 +451,9 @@ static const void *b_block(const lp_job *j, int64_t pc, int64_t kb, int64_t jc, 
 static void a_block(const lp_job *j, int64_t pc, int64_t kb, int64_t ic, int64_t mb,
                     float *abuf) {
   if (j->a.packed) {
-    int64_t mpad = round_up(j->m, j->bl.mr);
-    const uint16_t *ap = (const uint16_t *)j->a.data + pc * mpad + ic * kb;
-    nr_lp_widen(j->bl.u->type, ap, abuf, round_up(mb, j->bl.mr) * kb);
+    int64_t mpad = nr_gemm_round_up(j->m, j->bl.mr);
+    const uint16_t *ap = (const uint16_t *)j->a.data + nr_gemm_packed_at(pc, mpad, ic, kb);
+    nr_lp_widen(kernel_of(&j->bl)->type, ap, abuf, nr_gemm_round_up(mb, j->bl.mr) * kb);
   } else {
     pack_a_round(&j->pa, &j->a, ic, mb, pc, kb, abuf);
   }
@@ -460,13 +466,13 @@ static void lp_block(const lp_job *j, int64_t r0, int64_t r1, int64_t c0, int64_
   const blocking *bl = &j->bl;
   size_t esize = j->lk ? sizeof(uint16_t) : sizeof(float);
   for (int64_t jc = c0; jc < c1; jc += bl->nc) {
-    int64_t nb = min64(bl->nc, c1 - jc);
+    int64_t nb = nr_gemm_min64(bl->nc, c1 - jc);
     for (int64_t pc = 0; pc < j->k; pc += bl->kc) {
-      int64_t kb = min64(bl->kc, j->k - pc);
+      int64_t kb = nr_gemm_min64(bl->kc, j->k - pc);
       bool last = pc + kb >= j->k;
       const char *bp = b_block(j, pc, kb, jc, nb, bbuf, wbuf);
       for (int64_t ic = r0; ic < r1; ic += bl->mc) {
-        int64_t mb = min64(bl->mc, r1 - ic);
+        int64_t mb = nr_gemm_min64(bl->mc, r1 - ic);
         a_block(j, pc, kb, ic, mb, abuf);
         for (int64_t jr = 0; jr < nb; jr += bl->nr)
           for (int64_t ir = 0; ir < mb; ir += bl->mr)
@@ -484,16 +490,8 @@ static void lp_part(void *arg, int64_t begin, int64_t end, int thread) {
   uint16_t *bbuf = (uint16_t *)(s + j->a_bytes);
   float *wbuf = (float *)(s + j->a_bytes + j->b_bytes);
   for (int64_t part = begin; part < end; part++) {
-    int64_t r0 = 0, r1 = j->m, c0 = 0, c1 = j->n;
-    if (j->split == NR_GEMM_SPLIT_N) {
-      int64_t panels = (j->n + j->bl.nr - 1) / j->bl.nr;
-      c0 = panels * part / j->parts * j->bl.nr;
-      c1 = min64(panels * (part + 1) / j->parts * j->bl.nr, j->n);
-    } else {
-      int64_t panels = (j->m + j->bl.mr - 1) / j->bl.mr;
-      r0 = panels * part / j->parts * j->bl.mr;
-      r1 = min64(panels * (part + 1) / j->parts * j->bl.mr, j->m);
-    }
+    int64_t r0, r1, c0, c1;
+    nr_gemm_plan_range(&j->plan, part, &r0, &r1, &c0, &c1);
     if (r0 < r1 && c0 < c1)
       lp_block(j, r0, r1, c0, c1, abuf, bbuf, wbuf);
   }
@@ -504,11 +502,11 @@ static void lp_part(void *arg, int64_t begin, int64_t end, int thread) {
 /* Per-thread buffers, each a multiple of 64 bytes. */
 static void buffer_bytes(const blocking *bl, int64_t m, int64_t n, int64_t k, size_t *a,
                          size_t *b, size_t *w) {
-  int64_t kb = min64(bl->kc, k), nb = min64(bl->nc, round_up(n, bl->nr));
-  *a = (size_t)round_up(min64(bl->mc, round_up(m, bl->mr)) * kb * 4, 64);
-  bool block = bl->u->widen == NR_LP_WIDEN_BLOCK;
-  *b = block ? 0 : (size_t)round_up(nb * kb * 2, 64);
-  *w = block ? (size_t)round_up(nb * kb * 4, 64) : 0;
+  int64_t kb = nr_gemm_block_depth(bl, k), nb = nr_gemm_block_cols(bl, n);
+  *a = (size_t)nr_gemm_round_up(nr_gemm_block_rows(bl, m) * kb * 4, 64);
+  bool block = kernel_of(bl)->widen == NR_LP_WIDEN_BLOCK;
+  *b = block ? 0 : (size_t)nr_gemm_round_up(nb * kb * 2, 64);
+  *w = block ? (size_t)nr_gemm_round_up(nb * kb * 4, 64) : 0;
 }
 
 size_t nr_lpgemm_scratch_size(nr_lpgemm_cfg cfg, int64_t m, int64_t n, int64_t k,
@@ -516,28 +514,13 @@ size_t nr_lpgemm_scratch_size(nr_lpgemm_cfg cfg, int64_t m, int64_t n, int64_t k
   blocking bl = get_blocking(cfg);
   size_t a, b, w;
   buffer_bytes(&bl, m, n, k, &a, &b, &w);
-  return (a + b + w) * (size_t)nr_threads_or_online(threads) + 64;
-}
-
-/* gemm.c's rule: N when it has two panels per thread or is the larger extent. */
-static int pick_split(const blocking *bl, int64_t m, int64_t n, int threads) {
-  int64_t mp = (m + bl->mr - 1) / bl->mr, np = (n + bl->nr - 1) / bl->nr;
-  if (np >= 2 * threads || np * bl->nr >= mp * bl->mr)
-    return NR_GEMM_SPLIT_N;
-  return NR_GEMM_SPLIT_M;
+  return nr_gemm_scratch_total(a + b + w, threads);
 }
 
 int nr_lpgemm_threads_for(nr_lpgemm_cfg cfg, int split, int64_t m, int64_t n, int64_t k,
                           int threads) {
-  if (threads <= 1 || m <= 0 || n <= 0 || k <= 0)
-    return 1;
-  if (m <= SMALL_M ? n * k < PARALLEL_MIN_B_VALUES : m * n * k < PARALLEL_MIN_MACS)
-    return 1;
   blocking bl = get_blocking(cfg);
-  if (split == NR_GEMM_SPLIT_AUTO)
-    split = pick_split(&bl, m, n, threads);
-  int64_t panels = split == NR_GEMM_SPLIT_N ? (n + bl.nr - 1) / bl.nr : (m + bl.mr - 1) / bl.mr;
-  return panels < threads ? (int)panels : threads;
+  return nr_gemm_parts_for(&nr_lpgemm_family, &bl, split, m, n, k, threads);
 }
 
 void nr_lpgemm(nr_lpgemm_cfg cfg, int split, int64_t m, int64_t n, int64_t k, float alpha,
@@ -545,35 +528,23 @@ void nr_lpgemm(nr_lpgemm_cfg cfg, int split, int64_t m, int64_t n, int64_t k, fl
                const nr_epilogue *ep, void *scratch, nr_threadpool *pool, int threads) {
   if (m <= 0 || n <= 0)
     return;
-  bool empty = !ep || (!ep->bias && !ep->residual && ep->act == NR_ACT_NONE);
   if (k <= 0) {
-    for (int64_t i = 0; i < m; i++)
-      memset(c + i * ldc, 0, sizeof(float) * (size_t)n);
-    nr_gemm_epilogue_apply(ep, 0, 0, m, n, c, ldc);
+    nr_gemm_zero_k(m, n, c, ldc, ep);
     return;
   }
-  lp_job j = {.bl = get_blocking(cfg), .m = m, .n = n, .k = k, .alpha = alpha, .a = a,
-              .b = b, .c = c, .ldc = ldc, .ep = empty ? NULL : ep};
-  j.epi = (nr_cpu_isa() & NR_ISA_AVX512) ? nr_gemm_epilogue__avx512
-                                          : nr_gemm_epilogue_portable;
-  int uk = nr_lpgemm_ukernel_get(cfg.ukernel) ? cfg.ukernel : NR_LP_UK_nr_f16w_gemm_4x8;
-  j.lk = nr_lpgemm_ukernel_fn_get(uk);
-  j.fk = nr_lpgemm_f32_fn_get(uk);
-  j.pa = make_packer(j.bl.u, j.bl.mr);
-  j.pb = make_packer(j.bl.u, j.bl.nr);
+  int t = nr_gemm_call_threads(pool, threads);
+  nr_gemm_plan plan = nr_gemm_plan_make(&nr_lpgemm_family, gemm_cfg(cfg), split, m, n, k, t);
+  lp_job j = {.plan = plan,
+              .m = m, .n = n, .k = k, .alpha = alpha, .a = a, .b = b, .c = c, .ldc = ldc,
+              .ep = nr_gemm_epilogue_active(ep), .epi = nr_gemm_epilogue_pick()};
+  j.bl = j.plan.bl;
+  j.lk = nr_lpgemm_ukernel_fn_get(j.bl.uk);
+  j.fk = nr_lpgemm_f32_fn_get(j.bl.uk);
+  j.pa = make_packer(kernel_of(&j.bl), j.bl.mr);
+  j.pb = make_packer(kernel_of(&j.bl), j.bl.nr);
   size_t wb;
   buffer_bytes(&j.bl, m, n, k, &j.a_bytes, &j.b_bytes, &wb);
   j.thread_bytes = j.a_bytes + j.b_bytes + wb;
-  j.scratch = (char *)(((uintptr_t)scratch + 63) & ~(uintptr_t)63);
-  int t = nr_threads_or_online(threads), ps = nr_threadpool_size(pool);
-  if (t > ps)
-    t = ps;
-  j.split = split == NR_GEMM_SPLIT_AUTO ? pick_split(&j.bl, m, n, t) : split;
-  j.parts = nr_lpgemm_threads_for(cfg, j.split, m, n, k, t);
-  if (j.parts <= 1) {
-    j.parts = 1;
-    lp_part(&j, 0, 1, 0);
-    return;
-  }
-  nr_parallel_parts(pool, j.parts, lp_part, &j);
+  j.scratch = nr_gemm_scratch_align(scratch);
+  nr_gemm_plan_run(&j.plan, pool, false, lp_part, &j);
 }

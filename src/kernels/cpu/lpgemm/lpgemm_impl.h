@@ -36,6 +36,8 @@ enum {
   NR_LP_UK_COUNT
 };
 
+/* The family record the shared driver (gemm_common.h) runs this family by. */
+extern const nr_gemm_family nr_lpgemm_family;
 /* The lp kernel of list entry i (NULL for block-widening entries and bad indices). */
 nr_lpgemm_ukernel_fn nr_lpgemm_ukernel_fn_get(int i);
 /* The fp32 kernel a block-widening entry runs (NULL otherwise). */

@@ -1,6 +1,7 @@
-/* qgemm.c - the int8 GEMM: micro-kernel registry, weight quantization and packing,
- * activation quantization while packing, the loop nest, the epilogue and threading
- * (contract: qgemm.h).
+/* qgemm.c - the int8 GEMM: micro-kernel list and family record, weight quantization
+ * and packing, activation quantization while packing, the loop nest and the epilogue
+ * (contract: qgemm.h; blocking, splitting, the packing plan and the dispatch are
+ * gemm_common.c's, shared with gemm and lpgemm).
  *
  * Key decisions.
  *  - Packed format: a panel of `width` rows (A) or columns (B) stores, for each group
@@ -30,6 +31,7 @@
 #include "kernels/cpu/qgemm/qgemm_impl.h"
 /* The fp32 family's epilogue bodies (nr_gemm_epilogue__avx512 / _portable): the int8
  * GEMM applies the very same epilogue, not a copy of it. */
+#include "kernels/cpu/gemm/gemm_common.h"
 #include "kernels/cpu/gemm/gemm_impl.h"
 /* nr_quantize_u8: an 8-bit result for a oneDNN reader rounds as its quantizer. */
 #include "kernels/cpu/onednn_q/onednn_q.h"
@@ -53,6 +55,28 @@ static const nr_qgemm_ukernel_fn ukernel_fns[] = {
 #undef NR_QGEMM_UKERNEL
 };
 
+static const nr_gemm_kdesc kdescs[] = {
+#define NR_QGEMM_UKERNEL(name, mr, nr, isa, wside, qmax)                                   \
+  {#name, mr, nr, (wside) == NR_QGEMM_W_A ? NR_GEMM_DIM_N : NR_GEMM_DIM_M},
+#include "kernels/cpu/qgemm/qgemm_ukernels.inc"
+#undef NR_QGEMM_UKERNEL
+};
+
+/* The int8 family for the shared driver: the activations' own dimension split first
+ * (N for W_A, M for W_B: no block is quantized twice), kc in whole 4-byte k groups,
+ * the multiply-adds rule for every product (no class of few rows), and a part to
+ * whichever thread claims it. */
+const nr_gemm_family nr_qgemm_family = {
+    .kernels = kdescs,
+    .count = NR_QGEMM_UK_COUNT,
+    .fallback = 0,
+    .kc_unit = 4,
+    .small_m = 0,
+    .min_b_values = 0,
+    .min_macs = PARALLEL_MIN_MACS,
+    .any_thread = true,
+};
+
 _Static_assert(sizeof ukernels / sizeof ukernels[0] == NR_QGEMM_UK_COUNT, "ukernel list");
 #define NR_QGEMM_UKERNEL(name, mr, nr, isa, wside, qmax)                                   \
   _Static_assert((mr) <= NR_QGEMM_MAX_MR && (nr) <= NR_QGEMM_MAX_NR,                       \
@@ -65,35 +89,20 @@ int nr_qgemm_ukernel_count(void) {
 }
 
 const nr_qgemm_ukernel *nr_qgemm_ukernel_get(int i) {
-  return i >= 0 && i < NR_QGEMM_UK_COUNT ? &ukernels[i] : NULL;
+  return nr_gemm_family_has(&nr_qgemm_family, i) ? &ukernels[i] : NULL;
 }
 
 nr_qgemm_ukernel_fn nr_qgemm_ukernel_fn_get(int i) {
-  return i >= 0 && i < NR_QGEMM_UK_COUNT ? ukernel_fns[i] : NULL;
+  return nr_gemm_family_has(&nr_qgemm_family, i) ? ukernel_fns[i] : NULL;
 }
 
 int nr_qgemm_ukernel_find(const char *name) {
-  for (int i = 0; name && i < NR_QGEMM_UK_COUNT; i++)
-    if (!strcmp(ukernels[i].name, name))
-      return i;
-  return -1;
+  return nr_gemm_family_find(&nr_qgemm_family, name);
 }
 
-static int64_t round_up(int64_t x, int64_t q) {
-  return (x + q - 1) / q * q;
-}
-
-static int64_t min64(int64_t a, int64_t b) {
-  return a < b ? a : b;
-}
-
-/* The largest multiple of 4 <= max that cuts K into equal blocks (as the fp32
- * even_kc), so no block is a short remainder. */
+/* nr_gemm_even_kc in whole k groups of 4. */
 static uint16_t even_kc(int64_t k, int64_t max) {
-  if (k <= max)
-    return (uint16_t)(k < 4 ? 4 : round_up(k, 4));
-  int64_t blocks = (k + max - 1) / max;
-  return (uint16_t)round_up((k + blocks - 1) / blocks, 4);
+  return nr_gemm_even_kc(k, max, 4);
 }
 
 nr_qgemm_cfg nr_qgemm_default_cfg(int uk, int64_t m, int64_t n, int64_t k) {
@@ -106,26 +115,20 @@ nr_qgemm_cfg nr_qgemm_default_cfg(int uk, int64_t m, int64_t n, int64_t k) {
    * columns (kc x 512) stay in L2. nc = 1024 measured no faster in nr_qgemm_bench
    * and doubles each thread's scratch. */
   int64_t kmax = u->nr > 32 ? 512 : 1024;
-  int64_t mc = round_up(192, u->mr) / u->mr * u->mr;
+  int64_t mc = nr_gemm_round_up(192, u->mr) / u->mr * u->mr;
   return (nr_qgemm_cfg){(uint16_t)uk, (uint16_t)mc, even_kc(k, kmax), 512};
 }
 
 /* ---- blocking -------------------------------------------------------------------- */
 
-typedef struct blocking {
-  int mr, nr;
-  int64_t mc, kc, nc; /* mc a multiple of mr, nc of nr, kc of 4 */
-} blocking;
+typedef nr_gemm_blocking blocking;
+
+static nr_gemm_cfg gemm_cfg(nr_qgemm_cfg c) {
+  return (nr_gemm_cfg){c.ukernel, c.mc, c.kc, c.nc};
+}
 
 static blocking get_blocking(nr_qgemm_cfg cfg) {
-  const nr_qgemm_ukernel *u = nr_qgemm_ukernel_get(cfg.ukernel);
-  if (!u)
-    u = &ukernels[0];
-  blocking b = {u->mr, u->nr, cfg.mc, cfg.kc, cfg.nc};
-  b.mc = b.mc < b.mr ? b.mr : b.mc / b.mr * b.mr;
-  b.nc = b.nc < b.nr ? b.nr : b.nc / b.nr * b.nr;
-  b.kc = b.kc < 4 ? 256 : b.kc / 4 * 4;
-  return b;
+  return nr_gemm_blocking_get(&nr_qgemm_family, gemm_cfg(cfg));
 }
 
 static int wside_of(nr_qgemm_cfg cfg) {
@@ -166,18 +169,18 @@ static int w_width(nr_qgemm_cfg cfg) {
 }
 
 size_t nr_qgemm_packed_w_size(nr_qgemm_cfg cfg, int64_t channels, int64_t k) {
-  return (size_t)(round_up(channels, w_width(cfg)) * round_up(k, 4));
+  return (size_t)nr_gemm_packed_elems(&nr_qgemm_family, w_width(cfg), channels, k);
 }
 
 void nr_qgemm_pack_w(nr_qgemm_cfg cfg, int64_t channels, int64_t k, const int8_t *q,
                      void *out_) {
   blocking bl = get_blocking(cfg);
   int width = w_width(cfg);
-  int64_t cpad = round_up(channels, width);
+  int64_t cpad = nr_gemm_round_up(channels, width);
   int8_t *out = out_;
   memset(out, 0, nr_qgemm_packed_w_size(cfg, channels, k));
   for (int64_t pc = 0; pc < k; pc += bl.kc) {
-    int64_t kb = min64(bl.kc, k - pc), kb4 = round_up(kb, 4);
+    int64_t kb = nr_gemm_min64(bl.kc, k - pc), kb4 = nr_gemm_round_up(kb, 4);
     int8_t *block = out + pc * cpad;
     for (int64_t ch = 0; ch < channels; ch++) {
       int8_t *panel = block + (ch / width) * width * kb4;
@@ -229,7 +232,7 @@ typedef struct act_src {
 static void pack_kmajor_portable(const act_src *s, int64_t t0, int64_t cols, int64_t p0,
                                  int64_t kb, int width, uint8_t *out) {
   int64_t kq = (kb + 3) / 4;
-  for (int64_t t = 0; t < round_up(cols, width); t++) {
+  for (int64_t t = 0; t < nr_gemm_round_up(cols, width); t++) {
     uint8_t *dst = out + (t / width) * width * kq * 4 + (t % width) * 4;
     for (int64_t p = 0; p < kq * 4; p++) {
       uint8_t v = 0;
@@ -250,7 +253,7 @@ static void pack_tmajor(const act_src *s, int64_t t0, int64_t cols, int64_t p0, 
                         int width, uint8_t *out, uint8_t *stage) {
   int64_t kq = (kb + 3) / 4;
   memset(stage + kb, 0, (size_t)(kq * 4 - kb));
-  for (int64_t t = 0; t < round_up(cols, width); t++) {
+  for (int64_t t = 0; t < nr_gemm_round_up(cols, width); t++) {
     uint32_t *dst = (uint32_t *)(void *)(out + (t / width) * width * kq * 4) + t % width;
     if (t >= cols) {
       for (int64_t q = 0; q < kq; q++)
@@ -275,7 +278,7 @@ static void pack_tmajor(const act_src *s, int64_t t0, int64_t cols, int64_t p0, 
  * of a block of kq groups, portable. */
 static void pack_quad_portable(const uint8_t *src, int64_t ld, int rows, int64_t cols,
                                int width, int64_t kq, int64_t q, uint8_t *out) {
-  for (int64_t t = 0; t < round_up(cols, width); t++) {
+  for (int64_t t = 0; t < nr_gemm_round_up(cols, width); t++) {
     uint8_t *dst = out + (t / width) * width * kq * 4 + (q * width + t % width) * 4;
     for (int u = 0; u < 4; u++)
       dst[u] = u < rows && t < cols ? src[u * ld + t] : 0;
@@ -286,7 +289,7 @@ static void pack_quad_portable(const uint8_t *src, int64_t ld, int rows, int64_t
  * = cols rounded up to 64), then packed as one k group. */
 static void pack_rows_fn(const act_src *s, int64_t t0, int64_t cols, int64_t p0, int64_t kb,
                          int width, uint8_t *out, uint8_t *stage) {
-  int64_t kq = (kb + 3) / 4, ld = round_up(cols, 64);
+  int64_t kq = (kb + 3) / 4, ld = nr_gemm_round_up(cols, 64);
   unsigned isa = nr_cpu_isa();
   for (int64_t q = 0; q < kq; q++) {
     int rows = kb - 4 * q >= 4 ? 4 : (int)(kb - 4 * q);
@@ -335,7 +338,8 @@ static void pack_act(const act_src *s, int64_t t0, int64_t cols, int64_t p0, int
 /* ---- the loop nest ---------------------------------------------------------------- */
 
 typedef struct qgemm_job {
-  blocking bl;
+  nr_gemm_plan plan;
+  blocking bl;          /* plan.bl */
   nr_qgemm_ukernel_fn uk;
   int wside;
   int64_t m, n, k;
@@ -353,8 +357,6 @@ typedef struct qgemm_job {
   uint8_t *scratch;     /* 64-byte aligned */
   int64_t thread_bytes; /* per thread: the activation block, the staging row, cbuf */
   int64_t block_bytes, cbuf_off;
-  nr_qgemm_split split;
-  int parts;
 } qgemm_job;
 
 /* The epilogue in the micro-kernel's registers: no bias (per-channel ones are in the
@@ -435,7 +437,7 @@ static __attribute__((noinline)) void run_edge(const qgemm_job *j, int64_t kq,
 static inline void run_tile(const qgemm_job *j, const cview *v, int64_t kq,
                             const uint8_t *ap, const uint8_t *bp, int64_t row, int64_t col,
                             int flags) {
-  int64_t h = min64(j->bl.mr, j->m - row), w = min64(j->bl.nr, j->n - col);
+  int64_t h = nr_gemm_min64(j->bl.mr, j->m - row), w = nr_gemm_min64(j->bl.nr, j->n - col);
   int64_t ch0 = j->wside == NR_QGEMM_W_A ? row : col;
   nr_qgemm_out o = {j->dq.scale + ch0, j->dq.corr + ch0,
                     j->dq.bias ? j->dq.bias + ch0 : NULL};
@@ -460,7 +462,7 @@ static inline void run_tile(const qgemm_job *j, const cview *v, int64_t kq,
  * than the product on small K), while the block is still in L2. */
 static void requant_block(const qgemm_job *j, const cview *v, int64_t r0, int64_t c0,
                           int64_t h, int64_t w) {
-  h = min64(h, j->m - r0), w = min64(w, j->n - c0);
+  h = nr_gemm_min64(h, j->m - r0), w = nr_gemm_min64(w, j->n - c0);
   if (j->y8 && h > 0 && w > 0)
     requant(j, cview_at(v, r0, c0), v->ldc, r0, c0, h, w);
 }
@@ -473,17 +475,17 @@ static int kflags(int64_t pc, int64_t kb, int64_t k) {
 static void block_wa(const qgemm_job *j, int64_t r0, int64_t r1, int64_t c0, int64_t c1,
                      uint8_t *xbuf, uint8_t *stage, float *cbuf) {
   const blocking *bl = &j->bl;
-  int64_t mpad = round_up(j->m, bl->mr);
+  int64_t mpad = nr_gemm_round_up(j->m, bl->mr);
   for (int64_t jc = c0; jc < c1; jc += bl->nc) {
-    int64_t nb = min64(bl->nc, c1 - jc);
+    int64_t nb = nr_gemm_min64(bl->nc, c1 - jc);
     cview v = j->y8 ? (cview){cbuf, j->cbuf_ld, r0, jc} : (cview){j->c, j->ldc, 0, 0};
     for (int64_t pc = 0; pc < j->k; pc += bl->kc) {
-      int64_t kb = min64(bl->kc, j->k - pc), kb4 = round_up(kb, 4);
+      int64_t kb = nr_gemm_min64(bl->kc, j->k - pc), kb4 = nr_gemm_round_up(kb, 4);
       int flags = kflags(pc, kb, j->k);
       pack_act(&j->x, jc, nb, pc, kb, bl->nr, xbuf, stage);
       for (int64_t ic = r0; ic < r1; ic += bl->mc) {
-        int64_t mb = min64(bl->mc, r1 - ic);
-        const uint8_t *ap = j->w + pc * mpad + ic * kb4;
+        int64_t mb = nr_gemm_min64(bl->mc, r1 - ic);
+        const uint8_t *ap = j->w + nr_gemm_packed_at(pc, mpad, ic, kb4);
         if (j->y8 && j->k <= bl->kc) /* one k block: each row block is final at once */
           v.row0 = ic;
         for (int64_t jr = 0; jr < nb; jr += bl->nr)
@@ -502,12 +504,12 @@ static void block_wa(const qgemm_job *j, int64_t r0, int64_t r1, int64_t c0, int
 static void block_wb(const qgemm_job *j, int64_t r0, int64_t r1, int64_t c0, int64_t c1,
                      uint8_t *xbuf, uint8_t *stage, float *cbuf) {
   const blocking *bl = &j->bl;
-  int64_t npad = round_up(j->n, bl->nr);
+  int64_t npad = nr_gemm_round_up(j->n, bl->nr);
   for (int64_t ic = r0; ic < r1; ic += bl->mc) {
-    int64_t mb = min64(bl->mc, r1 - ic);
+    int64_t mb = nr_gemm_min64(bl->mc, r1 - ic);
     cview v = j->y8 ? (cview){cbuf, j->cbuf_ld, ic, c0} : (cview){j->c, j->ldc, 0, 0};
     for (int64_t pc = 0; pc < j->k; pc += bl->kc) {
-      int64_t kb = min64(bl->kc, j->k - pc), kb4 = round_up(kb, 4);
+      int64_t kb = nr_gemm_min64(bl->kc, j->k - pc), kb4 = nr_gemm_round_up(kb, 4);
       int flags = kflags(pc, kb, j->k);
       pack_act(&j->x, ic, mb, pc, kb, bl->mr, xbuf, stage);
       const uint8_t *bp = j->w + pc * npad;
@@ -526,16 +528,8 @@ static void qgemm_part(void *arg, int64_t begin, int64_t end, int thread) {
   uint8_t *stage = xbuf + j->block_bytes;
   float *cbuf = (float *)(void *)(xbuf + j->cbuf_off);
   for (int64_t part = begin; part < end; part++) {
-    int64_t r0 = 0, r1 = j->m, c0 = 0, c1 = j->n;
-    if (j->split == NR_QGEMM_SPLIT_N) {
-      int64_t panels = (j->n + j->bl.nr - 1) / j->bl.nr;
-      c0 = panels * part / j->parts * j->bl.nr;
-      c1 = min64(panels * (part + 1) / j->parts * j->bl.nr, j->n);
-    } else {
-      int64_t panels = (j->m + j->bl.mr - 1) / j->bl.mr;
-      r0 = panels * part / j->parts * j->bl.mr;
-      r1 = min64(panels * (part + 1) / j->parts * j->bl.mr, j->m);
-    }
+    int64_t r0, r1, c0, c1;
+    nr_gemm_plan_range(&j->plan, part, &r0, &r1, &c0, &c1);
     if (r0 >= r1 || c0 >= c1)
       continue;
     if (j->wside == NR_QGEMM_W_A)
@@ -549,19 +543,18 @@ static void qgemm_part(void *arg, int64_t begin, int64_t end, int thread) {
 
 /* Bytes of one thread's activation block (W_A: kc x nc columns; W_B: mc rows x kc). */
 static int64_t block_bytes(const blocking *bl, int wside, int64_t m, int64_t n, int64_t k) {
-  int64_t kb4 = round_up(min64(bl->kc, k), 4);
-  int64_t t = wside == NR_QGEMM_W_A ? min64(bl->nc, round_up(n, bl->nr))
-                                    : min64(bl->mc, round_up(m, bl->mr));
-  return round_up(t * kb4, 64);
+  int64_t kb4 = nr_gemm_round_up(nr_gemm_block_depth(bl, k), 4);
+  int64_t t = wside == NR_QGEMM_W_A ? nr_gemm_block_cols(bl, n) : nr_gemm_block_rows(bl, m);
+  return nr_gemm_round_up(t * kb4, 64);
 }
 
 /* The activation block, then a staging area: one row of kc (t-major sources) or four
  * of nc (rows made on demand). */
 static int64_t thread_bytes(const blocking *bl, int wside, int64_t m, int64_t n,
                             int64_t k) {
-  int64_t stage = round_up(min64(bl->kc, k) + 4, 64);
+  int64_t stage = nr_gemm_round_up(nr_gemm_block_depth(bl, k) + 4, 64);
   if (wside == NR_QGEMM_W_A) {
-    int64_t rows4 = 4 * round_up(min64(bl->nc, round_up(n, bl->nr)), 64);
+    int64_t rows4 = 4 * nr_gemm_round_up(nr_gemm_block_cols(bl, n), 64);
     stage = stage > rows4 ? stage : rows4;
   }
   return block_bytes(bl, wside, m, n, k) + stage;
@@ -571,7 +564,7 @@ size_t nr_qgemm_scratch_size(nr_qgemm_cfg cfg, int64_t m, int64_t n, int64_t k,
                              int threads) {
   blocking bl = get_blocking(cfg);
   int64_t per = thread_bytes(&bl, wside_of(cfg), m, n, k);
-  return (size_t)(per * nr_threads_or_online(threads)) + 64;
+  return nr_gemm_scratch_total((size_t)per, threads);
 }
 
 /* The float block standing in for C under an 8-bit result, per thread: every row of
@@ -581,18 +574,18 @@ size_t nr_qgemm_scratch_size(nr_qgemm_cfg cfg, int64_t m, int64_t n, int64_t k,
 static void cbuf_dims(const blocking *bl, int wside, int64_t m, int64_t n, int64_t k,
                       int64_t *rows, int64_t *ld) {
   if (wside == NR_QGEMM_W_A) {
-    *rows = k <= bl->kc ? min64(bl->mc, round_up(m, bl->mr)) : round_up(m, bl->mr);
-    *ld = min64(bl->nc, round_up(n, bl->nr));
+    *rows = k <= bl->kc ? nr_gemm_block_rows(bl, m) : nr_gemm_round_up(m, bl->mr);
+    *ld = nr_gemm_block_cols(bl, n);
   } else {
-    *rows = min64(bl->mc, round_up(m, bl->mr));
-    *ld = round_up(n, bl->nr);
+    *rows = nr_gemm_block_rows(bl, m);
+    *ld = nr_gemm_round_up(n, bl->nr);
   }
 }
 
 static int64_t cbuf_bytes(const blocking *bl, int wside, int64_t m, int64_t n, int64_t k) {
   int64_t rows, ld;
   cbuf_dims(bl, wside, m, n, k, &rows, &ld);
-  return round_up(rows * ld * (int64_t)sizeof(float), 64);
+  return nr_gemm_round_up(rows * ld * (int64_t)sizeof(float), 64);
 }
 
 size_t nr_qgemm_u8_scratch_size(nr_qgemm_cfg cfg, int64_t m, int64_t n, int64_t k,
@@ -600,23 +593,7 @@ size_t nr_qgemm_u8_scratch_size(nr_qgemm_cfg cfg, int64_t m, int64_t n, int64_t 
   blocking bl = get_blocking(cfg);
   int64_t per = thread_bytes(&bl, wside_of(cfg), m, n, k) +
                 cbuf_bytes(&bl, wside_of(cfg), m, n, k);
-  return (size_t)(per * nr_threads_or_online(threads)) + 64;
-}
-
-/* The activation's own dimension (N for W_A, M for W_B) when it has at least two
- * tiles per thread or is the larger one; else the weights'. */
-static nr_qgemm_split pick_split(const blocking *bl, int wside, int64_t m, int64_t n,
-                                 int threads) {
-  int64_t mp = (m + bl->mr - 1) / bl->mr, np = (n + bl->nr - 1) / bl->nr;
-  if (wside == NR_QGEMM_W_A)
-    return np >= 2 * threads || np * bl->nr >= mp * bl->mr ? NR_QGEMM_SPLIT_N
-                                                           : NR_QGEMM_SPLIT_M;
-  return mp >= 2 * threads || mp * bl->mr >= np * bl->nr ? NR_QGEMM_SPLIT_M
-                                                         : NR_QGEMM_SPLIT_N;
-}
-
-static bool epilogue_empty(const nr_epilogue *ep) {
-  return !ep || (!ep->bias && !ep->residual && ep->act == NR_ACT_NONE);
+  return nr_gemm_scratch_total((size_t)per, threads);
 }
 
 /* K = 0, 8-bit result: each row through a small float buffer. */
@@ -624,7 +601,7 @@ static void zero_k_u8(const qgemm_job *j) {
   float buf[64];
   for (int64_t i = 0; i < j->m; i++)
     for (int64_t t0 = 0; t0 < j->n; t0 += 64) {
-      int64_t w = min64(64, j->n - t0);
+      int64_t w = nr_gemm_min64(64, j->n - t0);
       for (int64_t t = 0; t < w; t++) {
         int64_t ch = j->wside == NR_QGEMM_W_A ? i : t0 + t;
         buf[t] = j->dq.bias ? j->dq.bias[ch] : 0.0f;
@@ -661,7 +638,9 @@ static void run_job(nr_qgemm_cfg cfg, nr_qgemm_split split, int64_t m, int64_t n
   const nr_qgemm_ukernel *u = nr_qgemm_ukernel_get(cfg.ukernel);
   if (!u)
     cfg.ukernel = 0, u = &ukernels[0];
-  qgemm_job j = {.bl = get_blocking(cfg),
+  int t = nr_gemm_call_threads(pool, threads);
+  nr_gemm_plan plan = nr_gemm_plan_make(&nr_qgemm_family, gemm_cfg(cfg), split, m, n, k, t);
+  qgemm_job j = {.plan = plan,
                  .uk = ukernel_fns[cfg.ukernel],
                  .wside = u->wside,
                  .m = m,
@@ -672,9 +651,9 @@ static void run_job(nr_qgemm_cfg cfg, nr_qgemm_split split, int64_t m, int64_t n
                  .c = c,
                  .ldc = ldc,
                  .y8 = y8,
-                 .ep = epilogue_empty(ep) ? NULL : ep};
-  j.epi =
-      (nr_cpu_isa() & NR_ISA_AVX512) ? nr_gemm_epilogue__avx512 : nr_gemm_epilogue_portable;
+                 .ep = nr_gemm_epilogue_active(ep)};
+  j.bl = j.plan.bl;
+  j.epi = nr_gemm_epilogue_pick();
   j.fuse = fusable(j.ep);
   /* op(X) is A (W_B) or B (W_A); k-major when its rows run along k. */
   j.x = (act_src){x, u->wside == NR_QGEMM_W_A ? !x.trans : x.trans, u->qmax};
@@ -689,22 +668,8 @@ static void run_job(nr_qgemm_cfg cfg, nr_qgemm_split split, int64_t m, int64_t n
     cbuf_dims(&j.bl, j.wside, m, n, k, &rows, &j.cbuf_ld);
     j.thread_bytes += cbuf_bytes(&j.bl, j.wside, m, n, k);
   }
-  j.scratch = (uint8_t *)(((uintptr_t)scratch + 63) & ~(uintptr_t)63);
-  int t = nr_threads_or_online(threads), ps = nr_threadpool_size(pool);
-  if (t > ps)
-    t = ps;
-  if (m * n * k < PARALLEL_MIN_MACS)
-    t = 1;
-  j.split = split == NR_QGEMM_SPLIT_AUTO ? pick_split(&j.bl, j.wside, m, n, t) : split;
-  int64_t panels = j.split == NR_QGEMM_SPLIT_N ? (n + j.bl.nr - 1) / j.bl.nr
-                                               : (m + j.bl.mr - 1) / j.bl.mr;
-  j.parts = panels < t ? (int)panels : t;
-  if (j.parts <= 1) {
-    j.parts = 1;
-    qgemm_part(&j, 0, 1, 0);
-    return;
-  }
-  nr_parallel_for(pool, j.parts, 1, j.parts, qgemm_part, &j);
+  j.scratch = nr_gemm_scratch_align(scratch);
+  nr_gemm_plan_run(&j.plan, pool, nr_qgemm_family.any_thread, qgemm_part, &j);
 }
 
 void nr_qgemm_split_run(nr_qgemm_cfg cfg, nr_qgemm_split split, int64_t m, int64_t n,

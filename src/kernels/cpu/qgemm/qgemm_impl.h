@@ -22,6 +22,7 @@
 #define NR_KERNELS_CPU_QGEMM_IMPL_H
 
 #include "compiler/plan.h"
+#include "kernels/cpu/gemm/gemm_common.h"
 #include "kernels/cpu/qgemm/qgemm.h"
 
 enum {
@@ -58,6 +59,8 @@ enum {
   NR_QGEMM_UK_COUNT
 };
 
+/* The family record the shared driver (gemm_common.h) runs this family by. */
+extern const nr_gemm_family nr_qgemm_family;
 /* The micro-kernel function of list entry i, NULL when out of range. */
 nr_qgemm_ukernel_fn nr_qgemm_ukernel_fn_get(int i);
 
