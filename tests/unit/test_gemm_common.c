@@ -1,13 +1,10 @@
-/* test_gemm_common.c - the shared GEMM driver (kernels/cpu/gemm/gemm_common.h) makes
- * the decisions the three drivers made before they shared it, for every kernel of
- * every family: the normalized blocking, the threaded dimension and the number of
- * parts, the scratch and packed sizes, and the default cfgs of this machine's ISA
- * level. The expected values are tests/data/gemm_decisions.inc, printed by a
- * throwaway program built against the old drivers (commit 810347f; the file's opening
- * comment says how), so a drift in any rule fails here even where the kernel tests
- * still pass. The split is compared only where there is more than one part: with one
- * part the whole product is the part, whatever the split says (and qgemm.c used to
- * pick it for one thread, the others for all of them). */
+/* test_gemm_common.c - the shared GEMM driver (kernels/cpu/gemm/gemm_common.h) on
+ * every kernel of the three families (fp32, fp16/bf16, int8): each family's record
+ * names the same kernels as its registry; a cfg's blocking obeys the documented rules
+ * (mc whole mr tiles, nc whole nr tiles, kc whole kc_unit steps, each at least one);
+ * and a plan's parts tile the product exactly: whole panels, no overlap, no gap, on
+ * 1 to 16 threads and shapes below, at and above the tiles. The kernels' numbers are
+ * checked against the reference by the gemm, lowp and qgemm tests. */
 #include "compiler/plan.h"
 #include "kernels/cpu/gemm/gemm_common.h"
 #include "kernels/cpu/gemm/gemm_impl.h"
@@ -17,70 +14,8 @@
 
 #include <string.h>
 
-typedef struct plan_row {
-  int fam, uk, mc, kc, nc, split_in;
-  int64_t m, n, k;
-  int threads;
-  int64_t bl_mc, bl_kc, bl_nc;
-  int split, parts;
-  size_t s[4];
-} plan_row;
-
-typedef struct default_row {
-  const char *isa;
-  int fam, a, b;
-  int64_t m, k;
-  int uk, mc, kc, nc;
-} default_row;
-
-#define GP(fam, uk, mc, kc, nc, si, m, n, k, t, bmc, bkc, bnc, sp, parts, s1, s2, s3, s4) \
-  {fam, uk, mc, kc, nc, si, m, n, k, t, bmc, bkc, bnc, sp, parts, {s1, s2, s3, s4}},
-#define GD(isa, fam, a, b, m, k, uk, mc, kc, nc)
-static const plan_row plans[] = {
-#include "../data/gemm_decisions.inc"
-};
-#undef GP
-#undef GD
-#define GP(fam, uk, mc, kc, nc, si, m, n, k, t, bmc, bkc, bnc, sp, parts, s1, s2, s3, s4)
-#define GD(isa, fam, a, b, m, k, uk, mc, kc, nc) {isa, fam, a, b, m, k, uk, mc, kc, nc},
-static const default_row defaults[] = {
-#include "../data/gemm_decisions.inc"
-};
-#undef GP
-#undef GD
-
 static const nr_gemm_family *family_of(int fam) {
   return fam == 0 ? &nr_gemm_f32_family : fam == 1 ? &nr_lpgemm_family : &nr_qgemm_family;
-}
-
-/* The family's own size functions on the row's shape (the packing plan). */
-static void sizes_of(const plan_row *r, nr_gemm_cfg g, size_t s[4]) {
-  if (r->fam == 0) {
-    s[0] = nr_gemm_scratch_size(g, r->m, r->n, r->k, r->threads);
-    s[1] = nr_gemm_packed_a_size(g, r->m, r->k), s[2] = nr_gemm_packed_b_size(g, r->k, r->n);
-    s[3] = 0;
-  } else if (r->fam == 1) {
-    nr_lpgemm_cfg c = {g.ukernel, g.mc, g.kc, g.nc};
-    s[0] = nr_lpgemm_scratch_size(c, r->m, r->n, r->k, r->threads);
-    s[1] = nr_lpgemm_packed_a_size(c, r->m, r->k);
-    s[2] = nr_lpgemm_packed_b_size(c, r->k, r->n), s[3] = 0;
-  } else {
-    nr_qgemm_cfg c = {g.ukernel, g.mc, g.kc, g.nc};
-    s[0] = nr_qgemm_scratch_size(c, r->m, r->n, r->k, r->threads);
-    s[1] = nr_qgemm_u8_scratch_size(c, r->m, r->n, r->k, r->threads);
-    s[2] = nr_qgemm_packed_w_size(c, r->m, r->k), s[3] = nr_qgemm_packed_w_size(c, r->n, r->k);
-  }
-}
-
-/* The parts the family's public decision function reports (int8 has none). */
-static int public_parts(const plan_row *r, nr_gemm_cfg g, int split) {
-  if (r->fam == 0)
-    return nr_gemm_threads_for(g, (nr_gemm_split)r->split_in, r->m, r->n, r->k, r->threads);
-  if (r->fam == 1) {
-    nr_lpgemm_cfg c = {g.ukernel, g.mc, g.kc, g.nc};
-    return nr_lpgemm_threads_for(c, split, r->m, r->n, r->k, r->threads);
-  }
-  return -1;
 }
 
 NR_TEST(gemm_common_family_records) {
@@ -108,61 +43,66 @@ NR_TEST(gemm_common_family_records) {
           nr_qgemm_family.kernels[i].nr == nr_qgemm_ukernel_get(i)->nr);
 }
 
-NR_TEST(gemm_common_old_decisions) {
-  int bad = 0;
-  for (size_t i = 0; i < sizeof plans / sizeof plans[0] && bad < 20; i++) {
-    const plan_row *r = &plans[i];
-    const nr_gemm_family *f = family_of(r->fam);
-    nr_gemm_cfg g = {(uint16_t)r->uk, (uint16_t)r->mc, (uint16_t)r->kc, (uint16_t)r->nc};
-    int split = r->split_in & ~NR_GEMM_SPLIT_ANY_THREAD;
-    nr_gemm_plan p = nr_gemm_plan_make(f, g, split, r->m, r->n, r->k, r->threads);
-    size_t s[4];
-    sizes_of(r, g, s);
-    int pub = public_parts(r, g, p.split);
-    bool ok = p.bl.mc == r->bl_mc && p.bl.kc == r->bl_kc && p.bl.nc == r->bl_nc &&
-              p.parts == r->parts && (r->parts <= 1 || p.split == r->split) &&
-              (pub < 0 || pub == r->parts) && !memcmp(s, r->s, sizeof s);
-    CHECK(ok,
-          "row %zu: family %d kernel %d cfg %d/%d/%d split %d, %lldx%lldx%lld on %d "
-          "threads: blocking %lld/%lld/%lld split %d parts %d (public %d) sizes %zu %zu "
-          "%zu %zu, the old drivers %lld/%lld/%lld %d %d, %zu %zu %zu %zu",
-          i, r->fam, r->uk, r->mc, r->kc, r->nc, r->split_in, (long long)r->m,
-          (long long)r->n, (long long)r->k, r->threads, (long long)p.bl.mc,
-          (long long)p.bl.kc, (long long)p.bl.nc, p.split, p.parts, pub, s[0], s[1], s[2],
-          s[3], (long long)r->bl_mc, (long long)r->bl_kc, (long long)r->bl_nc, r->split,
-          r->parts, r->s[0], r->s[1], r->s[2], r->s[3]);
-    bad += !ok;
+/* The blocking of a cfg, including a zero and an odd one, follows the rules. */
+NR_TEST(gemm_common_blocking_rules) {
+  static const uint16_t sizes[][3] = {{0, 0, 0}, {1, 1, 1}, {37, 100, 29}, {96, 256, 512},
+                                      {500, 1000, 4096}};
+  for (int fam = 0; fam < 3; fam++) {
+    const nr_gemm_family *f = family_of(fam);
+    for (int uk = 0; uk < f->count; uk++) {
+      for (size_t s = 0; s < sizeof sizes / sizeof sizes[0]; s++) {
+        nr_gemm_cfg g = {(uint16_t)uk, sizes[s][0], sizes[s][1], sizes[s][2]};
+        nr_gemm_blocking bl = nr_gemm_blocking_get(f, g);
+        CHECK(bl.uk == uk && bl.mr == f->kernels[uk].mr && bl.nr == f->kernels[uk].nr,
+              "family %d kernel %d", fam, uk);
+        CHECK(bl.mc >= bl.mr && bl.mc % bl.mr == 0 && bl.nc >= bl.nr && bl.nc % bl.nr == 0 &&
+                  bl.kc >= 1,
+              "family %d kernel %d cfg %u/%u/%u: mc %lld nc %lld kc %lld", fam, uk, g.mc,
+              g.kc, g.nc, (long long)bl.mc, (long long)bl.nc, (long long)bl.kc);
+      }
+    }
+    nr_gemm_blocking bad = nr_gemm_blocking_get(f, (nr_gemm_cfg){(uint16_t)f->count, 0, 0, 0});
+    CHECK(nr_gemm_family_has(f, bad.uk), "family %d: a bad index falls back", fam);
   }
 }
 
-/* The default cfgs of the rows printed under this machine's level (NNROUTE_ISA caps
- * it, so each level can be run here). */
-NR_TEST(gemm_common_old_defaults) {
-  unsigned isa = nr_cpu_isa();
-  const char *level = (isa & NR_ISA_AVX512) ? "avx512" : (isa & NR_ISA_AVX2) ? "avx2"
-                                                                            : "portable";
-  int seen = 0;
-  for (size_t i = 0; i < sizeof defaults / sizeof defaults[0]; i++) {
-    const default_row *r = &defaults[i];
-    if (strcmp(r->isa, level))
-      continue;
-    nr_gemm_cfg g;
-    if (r->fam == 0) {
-      g = nr_gemm_default_cfg(r->m, 100, r->k);
-    } else if (r->fam == 1) {
-      nr_lpgemm_cfg c = nr_lpgemm_default_cfg((nr_lp_type)r->a, r->m, 100, r->k, r->b);
-      g = (nr_gemm_cfg){c.ukernel, c.mc, c.kc, c.nc};
-    } else {
-      nr_qgemm_cfg c = nr_qgemm_default_cfg(r->a, r->m, 100, r->k);
-      g = (nr_gemm_cfg){c.ukernel, c.mc, c.kc, c.nc};
+/* Every plan's parts cover [0, m) x [0, n) exactly once, in whole panels. */
+NR_TEST(gemm_common_parts_tile_the_product) {
+  static const int64_t dims[] = {1, 5, 16, 17, 63, 200, 1000};
+  static const int threads[] = {1, 2, 3, 16};
+  for (int fam = 0; fam < 3; fam++) {
+    const nr_gemm_family *f = family_of(fam);
+    for (int uk = 0; uk < f->count; uk++) {
+      nr_gemm_cfg g = {(uint16_t)uk, 0, 0, 0};
+      for (size_t a = 0; a < sizeof dims / sizeof dims[0]; a++) {
+        for (size_t b = 0; b < sizeof dims / sizeof dims[0]; b++) {
+          for (size_t th = 0; th < sizeof threads / sizeof threads[0]; th++) {
+            int64_t m = dims[a], n = dims[b], k = 300;
+            nr_gemm_plan p = nr_gemm_plan_make(f, g, NR_GEMM_DIM_AUTO, m, n, k, threads[th]);
+            REQUIRE(p.parts >= 1 && p.parts <= threads[th] * 64, "parts %d", p.parts);
+            int64_t covered = 0, prev_end = 0;
+            bool ok = true;
+            for (int q = 0; q < p.parts; q++) {
+              int64_t r0, r1, c0, c1;
+              nr_gemm_plan_range(&p, q, &r0, &r1, &c0, &c1);
+              if (r0 >= r1 || c0 >= c1)
+                continue; /* an empty part */
+              int64_t lo = p.split == NR_GEMM_DIM_M ? r0 : c0;
+              int64_t hi = p.split == NR_GEMM_DIM_M ? r1 : c1;
+              bool whole = p.split == NR_GEMM_DIM_M ? (c0 == 0 && c1 == n) : (r0 == 0 && r1 == m);
+              ok = ok && whole && lo == prev_end && r0 % p.bl.mr == 0 && c0 % p.bl.nr == 0;
+              prev_end = hi;
+              covered += (r1 - r0) * (c1 - c0);
+            }
+            int64_t extent = p.split == NR_GEMM_DIM_M ? m : n;
+            CHECK(ok && prev_end == extent && covered == m * n,
+                  "family %d kernel %d %lldx%lld on %d threads: %d parts, split %d",
+                  fam, uk, (long long)m, (long long)n, threads[th], p.parts, p.split);
+          }
+        }
+      }
     }
-    CHECK(g.ukernel == r->uk && g.mc == r->mc && g.kc == r->kc && g.nc == r->nc,
-          "%s family %d (%d, %d) M %lld K %lld: %u %u %u %u, the old drivers %d %d %d %d",
-          level, r->fam, r->a, r->b, (long long)r->m, (long long)r->k, g.ukernel, g.mc,
-          g.kc, g.nc, r->uk, r->mc, r->kc, r->nc);
-    seen++;
   }
-  CHECK(seen == 270, "%d rows for %s", seen, level);
 }
 
 /* nr_gemm_even_kc: equal blocks, in quanta, never a short remainder. */
