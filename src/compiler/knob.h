@@ -14,6 +14,7 @@
 #ifndef NR_COMPILER_KNOB_H
 #define NR_COMPILER_KNOB_H
 
+#include "compiler/families.h"
 #include "ir/ir.h"
 
 #include <stdbool.h>
@@ -72,6 +73,36 @@ typedef struct nr_knob_def {
 } nr_knob_def;
 
 #define NR_KNOB_DEVICE(d) (1u << (unsigned)(d))
+
+/* ---- knob ids ------------------------------------------------------------------
+ * Code reads a knob by id, never by its name: a misspelt id does not compile, where a
+ * misspelt name silently meant "not steerable". An id is its table's index in
+ * NR_KNOB_FAMILIES (families.h) times 256 plus its row's index. The header next to
+ * each table declares an enum of the table's rows, from NR_KNOB_ID_BASE(family) up
+ * to a last entry <FAMILY>_END, as ggml's GGML_OP_COUNT; the table places each row
+ * at its id ([NR_KNOB_ROW(id)] = {...}) and checks its length against the enum with
+ * NR_KNOB_TABLE_CHECK. Only user text (routes, the route parser) spells names. */
+typedef enum nr_knob_family {
+#define NR_KNOB_FAMILY_ENUM(f) NR_KNOB_FAMILY_##f,
+  NR_KNOB_FAMILIES(NR_KNOB_FAMILY_ENUM)
+#undef NR_KNOB_FAMILY_ENUM
+  NR_KNOB_FAMILY_COUNT
+} nr_knob_family;
+
+typedef int nr_knob_id;
+#define NR_KNOB_ID_BASE(family) (NR_KNOB_FAMILY_##family << 8)
+#define NR_KNOB_ROW(id) ((id) & 0xff)
+/* The table holds one row per id of its enum and the terminator, nothing else. */
+#define NR_KNOB_TABLE_CHECK(table, end)                                                \
+  _Static_assert(sizeof(table) / sizeof((table)[0]) == NR_KNOB_ROW(end) + 1,             \
+                #table ": one row per id of its enum, then the terminator")
+
+/* The row of id; NULL for an id no table has. */
+const nr_knob_def *nr_knob_def_of(nr_knob_id id);
+/* The id of a row of the real tables; -1 for any other definition. */
+nr_knob_id nr_knob_id_of(const nr_knob_def *def);
+/* The name of id ("gemm.mc"); "?" for an id no table has. */
+const char *nr_knob_name(nr_knob_id id);
 
 /* One knob as it exists for one graph. */
 typedef struct nr_knob_inst {

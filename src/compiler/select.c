@@ -7,6 +7,7 @@
  * `restricting` below: a kernel family adds a knob there and its values name tactic
  * ids, algorithm families or layouts. "auto" leaves the choice to selection. */
 #include "backends/backend.h"
+#include "compiler/compiler_knobs.h"
 #include "compiler/plan.h"
 #include "util/error.h"
 
@@ -15,12 +16,14 @@
 #include <time.h>
 
 const nr_knob_def nr_knobs_compile[] = {
+    [NR_KNOB_ROW(NR_KNOB_COMPILE_TACTIC_SELECTION)] =
     {"compile.tactic_selection", "heuristic|profile", "heuristic", NR_KNOB_GLOBAL,
      NR_KNOB_SLOW_BUILD, 0,
      "pick each node's tactic by priority rules, or by timing every candidate alone",
      NULL, NULL},
-    {0},
+    [NR_KNOB_ROW(NR_KNOB_COMPILE_END)] = {0},
 };
+NR_KNOB_TABLE_CHECK(nr_knobs_compile, NR_KNOB_COMPILE_END);
 
 typedef enum { MATCH_ID, MATCH_ALGO, MATCH_LAYOUT, MATCH_SOURCE } match_field;
 
@@ -96,7 +99,8 @@ static void restrict_by_knobs(const nr_tactic_ctx *c, cand_list *l, int *ignored
     unsigned f = restricting[k].flags;
     if ((f & R_INT8) && nr_route_precision(c->route, c->node) != NR_PREC_INT8)
       continue;
-    const char *v = nr_route_get(c->route, restricting[k].knob, f & R_GLOBAL ? NULL : c->node);
+    const nr_knob_def *d = nr_knob_find(restricting[k].knob);
+    const char *v = nr_route_get_def(c->route, d, f & R_GLOBAL ? NULL : c->node);
     if (!v || !strcmp(v, "auto"))
       continue;
     int w = 0;
@@ -242,7 +246,7 @@ static nr_status select_step(nr_compile_ctx *cc, int k, bool profile) {
 }
 
 static nr_status run_select(nr_compile_ctx *c) {
-  bool profile = nr_route_is(c->route, "compile.tactic_selection", NULL, "profile");
+  bool profile = nr_route_is(c->route, NR_KNOB_COMPILE_TACTIC_SELECTION, NULL, "profile");
   for (int k = 0; k < c->plan->n_steps; k++) {
     nr_status s = select_step(c, k, profile);
     if (s)
