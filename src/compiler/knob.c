@@ -249,6 +249,15 @@ const nr_knob_def *nr_knob_find(const char *name) {
   return name ? find_def(real_tables, N_REAL_TABLES, name, strlen(name)) : NULL;
 }
 
+int nr_knob_restricting(const nr_knob_def **out, int cap) {
+  int n = 0;
+  for (int t = 0; t < N_REAL_TABLES; t++)
+    for (const nr_knob_def *d = real_tables[t]; d->name; d++)
+      if (d->restricts != NR_RESTRICTS_NONE && n++ < cap)
+        out[n - 1] = d;
+  return n;
+}
+
 /* ---- ids ------------------------------------------------------------------------ */
 
 _Static_assert(N_REAL_TABLES == NR_KNOB_FAMILY_COUNT, "one knob table per family");

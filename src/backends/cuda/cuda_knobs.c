@@ -170,12 +170,12 @@ const nr_knob_def nr_knobs_cuda[] = {
      "data; fp16: half operands, fp32 accumulation and output; auto: tf32 for "
      "convolutions, as cuDNN's default math, PyTorch and TensorRT run fp32 ones, and "
      "exact fp32 for Gemm/MatMul, as PyTorch does)",
-     precision_applies, NULL, CUDA},
+     precision_applies, NULL, CUDA, .restricts = NR_RESTRICTS_PRECISION},
     [NR_KNOB_ROW(NR_KNOB_CUDA_GEMM_TACTIC)] =
     {"cuda.gemm.tactic", "auto|cublaslt|cublas", "auto", NR_KNOB_NODE, 0, 0.0,
      "library of a Gemm/MatMul on the GPU: cuBLASLt (bias and ReLU in its epilogue) or "
      "cuBLAS plus an epilogue kernel",
-     gemm_applies, NULL, CUDA},
+     gemm_applies, NULL, CUDA, .restricts = NR_RESTRICTS_ALGO},
     [NR_KNOB_ROW(NR_KNOB_CUDA_GEMM_ALGO)] =
     {"cuda.gemm.algo", "0|1|2|3|4|5|6|7", "0", NR_KNOB_NODE, 0, 0.0,
      "which of the algorithms cuBLASLt's heuristic returns for the shape runs (index; "
@@ -202,12 +202,12 @@ const nr_knob_def nr_knobs_cuda[] = {
     {"cuda.conv.tactic", "auto|cudnn|depthwise", "auto", NR_KNOB_NODE, 0, 0.0,
      "who runs a depthwise convolution on the GPU: cuDNN, or nnroute's depthwise kernel "
      "(bias and activation fused; restricting knob on the tactic's algo)",
-     dw_applies, NULL, CUDA},
+     dw_applies, NULL, CUDA, .restricts = NR_RESTRICTS_ALGO},
     [NR_KNOB_ROW(NR_KNOB_CUDA_CONV_LAYOUT)] =
     {"cuda.conv.layout", "auto|plain|nhwc", "auto", NR_KNOB_NODE, NR_KNOB_LAYOUT, 0.0,
      "activation layout a convolution runs in on the GPU (the layout pass inserts "
      "reorders)",
-     conv_applies, NULL, CUDA},
+     conv_applies, NULL, CUDA, .restricts = NR_RESTRICTS_LAYOUT},
     [NR_KNOB_ROW(NR_KNOB_CUDA_ATTENTION_FP32)] =
     {"cuda.attention.fp32", "auto|rowwise|tiled", "auto", NR_KNOB_GLOBAL, 0, 0.0,
      "kernel of an fp32 attention step on the GPU: rowwise (8 query rows a block), tiled "

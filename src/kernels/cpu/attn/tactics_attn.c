@@ -375,7 +375,7 @@ const nr_knob_def nr_knobs_cpu_attn[] = {
     [NR_KNOB_ROW(NR_KNOB_ATTENTION_TACTIC)] =
     {"attention.tactic", "auto|ref", "auto", NR_KNOB_NODE, 0, 0,
      "auto = the fused nr_f32_attention__{avx512,avx2,portable} tactics (algo \"fused\"), "
-     "ref = the reference tactic", applies_attn, NULL},
+     "ref = the reference tactic", applies_attn, NULL, .restricts = NR_RESTRICTS_ALGO},
     [NR_KNOB_ROW(NR_KNOB_ATTENTION_KV_BLOCK)] =
     {"attention.kv_block", "full|64|256", "full", NR_KNOB_NODE, NR_KNOB_ACCURACY, 2e-6,
      "keys per block of the fused attention: full = one block (all scores of 6 query rows "

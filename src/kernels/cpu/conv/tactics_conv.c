@@ -847,11 +847,11 @@ const nr_knob_def nr_knobs_conv[] = {
      "smallplane",
      "auto", NR_KNOB_NODE, NR_KNOB_ACCURACY, 1e-4,
      "convolution algorithm (winograd reassociates more: bounded extra error)",
-     conv_applies, algo_valid},
+     conv_applies, algo_valid, .restricts = NR_RESTRICTS_ALGO},
     [NR_KNOB_ROW(NR_KNOB_CONV_LAYOUT)] =
     {"conv.layout", "auto|plain|nhwc|nchw8c", "auto", NR_KNOB_NODE, NR_KNOB_LAYOUT, 0.0,
      "activation layout the convolution runs in (the layout pass inserts reorders)",
-     conv_applies, layout_valid},
+     conv_applies, layout_valid, .restricts = NR_RESTRICTS_LAYOUT},
     [NR_KNOB_ROW(NR_KNOB_CONV_GEMM_KC)] =
     {"conv.gemm_kc", "auto|128|256|384|512", "auto", NR_KNOB_NODE, 0, 0.0,
      "K blocking of the conv's GEMM (im2col, 1x1, NHWC, Winograd products)",

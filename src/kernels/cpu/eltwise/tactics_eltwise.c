@@ -596,7 +596,7 @@ const nr_knob_def nr_knobs_cpu_eltwise[] = {
     [NR_KNOB_ROW(NR_KNOB_ELTWISE_TACTIC)] =
     {"eltwise.tactic", "auto|ref", "auto", NR_KNOB_NODE, 0, 0,
      "auto = the vector nr_f32_v<op>[_bcast]__{avx2,portable} tactics (algo \"vector\"), "
-     "ref = the reference tactic", applies_tactic, NULL},
+     "ref = the reference tactic", applies_tactic, NULL, .restricts = NR_RESTRICTS_ALGO},
     [NR_KNOB_ROW(NR_KNOB_ELTWISE_THREADS)] =
     {"eltwise.threads", "all|1", "all", NR_KNOB_NODE, 0, 0,
      "threads of an elementwise, softmax, layernorm or pooling step: all of the pool, or "

@@ -696,7 +696,7 @@ const nr_knob_def nr_knobs_gemm[] = {
     [NR_KNOB_ROW(NR_KNOB_GEMM_TACTIC)] =
     {"gemm.tactic", tactic_values, "auto", NR_KNOB_NODE, 0, 0,
      "GEMM engine and micro-kernel of a Gemm/MatMul/FusedGemm/FusedMatMul node",
-     knob_applies, tactic_valid},
+     knob_applies, tactic_valid, .restricts = NR_RESTRICTS_ID},
     [NR_KNOB_ROW(NR_KNOB_GEMM_KC)] =
     {"gemm.kc", "auto|128|256|384|512", "auto", NR_KNOB_NODE, 0, 0,
      "K blocking of the nnroute GEMM kernels (only acts when one of them runs the node)",

@@ -541,7 +541,7 @@ const nr_knob_def nr_knobs_cpu_norm[] = {
     {"pool.tactic", "auto|ref", "auto", NR_KNOB_NODE, 0, 0,
      "auto = the nr_f32_{max,avg}pool2d / nr_f32_gavgpool tactics (algo \"vector\"), ref "
      "= the reference tactic",
-     applies_pool, NULL},
+     applies_pool, NULL, .restricts = NR_RESTRICTS_ALGO},
     [NR_KNOB_ROW(NR_KNOB_REDUCE_REASSOC)] =
     {"reduce.reassoc", "off|on", "off", NR_KNOB_GLOBAL, NR_KNOB_ACCURACY, 1e-5,
      "on: softmax/layernorm/global-pool sums in 8 vector partial sums instead of one "
