@@ -62,17 +62,34 @@ static bool wino_auto(const conv_p *p) {
          (int64_t)p->oh * p->ow >= 400 && nr_conv_w43_scratch(p, 1) <= (512u << 20);
 }
 
+extern const nr_tactic nr_tactics_conv[];
+static bool sup_im2col(const nr_tactic_ctx *c);
+static bool sup_igemm(const nr_tactic_ctx *c);
+static bool sup_sp(const nr_tactic_ctx *c);
+
+/* The tactics that step aside for Winograd F(4,3): PLAIN im2col, igemm and sp. */
+static bool steps_aside(const nr_tactic *t) {
+  return t->supports == sup_im2col || t->supports == sup_igemm || t->supports == sup_sp;
+}
+
+/* Whether the route pins conv.algo to a value that allows one of those tactics (the
+ * knob's row says which tactics a value allows): then none of them steps aside. */
+static bool pins_stepping_aside(const nr_tactic_ctx *c) {
+  for (const nr_tactic *t = nr_tactics_conv; t->id; t++)
+    if (steps_aside(t) && nr_route_pins(c->route, NR_KNOB_CONV_ALGO, c->node, t))
+      return true;
+  return false;
+}
+
 /* conv.winograd_from: auto (wino_auto), never, or a 3x3 stride-1 node with at least
  * that many input channels leaves PLAIN im2col, igemm and sp to Winograd F(4,3) (next
- * in priority). A pinned conv.algo=im2col, igemm or smallplane outranks it. */
+ * in priority). A conv.algo pinned to one of them outranks it. */
 static bool wino_preferred(const nr_tactic_ctx *c, const conv_p *p) {
   const char *v = nr_route_get(c->route, NR_KNOB_CONV_WINOGRAD_FROM, c->node);
   bool on = !v || !strcmp(v, "auto") ? wino_auto(p)
             : strcmp(v, "never")     ? is_wino(p) && p->c >= atoi(v)
                                      : false;
-  return on && !nr_route_is(c->route, NR_KNOB_CONV_ALGO, c->node, "im2col") &&
-         !nr_route_is(c->route, NR_KNOB_CONV_ALGO, c->node, "igemm") &&
-         !nr_route_is(c->route, NR_KNOB_CONV_ALGO, c->node, "smallplane");
+  return on && !pins_stepping_aside(c);
 }
 
 SUPPORTS(sup_any, true)
@@ -588,15 +605,8 @@ bool nr_conv_parse_graph(const nr_graph *g, const nr_node *n, conv_p *p) {
   return nr_conv_parse(&c, p);
 }
 
-static const char *const algo_values[] = {"auto", "im2col", "gemm1x1", "direct",
-                                          "depthwise", "winograd23", "winograd43",
-                                          "onednn", "igemm", "pointwise", "smallplane"};
-#define N_ALGO_VALUES ((int)(sizeof algo_values / sizeof algo_values[0]))
-static const nr_layout layout_values[] = {NR_LAYOUT_ANY, NR_LAYOUT_PLAIN, NR_LAYOUT_NHWC,
-                                          NR_LAYOUT_NCHW8C};
-
-/* Bit 0 (auto) always; bit i when a tactic of the value supports n here. */
-static uint64_t conv_valid(const nr_graph *g, const nr_node *n, bool by_layout) {
+/* Bit 0 (auto) always; bit i when a tactic that value i allows supports n here. */
+static uint64_t conv_valid(const nr_graph *g, const nr_node *n, nr_knob_id knob) {
   fake_plan f;
   fake_build(g, n, &f);
   nr_tactic_ctx c = {&f.plan, n, &f.step, NULL, NULL};
@@ -604,10 +614,7 @@ static uint64_t conv_valid(const nr_graph *g, const nr_node *n, bool by_layout) 
   for (const nr_tactic *t = nr_tactics_conv; t->id; t++) {
     if ((t->isa & ~nr_cpu_isa()) || strcmp(t->op_type, n->op_type) || !t->supports(&c))
       continue;
-    int nv = by_layout ? 4 : N_ALGO_VALUES;
-    for (int i = 1; i < nv; i++)
-      if (by_layout ? t->layout == layout_values[i] : !strcmp(t->algo, algo_values[i]))
-        bits |= 1ull << i;
+    bits |= nr_knob_allowing(nr_knob_def_of(knob), t);
   }
   return bits;
 }
@@ -615,24 +622,18 @@ static const nr_tactic *default_tactic(const nr_graph *g, const nr_node *n, conv
 
 /* Restricting to the default tactic's own algorithm or layout keeps the default
  * tactic the best candidate, so that value builds what "auto" builds: drop it. */
-static uint64_t without_default(const nr_graph *g, const nr_node *n, bool by_layout,
+static uint64_t without_default(const nr_graph *g, const nr_node *n, nr_knob_id knob,
                                 uint64_t bits) {
   conv_p p;
   const nr_tactic *t = default_tactic(g, n, &p);
-  if (!t)
-    return bits;
-  int nv = by_layout ? 4 : N_ALGO_VALUES;
-  for (int i = 1; i < nv; i++)
-    if (by_layout ? t->layout == layout_values[i] : !strcmp(t->algo, algo_values[i]))
-      bits &= ~(1ull << i);
-  return bits;
+  return t ? bits & ~nr_knob_allowing(nr_knob_def_of(knob), t) : bits;
 }
 
 static uint64_t algo_valid(const nr_graph *g, const nr_node *n) {
-  return without_default(g, n, false, conv_valid(g, n, false));
+  return without_default(g, n, NR_KNOB_CONV_ALGO, conv_valid(g, n, NR_KNOB_CONV_ALGO));
 }
 static uint64_t layout_valid(const nr_graph *g, const nr_node *n) {
-  return without_default(g, n, true, conv_valid(g, n, true));
+  return without_default(g, n, NR_KNOB_CONV_LAYOUT, conv_valid(g, n, NR_KNOB_CONV_LAYOUT));
 }
 
 /* ---- knobs on the GEMM the default tactic runs -------------------------------------- */
