@@ -249,6 +249,42 @@ const nr_knob_def *nr_knob_find(const char *name) {
   return name ? find_def(real_tables, N_REAL_TABLES, name, strlen(name)) : NULL;
 }
 
+int nr_knob_restricting(const nr_knob_def **out, int cap) {
+  int n = 0;
+  for (int t = 0; t < N_REAL_TABLES; t++)
+    for (const nr_knob_def *d = real_tables[t]; d->name; d++)
+      if (d->restricts != NR_RESTRICTS_NONE && n++ < cap)
+        out[n - 1] = d;
+  return n;
+}
+
+/* ---- ids ------------------------------------------------------------------------ */
+
+_Static_assert(N_REAL_TABLES == NR_KNOB_FAMILY_COUNT, "one knob table per family");
+
+const nr_knob_def *nr_knob_def_of(nr_knob_id id) {
+  int t = id >> 8, row = NR_KNOB_ROW(id);
+  if (id < 0 || t >= N_REAL_TABLES)
+    return NULL;
+  for (int i = 0; i < row; i++) /* an id past the table's end has no row */
+    if (!real_tables[t][i].name)
+      return NULL;
+  return real_tables[t][row].name ? &real_tables[t][row] : NULL;
+}
+
+nr_knob_id nr_knob_id_of(const nr_knob_def *def) {
+  for (int t = 0; def && t < N_REAL_TABLES; t++)
+    for (const nr_knob_def *d = real_tables[t]; d->name; d++)
+      if (d == def)
+        return t << 8 | (int)(d - real_tables[t]);
+  return -1;
+}
+
+const char *nr_knob_name(nr_knob_id id) {
+  const nr_knob_def *d = nr_knob_def_of(id);
+  return d ? d->name : "?";
+}
+
 bool nr_knob_test_knobs_enabled(void) {
   const char *e = getenv("NNROUTE_TEST_KNOBS");
   return e && !strcmp(e, "1");

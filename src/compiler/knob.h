@@ -14,6 +14,7 @@
 #ifndef NR_COMPILER_KNOB_H
 #define NR_COMPILER_KNOB_H
 
+#include "compiler/families.h"
 #include "ir/ir.h"
 
 #include <stdbool.h>
@@ -45,6 +46,19 @@ enum {
 
 #define NR_KNOB_MAX_VALUES 32
 
+/* What a restricting knob's values name: the row says which tactics a value allows
+ * (nr_knob_allows, select.c), and tactic selection keeps only the candidates a pinned
+ * value allows ("auto" leaves the choice open). Restrictions apply in table order. */
+typedef enum nr_knob_restricts {
+  NR_RESTRICTS_NONE = 0,    /* the knob does not restrict tactic choice */
+  NR_RESTRICTS_ID,          /* values are tactic ids */
+  NR_RESTRICTS_ALGO,        /* values are tactics' algorithm families (nr_tactic.algo) */
+  NR_RESTRICTS_LAYOUT,      /* values are layout names (nr_layout_name) */
+  NR_RESTRICTS_INT8_SOURCE, /* values are tactics' sources, on nodes in int8 only */
+  NR_RESTRICTS_PRECISION,   /* values are precisions: the node's precision knob, which
+                               nr_route_precision reads and every candidate must match */
+} nr_knob_restricts;
+
 typedef struct nr_knob_def {
   const char *name;   /* "<family>.<decision>", e.g. "conv.algo"; NULL ends a table */
   const char *values; /* allowed values separated by '|': "auto|direct|im2col" */
@@ -69,9 +83,42 @@ typedef struct nr_knob_def {
    * changes nothing unless some node is int8). check-knobs compares against that
    * route's plan instead of the default's. NULL: the default route. */
   const char *needs;
+  /* Whether and how the knob's values restrict tactic choice; not part of the schema
+   * hash (it changes no value a route can hold). */
+  nr_knob_restricts restricts;
 } nr_knob_def;
 
 #define NR_KNOB_DEVICE(d) (1u << (unsigned)(d))
+
+/* ---- knob ids ------------------------------------------------------------------
+ * Code reads a knob by id, never by its name: a misspelt id does not compile, where a
+ * misspelt name silently meant "not steerable". An id is its table's index in
+ * NR_KNOB_FAMILIES (families.h) times 256 plus its row's index. The header next to
+ * each table declares an enum of the table's rows, from NR_KNOB_ID_BASE(family) up
+ * to a last entry <FAMILY>_END, as ggml's GGML_OP_COUNT; the table places each row
+ * at its id ([NR_KNOB_ROW(id)] = {...}) and checks its length against the enum with
+ * NR_KNOB_TABLE_CHECK. Only user text (routes, the route parser) spells names. */
+typedef enum nr_knob_family {
+#define NR_KNOB_FAMILY_ENUM(f) NR_KNOB_FAMILY_##f,
+  NR_KNOB_FAMILIES(NR_KNOB_FAMILY_ENUM)
+#undef NR_KNOB_FAMILY_ENUM
+  NR_KNOB_FAMILY_COUNT
+} nr_knob_family;
+
+typedef int nr_knob_id;
+#define NR_KNOB_ID_BASE(family) (NR_KNOB_FAMILY_##family << 8)
+#define NR_KNOB_ROW(id) ((id) & 0xff)
+/* The table holds one row per id of its enum and the terminator, nothing else. */
+#define NR_KNOB_TABLE_CHECK(table, end)                                                \
+  _Static_assert(sizeof(table) / sizeof((table)[0]) == NR_KNOB_ROW(end) + 1,             \
+                #table ": one row per id of its enum, then the terminator")
+
+/* The row of id; NULL for an id no table has. */
+const nr_knob_def *nr_knob_def_of(nr_knob_id id);
+/* The id of a row of the real tables; -1 for any other definition. */
+nr_knob_id nr_knob_id_of(const nr_knob_def *def);
+/* The name of id ("gemm.mc"); "?" for an id no table has. */
+const char *nr_knob_name(nr_knob_id id);
 
 /* One knob as it exists for one graph. */
 typedef struct nr_knob_inst {
@@ -110,6 +157,10 @@ int nr_knob_value_index(const nr_knob_inst *k, const char *value);
 
 /* Calls fn for every knob definition of every table (test knobs included). */
 void nr_knob_foreach(void (*fn)(const nr_knob_def *def, void *user), void *user);
+/* The rows of every table whose restricts field is not NR_RESTRICTS_NONE, in table
+ * order; returns their number (at most cap are written to out). */
+int nr_knob_restricting(const nr_knob_def **out, int cap);
+#define NR_KNOB_MAX_RESTRICTING 32 /* a cap enough for every table */
 /* Finds a definition by name; NULL if none. */
 const nr_knob_def *nr_knob_find(const char *name);
 /* A hash of every knob table (names, values, defaults, scopes, flags); it changes

@@ -275,8 +275,18 @@ typedef struct nr_node_probe {
 bool nr_node_probe_init(nr_node_probe *p, const nr_graph *g, const nr_node *n);
 void nr_node_probe_free(nr_node_probe *p);
 
-/* The precision route r gives node n (fp32 where the knob does not apply). */
+/* The precision route r gives node n (fp32 where the knob does not apply): the value
+ * of the first knob with an instance there whose row restricts by precision. */
 nr_precision nr_route_precision(const nr_route *r, const nr_node *n);
+/* Whether value of restricting knob def allows tactic t (the row's restricts field
+ * says what the values name); "auto", and knobs that do not restrict, allow all. */
+bool nr_knob_allows(const nr_knob_def *def, const char *value, const nr_tactic *t);
+/* The bits of def's values other than "auto" that allow tactic t (bit i: value i in
+ * table order). */
+uint64_t nr_knob_allowing(const nr_knob_def *def, const nr_tactic *t);
+/* Whether route r pins knob id on node n (global knobs: any n) to a value other than
+ * "auto" that allows tactic t. */
+bool nr_route_pins(const nr_route *r, nr_knob_id id, const nr_node *n, const nr_tactic *t);
 
 /* Calls fn for every tactic of every family table. */
 void nr_tactic_foreach(void (*fn)(const nr_tactic *t, void *user), void *user);

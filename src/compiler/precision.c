@@ -8,6 +8,7 @@
  * node with no tactic at the requested precision fails to build with a message naming
  * both. Reduced precision has no documented error bound (NR_KNOB_PRECISION): whether
  * a route is acceptable is the user's tolerance, measured by the tuner. */
+#include "compiler/compiler_knobs.h"
 #include "compiler/knob.h"
 #include "compiler/plan.h"
 #include "kernels/cpu/norm/fate.h"
@@ -106,26 +107,35 @@ static uint64_t int8_source_valid(const nr_graph *g, const nr_node *unused) {
 }
 
 const nr_knob_def nr_knobs_precision[] = {
+    [NR_KNOB_ROW(NR_KNOB_PREC)] =
     {"precision", "fp32|bf16|fp16|int8", "fp32", NR_KNOB_NODE,
      NR_KNOB_ACCURACY | NR_KNOB_PRECISION, 0.0,
      "numeric precision of a Conv/Gemm/MatMul with constant weights (int8 needs "
      "calibration data)",
-     precision_applies, precision_valid},
+     precision_applies, precision_valid, .restricts = NR_RESTRICTS_PRECISION},
+    [NR_KNOB_ROW(NR_KNOB_PRECISION_INT8_SOURCE)] =
     {"precision.int8_source", "auto|nnroute|onednn", "auto", NR_KNOB_GLOBAL, 0, 0.0,
      "which implementation runs int8 nodes: the priority rule, nnroute's own int8 GEMM, "
      "or oneDNN's",
-     NULL, int8_source_valid, 0, "-precision@*=int8"},
+     NULL, int8_source_valid, 0, "-precision@*=int8",
+     .restricts = NR_RESTRICTS_INT8_SOURCE},
+    [NR_KNOB_ROW(NR_KNOB_QUANT_CALIBRATION)] =
     {"quant.calibration", "minmax|percentile|entropy", "percentile", NR_KNOB_GLOBAL,
      NR_KNOB_ACCURACY | NR_KNOB_PRECISION | NR_KNOB_DATA, 0.0,
      "how int8 activation ranges come from calibration statistics", NULL, NULL, 0,
      "-precision@*=int8"},
-    {0},
+    [NR_KNOB_ROW(NR_KNOB_PRECISION_END)] = {0},
 };
+NR_KNOB_TABLE_CHECK(nr_knobs_precision, NR_KNOB_PRECISION_END);
 
 nr_precision nr_route_precision(const nr_route *r, const nr_node *n) {
-  const char *v = n ? nr_route_get(r, "precision", n) : NULL;
-  if (n && !v) /* CUDA builds: the precision knob of the CUDA family (cuda_knobs.c) */
-    v = nr_route_get(r, "cuda.precision", n);
+  /* precision, and in CUDA builds cuda.precision (cuda_knobs.c) */
+  const nr_knob_def *knobs[NR_KNOB_MAX_RESTRICTING];
+  int nk = n ? nr_knob_restricting(knobs, NR_KNOB_MAX_RESTRICTING) : 0;
+  const char *v = NULL;
+  for (int i = 0; i < nk && i < NR_KNOB_MAX_RESTRICTING && !v; i++)
+    if (knobs[i]->restricts == NR_RESTRICTS_PRECISION)
+      v = nr_route_get_def(r, knobs[i], n);
   if (v && !strcmp(v, "auto")) { /* its default: TF32 convolutions, exact products */
     bool conv = nr_pu_is_op(n, "Conv") ||
                 (n->domain && !strcmp(n->domain, "nnroute") && !strcmp(n->op_type, "FusedConv"));

@@ -4,6 +4,7 @@
  * The histogram's upper edge is always a power of two just above the largest |x|
  * seen, so merging bins when it grows is exact and the final table does not depend
  * on the order in which calibration inputs arrive. */
+#include "compiler/compiler_knobs.h"
 #include "compiler/quant.h"
 #include "compiler/route.h"
 #include "engine/engine.h"
@@ -281,7 +282,7 @@ nr_status nr_quant_act_params(const nr_tactic_ctx *c, int i, int qmax, nr_qparam
     return nr_errorf(c->err, NR_ERR_INVALID_ARGUMENT, "%s: the calibration table has no "
                      "entry for input tensor '%s' (was it collected on this model?)",
                      n ? nr_node_describe(n, node, sizeof node) : "step", s->name);
-  const char *mv = nr_route_get(c->route, "quant.calibration", NULL);
+  const char *mv = nr_route_get(c->route, NR_KNOB_QUANT_CALIBRATION, NULL);
   nr_calib_method m = NR_CALIB_PERCENTILE; /* the knob's default */
   for (int k = 0; mv && k < 3; k++)
     if (!strcmp(mv, method_names[k]))

@@ -5,7 +5,8 @@
  * instances (its selector) and, per instance, a bit set of allowed value indices. A
  * concrete route needs exactly one value valid at every selected instance; an
  * expression keeps whatever of its values each instance allows. Parsing works on a
- * copy, so a route or expression is left untouched by a text that fails. */
+ * copy, so a route or expression is left untouched by a text that fails. This is the
+ * one place that turns knob names into knobs; code reads a route by knob id. */
 #include "compiler/knob_internal.h"
 #include "compiler/route.h"
 #include "util/error.h"
@@ -373,16 +374,23 @@ int nr_route_changes(const nr_route *r) {
   return n;
 }
 
-const char *nr_route_get(const nr_route *r, const char *name, const nr_node *node) {
-  if (!r || !r->space || !name)
+const char *nr_route_get_def(const nr_route *r, const nr_knob_def *def,
+                             const nr_node *node) {
+  if (!r || !r->space || !def)
     return NULL;
-  int i = nr_knob_space_find_parts(r->space, name, strlen(name), node ? node->name : NULL);
-  return i < 0 ? NULL : r->space->inst[i].values[r->choice[i]];
+  int i = nr_knob_space_find_parts(r->space, def->name, strlen(def->name),
+                                   node ? node->name : NULL);
+  return i < 0 || r->space->inst[i].def != def ? NULL
+                                               : r->space->inst[i].values[r->choice[i]];
 }
 
-bool nr_route_is(const nr_route *r, const char *name, const nr_node *node,
+const char *nr_route_get(const nr_route *r, nr_knob_id id, const nr_node *node) {
+  return nr_route_get_def(r, nr_knob_def_of(id), node);
+}
+
+bool nr_route_is(const nr_route *r, nr_knob_id id, const nr_node *node,
                  const char *value) {
-  const char *v = nr_route_get(r, name, node);
+  const char *v = nr_route_get(r, id, node);
   return v && value && !strcmp(v, value);
 }
 

@@ -31,13 +31,17 @@ nr_status nr_route_parse(nr_route *r, const char *text, nr_error *err);
 char *nr_route_canonical(const nr_route *r);
 /* Number of instances not at their default. */
 int nr_route_changes(const nr_route *r);
-/* Value of knob `name` for node (NULL: the global knob). Knobs that have no instance
- * there (not applicable, or unknown) give NULL, which callers treat as "not
- * steerable here". */
-const char *nr_route_get(const nr_route *r, const char *name, const nr_node *node);
+/* Value of knob id for node (NULL: the global knob). Knobs that have no instance
+ * there (not applicable, or not in the space's device) give NULL, which callers
+ * treat as "not steerable here". */
+const char *nr_route_get(const nr_route *r, nr_knob_id id, const nr_node *node);
 /* nr_route_get compared with a value. */
-bool nr_route_is(const nr_route *r, const char *name, const nr_node *node,
+bool nr_route_is(const nr_route *r, nr_knob_id id, const nr_node *node,
                  const char *value);
+/* The same for a definition of the tables the space was built from (spaces built from
+ * explicit tables, knob_internal.h); NULL where def has no instance. */
+const char *nr_route_get_def(const nr_route *r, const nr_knob_def *def,
+                             const nr_node *node);
 
 /* A route expression: per instance, the bit set of allowed value indices. */
 typedef struct nr_route_expr {

@@ -3,58 +3,65 @@
  * either the heuristic (highest priority) or profiling (time each candidate alone,
  * as TensorRT's builder does) picks one.
  *
- * Which knobs restrict candidates, and on which tactic field, is the data table
- * `restricting` below: a kernel family adds a knob there and its values name tactic
- * ids, algorithm families or layouts. "auto" leaves the choice to selection. */
+ * Which knobs restrict candidates, and on which tactic field, is the `restricts` field
+ * of their own knob rows (knob.h): a kernel family marks a knob there and its values
+ * name tactic ids, algorithm families or layouts. "auto" leaves the choice to
+ * selection. */
 #include "backends/backend.h"
+#include "compiler/compiler_knobs.h"
+#include "compiler/knob_internal.h"
 #include "compiler/plan.h"
 #include "util/error.h"
 
 #include <assert.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
 const nr_knob_def nr_knobs_compile[] = {
+    [NR_KNOB_ROW(NR_KNOB_COMPILE_TACTIC_SELECTION)] =
     {"compile.tactic_selection", "heuristic|profile", "heuristic", NR_KNOB_GLOBAL,
      NR_KNOB_SLOW_BUILD, 0,
      "pick each node's tactic by priority rules, or by timing every candidate alone",
      NULL, NULL},
-    {0},
+    [NR_KNOB_ROW(NR_KNOB_COMPILE_END)] = {0},
 };
+NR_KNOB_TABLE_CHECK(nr_knobs_compile, NR_KNOB_COMPILE_END);
 
-typedef enum { MATCH_ID, MATCH_ALGO, MATCH_LAYOUT, MATCH_SOURCE } match_field;
+/* ---- restricting knobs -------------------------------------------------------- */
 
-enum {
-  R_GLOBAL = 1u << 0, /* a global knob (else per node) */
-  R_INT8 = 1u << 1,   /* restricts only nodes the route puts in int8 */
-};
-
-static const struct {
-  const char *knob;
-  match_field field;
-  unsigned flags;
-} restricting[] = {
-    {"precision.int8_source", MATCH_SOURCE, R_GLOBAL | R_INT8},
-    {"gemm.tactic", MATCH_ID},
-    {"conv.algo", MATCH_ALGO},
-    {"conv.layout", MATCH_LAYOUT},
-    {"eltwise.tactic", MATCH_ALGO},
-    {"pool.tactic", MATCH_ALGO},
-    {"attention.tactic", MATCH_ALGO},
-    {"cuda.gemm.tactic", MATCH_ALGO},
-    {"cuda.conv.layout", MATCH_LAYOUT},
-    {"cuda.conv.tactic", MATCH_ALGO},
-};
-
-static bool field_matches(const nr_tactic *t, match_field f, const char *v) {
-  switch (f) {
-  case MATCH_ID: return !strcmp(t->id, v);
-  case MATCH_ALGO: return t->algo && !strcmp(t->algo, v);
-  case MATCH_LAYOUT: return !strcmp(nr_layout_name(t->layout), v);
-  case MATCH_SOURCE: return t->source && !strcmp(t->source, v);
+bool nr_knob_allows(const nr_knob_def *def, const char *value, const nr_tactic *t) {
+  if (!def || !value || !strcmp(value, "auto"))
+    return true;
+  switch (def->restricts) {
+  case NR_RESTRICTS_NONE: return true;
+  case NR_RESTRICTS_ID: return !strcmp(t->id, value);
+  case NR_RESTRICTS_ALGO: return t->algo && !strcmp(t->algo, value);
+  case NR_RESTRICTS_LAYOUT: return !strcmp(nr_layout_name(t->layout), value);
+  case NR_RESTRICTS_INT8_SOURCE: return t->source && !strcmp(t->source, value);
+  case NR_RESTRICTS_PRECISION: return !strcmp(nr_precision_name(t->precision), value);
   }
   return false;
+}
+
+uint64_t nr_knob_allowing(const nr_knob_def *def, const nr_tactic *t) {
+  uint64_t bits = 0;
+  const char *s;
+  size_t len;
+  for (int i = 0; def && nr_knob_value_at(def->values, i, &s, &len); i++) {
+    char v[64];
+    snprintf(v, sizeof v, "%.*s", (int)len, s);
+    if (strcmp(v, "auto") && nr_knob_allows(def, v, t))
+      bits |= 1ull << i;
+  }
+  return bits;
+}
+
+bool nr_route_pins(const nr_route *r, nr_knob_id id, const nr_node *n, const nr_tactic *t) {
+  const nr_knob_def *d = nr_knob_def_of(id);
+  const char *v = d ? nr_route_get(r, id, d->scope == NR_KNOB_GLOBAL ? NULL : n) : NULL;
+  return v && strcmp(v, "auto") && nr_knob_allows(d, v, t);
 }
 
 static bool op_matches(const nr_tactic *t, const nr_node *n) {
@@ -93,17 +100,22 @@ static void collect(const nr_tactic *t, void *user) {
  * and counted in plan->ignored_knobs rather than failing the build: every route the
  * knob space admits must build. */
 static void restrict_by_knobs(const nr_tactic_ctx *c, cand_list *l, int *ignored) {
-  for (size_t k = 0; k < sizeof restricting / sizeof restricting[0]; k++) {
-    unsigned f = restricting[k].flags;
-    if ((f & R_INT8) && nr_route_precision(c->route, c->node) != NR_PREC_INT8)
+  const nr_knob_def *knobs[NR_KNOB_MAX_RESTRICTING];
+  int nk = nr_knob_restricting(knobs, NR_KNOB_MAX_RESTRICTING);
+  for (int k = 0; k < nk && k < NR_KNOB_MAX_RESTRICTING; k++) {
+    const nr_knob_def *d = knobs[k];
+    if (d->restricts == NR_RESTRICTS_PRECISION) /* collect() matched it already */
       continue;
-    const char *v = nr_route_get(c->route, restricting[k].knob, f & R_GLOBAL ? NULL : c->node);
+    if (d->restricts == NR_RESTRICTS_INT8_SOURCE &&
+        nr_route_precision(c->route, c->node) != NR_PREC_INT8)
+      continue;
+    const char *v = nr_route_get_def(c->route, d, d->scope == NR_KNOB_GLOBAL ? NULL : c->node);
     if (!v || !strcmp(v, "auto"))
       continue;
     int w = 0;
     const nr_tactic *kept[MAX_CANDIDATES];
     for (int i = 0; i < l->n; i++)
-      if (field_matches(l->t[i], restricting[k].field, v))
+      if (nr_knob_allows(d, v, l->t[i]))
         kept[w++] = l->t[i];
     if (!w) {
       (*ignored)++;
@@ -244,7 +256,7 @@ static nr_status select_step(nr_compile_ctx *cc, int k, bool profile) {
 }
 
 static nr_status run_select(nr_compile_ctx *c) {
-  bool profile = nr_route_is(c->route, "compile.tactic_selection", NULL, "profile");
+  bool profile = nr_route_is(c->route, NR_KNOB_COMPILE_TACTIC_SELECTION, NULL, "profile");
   for (int k = 0; k < c->plan->n_steps; k++) {
     nr_status s = select_step(c, k, profile);
     if (s)

@@ -15,6 +15,7 @@
  * caller's inputs are never written. Once-per-run faults (delay, crash, hang, oom)
  * sit on the first of these steps only. */
 #include "compiler/plan.h"
+#include "passes/pass_knobs.h"
 #include "util/error.h"
 
 #include <errno.h>
@@ -165,9 +166,9 @@ const nr_tactic nr_tactics_fault[] = {
 /* ---- build time ----------------------------------------------------------------- */
 
 static nr_status read_knobs(const nr_route *r, fault_params *fp, nr_error *err) {
-  const char *kind = r ? nr_route_get(r, "test.fault", NULL) : NULL;
-  const char *perturb = r ? nr_route_get(r, "test.perturb", NULL) : NULL;
-  const char *delay = r ? nr_route_get(r, "test.delay_ms", NULL) : NULL;
+  const char *kind = r ? nr_route_get(r, NR_KNOB_TEST_FAULT, NULL) : NULL;
+  const char *perturb = r ? nr_route_get(r, NR_KNOB_TEST_PERTURB, NULL) : NULL;
+  const char *delay = r ? nr_route_get(r, NR_KNOB_TEST_DELAY_MS, NULL) : NULL;
   memset(fp, 0, sizeof *fp);
   for (int k = 0; kind && k < (int)(sizeof fault_names / sizeof *fault_names); k++)
     if (!strcmp(kind, fault_names[k]))
@@ -265,17 +266,21 @@ const nr_pass nr_pass_fault = {"fault", run_fault};
  * slow, so tuner tests get a deterministic landscape in which -test.delay_ms=0 is a
  * clear, real winner. */
 const nr_knob_def nr_knobs_fault[] = {
+    [NR_KNOB_ROW(NR_KNOB_TEST_FAULT)] =
     {"test.fault", "none|build_error|crash|hang|nan|inf|oom", "none", NR_KNOB_GLOBAL,
      NR_KNOB_TEST, 0,
      "inject a fault: fail the build, or at run time SIGSEGV, hang, NaN/Inf in output "
      "element 0, or exhaust RLIMIT_AS",
      NULL, NULL},
+    [NR_KNOB_ROW(NR_KNOB_TEST_PERTURB)] =
     {"test.perturb", "0|1e-6|1e-4|1e-2|1e-1|1", "0", NR_KNOB_GLOBAL,
      NR_KNOB_TEST | NR_KNOB_ACCURACY, 1,
      "multiply every float output by 1 + p (a relative L2 error of exactly p)", NULL,
      NULL},
+    [NR_KNOB_ROW(NR_KNOB_TEST_DELAY_MS)] =
     {"test.delay_ms", "0|1|2|5|10|20", "5", NR_KNOB_GLOBAL, NR_KNOB_TEST, 0,
      "sleep this many milliseconds per inference (the default 5 makes 0 the winner)",
      NULL, NULL},
-    {0},
+    [NR_KNOB_ROW(NR_KNOB_FAULT_END)] = {0},
 };
+NR_KNOB_TABLE_CHECK(nr_knobs_fault, NR_KNOB_FAULT_END);

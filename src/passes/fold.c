@@ -7,6 +7,7 @@
  * rest is folded too. It is listed only for graphs that still hold a foldable node,
  * which a prepared graph usually does not: then there is nothing to decide. */
 #include "ir/op.h"
+#include "passes/pass_knobs.h"
 #include "passes/pass_util.h"
 
 static bool has_subgraph(const nr_node *n) {
@@ -34,7 +35,7 @@ static bool fold_applies(const nr_graph *g, const nr_node *n) {
 }
 
 static nr_status run_fold(nr_compile_ctx *c) {
-  if (!nr_route_is(c->route, "fold.constants", NULL, "all"))
+  if (!nr_route_is(c->route, NR_KNOB_FOLD_CONSTANTS, NULL, "all"))
     return NR_OK;
   nr_status st = nr_graph_fold_constants(c->graph, c->err);
   return st ? st : nr_pu_finish(c->graph, c->err);
@@ -43,8 +44,10 @@ static nr_status run_fold(nr_compile_ctx *c) {
 const nr_pass nr_pass_fold = {"fold", run_fold};
 
 const nr_knob_def nr_knobs_fold[] = {
+    [NR_KNOB_ROW(NR_KNOB_FOLD_CONSTANTS)] =
     {"fold.constants", "all|none", "all", NR_KNOB_GLOBAL, 0, 0,
      "evaluate nodes whose inputs are all constants at build time (none: at run time)",
      fold_applies, NULL},
-    {0},
+    [NR_KNOB_ROW(NR_KNOB_FOLD_END)] = {0},
 };
+NR_KNOB_TABLE_CHECK(nr_knobs_fold, NR_KNOB_FOLD_END);

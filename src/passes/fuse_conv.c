@@ -15,6 +15,7 @@
  * from both cores' caches). */
 #include "kernels/ref/fused.h"
 #include "kernels/ref/ref_util.h"
+#include "passes/pass_knobs.h"
 #include "passes/pass_util.h"
 #include "util/error.h"
 
@@ -264,8 +265,8 @@ static nr_status rewrite(nr_graph *g, const fuse_match *m, bool *dead, nr_error 
 }
 
 static fuse_mode route_mode(const nr_route *r, const nr_node *n) {
-  const char *v = nr_route_get(r, nr_pu_is_op(n, "Conv") ? "fuse.conv_act" : "fuse.gemm_act",
-                               n);
+  const char *v =
+      nr_route_get(r, nr_pu_is_op(n, "Conv") ? NR_KNOB_FUSE_CONV_ACT : NR_KNOB_FUSE_GEMM_ACT, n);
   if (!v || !strcmp(v, "none"))
     return MODE_NONE;
   return !strcmp(v, "bias_act") ? MODE_BIAS_ACT : MODE_RESIDUAL;
@@ -478,7 +479,7 @@ static nr_status run_fuse_bn(nr_compile_ctx *c) {
   bool changed = false;
   for (int k = 0; !st && k < g->n_nodes; k++) {
     int p = bn_fold_target(g, readers, &g->nodes[k]);
-    if (p < 0 || dead[p] || !nr_route_is(c->route, "fuse.bn", &g->nodes[k], "on"))
+    if (p < 0 || dead[p] || !nr_route_is(c->route, NR_KNOB_FUSE_BN, &g->nodes[k], "on"))
       continue;
     int64_t ch = g->tensors[g->nodes[k].inputs[0]].value.dims[1];
     free(scale);
@@ -587,17 +588,21 @@ bool nr_fuse_act_absorbs(const nr_graph *g, const nr_node *n) {
 }
 
 const nr_knob_def nr_knobs_fuse[] = {
+    [NR_KNOB_ROW(NR_KNOB_FUSE_BN)] =
     {"fuse.bn", "on|off", "on", NR_KNOB_NODE, 0, 0,
      "fold this BatchNormalization into the Conv/Gemm/MatMul weights before it",
      bn_applies, NULL},
+    [NR_KNOB_ROW(NR_KNOB_FUSE_CONV_ACT)] =
     {"fuse.conv_act", "none|bias_act|bias_act_residual", "bias_act_residual", NR_KNOB_NODE,
      0, 0,
      "fuse this Conv with the constant bias Add, residual Add and activation after it",
      conv_act_applies, act_valid},
+    [NR_KNOB_ROW(NR_KNOB_FUSE_GEMM_ACT)] =
     {"fuse.gemm_act", "none|bias_act|bias_act_residual", "bias_act_residual", NR_KNOB_NODE,
      0, 0,
      "fuse this Gemm/MatMul (constant B) with the bias Add, residual Add and activation "
      "after it",
      gemm_act_applies, act_valid},
-    {0},
+    [NR_KNOB_ROW(NR_KNOB_FUSE_END)] = {0},
 };
+NR_KNOB_TABLE_CHECK(nr_knobs_fuse, NR_KNOB_FUSE_END);

@@ -12,6 +12,7 @@
  * pass meets under the default route. */
 #include "kernels/ref/fused.h"
 #include "kernels/cpu/norm/fate.h"
+#include "passes/pass_knobs.h"
 #include "passes/pass_util.h"
 #include "util/error.h"
 
@@ -242,10 +243,10 @@ static nr_status visit(nr_compile_ctx *c, const chain_ctx *cc, int k, bool *dead
                        bool *changed) {
   int nodes[CHAIN_MAX_STEPS];
   int n = chain_from(cc, k, nodes), first = 0;
-  while (first < n && !nr_route_get(c->route, "eltwise.fuse", &c->graph->nodes[nodes[first]]))
+  while (first < n && !nr_route_get(c->route, NR_KNOB_ELTWISE_FUSE, &c->graph->nodes[nodes[first]]))
     first++;
   if (n - first < 2 ||
-      !nr_route_is(c->route, "eltwise.fuse", &c->graph->nodes[nodes[first]], "on"))
+      !nr_route_is(c->route, NR_KNOB_ELTWISE_FUSE, &c->graph->nodes[nodes[first]], "on"))
     return NR_OK;
   const nr_graph *g = c->graph;
   int run = first ? g->nodes[nodes[first - 1]].outputs[0] : g->nodes[nodes[0]].inputs[0];
@@ -290,8 +291,10 @@ static bool eltwise_applies(const nr_graph *g, const nr_node *n) {
 }
 
 const nr_knob_def nr_knobs_eltwise_fuse[] = {
+    [NR_KNOB_ROW(NR_KNOB_ELTWISE_FUSE)] =
     {"eltwise.fuse", "off|on", "on", NR_KNOB_NODE, 0, 0,
      "evaluate the elementwise chain starting at this node as one EltwiseChain loop",
      eltwise_applies, NULL},
-    {0},
+    [NR_KNOB_ROW(NR_KNOB_ELTWISE_FUSE_END)] = {0},
 };
+NR_KNOB_TABLE_CHECK(nr_knobs_eltwise_fuse, NR_KNOB_ELTWISE_FUSE_END);

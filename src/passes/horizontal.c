@@ -13,6 +13,7 @@
  * only where padding merges more, so every listed value builds a different graph.
  * Biases (Conv B, Gemm C, or a constant Add behind a MatMul) are concatenated too,
  * with zeros for members that have none. */
+#include "passes/pass_knobs.h"
 #include "passes/pass_util.h"
 #include "util/error.h"
 
@@ -333,13 +334,15 @@ static uint64_t valid_fuse(const nr_graph *g, const nr_node *n) {
 }
 
 const nr_knob_def nr_knobs_horizontal[] = {
+    [NR_KNOB_ROW(NR_KNOB_HORIZONTAL_FUSE)] =
     {"horizontal.fuse", "off|on|on_pad", "on", NR_KNOB_NODE, 0, 0,
      "merge Conv/MatMul/Gemm nodes that read this node's input into one node and a "
      "Split: on = those with identical attributes, on_pad = also convs whose smaller "
      "kernels are zero-padded to the largest",
      applies_fuse, valid_fuse},
-    {0},
+    [NR_KNOB_ROW(NR_KNOB_HORIZONTAL_END)] = {0},
 };
+NR_KNOB_TABLE_CHECK(nr_knobs_horizontal, NR_KNOB_HORIZONTAL_END);
 
 /* ---- weights -------------------------------------------------------------------- */
 
@@ -559,7 +562,7 @@ static nr_status merge_at(nr_compile_ctx *c, int k, bool *mark) {
   hz_group groups[HZ_MAX];
   if (g->nodes[k].n_inputs < 1 || !analyze(g, g->nodes[k].inputs[0], &h) || h.anchor != k)
     return NR_OK;
-  const char *v = nr_route_get(c->route, "horizontal.fuse", &g->nodes[k]);
+  const char *v = nr_route_get(c->route, NR_KNOB_HORIZONTAL_FUSE, &g->nodes[k]);
   if (v && !strcmp(v, "off"))
     return NR_OK;
   int n = groups_for(&h, v && !strcmp(v, "on_pad") && h.has_pad, groups);

@@ -32,6 +32,7 @@
 #include "compiler/knob.h"
 #include "compiler/plan.h"
 #include "compiler/quant.h"
+#include "passes/pass_knobs.h"
 #include "passes/pass_util.h"
 #include "util/error.h"
 
@@ -76,12 +77,14 @@ static uint64_t chain_valid(const nr_graph *g, const nr_node *unused) {
 }
 
 const nr_knob_def nr_knobs_int8_chain[] = {
+    [NR_KNOB_ROW(NR_KNOB_QUANT_CHAIN)] =
     {"quant.chain", "off|on", "on", NR_KNOB_GLOBAL, 0, 0.0,
      "uint8 tensors between consecutive int8 layers: the producer requantizes, the "
      "readers do not quantize again (off: fp32 between every step)",
      NULL, chain_valid, 0, "-precision@*=int8"},
-    {0},
+    [NR_KNOB_ROW(NR_KNOB_INT8_CHAIN_END)] = {0},
 };
+NR_KNOB_TABLE_CHECK(nr_knobs_int8_chain, NR_KNOB_INT8_CHAIN_END);
 
 static bool graph_output(const nr_plan *p, int s) {
   for (int i = 0; i < p->n_outputs; i++)
@@ -185,7 +188,7 @@ static void try_slot(const nr_compile_ctx *cc, int s) {
 
 static nr_status run_chain(nr_compile_ctx *cc) {
   nr_plan *p = cc->plan;
-  if (p->device != NR_DEVICE_CPU || nr_route_is(cc->route, "quant.chain", NULL, "off"))
+  if (p->device != NR_DEVICE_CPU || nr_route_is(cc->route, NR_KNOB_QUANT_CHAIN, NULL, "off"))
     return NR_OK;
   for (int s = 0; s < p->n_slots; s++)
     try_slot(cc, s);

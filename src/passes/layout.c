@@ -22,6 +22,7 @@
 #include "backends/backend.h"
 #include "compiler/plan.h"
 #include "kernels/cpu/conv/conv_internal.h"
+#include "passes/pass_knobs.h"
 #include "util/error.h"
 
 #include <stdio.h>
@@ -47,11 +48,13 @@ static bool propagate_applies(const nr_graph *g, const nr_node *unused) {
 }
 
 const nr_knob_def nr_knobs_layout[] = {
+    [NR_KNOB_ROW(NR_KNOB_LAYOUT_PROPAGATE)] =
     {"layout.propagate", "on|off", "on", NR_KNOB_GLOBAL, NR_KNOB_LAYOUT, 0.0,
      "layout-agnostic steps keep their input's blocked layout (off: run them PLAIN)",
      propagate_applies, NULL},
-    {0},
+    [NR_KNOB_ROW(NR_KNOB_LAYOUT_END)] = {0},
 };
+NR_KNOB_TABLE_CHECK(nr_knobs_layout, NR_KNOB_LAYOUT_END);
 
 #define N_LAYOUTS 3
 
@@ -196,7 +199,7 @@ static nr_layout step_layout(const layout_ctx *c, const nr_step *st) {
 /* The same rules, before the pass: the producer's tactic decides; an ANY producer
  * passes on where its input 0 comes from. */
 nr_layout nr_layout_predict(const nr_plan *p, const nr_route *r, int s, int before) {
-  bool propagate = !r || !nr_route_is(r, "layout.propagate", NULL, "off");
+  bool propagate = !r || !nr_route_is(r, NR_KNOB_LAYOUT_PROPAGATE, NULL, "off");
   for (int k = before - 1; s >= 0 && k >= 0; k--) {
     const nr_step *st = &p->steps[k];
     for (int o = 0; o < st->n_out; o++) {
@@ -219,7 +222,7 @@ nr_layout nr_layout_predict(const nr_plan *p, const nr_route *r, int s, int befo
 bool nr_step_input_arrives(const nr_tactic_ctx *c, int i, nr_layout l) {
   const nr_plan *p = c->plan;
   if (!p || !c->step || i >= c->step->n_in || c->step->in[i] < 0 ||
-      (c->route && nr_route_is(c->route, "layout.propagate", NULL, "off")))
+      (c->route && nr_route_is(c->route, NR_KNOB_LAYOUT_PROPAGATE, NULL, "off")))
     return false;
   for (int k = 0; k < p->n_steps; k++)
     if (&p->steps[k] == c->step)
@@ -274,7 +277,7 @@ static nr_status place_step(layout_ctx *c, const nr_step *orig) {
 static nr_status run_layout(nr_compile_ctx *cc) {
   nr_plan *p = cc->plan;
   layout_ctx c = {p, cc->err, NULL, NULL, 0, 0, true};
-  c.propagate = !cc->route || !nr_route_is(cc->route, "layout.propagate", NULL, "off");
+  c.propagate = !cc->route || !nr_route_is(cc->route, NR_KNOB_LAYOUT_PROPAGATE, NULL, "off");
   nr_status e = NR_OK;
   c.alt = malloc(sizeof *c.alt * (size_t)(p->n_slots + 1));
   if (!c.alt)

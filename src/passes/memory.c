@@ -39,6 +39,7 @@
 #include "compiler/plan.h"
 #include "kernels/cpu/norm/fate.h"
 #include "kernels/ref/fused.h"
+#include "passes/pass_knobs.h"
 #include "util/error.h"
 
 #include <assert.h>
@@ -504,10 +505,10 @@ nr_status nr_memory_plan(nr_plan *p, int strategy, bool inplace, nr_error *err) 
 }
 
 static nr_status run_memory(nr_compile_ctx *c) {
-  const char *how = c->route ? nr_route_get(c->route, "memory.plan", NULL) : NULL;
-  const char *inplace = c->route ? nr_route_get(c->route, "memory.inplace", NULL) : NULL;
-  const char *align = c->route ? nr_route_get(c->route, "memory.align", NULL) : NULL;
-  const char *views = c->route ? nr_route_get(c->route, "memory.views", NULL) : NULL;
+  const char *how = c->route ? nr_route_get(c->route, NR_KNOB_MEMORY_PLAN, NULL) : NULL;
+  const char *inplace = c->route ? nr_route_get(c->route, NR_KNOB_MEMORY_INPLACE, NULL) : NULL;
+  const char *align = c->route ? nr_route_get(c->route, NR_KNOB_MEMORY_ALIGN, NULL) : NULL;
+  const char *views = c->route ? nr_route_get(c->route, NR_KNOB_MEMORY_VIEWS, NULL) : NULL;
   mem_strategy s = MEM_GREEDY_SIZE;
   if (how && !strcmp(how, "naive"))
     s = MEM_NAIVE;
@@ -647,20 +648,25 @@ static bool views_apply(const nr_graph *g, const nr_node *unused) {
 }
 
 const nr_knob_def nr_knobs_memory[] = {
+    [NR_KNOB_ROW(NR_KNOB_MEMORY_PLAN)] =
     {"memory.plan", "naive|greedy_size|greedy_first_use", "greedy_size", NR_KNOB_GLOBAL,
      NR_KNOB_MEMORY, 0,
      "arena offsets: one region per tensor, or greedy reuse by size or by first use",
      NULL, plan_valid},
+    [NR_KNOB_ROW(NR_KNOB_MEMORY_INPLACE)] =
     {"memory.inplace", "off|on", "on", NR_KNOB_GLOBAL, NR_KNOB_MEMORY, 0,
      "let elementwise steps write their output over a dying input 0", inplace_applies,
      NULL},
+    [NR_KNOB_ROW(NR_KNOB_MEMORY_ALIGN)] =
     {"memory.align", "64|256|4096", "64", NR_KNOB_GLOBAL, NR_KNOB_MEMORY, 0,
      "alignment of every arena tensor's offset and size in bytes (4096: page-aligned "
      "offsets)",
      NULL, align_valid},
+    [NR_KNOB_ROW(NR_KNOB_MEMORY_VIEWS)] =
     {"memory.views", "off|on", "on", NR_KNOB_GLOBAL, NR_KNOB_MEMORY, 0,
      "place reshaped tensors, batch-1 Concat inputs and Split/Slice outputs inside the "
      "tensor they are a contiguous piece of, so those steps copy nothing",
      views_apply, NULL},
-    {0},
+    [NR_KNOB_ROW(NR_KNOB_MEMORY_END)] = {0},
 };
+NR_KNOB_TABLE_CHECK(nr_knobs_memory, NR_KNOB_MEMORY_END);

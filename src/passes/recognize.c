@@ -11,6 +11,7 @@
  * tensor (readers stay untouched) and the anchor node's name (per-node knobs keep
  * addressing it). All matches are found on the graph as it is, then applied, then
  * the swallowed nodes are removed in one compaction. */
+#include "passes/pass_knobs.h"
 #include "passes/pass_util.h"
 #include "util/error.h"
 
@@ -550,24 +551,29 @@ static bool applies_attention_heads(const nr_graph *g, const nr_node *n) {
 }
 
 const nr_knob_def nr_knobs_recognize[] = {
+    [NR_KNOB_ROW(NR_KNOB_RECOGNIZE_LAYERNORM)] =
     {"recognize.layernorm", "on|off", "on", NR_KNOB_NODE, 0, 0,
      "replace a decomposed LayerNorm (anchored at its first ReduceMean) by one "
      "LayerNormalization",
      applies_layernorm, NULL},
+    [NR_KNOB_ROW(NR_KNOB_RECOGNIZE_GELU)] =
     {"recognize.gelu", "exact|tanh|off", "exact", NR_KNOB_NODE, NR_KNOB_ACCURACY, 1e-3,
      "replace a decomposed GELU (anchored at its Erf or Tanh) by one Gelu: exact keeps "
      "what the pattern computes, tanh approximates an erf GELU",
      applies_gelu, valid_gelu},
+    [NR_KNOB_ROW(NR_KNOB_RECOGNIZE_ATTENTION)] =
     {"recognize.attention", "on|off", "on", NR_KNOB_NODE, 0, 0,
      "replace MatMul-scale-[mask]-Softmax-MatMul (anchored at the Softmax) by one "
      "Attention",
      applies_attention, NULL},
+    [NR_KNOB_ROW(NR_KNOB_RECOGNIZE_ATTENTION_HEADS)] =
     {"recognize.attention_heads", "fold|keep", "fold", NR_KNOB_NODE, 0, 0,
      "fold the Reshape+Transposes that split Q, K, V into heads and merge Y back into a "
      "3-D Attention (read in place), or keep them as steps of their own",
      applies_attention_heads, NULL},
-    {0},
+    [NR_KNOB_ROW(NR_KNOB_RECOGNIZE_END)] = {0},
 };
+NR_KNOB_TABLE_CHECK(nr_knobs_recognize, NR_KNOB_RECOGNIZE_END);
 
 /* ---- rewriting ------------------------------------------------------------------ */
 
@@ -690,7 +696,7 @@ static nr_status rewrite_attention(nr_graph *g, rz_match *m, nr_error *err) {
 
 /* ---- the pass ------------------------------------------------------------------- */
 
-static const char *knob_value(const nr_compile_ctx *c, const char *knob, const nr_node *n,
+static const char *knob_value(const nr_compile_ctx *c, nr_knob_id knob, const nr_node *n,
                               const char *dflt) {
   const char *v = nr_route_get(c->route, knob, n);
   return v ? v : dflt;
@@ -701,17 +707,17 @@ static bool wanted(const nr_compile_ctx *c, int k, rz_match *m, bool *tanh) {
   const nr_graph *g = c->graph;
   const nr_node *n = &g->nodes[k];
   if (match_layernorm(g, k, m))
-    return strcmp(knob_value(c, "recognize.layernorm", n, "on"), "off") != 0;
+    return strcmp(knob_value(c, NR_KNOB_RECOGNIZE_LAYERNORM, n, "on"), "off") != 0;
   if (match_attention(g, k, m)) {
-    if (!strcmp(knob_value(c, "recognize.attention", n, "on"), "off"))
+    if (!strcmp(knob_value(c, NR_KNOB_RECOGNIZE_ATTENTION, n, "on"), "off"))
       return false;
     m->fold = match_heads(g, m) &&
-              strcmp(knob_value(c, "recognize.attention_heads", n, "fold"), "keep") != 0;
+              strcmp(knob_value(c, NR_KNOB_RECOGNIZE_ATTENTION_HEADS, n, "fold"), "keep") != 0;
     return true;
   }
   if (!match_gelu(g, k, m))
     return false;
-  const char *v = knob_value(c, "recognize.gelu", n, "exact");
+  const char *v = knob_value(c, NR_KNOB_RECOGNIZE_GELU, n, "exact");
   *tanh = m->tanh_form || !strcmp(v, "tanh");
   return strcmp(v, "off") != 0;
 }

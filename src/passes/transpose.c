@@ -9,6 +9,7 @@
  * readers are pointed at the pair's input, a merged Transpose reads the first one's
  * input, and a Transpose left without readers is dropped. */
 #include "kernels/ref/fused.h"
+#include "passes/pass_knobs.h"
 #include "passes/pass_util.h"
 #include "util/error.h"
 
@@ -182,7 +183,7 @@ static nr_status drop_unread(nr_graph *g, bool *dead) {
 }
 
 static nr_status run_transpose(nr_compile_ctx *c) {
-  if (!nr_route_is(c->route, "transpose.elim", NULL, "on"))
+  if (!nr_route_is(c->route, NR_KNOB_TRANSPOSE_ELIM, NULL, "on"))
     return NR_OK;
   nr_status st = NR_OK;
   for (bool changed = true; changed && !st;) {
@@ -214,8 +215,10 @@ static bool transpose_applies(const nr_graph *g, const nr_node *n) {
 }
 
 const nr_knob_def nr_knobs_transpose[] = {
+    [NR_KNOB_ROW(NR_KNOB_TRANSPOSE_ELIM)] =
     {"transpose.elim", "off|on", "on", NR_KNOB_GLOBAL, 0, 0,
      "cancel and merge Transposes; fold 2-D MatMul operand transposes into FusedGemm",
      transpose_applies, NULL},
-    {0},
+    [NR_KNOB_ROW(NR_KNOB_TRANSPOSE_END)] = {0},
 };
+NR_KNOB_TABLE_CHECK(nr_knobs_transpose, NR_KNOB_TRANSPOSE_END);

@@ -10,6 +10,7 @@
  * Only the few best feasible candidates keep their engine file (in a folder beside
  * the database); the measurement stages re-time those files in fresh processes. */
 #include "backends/backend.h"
+#include "compiler/compiler_knobs.h"
 #include "compiler/quant.h"
 #include "engine/engine.h"
 #include "runtime/model_internal.h"
@@ -127,7 +128,7 @@ static nr_status setup_pairs(tune_session *s, nr_error *err) {
 static nr_status setup_calibration(tune_session *s, nr_error *err) {
   bool precision = false;
   for (int i = 0; i < s->space.knobs.n; i++)
-    precision |= !strcmp(s->space.knobs.inst[i].def->name, "precision");
+    precision |= nr_knob_id_of(s->space.knobs.inst[i].def) == NR_KNOB_PREC;
   if (!precision)
     return NR_OK;
   nr_status st = s->o->calibration

@@ -6,6 +6,7 @@
 
 #include "compiler/knob_internal.h"
 #include "compiler/route.h"
+#include "passes/pass_knobs.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -166,16 +167,23 @@ NR_TEST(route_get) {
   REQUIRE(setup(&f), "%s", f.err.message);
   REQUIRE(nr_route_parse(&f.r, "-rt.algo@conv1=im2col -rt.mode=off", &f.err) == NR_OK);
   const nr_node *conv1 = &f.g->nodes[0], *relu = &f.g->nodes[1], *dw = &f.g->nodes[2];
-  CHECK(nr_route_is(&f.r, "rt.mode", NULL, "off"));
-  CHECK(nr_route_is(&f.r, "rt.algo", conv1, "im2col"));
-  CHECK(nr_route_is(&f.r, "rt.algo", dw, "auto"));
-  CHECK(!nr_route_is(&f.r, "rt.algo", dw, "direct"));
-  CHECK(nr_route_get(&f.r, "rt.algo", relu) == NULL, "not applicable");
-  CHECK(nr_route_get(&f.r, "rt.algo", NULL) == NULL, "per-node knob has no global id");
-  CHECK(nr_route_get(&f.r, "rt.never", NULL) == NULL);
-  CHECK(nr_route_get(&f.r, "no.such", NULL) == NULL);
-  CHECK(nr_route_get(NULL, "rt.mode", NULL) == NULL);
-  CHECK(nr_route_is(&f.r, "rt.tile", &f.g->nodes[5], "1"), "%s", f.g->nodes[5].name);
+  const nr_knob_def *mode = &rt_tables_a[0], *algo = &rt_tables_a[1];
+  /* same name as rt.algo, but not a row of the space's tables */
+  static const nr_knob_def other = {"rt.algo", "auto|direct", "auto", NR_KNOB_NODE, 0, 0, "x"};
+  CHECK(!strcmp(nr_route_get_def(&f.r, mode, NULL), "off"));
+  CHECK(!strcmp(nr_route_get_def(&f.r, algo, conv1), "im2col"));
+  CHECK(!strcmp(nr_route_get_def(&f.r, algo, dw), "auto"));
+  CHECK(nr_route_get_def(&f.r, algo, relu) == NULL, "not applicable");
+  CHECK(nr_route_get_def(&f.r, algo, NULL) == NULL, "per-node knob has no global id");
+  CHECK(nr_route_get_def(&f.r, &rt_tables_b[2], NULL) == NULL, "rt.never");
+  CHECK(nr_route_get_def(&f.r, &other, conv1) == NULL, "a definition is its row");
+  CHECK(nr_route_get_def(&f.r, NULL, NULL) == NULL);
+  CHECK(nr_route_get_def(NULL, mode, NULL) == NULL);
+  CHECK(!strcmp(nr_route_get_def(&f.r, &rt_tables_b[0], &f.g->nodes[5]), "1"), "%s",
+        f.g->nodes[5].name);
+  /* a real knob id has no instance in a space of local tables */
+  CHECK(nr_route_get(&f.r, NR_KNOB_FOLD_CONSTANTS, NULL) == NULL);
+  CHECK(nr_route_get(&f.r, -1, NULL) == NULL && !nr_route_is(&f.r, -1, NULL, "off"));
   teardown(&f);
 }
 
@@ -311,7 +319,8 @@ NR_TEST(route_lookup_scales) {
   int bad = 0;
   for (int i = 0; i < g->n_nodes; i++) {
     const char *want = i == 3999 ? "4" : i == 2 ? "direct" : i % 2 ? "1" : "auto";
-    bad += !nr_route_is(&r, i % 2 ? "rt.tile" : "rt.algo", &g->nodes[i], want);
+    const char *v = nr_route_get_def(&r, i % 2 ? &rt_tables_b[0] : &rt_tables_a[1], &g->nodes[i]);
+    bad += !v || strcmp(v, want);
   }
   CHECK(bad == 0, "%d lookups wrong", bad);
   nr_route_free(&r);

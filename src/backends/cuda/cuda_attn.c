@@ -24,6 +24,7 @@
  * (cuda_half.c) moves an attention step onto it when Q, K or V arrive in fp16, and Q,
  * K, V and Y are then fp16 or fp32 each, as their slots say. */
 #include "backends/cuda/cuda_internal.h"
+#include "backends/cuda/cuda_knobs.h"
 
 #include <math.h>
 #include <string.h>
@@ -147,7 +148,7 @@ static nr_status attn_prepare(const nr_tactic_ctx *c, nr_plan *plan, nr_step *st
   (void)plan;
   if (!supports_prec(c, step->tactic->precision == NR_PREC_FP16))
     return nr_errorf(c->err, NR_ERR_INTERNAL, "node no longer supported");
-  const char *v = nr_route_get(c->route, "cuda.attention.fp32", NULL);
+  const char *v = nr_route_get(c->route, NR_KNOB_CUDA_ATTENTION_FP32, NULL);
   step->params[0] = v && !strcmp(v, "rowwise") ? F32_ROWWISE
                     : v && !strcmp(v, "tiled") ? F32_TILED
                                                : F32_AUTO;

@@ -19,6 +19,8 @@
  * residual) in half precision too (its half-config bias is fp16, packed after the
  * weights), and a call cuDNN refuses falls back to convolution + epilogue. */
 #include "backends/cuda/cuda_internal.h"
+#include "backends/cuda/cuda_knobs.h"
+#include "compiler/compiler_knobs.h"
 #include "kernels/ref/conv_util.h"
 
 #include <stdlib.h>
@@ -185,7 +187,7 @@ static cudnnStatus_t describe(const conv_params *p, nr_precision prec, nr_layout
 /* ---- build time: the algorithm ------------------------------------------------------------ */
 
 static int knob_algo(const nr_tactic_ctx *c) {
-  const char *v = nr_route_get(c->route, "cuda.conv.algo", c->node);
+  const char *v = nr_route_get(c->route, NR_KNOB_CUDA_CONV_ALGO, c->node);
   for (int i = 0; v && i < (int)(sizeof algo_names / sizeof algo_names[0]); i++)
     if (!strcmp(v, algo_names[i]))
       return i;
@@ -231,7 +233,7 @@ static nr_status choose_algo(const nr_tactic_ctx *c, nr_plan *plan, conv_params 
     return nr_errorf(c->err, NR_ERR_NOMEM, "out of memory");
   nr_status st = nr_cudnn_check(describe(p, prec, l, d), c->err, "cuDNN descriptors");
   uint64_t limit = nr_cuda_workspace_limit(c);
-  bool profile = nr_route_is(c->route, "compile.tactic_selection", NULL, "profile");
+  bool profile = nr_route_is(c->route, NR_KNOB_COMPILE_TACTIC_SELECTION, NULL, "profile");
   int want = knob_algo(c), algo = want;
   if (!st && (algo < 0 || algo_workspace(h, d, algo) > limit)) {
     plan->ignored_knobs += algo >= 0;

@@ -24,6 +24,7 @@
  * inputs and outputs (a residual whose dtype differs from the output's is added by
  * the GEMM's epilogue pass instead of being C). */
 #include "backends/cuda/cuda_internal.h"
+#include "backends/cuda/cuda_knobs.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -133,7 +134,8 @@ static bool merge(nr_compile_ctx *cc, int k) {
 
 static nr_status run_fuse(nr_compile_ctx *cc) {
   nr_plan *p = cc->plan;
-  if (p->device != NR_DEVICE_CUDA || nr_route_is(cc->route, "cuda.gemm.residual", NULL, "off"))
+  if (p->device != NR_DEVICE_CUDA ||
+      nr_route_is(cc->route, NR_KNOB_CUDA_GEMM_RESIDUAL, NULL, "off"))
     return NR_OK;
   for (int k = 0; k < p->n_steps; k++)
     merge(cc, k);

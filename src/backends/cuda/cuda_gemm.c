@@ -23,6 +23,7 @@
  * time); a residual whose dtype differs from the output's is added by the epilogue
  * pass instead of being cuBLAS's C. */
 #include "backends/cuda/cuda_internal.h"
+#include "backends/cuda/cuda_knobs.h"
 #include "passes/pass_util.h"
 
 #include <math.h>
@@ -260,7 +261,7 @@ static void pack_cmat(const nr_tactic_ctx *c, const gemm_params *p, float *dst) 
 }
 
 static int32_t knob_algo(const nr_tactic_ctx *c) {
-  const char *v = nr_route_get(c->route, "cuda.gemm.algo", c->node);
+  const char *v = nr_route_get(c->route, NR_KNOB_CUDA_GEMM_ALGO, c->node);
   return v ? (int32_t)strtol(v, NULL, 10) : 0;
 }
 
@@ -280,7 +281,7 @@ static nr_status gemm_prepare(const nr_tactic_ctx *c, nr_plan *plan, nr_step *st
     p.gelu_epi = prec == NR_PREC_FP16 && !res_apart(&p) &&
                  (p.act == NR_ACT_GELU_TANH ||
                   (p.act == NR_ACT_GELU &&
-                   !nr_route_is(c->route, "cuda.gemm.gelu", NULL, "exact")));
+                   !nr_route_is(c->route, NR_KNOB_CUDA_GEMM_GELU, NULL, "exact")));
     int n_algos = 0, want = knob_algo(c);
     nr_status st = lt_count(c, &p, work, &n_algos);
     if (st)

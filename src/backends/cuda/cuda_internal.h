@@ -88,8 +88,9 @@ cublasLtHandle_t nr_cuda_build_lt(nr_error *err);
 bool nr_cuda_build_handles(nr_cuda_ctx *c, nr_error *err);
 /* The workspace limit (cuda.workspace, MiB) of the route, in bytes. */
 uint64_t nr_cuda_workspace_limit(const nr_tactic_ctx *c);
-/* Whether token (e.g. "-cuda.graphs=off") is one of the canonical route's tokens. */
-bool nr_cuda_route_has(const char *route, const char *token);
+/* Whether the canonical route text holds the token -<knob id's name>=value (e.g.
+ * "-cuda.graphs=off"): how a context reads a global knob from a loaded engine. */
+bool nr_cuda_route_has(const char *route, nr_knob_id id, const char *value);
 
 /* ---- elementwise program helpers (cuda_eltwise.c) ------------------------------------ */
 

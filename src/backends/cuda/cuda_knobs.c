@@ -14,6 +14,7 @@
  * returns, is asked at build time on the GPU; a value it refuses falls back to the
  * library's heuristic and is counted as an ignored knob (like the select pass's
  * restrictions), so every route the space admits builds. */
+#include "backends/cuda/cuda_knobs.h"
 #include "compiler/knob.h"
 #include "kernels/cpu/norm/fate.h"
 #include "passes/pass_util.h"
@@ -162,53 +163,65 @@ static uint64_t conv_algo_valid(const nr_graph *g, const nr_node *n) {
 }
 
 const nr_knob_def nr_knobs_cuda[] = {
+    [NR_KNOB_ROW(NR_KNOB_CUDA_PRECISION)] =
     {"cuda.precision", "auto|fp32|tf32|fp16", "auto", NR_KNOB_NODE,
      NR_KNOB_ACCURACY | NR_KNOB_PRECISION, 0.0,
      "numeric precision of a Conv/Gemm/MatMul on the GPU (tf32: tensor cores on fp32 "
      "data; fp16: half operands, fp32 accumulation and output; auto: tf32 for "
      "convolutions, as cuDNN's default math, PyTorch and TensorRT run fp32 ones, and "
      "exact fp32 for Gemm/MatMul, as PyTorch does)",
-     precision_applies, NULL, CUDA},
+     precision_applies, NULL, CUDA, .restricts = NR_RESTRICTS_PRECISION},
+    [NR_KNOB_ROW(NR_KNOB_CUDA_GEMM_TACTIC)] =
     {"cuda.gemm.tactic", "auto|cublaslt|cublas", "auto", NR_KNOB_NODE, 0, 0.0,
      "library of a Gemm/MatMul on the GPU: cuBLASLt (bias and ReLU in its epilogue) or "
      "cuBLAS plus an epilogue kernel",
-     gemm_applies, NULL, CUDA},
+     gemm_applies, NULL, CUDA, .restricts = NR_RESTRICTS_ALGO},
+    [NR_KNOB_ROW(NR_KNOB_CUDA_GEMM_ALGO)] =
     {"cuda.gemm.algo", "0|1|2|3|4|5|6|7", "0", NR_KNOB_NODE, 0, 0.0,
      "which of the algorithms cuBLASLt's heuristic returns for the shape runs (index; "
      "past the list's end: the first)",
      gemm_applies, NULL, CUDA},
+    [NR_KNOB_ROW(NR_KNOB_CUDA_GEMM_RESIDUAL)] =
     {"cuda.gemm.residual", "on|off", "on", NR_KNOB_GLOBAL, 0, 0.0,
      "a product whose only reader is an Add of a same-shaped activation takes it as "
      "cuBLASLt's C matrix (or its epilogue pass's residual) and the Add's step goes",
      residual_applies, NULL, CUDA},
+    [NR_KNOB_ROW(NR_KNOB_CUDA_GEMM_GELU)] =
     {"cuda.gemm.gelu", "tanh_fp16|exact", "tanh_fp16", NR_KNOB_GLOBAL, NR_KNOB_ACCURACY, 1e-3,
      "an exact (erf) GELU fused into an fp16 cuBLASLt product runs in its GELU epilogue, "
      "which is the tanh form (tanh_fp16), or as an exact pass after it (exact)",
      gelu_applies, NULL, CUDA, "-cuda.precision@*=fp16"},
+    [NR_KNOB_ROW(NR_KNOB_CUDA_CONV_ALGO)] =
     {"cuda.conv.algo",
      "auto|implicit_gemm|implicit_precomp_gemm|gemm|fft|fft_tiling|winograd|winograd_nonfused",
      "auto", NR_KNOB_NODE, NR_KNOB_ACCURACY, 1e-4,
      "cuDNN convolution algorithm (auto: cuDNN's heuristic, or its timed search with "
      "compile.tactic_selection=profile)",
      conv_applies, conv_algo_valid, CUDA},
+    [NR_KNOB_ROW(NR_KNOB_CUDA_CONV_TACTIC)] =
     {"cuda.conv.tactic", "auto|cudnn|depthwise", "auto", NR_KNOB_NODE, 0, 0.0,
      "who runs a depthwise convolution on the GPU: cuDNN, or nnroute's depthwise kernel "
      "(bias and activation fused; restricting knob on the tactic's algo)",
-     dw_applies, NULL, CUDA},
+     dw_applies, NULL, CUDA, .restricts = NR_RESTRICTS_ALGO},
+    [NR_KNOB_ROW(NR_KNOB_CUDA_CONV_LAYOUT)] =
     {"cuda.conv.layout", "auto|plain|nhwc", "auto", NR_KNOB_NODE, NR_KNOB_LAYOUT, 0.0,
      "activation layout a convolution runs in on the GPU (the layout pass inserts "
      "reorders)",
-     conv_applies, NULL, CUDA},
+     conv_applies, NULL, CUDA, .restricts = NR_RESTRICTS_LAYOUT},
+    [NR_KNOB_ROW(NR_KNOB_CUDA_ATTENTION_FP32)] =
     {"cuda.attention.fp32", "auto|rowwise|tiled", "auto", NR_KNOB_GLOBAL, 0, 0.0,
      "kernel of an fp32 attention step on the GPU: rowwise (8 query rows a block), tiled "
      "(32 rows a block, register-tiled; head sizes 32/64/128, else rowwise) or auto "
      "(tiled where the head size allows)",
      attention_applies, NULL, CUDA},
+    [NR_KNOB_ROW(NR_KNOB_CUDA_GRAPHS)] =
     {"cuda.graphs", "on|off", "on", NR_KNOB_GLOBAL, 0, 0.0,
      "capture a context's steps into a CUDA graph on its second run and replay it",
      NULL, NULL, CUDA},
+    [NR_KNOB_ROW(NR_KNOB_CUDA_WORKSPACE)] =
     {"cuda.workspace", "16|64|256", "64", NR_KNOB_GLOBAL, 0, 0.0,
      "MiB of scratch a cuDNN or cuBLASLt step may use as workspace",
      any_product, NULL, CUDA},
-    {0},
+    [NR_KNOB_ROW(NR_KNOB_CUDA_END)] = {0},
 };
+NR_KNOB_TABLE_CHECK(nr_knobs_cuda, NR_KNOB_CUDA_END);

@@ -13,6 +13,7 @@
  * shared by every context of the engine. NNROUTE_CUDA_SYNC=1 waits after every step
  * and names the step whose kernels failed (no graphs then): for triage only. */
 #include "backends/cuda/cuda_internal.h"
+#include "backends/cuda/cuda_knobs.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -48,7 +49,9 @@ nr_status nr_cudnn_check(cudnnStatus_t s, nr_error *err, const char *what) {
 
 /* ---- route and knob helpers ------------------------------------------------------------ */
 
-bool nr_cuda_route_has(const char *route, const char *token) {
+bool nr_cuda_route_has(const char *route, nr_knob_id id, const char *value) {
+  char token[128];
+  snprintf(token, sizeof token, "-%s=%s", nr_knob_name(id), value);
   size_t n = strlen(token);
   for (const char *p = route ? strstr(route, token) : NULL; p; p = strstr(p + 1, token))
     if ((p == route || p[-1] == ' ') && (p[n] == '\0' || p[n] == ' '))
@@ -57,7 +60,7 @@ bool nr_cuda_route_has(const char *route, const char *token) {
 }
 
 uint64_t nr_cuda_workspace_limit(const nr_tactic_ctx *c) {
-  const char *v = nr_route_get(c->route, "cuda.workspace", NULL);
+  const char *v = nr_route_get(c->route, NR_KNOB_CUDA_WORKSPACE, NULL);
   return (uint64_t)(v ? strtoull(v, NULL, 10) : 64) << 20;
 }
 
@@ -343,7 +346,7 @@ static nr_status context_create(const nr_engine *e, void **state, nr_error *err)
   c->dev = e->device_state;
   c->last_ms = -1;
   const char *sync = getenv("NNROUTE_CUDA_SYNC");
-  c->use_graph = !nr_cuda_route_has(c->plan->route, "-cuda.graphs=off") &&
+  c->use_graph = !nr_cuda_route_has(c->plan->route, NR_KNOB_CUDA_GRAPHS, "off") &&
                  !(sync && !strcmp(sync, "1"));
   nr_status st = make_handles(c, err);
   if (!st)

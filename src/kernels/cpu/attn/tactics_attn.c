@@ -16,6 +16,9 @@
 #include "compiler/knob.h"
 #include "compiler/plan.h"
 #include "kernels/cpu/attn/attn.h"
+#include "kernels/cpu/attn/attn_knobs.h"
+#include "kernels/cpu/eltwise/eltwise_knobs.h"
+#include "passes/pass_knobs.h"
 #include "runtime/threadpool.h"
 #include "util/error.h"
 
@@ -190,7 +193,7 @@ static uint64_t work_bytes(const nr_attn_cfg *c, const attn_geom *g) {
 
 /* attention.kv_block: keys per block (0 = all). */
 static int32_t kv_block_of(const nr_tactic_ctx *c) {
-  const char *v = nr_route_get(c->route, "attention.kv_block", c->node);
+  const char *v = nr_route_get(c->route, NR_KNOB_ATTENTION_KV_BLOCK, c->node);
   return v && strcmp(v, "full") ? (int32_t)strtol(v, NULL, 10) : 0;
 }
 
@@ -208,7 +211,7 @@ static nr_status attn_prepare(const nr_tactic_ctx *c, nr_plan *plan, nr_step *st
   attn_params p = {
       .cfg = {.scale = sc ? sc->f : (float)(1.0 / sqrt((double)g.d)),
               .kv_block = kv_block_of(c),
-              .math = nr_route_is(c->route, "eltwise.math", NULL, "fast") ? NR_VMATH_FAST
+              .math = nr_route_is(c->route, NR_KNOB_ELTWISE_MATH, NULL, "fast") ? NR_VMATH_FAST
                                                                            : NR_VMATH_ACCURATE,
               .causal = nr_attr_int(c->node, "is_causal", 0) != 0,
               .mask = (uint8_t)g.mask},
@@ -342,7 +345,7 @@ static int64_t fused_keys(const nr_graph *g, const nr_node *n) {
       out[o] = tensor(g, n, o, true);
     return attn_geom_of(n, in, n->n_inputs, out, n->n_outputs, &geo) ? geo.t : 0;
   }
-  const nr_knob_def *rz = nr_knob_find("recognize.attention");
+  const nr_knob_def *rz = nr_knob_def_of(NR_KNOB_RECOGNIZE_ATTENTION);
   if (!rz || !rz->applies || !rz->applies(g, n) || !tensor(g, n, 0, false))
     return 0;
   const nr_value *sc = tensor(g, n, 0, false); /* the scores [B, H, S, T] */
@@ -369,12 +372,15 @@ static bool applies_kv_block(const nr_graph *g, const nr_node *n) {
 }
 
 const nr_knob_def nr_knobs_cpu_attn[] = {
+    [NR_KNOB_ROW(NR_KNOB_ATTENTION_TACTIC)] =
     {"attention.tactic", "auto|ref", "auto", NR_KNOB_NODE, 0, 0,
      "auto = the fused nr_f32_attention__{avx512,avx2,portable} tactics (algo \"fused\"), "
-     "ref = the reference tactic", applies_attn, NULL},
+     "ref = the reference tactic", applies_attn, NULL, .restricts = NR_RESTRICTS_ALGO},
+    [NR_KNOB_ROW(NR_KNOB_ATTENTION_KV_BLOCK)] =
     {"attention.kv_block", "full|64|256", "full", NR_KNOB_NODE, NR_KNOB_ACCURACY, 2e-6,
      "keys per block of the fused attention: full = one block (all scores of 6 query rows "
      "at once), 64/256 = online softmax over key blocks (flash attention; less memory "
      "for long sequences)", applies_kv_block, valid_kv_block},
-    {0},
+    [NR_KNOB_ROW(NR_KNOB_CPU_ATTN_END)] = {0},
 };
+NR_KNOB_TABLE_CHECK(nr_knobs_cpu_attn, NR_KNOB_CPU_ATTN_END);

@@ -13,6 +13,7 @@
  * every band is a convolution without vertical padding on a window of rows, and all
  * bands but the last are one primitive. */
 #include "kernels/cpu/conv/conv_internal.h"
+#include "kernels/cpu/conv/conv_knobs.h"
 #include "kernels/cpu/onednn_q/onednn_q.h"
 
 #include "util/error.h"
@@ -147,7 +148,7 @@ nr_status nr_conv_onednn_q_prepare(const nr_tactic_ctx *c, nr_plan *plan, nr_ste
   if (!nr_conv_parse(c, &p))
     return nr_errorf(c->err, NR_ERR_INTERNAL, "%s: %s cannot run it",
                      nr_node_describe(c->node, node, sizeof node), st->tactic->id);
-  if (nr_route_is(c->route, "conv.threads", c->node, "1"))
+  if (nr_route_is(c->route, NR_KNOB_CONV_THREADS, c->node, "1"))
     p.opts |= CONV_OPT_SERIAL, st->threads = 1;
   nr_qparams xq;
   nr_status s = nr_onednn_q_input_params(c, &xq);

@@ -8,6 +8,7 @@
  * node's tensors in a throwaway plan; a knob value is offered exactly when some
  * tactic of that algorithm (or layout) could run the node on this machine. */
 #include "kernels/cpu/conv/conv_internal.h"
+#include "kernels/cpu/conv/conv_knobs.h"
 #include "passes/pass_util.h"
 
 #include "kernels/ref/conv_util.h"
@@ -61,17 +62,34 @@ static bool wino_auto(const conv_p *p) {
          (int64_t)p->oh * p->ow >= 400 && nr_conv_w43_scratch(p, 1) <= (512u << 20);
 }
 
+extern const nr_tactic nr_tactics_conv[];
+static bool sup_im2col(const nr_tactic_ctx *c);
+static bool sup_igemm(const nr_tactic_ctx *c);
+static bool sup_sp(const nr_tactic_ctx *c);
+
+/* The tactics that step aside for Winograd F(4,3): PLAIN im2col, igemm and sp. */
+static bool steps_aside(const nr_tactic *t) {
+  return t->supports == sup_im2col || t->supports == sup_igemm || t->supports == sup_sp;
+}
+
+/* Whether the route pins conv.algo to a value that allows one of those tactics (the
+ * knob's row says which tactics a value allows): then none of them steps aside. */
+static bool pins_stepping_aside(const nr_tactic_ctx *c) {
+  for (const nr_tactic *t = nr_tactics_conv; t->id; t++)
+    if (steps_aside(t) && nr_route_pins(c->route, NR_KNOB_CONV_ALGO, c->node, t))
+      return true;
+  return false;
+}
+
 /* conv.winograd_from: auto (wino_auto), never, or a 3x3 stride-1 node with at least
  * that many input channels leaves PLAIN im2col, igemm and sp to Winograd F(4,3) (next
- * in priority). A pinned conv.algo=im2col, igemm or smallplane outranks it. */
+ * in priority). A conv.algo pinned to one of them outranks it. */
 static bool wino_preferred(const nr_tactic_ctx *c, const conv_p *p) {
-  const char *v = nr_route_get(c->route, "conv.winograd_from", c->node);
+  const char *v = nr_route_get(c->route, NR_KNOB_CONV_WINOGRAD_FROM, c->node);
   bool on = !v || !strcmp(v, "auto") ? wino_auto(p)
             : strcmp(v, "never")     ? is_wino(p) && p->c >= atoi(v)
                                      : false;
-  return on && !nr_route_is(c->route, "conv.algo", c->node, "im2col") &&
-         !nr_route_is(c->route, "conv.algo", c->node, "igemm") &&
-         !nr_route_is(c->route, "conv.algo", c->node, "smallplane");
+  return on && !pins_stepping_aside(c);
 }
 
 SUPPORTS(sup_any, true)
@@ -82,7 +100,8 @@ SUPPORTS(sup_nhwc_1x1, has_gemm() && is_1x1_s1(p))
 SUPPORTS(sup_dw, is_dw(p))
 /* conv.dw_kernel=avx2 leaves a depthwise node to nr_f32_conv_dw__avx2 where the AVX-512
  * kernel would run it (A/B runs on one binary, triage). */
-SUPPORTS(sup_dw512, is_dw(p) && !nr_route_is(c->route, "conv.dw_kernel", c->node, "avx2"))
+SUPPORTS(sup_dw512,
+         is_dw(p) && !nr_route_is(c->route, NR_KNOB_CONV_DW_KERNEL, c->node, "avx2"))
 SUPPORTS(sup_smallc, is_smallc(p))
 SUPPORTS(sup_nchw8c, p->group == 1)
 SUPPORTS(sup_wino, has_gemm() && is_wino(p))
@@ -123,11 +142,11 @@ SUPPORTS(sup_pw, is_pw(p))
  * step->threads, which every kernel passes to nr_parallel_for and nr_gemm. */
 uint8_t nr_conv_knob_opts(const nr_tactic_ctx *c) {
   uint8_t o = 0;
-  if (nr_route_is(c->route, "conv.prepack", c->node, "off"))
+  if (nr_route_is(c->route, NR_KNOB_CONV_PREPACK, c->node, "off"))
     o |= CONV_OPT_RAW_W;
-  if (nr_route_is(c->route, "conv.epilogue", c->node, "separate"))
+  if (nr_route_is(c->route, NR_KNOB_CONV_EPILOGUE, c->node, "separate"))
     o |= CONV_OPT_SPLIT_EPI;
-  if (nr_route_is(c->route, "conv.threads", c->node, "1"))
+  if (nr_route_is(c->route, NR_KNOB_CONV_THREADS, c->node, "1"))
     o |= CONV_OPT_SERIAL;
   return o;
 }
@@ -209,20 +228,20 @@ static int ukernel_index(const char *name) {
   return -1;
 }
 
-static int knob_int(const nr_tactic_ctx *c, const char *name, int dflt) {
-  const char *v = nr_route_get(c->route, name, c->node);
+static int knob_int(const nr_tactic_ctx *c, nr_knob_id id, int dflt) {
+  const char *v = nr_route_get(c->route, id, c->node);
   return v && strcmp(v, "auto") ? atoi(v) : dflt;
 }
 
 /* The default cfg for the product, then conv.ukernel and conv.gemm_{mc,kc,nc}. */
 static nr_gemm_cfg gemm_cfg(const nr_tactic_ctx *c, gemm_dims d) {
   nr_gemm_cfg cfg = nr_gemm_default_cfg(d.m, d.n, d.k);
-  int uk = ukernel_index(nr_route_get(c->route, "conv.ukernel", c->node));
+  int uk = ukernel_index(nr_route_get(c->route, NR_KNOB_CONV_UKERNEL, c->node));
   if (uk >= 0 && !(nr_gemm_ukernel_get(uk)->isa & ~nr_cpu_isa()))
     cfg.ukernel = (uint16_t)uk;
-  cfg.mc = (uint16_t)knob_int(c, "conv.gemm_mc", cfg.mc);
-  cfg.kc = (uint16_t)knob_int(c, "conv.gemm_kc", cfg.kc);
-  cfg.nc = (uint16_t)knob_int(c, "conv.gemm_nc", cfg.nc);
+  cfg.mc = (uint16_t)knob_int(c, NR_KNOB_CONV_GEMM_MC, cfg.mc);
+  cfg.kc = (uint16_t)knob_int(c, NR_KNOB_CONV_GEMM_KC, cfg.kc);
+  cfg.nc = (uint16_t)knob_int(c, NR_KNOB_CONV_GEMM_NC, cfg.nc);
   return cfg;
 }
 
@@ -375,7 +394,7 @@ static uint32_t pw_tile_auto(const conv_p *p) {
 }
 /* conv.pw_tile, or the cheapest. */
 static uint32_t pw_tile(const nr_tactic_ctx *c, const conv_p *p) {
-  const char *v = nr_route_get(c->route, "conv.pw_tile", c->node);
+  const char *v = nr_route_get(c->route, NR_KNOB_CONV_PW_TILE, c->node);
   for (uint32_t t = 0; v && t < NR_CONV_PW_TILES; t++)
     if (!strcmp(v, pw_tile_names[t]))
       return t;
@@ -419,7 +438,7 @@ static uint16_t pw_kc_for(const conv_p *p, int knob) {
   return (uint16_t)(kc < 1 ? 1 : kc);
 }
 static uint16_t pw_kc(const nr_tactic_ctx *c, const conv_p *p) {
-  return pw_kc_for(p, knob_int(c, "conv.pw_kc", 0));
+  return pw_kc_for(p, knob_int(c, NR_KNOB_CONV_PW_KC, 0));
 }
 
 /* B rows of whole vectors (NR_CONV_PW_ALIGNED): when the pixels are not a multiple of
@@ -447,7 +466,7 @@ static bool pw_panels_auto(const conv_p *p) {
 }
 /* conv.pw_order, or the default above. */
 static bool pw_panels(const nr_tactic_ctx *c, const conv_p *p) {
-  const char *v = nr_route_get(c->route, "conv.pw_order", c->node);
+  const char *v = nr_route_get(c->route, NR_KNOB_CONV_PW_ORDER, c->node);
   if (v && !strcmp(v, "panels"))
     return true;
   if (v && !strcmp(v, "tiles"))
@@ -586,15 +605,8 @@ bool nr_conv_parse_graph(const nr_graph *g, const nr_node *n, conv_p *p) {
   return nr_conv_parse(&c, p);
 }
 
-static const char *const algo_values[] = {"auto", "im2col", "gemm1x1", "direct",
-                                          "depthwise", "winograd23", "winograd43",
-                                          "onednn", "igemm", "pointwise", "smallplane"};
-#define N_ALGO_VALUES ((int)(sizeof algo_values / sizeof algo_values[0]))
-static const nr_layout layout_values[] = {NR_LAYOUT_ANY, NR_LAYOUT_PLAIN, NR_LAYOUT_NHWC,
-                                          NR_LAYOUT_NCHW8C};
-
-/* Bit 0 (auto) always; bit i when a tactic of the value supports n here. */
-static uint64_t conv_valid(const nr_graph *g, const nr_node *n, bool by_layout) {
+/* Bit 0 (auto) always; bit i when a tactic that value i allows supports n here. */
+static uint64_t conv_valid(const nr_graph *g, const nr_node *n, nr_knob_id knob) {
   fake_plan f;
   fake_build(g, n, &f);
   nr_tactic_ctx c = {&f.plan, n, &f.step, NULL, NULL};
@@ -602,10 +614,7 @@ static uint64_t conv_valid(const nr_graph *g, const nr_node *n, bool by_layout) 
   for (const nr_tactic *t = nr_tactics_conv; t->id; t++) {
     if ((t->isa & ~nr_cpu_isa()) || strcmp(t->op_type, n->op_type) || !t->supports(&c))
       continue;
-    int nv = by_layout ? 4 : N_ALGO_VALUES;
-    for (int i = 1; i < nv; i++)
-      if (by_layout ? t->layout == layout_values[i] : !strcmp(t->algo, algo_values[i]))
-        bits |= 1ull << i;
+    bits |= nr_knob_allowing(nr_knob_def_of(knob), t);
   }
   return bits;
 }
@@ -613,24 +622,18 @@ static const nr_tactic *default_tactic(const nr_graph *g, const nr_node *n, conv
 
 /* Restricting to the default tactic's own algorithm or layout keeps the default
  * tactic the best candidate, so that value builds what "auto" builds: drop it. */
-static uint64_t without_default(const nr_graph *g, const nr_node *n, bool by_layout,
+static uint64_t without_default(const nr_graph *g, const nr_node *n, nr_knob_id knob,
                                 uint64_t bits) {
   conv_p p;
   const nr_tactic *t = default_tactic(g, n, &p);
-  if (!t)
-    return bits;
-  int nv = by_layout ? 4 : N_ALGO_VALUES;
-  for (int i = 1; i < nv; i++)
-    if (by_layout ? t->layout == layout_values[i] : !strcmp(t->algo, algo_values[i]))
-      bits &= ~(1ull << i);
-  return bits;
+  return t ? bits & ~nr_knob_allowing(nr_knob_def_of(knob), t) : bits;
 }
 
 static uint64_t algo_valid(const nr_graph *g, const nr_node *n) {
-  return without_default(g, n, false, conv_valid(g, n, false));
+  return without_default(g, n, NR_KNOB_CONV_ALGO, conv_valid(g, n, NR_KNOB_CONV_ALGO));
 }
 static uint64_t layout_valid(const nr_graph *g, const nr_node *n) {
-  return without_default(g, n, true, conv_valid(g, n, true));
+  return without_default(g, n, NR_KNOB_CONV_LAYOUT, conv_valid(g, n, NR_KNOB_CONV_LAYOUT));
 }
 
 /* ---- knobs on the GEMM the default tactic runs -------------------------------------- */
@@ -839,55 +842,70 @@ static bool dw_kernel_applies(const nr_graph *g, const nr_node *n) {
 }
 
 const nr_knob_def nr_knobs_conv[] = {
+    [NR_KNOB_ROW(NR_KNOB_CONV_ALGO)] =
     {"conv.algo",
      "auto|im2col|gemm1x1|direct|depthwise|winograd23|winograd43|onednn|igemm|pointwise|"
      "smallplane",
      "auto", NR_KNOB_NODE, NR_KNOB_ACCURACY, 1e-4,
      "convolution algorithm (winograd reassociates more: bounded extra error)",
-     conv_applies, algo_valid},
+     conv_applies, algo_valid, .restricts = NR_RESTRICTS_ALGO},
+    [NR_KNOB_ROW(NR_KNOB_CONV_LAYOUT)] =
     {"conv.layout", "auto|plain|nhwc|nchw8c", "auto", NR_KNOB_NODE, NR_KNOB_LAYOUT, 0.0,
      "activation layout the convolution runs in (the layout pass inserts reorders)",
-     conv_applies, layout_valid},
+     conv_applies, layout_valid, .restricts = NR_RESTRICTS_LAYOUT},
+    [NR_KNOB_ROW(NR_KNOB_CONV_GEMM_KC)] =
     {"conv.gemm_kc", "auto|128|256|384|512", "auto", NR_KNOB_NODE, 0, 0.0,
      "K blocking of the conv's GEMM (im2col, 1x1, NHWC, Winograd products)",
      gemm_applies, kc_valid},
+    [NR_KNOB_ROW(NR_KNOB_CONV_GEMM_MC)] =
     {"conv.gemm_mc", "auto|48|72|96|144", "auto", NR_KNOB_NODE, 0, 0.0,
      "M blocking (rounded down to the micro-tile) of the conv's GEMM", gemm_applies,
      mc_valid},
+    [NR_KNOB_ROW(NR_KNOB_CONV_GEMM_NC)] =
     {"conv.gemm_nc", "auto|512|1024|2048|4096", "auto", NR_KNOB_NODE, 0, 0.0,
      "N blocking (rounded down to the micro-tile) of the conv's GEMM", gemm_applies,
      nc_valid},
+    [NR_KNOB_ROW(NR_KNOB_CONV_UKERNEL)] =
     {"conv.ukernel", ukernel_values, "auto", NR_KNOB_NODE, 0, 0.0,
      "GEMM micro-kernel of the conv's GEMM (weights are packed for it)", gemm_applies,
      ukernel_valid},
+    [NR_KNOB_ROW(NR_KNOB_CONV_PREPACK)] =
     {"conv.prepack", "on|off", "on", NR_KNOB_NODE, 0, 0.0,
      "pack the conv's GEMM weights into the engine (off: raw weights, packed per run)",
      gemm_applies, NULL},
+    [NR_KNOB_ROW(NR_KNOB_CONV_EPILOGUE)] =
     {"conv.epilogue", "fused|separate", "fused", NR_KNOB_NODE, 0, 0.0,
      "bias/residual/activation inside the GEMM (or pointwise) epilogue, or in a second "
      "pass over Y",
      epilogue_applies, NULL},
+    [NR_KNOB_ROW(NR_KNOB_CONV_WINOGRAD_FROM)] =
     {"conv.winograd_from", "auto|never|32|64|128", "auto", NR_KNOB_NODE,
      NR_KNOB_ACCURACY | NR_KNOB_APPROX_DEFAULT, 1e-4,
      "3x3 stride-1 convs that use Winograd F(4,3): auto = the AVX-512 kernel where it is "
      "faster (outputs of 20x20 and up, 16+ input channels), never, or those with at least "
      "this many input channels",
      wino_from_applies, wino_from_valid},
+    [NR_KNOB_ROW(NR_KNOB_CONV_PW_TILE)] =
     {"conv.pw_tile", "auto|12x32|8x48|6x64|oc48x7", "auto", NR_KNOB_NODE, 0, 0.0,
      "register tile of the AVX-512 pointwise conv: output channels x pixels", pw_applies,
      pw_tile_valid},
+    [NR_KNOB_ROW(NR_KNOB_CONV_PW_KC)] =
     {"conv.pw_kc", "auto|32|64|128|256", "auto", NR_KNOB_NODE, 0, 0.0,
      "K block (input channels per pass over Y) of the AVX-512 pointwise conv",
      pw_applies, pw_kc_valid},
+    [NR_KNOB_ROW(NR_KNOB_CONV_PW_ORDER)] =
     {"conv.pw_order", "auto|tiles|panels", "auto", NR_KNOB_NODE, 0, 0.0,
      "loop order of the AVX-512 pointwise conv: column tiles outer (W panels reuse an "
      "X tile from L1) or W panels outer (Y written as sequential streams)",
      pw_applies, pw_order_valid},
+    [NR_KNOB_ROW(NR_KNOB_CONV_THREADS)] =
     {"conv.threads", "auto|1", "auto", NR_KNOB_NODE, 0, 0.0,
      "threads of the conv step: the whole pool, or the calling thread only",
      conv_applies, NULL},
+    [NR_KNOB_ROW(NR_KNOB_CONV_DW_KERNEL)] =
     {"conv.dw_kernel", "auto|avx2", "auto", NR_KNOB_NODE, 0, 0.0,
      "depthwise kernel: auto (AVX-512 where the CPU has it) or the AVX2 one",
      dw_kernel_applies, NULL},
-    {0},
+    [NR_KNOB_ROW(NR_KNOB_CONV_END)] = {0},
 };
+NR_KNOB_TABLE_CHECK(nr_knobs_conv, NR_KNOB_CONV_END);

@@ -13,6 +13,7 @@
  * so they run in any layout when f(0) = 0 keeps NCHW8C's padding at zero. */
 #include "compiler/plan.h"
 #include "kernels/cpu/attn/attn.h"
+#include "kernels/cpu/eltwise/eltwise_knobs.h"
 #include "kernels/cpu/eltwise/vmath.h"
 #include "kernels/cpu/norm/fate.h"
 #include "kernels/cpu/norm/norm.h"
@@ -36,15 +37,15 @@ static int64_t phys_count(const nr_slot *s) {
   return (int64_t)(nr_slot_bytes(s, s->layout) / (uint64_t)nr_dtype_size(s->dtype));
 }
 
-static bool knob_is(const nr_tactic_ctx *c, const char *name, const nr_node *n,
+static bool knob_is(const nr_tactic_ctx *c, nr_knob_id id, const nr_node *n,
                     const char *v) {
-  return nr_route_is(c->route, name, n, v);
+  return nr_route_is(c->route, id, n, v);
 }
 
 /* eltwise.threads=1: the step runs on the calling thread (nr_parallel_for honours
  * step->threads). */
 static void set_threads(const nr_tactic_ctx *c, nr_step *step) {
-  if (knob_is(c, "eltwise.threads", c->node, "1"))
+  if (knob_is(c, NR_KNOB_ELTWISE_THREADS, c->node, "1"))
     step->threads = 1;
 }
 
@@ -127,7 +128,7 @@ static nr_status unary_prepare(const nr_tactic_ctx *c, nr_plan *plan, nr_step *s
   if (code < 0)
     return nr_errorf(c->err, NR_ERR_INTERNAL, "no unary kernel for %s", n->op_type);
   p.op = (uint8_t)code;
-  p.math = knob_is(c, "eltwise.math", NULL, "fast") ? NR_VMATH_FAST : NR_VMATH_ACCURATE;
+  p.math = knob_is(c, NR_KNOB_ELTWISE_MATH, NULL, "fast") ? NR_VMATH_FAST : NR_VMATH_ACCURATE;
   switch (code) {
   case NR_EWU_CLIP:
     if (!clip_bounds(c, &p.a, &p.b))
@@ -140,7 +141,7 @@ static nr_status unary_prepare(const nr_tactic_ctx *c, nr_plan *plan, nr_step *s
     break;
   case NR_EWU_GELU:
     if (!strcmp(nr_attr_string(n, "approximate", "none"), "tanh") ||
-        knob_is(c, "gelu.approx", n, "tanh"))
+        knob_is(c, NR_KNOB_GELU_APPROX, n, "tanh"))
       p.op = NR_EWU_GELU_TANH;
     break;
   default: break;
@@ -584,18 +585,23 @@ static bool applies_threads(const nr_graph *g, const nr_node *n) {
 }
 
 const nr_knob_def nr_knobs_cpu_eltwise[] = {
+    [NR_KNOB_ROW(NR_KNOB_ELTWISE_MATH)] =
     {"eltwise.math", "accurate|fast", "accurate", NR_KNOB_GLOBAL, NR_KNOB_ACCURACY, 2e-5,
      "exp/tanh/erf/sigmoid of the elementwise, GELU, softmax and attention tactics: accurate "
      "(max rel err 4e-7) or fast (low-degree polynomials, rcp+Newton; 9e-6)",
      applies_math, NULL},
+    [NR_KNOB_ROW(NR_KNOB_GELU_APPROX)] =
     {"gelu.approx", "exact|tanh", "exact", NR_KNOB_NODE, NR_KNOB_ACCURACY, 1e-3,
      "GELU with erf (exact) or the tanh formula (max abs diff 4.7e-4)", applies_gelu, NULL},
+    [NR_KNOB_ROW(NR_KNOB_ELTWISE_TACTIC)] =
     {"eltwise.tactic", "auto|ref", "auto", NR_KNOB_NODE, 0, 0,
      "auto = the vector nr_f32_v<op>[_bcast]__{avx2,portable} tactics (algo \"vector\"), "
-     "ref = the reference tactic", applies_tactic, NULL},
+     "ref = the reference tactic", applies_tactic, NULL, .restricts = NR_RESTRICTS_ALGO},
+    [NR_KNOB_ROW(NR_KNOB_ELTWISE_THREADS)] =
     {"eltwise.threads", "all|1", "all", NR_KNOB_NODE, 0, 0,
      "threads of an elementwise, softmax, layernorm or pooling step: all of the pool, or "
      "1 (the calling thread only; frees the other cores for parallel steps)",
      applies_threads, NULL},
-    {0},
+    [NR_KNOB_ROW(NR_KNOB_CPU_ELTWISE_END)] = {0},
 };
+NR_KNOB_TABLE_CHECK(nr_knobs_cpu_eltwise, NR_KNOB_CPU_ELTWISE_END);

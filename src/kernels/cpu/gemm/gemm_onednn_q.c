@@ -11,6 +11,7 @@
  * (the weights): A not transposed, a MatMul's batch folded into M, a bias that is a
  * constant column vector, any residual and activation. alpha joins the output scales,
  * beta scales the bias (and a residual C, through the sum post-op's scale). */
+#include "kernels/cpu/gemm/gemm_knobs.h"
 #include "kernels/cpu/gemm/gemm_tactic.h"
 #include "kernels/cpu/onednn_q/onednn_q.h"
 
@@ -146,7 +147,7 @@ nr_status nr_gemm_onednn_q_prepare(const nr_tactic_ctx *c, nr_plan *plan, nr_ste
   if (!analyze(c, &p))
     return nr_errorf(c->err, NR_ERR_INTERNAL, "%s: %s cannot run it",
                      nr_node_describe(c->node, node, sizeof node), st->tactic->id);
-  if (nr_route_is(c->route, "gemm.threads_max", c->node, "1"))
+  if (nr_route_is(c->route, NR_KNOB_GEMM_THREADS_MAX, c->node, "1"))
     st->threads = 1;
   nr_qparams xq;
   nr_status s = nr_onednn_q_input_params(c, &xq);

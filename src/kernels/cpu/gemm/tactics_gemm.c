@@ -18,7 +18,9 @@
  * step->threads so the step runs on the calling thread, gemm.threads_map=any lets any
  * thread take any part of the split (default: part i on thread i, gemm.c). */
 #include "kernels/cpu/extlib.h"
+#include "kernels/cpu/gemm/gemm_knobs.h"
 #include "kernels/cpu/gemm/gemm_tactic.h"
+#include "passes/pass_knobs.h"
 #include "passes/pass_util.h"
 #include "kernels/cpu/norm/fate.h"
 #include "kernels/ref/fused.h"
@@ -281,7 +283,7 @@ void gemm_bias_build(const nr_tactic_ctx *c, const gemm_params *p, float *out) {
 /* gemm.threads_max=1: the step runs on the calling thread (nn_run and the epilogue
  * pass cap their threads at step->threads). */
 static void set_threads(const nr_tactic_ctx *c, nr_step *st) {
-  if (nr_route_is(c->route, "gemm.threads_max", c->node, "1"))
+  if (nr_route_is(c->route, NR_KNOB_GEMM_THREADS_MAX, c->node, "1"))
     st->threads = 1;
 }
 
@@ -354,8 +356,8 @@ static bool nn_supports(const nr_tactic_ctx *c, int uk) {
 }
 
 /* A blocking knob's value, or dflt for auto / absent. */
-static int knob_int(const nr_tactic_ctx *c, const char *name, int dflt) {
-  const char *v = nr_route_get(c->route, name, c->node);
+static int knob_int(const nr_tactic_ctx *c, nr_knob_id id, int dflt) {
+  const char *v = nr_route_get(c->route, id, c->node);
   return v && strcmp(v, "auto") ? atoi(v) : dflt;
 }
 
@@ -374,23 +376,23 @@ static nr_status nn_prepare(const nr_tactic_ctx *c, nr_plan *plan, nr_step *st, 
   /* A 1-row kernel on M = 2..4 blocks K as for one row: unblocked (default_cfg). */
   if (u->mr == 1)
     p.cfg.kc = nr_gemm_default_cfg(1, p.n, p.k).kc;
-  p.cfg.mc = (uint16_t)knob_int(c, "gemm.mc", tiles > 0 ? tiles * u->mr : u->mr);
-  p.cfg.kc = (uint16_t)knob_int(c, "gemm.kc", p.cfg.kc);
-  p.cfg.nc = (uint16_t)knob_int(c, "gemm.nc", p.cfg.nc);
-  const char *split = nr_route_get(c->route, "gemm.threads", c->node);
+  p.cfg.mc = (uint16_t)knob_int(c, NR_KNOB_GEMM_MC, tiles > 0 ? tiles * u->mr : u->mr);
+  p.cfg.kc = (uint16_t)knob_int(c, NR_KNOB_GEMM_KC, p.cfg.kc);
+  p.cfg.nc = (uint16_t)knob_int(c, NR_KNOB_GEMM_NC, p.cfg.nc);
+  const char *split = nr_route_get(c->route, NR_KNOB_GEMM_THREADS, c->node);
   p.split = split && !strcmp(split, "m")   ? NR_GEMM_SPLIT_M
             : split && !strcmp(split, "n") ? NR_GEMM_SPLIT_N
                                            : NR_GEMM_SPLIT_AUTO;
-  if (nr_route_is(c->route, "gemm.threads_map", c->node, "any"))
+  if (nr_route_is(c->route, NR_KNOB_GEMM_THREADS_MAP, c->node, "any"))
     p.split |= NR_GEMM_SPLIT_ANY_THREAD;
-  if (nr_route_is(c->route, "gemm.epilogue", c->node, "separate"))
+  if (nr_route_is(c->route, NR_KNOB_GEMM_EPILOGUE, c->node, "separate"))
     p.flags |= GEMM_F_SEP_EP;
   set_threads(c, st);
   int t = default_threads(st);
   p.threads = (uint16_t)(t > 65535 ? 65535 : t);
   st->scratch = (uint64_t)p.threads * nr_gemm_scratch_size(p.cfg, p.m, p.n, p.k, 1);
   return prepare_common(c, plan, st, &p,
-                        !nr_route_is(c->route, "gemm.prepack", c->node, "off"));
+                        !nr_route_is(c->route, NR_KNOB_GEMM_PREPACK, c->node, "off"));
 }
 
 typedef struct batch_job {
@@ -616,7 +618,7 @@ static bool applies_epilogue(const nr_graph *g, const nr_node *n) {
     return false;
   if (p.bias != GEMM_BIAS_NONE || p.resid != GEMM_RES_NONE || p.act != NR_ACT_NONE)
     return true;
-  const nr_knob_def *fuse = nr_knob_find("fuse.gemm_act");
+  const nr_knob_def *fuse = nr_knob_def_of(NR_KNOB_FUSE_GEMM_ACT);
   return fuse && fuse->applies && fuse->applies(g, n);
 }
 
@@ -691,36 +693,46 @@ static uint64_t nc_valid(const nr_graph *g, const nr_node *n) {
 }
 
 const nr_knob_def nr_knobs_gemm[] = {
+    [NR_KNOB_ROW(NR_KNOB_GEMM_TACTIC)] =
     {"gemm.tactic", tactic_values, "auto", NR_KNOB_NODE, 0, 0,
      "GEMM engine and micro-kernel of a Gemm/MatMul/FusedGemm/FusedMatMul node",
-     knob_applies, tactic_valid},
+     knob_applies, tactic_valid, .restricts = NR_RESTRICTS_ID},
+    [NR_KNOB_ROW(NR_KNOB_GEMM_KC)] =
     {"gemm.kc", "auto|128|256|384|512", "auto", NR_KNOB_NODE, 0, 0,
      "K blocking of the nnroute GEMM kernels (only acts when one of them runs the node)",
      knob_applies, kc_valid},
+    [NR_KNOB_ROW(NR_KNOB_GEMM_MC)] =
     {"gemm.mc", "auto|48|72|96|144", "auto", NR_KNOB_NODE, 0, 0,
      "M blocking (rounded down to the tile) of the nnroute GEMM kernels",
      knob_applies, mc_valid},
+    [NR_KNOB_ROW(NR_KNOB_GEMM_NC)] =
     {"gemm.nc", "auto|256|512|1024|2048|4096", "auto", NR_KNOB_NODE, 0, 0,
      "N blocking (rounded down to the tile) of the nnroute GEMM kernels",
      knob_applies, nc_valid},
+    [NR_KNOB_ROW(NR_KNOB_GEMM_THREADS)] =
     {"gemm.threads", "auto|m|n", "auto", NR_KNOB_NODE, 0, 0,
      "which dimension the nnroute GEMM kernels split across threads", knob_applies, NULL},
+    [NR_KNOB_ROW(NR_KNOB_GEMM_THREADS_MAP)] =
     {"gemm.threads_map", "fixed|any", "fixed", NR_KNOB_NODE, 0, 0,
      "fixed: part i of the nnroute GEMM's thread split runs on thread i (a thread "
      "streams the same slice of the packed weights on every run); any: whichever "
      "thread comes first takes the next part",
      knob_applies, NULL},
+    [NR_KNOB_ROW(NR_KNOB_GEMM_THREADS_MAX)] =
     {"gemm.threads_max", "all|1", "all", NR_KNOB_NODE, 0, 0,
      "threads of this GEMM step: all of the pool, or 1 (the calling thread; OpenBLAS "
      "and oneDNN run on one thread)",
      knob_applies, NULL},
+    [NR_KNOB_ROW(NR_KNOB_GEMM_PREPACK)] =
     {"gemm.prepack", "on|off", "on", NR_KNOB_NODE, 0, 0,
      "on: the constant operand is packed for the micro-kernel at build time; off: the "
      "engine keeps it raw and each run packs it into scratch",
      applies_prepack, NULL},
+    [NR_KNOB_ROW(NR_KNOB_GEMM_EPILOGUE)] =
     {"gemm.epilogue", "fused|separate", "fused", NR_KNOB_NODE, 0, 0,
      "bias/residual/activation on each C tile while it is in cache, or as a second "
      "pass over C",
      applies_epilogue, NULL},
-    {0},
+    [NR_KNOB_ROW(NR_KNOB_GEMM_END)] = {0},
 };
+NR_KNOB_TABLE_CHECK(nr_knobs_gemm, NR_KNOB_GEMM_END);

@@ -22,6 +22,8 @@
  * fp16 storage (bf16 keeps fp32's range); whether a route is accurate enough is the
  * tuner's measurement, not this file's. */
 #include "kernels/cpu/conv/conv_internal.h"
+#include "kernels/cpu/conv/conv_knobs.h"
+#include "kernels/cpu/gemm/gemm_knobs.h"
 #include "kernels/cpu/gemm/gemm_tactic.h"
 #include "kernels/cpu/lpgemm/lp_onednn.h"
 #include "kernels/cpu/lpgemm/lpgemm_impl.h"
@@ -41,27 +43,27 @@ static nr_gemm_cfg to_gemm_cfg(nr_lpgemm_cfg c) {
 }
 
 /* A blocking knob's value, or dflt for auto / absent. */
-static int knob_int(const nr_tactic_ctx *c, const char *name, int dflt) {
-  const char *v = nr_route_get(c->route, name, c->node);
+static int knob_int(const nr_tactic_ctx *c, nr_knob_id id, int dflt) {
+  const char *v = nr_route_get(c->route, id, c->node);
   return v && strcmp(v, "auto") ? atoi(v) : dflt;
 }
 
 /* cfg for kernel uk on an m x n x k product: the default's blocking, the default's
- * number of row tiles per A block, then the route's blocking knobs (prefix "gemm." or
- * "conv.gemm_"). */
+ * number of row tiles per A block, then the route's blocking knobs (gemm.{mc,kc,nc}
+ * or conv.gemm_{mc,kc,nc}: blocking[] holds their ids in that order). */
+static const nr_knob_id gemm_blocking[3] = {NR_KNOB_GEMM_MC, NR_KNOB_GEMM_KC,
+                                            NR_KNOB_GEMM_NC},
+                        conv_blocking[3] = {NR_KNOB_CONV_GEMM_MC, NR_KNOB_CONV_GEMM_KC,
+                                            NR_KNOB_CONV_GEMM_NC};
 static nr_lpgemm_cfg make_cfg(const nr_tactic_ctx *c, int uk, int64_t m, int64_t n,
-                              int64_t k, const char *prefix) {
+                              int64_t k, const nr_knob_id blocking[3]) {
   const nr_lpgemm_ukernel *u = nr_lpgemm_ukernel_get(uk);
   nr_lpgemm_cfg cfg = nr_lpgemm_default_cfg(u->type, m, n, k, u->widen == NR_LP_WIDEN_KERNEL);
   int tiles = cfg.mc / nr_lpgemm_ukernel_get(cfg.ukernel)->mr;
-  char name[32];
   cfg.ukernel = (uint16_t)uk;
-  snprintf(name, sizeof name, "%smc", prefix);
-  cfg.mc = (uint16_t)knob_int(c, name, tiles > 0 ? tiles * u->mr : u->mr);
-  snprintf(name, sizeof name, "%skc", prefix);
-  cfg.kc = (uint16_t)knob_int(c, name, cfg.kc);
-  snprintf(name, sizeof name, "%snc", prefix);
-  cfg.nc = (uint16_t)knob_int(c, name, cfg.nc);
+  cfg.mc = (uint16_t)knob_int(c, blocking[0], tiles > 0 ? tiles * u->mr : u->mr);
+  cfg.kc = (uint16_t)knob_int(c, blocking[1], cfg.kc);
+  cfg.nc = (uint16_t)knob_int(c, blocking[2], cfg.nc);
   return cfg;
 }
 
@@ -86,7 +88,7 @@ static bool lp_gemm_supports(const nr_tactic_ctx *c, int uk) {
 }
 
 static int step_threads(const nr_tactic_ctx *c, nr_step *st) {
-  if (nr_route_is(c->route, "gemm.threads_max", c->node, "1"))
+  if (nr_route_is(c->route, NR_KNOB_GEMM_THREADS_MAX, c->node, "1"))
     st->threads = 1;
   int n = nr_threads_or_online(st->threads);
   return n > 65535 ? 65535 : n;
@@ -126,13 +128,13 @@ static nr_status lp_gemm_prepare(const nr_tactic_ctx *c, nr_plan *plan, nr_step 
     return nr_errorf(c->err, NR_ERR_INTERNAL, "%s: %s cannot run it",
                      nr_node_describe(c->node, b, sizeof b), st->tactic->id);
   }
-  nr_lpgemm_cfg cfg = make_cfg(c, uk, p.m, p.n, p.k, "gemm.");
+  nr_lpgemm_cfg cfg = make_cfg(c, uk, p.m, p.n, p.k, gemm_blocking);
   p.cfg = to_gemm_cfg(cfg);
-  const char *split = nr_route_get(c->route, "gemm.threads", c->node);
+  const char *split = nr_route_get(c->route, NR_KNOB_GEMM_THREADS, c->node);
   p.split = split && !strcmp(split, "m")   ? NR_GEMM_SPLIT_M
             : split && !strcmp(split, "n") ? NR_GEMM_SPLIT_N
                                            : NR_GEMM_SPLIT_AUTO;
-  if (nr_route_is(c->route, "gemm.epilogue", c->node, "separate"))
+  if (nr_route_is(c->route, NR_KNOB_GEMM_EPILOGUE, c->node, "separate"))
     p.flags |= GEMM_F_SEP_EP;
   p.threads = (uint16_t)step_threads(c, st);
   st->scratch = (uint64_t)p.threads * nr_lpgemm_scratch_size(cfg, p.m, p.n, p.k, 1);
@@ -252,7 +254,7 @@ static nr_status lp_conv_prepare(const nr_tactic_ctx *c, nr_plan *plan, nr_step 
   int64_t m, n, k;
   conv_dims(&p, &m, &n, &k);
   int uk = nr_lpgemm_default_cfg(t, m, n, k, false).ukernel;
-  nr_lpgemm_cfg cfg = make_cfg(c, uk, m, n, k, "conv.gemm_");
+  nr_lpgemm_cfg cfg = make_cfg(c, uk, m, n, k, conv_blocking);
   p.gemm = to_gemm_cfg(cfg);
   memcpy(st->params, &p, sizeof p);
   int threads = st->threads > 0 ? st->threads : NR_CONV_MAX_THREADS;

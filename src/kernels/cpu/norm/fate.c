@@ -11,6 +11,7 @@
  * next node, first such input wins) back to the chain start, where the eltwise.fuse
  * knob says whether the default route fuses it. */
 #include "kernels/cpu/norm/fate.h"
+#include "passes/pass_knobs.h"
 
 #include "compiler/knob.h"
 #include "passes/pass_util.h"
@@ -104,11 +105,12 @@ bool nr_fate_recognized(const nr_graph *g, const nr_node *n) {
 }
 
 static bool probe_recognized(const nr_graph *g, const nr_node *n) {
-  static const char *const knobs[] = {"recognize.gelu", "recognize.layernorm",
-                                      "recognize.attention", "recognize.attention_heads"};
+  static const nr_knob_id knobs[] = {NR_KNOB_RECOGNIZE_GELU, NR_KNOB_RECOGNIZE_LAYERNORM,
+                                     NR_KNOB_RECOGNIZE_ATTENTION,
+                                     NR_KNOB_RECOGNIZE_ATTENTION_HEADS};
   const nr_knob_def *defs[4];
   for (int i = 0; i < 4; i++)
-    defs[i] = nr_knob_find(knobs[i]);
+    defs[i] = nr_knob_def_of(knobs[i]);
   int me = idx_of(g, n), near[MAX_NEAR], nn = near_nodes(g, me, near);
   nr_node *copy = NULL;
   nr_graph probe = *g;
@@ -168,7 +170,7 @@ static int chain_pred(const nr_graph *g, const nr_node *n) {
 }
 
 bool nr_fate_chained(const nr_graph *g, const nr_node *n) {
-  const nr_knob_def *fuse = nr_knob_find("eltwise.fuse");
+  const nr_knob_def *fuse = nr_knob_def_of(NR_KNOB_ELTWISE_FUSE);
   if (!fuse || !fuse->applies || !usable(g, n))
     return false;
   int start = idx_of(g, n);

@@ -11,8 +11,10 @@
  * resolved with the reference's nr_window code, so pads, ceil_mode and auto_pad agree
  * with the oracle by construction. */
 #include "compiler/plan.h"
+#include "kernels/cpu/eltwise/eltwise_knobs.h"
 #include "kernels/cpu/norm/fate.h"
 #include "kernels/cpu/norm/norm.h"
+#include "kernels/cpu/norm/norm_knobs.h"
 #include "kernels/cpu/norm/norm_seq.h"
 #include "kernels/ref/conv_util.h"
 #include "runtime/threadpool.h"
@@ -43,12 +45,12 @@ static int64_t prod(const int64_t *d, int from, int to) {
 static bool is_avx2(const nr_exec_args *a) { return (a->step->tactic->isa & NR_ISA_AVX2) != 0; }
 
 static bool reassoc(const nr_tactic_ctx *c) {
-  return nr_route_is(c->route, "reduce.reassoc", NULL, "on");
+  return nr_route_is(c->route, NR_KNOB_REDUCE_REASSOC, NULL, "on");
 }
 
 /* eltwise.threads=1 (tactics_eltwise.c's knob): run on the calling thread only. */
 static void set_threads(const nr_tactic_ctx *c, nr_step *step) {
-  if (nr_route_is(c->route, "eltwise.threads", c->node, "1"))
+  if (nr_route_is(c->route, NR_KNOB_ELTWISE_THREADS, c->node, "1"))
     step->threads = 1;
 }
 
@@ -117,9 +119,9 @@ static bool softmax_supports(const nr_tactic_ctx *c) {
 static nr_status softmax_prepare(const nr_tactic_ctx *c, nr_plan *plan, nr_step *step) {
   nr_softmax_cfg cfg = {
       .log = !strcmp(c->node->op_type, "LogSoftmax"),
-      .online = nr_route_is(c->route, "softmax.algo", c->node, "online"),
+      .online = nr_route_is(c->route, NR_KNOB_SOFTMAX_ALGO, c->node, "online"),
       .reassoc = reassoc(c),
-      .math = nr_route_is(c->route, "eltwise.math", NULL, "fast") ? NR_VMATH_FAST
+      .math = nr_route_is(c->route, NR_KNOB_ELTWISE_MATH, NULL, "fast") ? NR_VMATH_FAST
                                                                    : NR_VMATH_ACCURATE,
   };
   memcpy(step->params, &cfg, sizeof cfg);
@@ -200,7 +202,7 @@ typedef struct ln_params {
 
 static nr_status ln_prepare(const nr_tactic_ctx *c, nr_plan *plan, nr_step *step) {
   ln_params p = {
-      .cfg = {.one_pass = nr_route_is(c->route, "layernorm.algo", c->node, "one_pass"),
+      .cfg = {.one_pass = nr_route_is(c->route, NR_KNOB_LAYERNORM_ALGO, c->node, "one_pass"),
               .reassoc = reassoc(c),
               .eps = nr_attr_float(c->node, "epsilon", 1e-5f)},
       .axis = ln_axis(c->node, nr_step_in(c, 0)->rank),
@@ -527,18 +529,23 @@ static bool applies_reduce(const nr_graph *g, const nr_node *n) {
 }
 
 const nr_knob_def nr_knobs_cpu_norm[] = {
+    [NR_KNOB_ROW(NR_KNOB_SOFTMAX_ALGO)] =
     {"softmax.algo", "three_pass|online", "three_pass", NR_KNOB_NODE, NR_KNOB_ACCURACY,
      2e-6, "online: max and sum in one sweep with per-lane rescaling (reassociated)",
      applies_softmax, NULL},
+    [NR_KNOB_ROW(NR_KNOB_LAYERNORM_ALGO)] =
     {"layernorm.algo", "two_pass|one_pass", "two_pass", NR_KNOB_NODE, NR_KNOB_ACCURACY,
      2e-6, "one_pass: mean and variance from sum and sum of squares (double) in one sweep",
      applies_layernorm, NULL},
+    [NR_KNOB_ROW(NR_KNOB_POOL_TACTIC)] =
     {"pool.tactic", "auto|ref", "auto", NR_KNOB_NODE, 0, 0,
      "auto = the nr_f32_{max,avg}pool2d / nr_f32_gavgpool tactics (algo \"vector\"), ref "
      "= the reference tactic",
-     applies_pool, NULL},
+     applies_pool, NULL, .restricts = NR_RESTRICTS_ALGO},
+    [NR_KNOB_ROW(NR_KNOB_REDUCE_REASSOC)] =
     {"reduce.reassoc", "off|on", "off", NR_KNOB_GLOBAL, NR_KNOB_ACCURACY, 1e-5,
      "on: softmax/layernorm/global-pool sums in 8 vector partial sums instead of one "
      "sequential double sum", applies_reduce, NULL},
-    {0},
+    [NR_KNOB_ROW(NR_KNOB_CPU_NORM_END)] = {0},
 };
+NR_KNOB_TABLE_CHECK(nr_knobs_cpu_norm, NR_KNOB_CPU_NORM_END);

@@ -13,6 +13,8 @@
  * knobs honoured are the PLAIN rows' (pool.tactic through algo "vector",
  * reduce.reassoc, eltwise.threads). */
 #include "compiler/plan.h"
+#include "kernels/cpu/eltwise/eltwise_knobs.h"
+#include "kernels/cpu/norm/norm_knobs.h"
 #include "kernels/cpu/norm/pool_nhwc.h"
 #include "runtime/threadpool.h"
 #include "util/error.h"
@@ -26,7 +28,7 @@ static bool is_f32_4d(const nr_slot *s) {
 }
 
 static void set_threads(const nr_tactic_ctx *c, nr_step *step) {
-  if (nr_route_is(c->route, "eltwise.threads", c->node, "1"))
+  if (nr_route_is(c->route, NR_KNOB_ELTWISE_THREADS, c->node, "1"))
     step->threads = 1;
 }
 
@@ -127,7 +129,7 @@ static bool gap_supports(const nr_tactic_ctx *c) {
 }
 
 static nr_status gap_prepare(const nr_tactic_ctx *c, nr_plan *plan, nr_step *step) {
-  step->params[0] = nr_route_is(c->route, "reduce.reassoc", NULL, "on");
+  step->params[0] = nr_route_is(c->route, NR_KNOB_REDUCE_REASSOC, NULL, "on");
   set_threads(c, step);
   return NR_OK;
 }

@@ -28,6 +28,8 @@
  * overflow), and convolutions with fewer than 4 output channels per group (depthwise:
  * one GEMM row per group would waste the tile). */
 #include "kernels/cpu/conv/conv_internal.h"
+#include "kernels/cpu/conv/conv_knobs.h"
+#include "kernels/cpu/gemm/gemm_knobs.h"
 #include "kernels/cpu/gemm/gemm_tactic.h"
 #include "kernels/cpu/qgemm/qgemm_impl.h"
 #include "kernels/cpu/qgemm/qgemm_tactic.h"
@@ -212,9 +214,9 @@ static nr_status gemm_prepare(const nr_tactic_ctx *c, nr_plan *plan, nr_step *st
   free(row);
   if (s)
     return s;
-  if (nr_route_is(c->route, "gemm.threads_max", c->node, "1"))
+  if (nr_route_is(c->route, NR_KNOB_GEMM_THREADS_MAX, c->node, "1"))
     st->threads = 1;
-  const char *split = nr_route_get(c->route, "gemm.threads", c->node);
+  const char *split = nr_route_get(c->route, NR_KNOB_GEMM_THREADS, c->node);
   p.split = split && !strcmp(split, "m")   ? NR_QGEMM_SPLIT_M
             : split && !strcmp(split, "n") ? NR_QGEMM_SPLIT_N
                                            : NR_QGEMM_SPLIT_AUTO;
@@ -301,7 +303,7 @@ static bool conv_io8(const nr_tactic_ctx *c, int uk, bool is_1x1, nr_io8 *cap) {
   nr_layout l = u->wside == NR_QGEMM_W_B ? NR_LAYOUT_NHWC : NR_LAYOUT_PLAIN;
   const nr_slot *r = p.has_res ? nr_step_in(c, 3) : NULL;
   cap->in = true;
-  cap->out = !nr_route_is(c->route, "conv.epilogue", c->node, "separate") &&
+  cap->out = !nr_route_is(c->route, NR_KNOB_CONV_EPILOGUE, c->node, "separate") &&
              (!r || r->layout == l);
   cap->qmax = u->qmax;
   cap->round = NR_Q8_ROUND_MUL;
@@ -352,9 +354,9 @@ static nr_status conv_prepare(const nr_tactic_ctx *c, nr_plan *plan, nr_step *st
   free(masks);
   if (s)
     return s;
-  if (nr_route_is(c->route, "conv.epilogue", c->node, "separate"))
+  if (nr_route_is(c->route, NR_KNOB_CONV_EPILOGUE, c->node, "separate"))
     p.opts |= CONV_OPT_SPLIT_EPI;
-  if (nr_route_is(c->route, "conv.threads", c->node, "1"))
+  if (nr_route_is(c->route, NR_KNOB_CONV_THREADS, c->node, "1"))
     p.opts |= CONV_OPT_SERIAL, st->threads = 1;
   memcpy(&p.gemm, &cfg, sizeof cfg);
   memcpy(st->params, &p, sizeof p);
