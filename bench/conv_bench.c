@@ -17,7 +17,7 @@
 #include "compiler/plan.h"
 #include "kernels/cpu/conv/conv_internal.h"
 #include "kernels/ref/fused.h"
-#include "runtime/threadpool.h"
+#include "util/threadpool.h"
 
 #include <stdio.h>
 #include <stdlib.h>

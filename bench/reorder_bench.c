@@ -13,7 +13,7 @@
 #include "compiler/plan.h"
 #include "kernels/cpu/conv/conv_internal.h"
 #include "kernels/cpu/conv/transpose.h"
-#include "runtime/threadpool.h"
+#include "util/threadpool.h"
 
 #include <stdbool.h>
 #include <stdio.h>

@@ -12,9 +12,9 @@
 #include "compiler/knob.h"
 #include "engine/engine.h"
 #include "runtime/profile.h"
-#include "runtime/stats.h"
-#include "runtime/threadpool.h"
 #include "util/error.h"
+#include "util/stats.h"
+#include "util/threadpool.h"
 
 #include <cjson/cJSON.h>
 #include <stdio.h>

@@ -12,6 +12,7 @@
 #include "compiler/knob.h"
 #include "compiler/quant.h"
 #include "engine/engine.h"
+#include "util/sha256.h"
 
 #include <cjson/cJSON.h>
 #include <stdio.h>

@@ -18,6 +18,7 @@
 
 #include "compiler/route.h"
 #include "ir/op.h"
+#include "util/cpu.h"
 
 #include <stddef.h>
 #include <stdint.h>
@@ -217,14 +218,6 @@ typedef struct nr_exec_args {
   void *stream;
   void *backend;
 } nr_exec_args;
-
-enum {
-  NR_ISA_AVX2 = 1u << 0, /* AVX2 + FMA + F16C */
-  NR_ISA_AVX512 = 1u << 1,
-  NR_ISA_AVX512VNNI = 1u << 2, /* AVX-512 VNNI (vpdpbusd); only with NR_ISA_AVX512 */
-};
-/* Detected once; NNROUTE_ISA=portable|avx2|avx512 caps it (avx512: no VNNI). */
-unsigned nr_cpu_isa(void);
 
 struct nr_tactic {
   const char *id;        /* the kernel name, also in engines and reports */

@@ -6,8 +6,8 @@
  * on the order in which calibration inputs arrive. */
 #include "compiler/quant.h"
 #include "compiler/route.h"
-#include "engine/engine.h"
 #include "util/error.h"
+#include "util/sha256.h"
 
 #include <math.h>
 #include <stdlib.h>

@@ -66,9 +66,4 @@ nr_status nr_engine_parse(const uint8_t *data, size_t len, bool check_env, nr_en
                           nr_error *err);
 void nr_engine_free(nr_engine *e);
 
-/* SHA-256 of data (for model hashes). */
-void nr_sha256(const void *data, size_t len, uint8_t out[32]);
-/* Lowercase hex of n bytes into out (2n + 1 chars, NUL-terminated). */
-void nr_hex(const uint8_t *bytes, size_t n, char *out);
-
 #endif

@@ -1,4 +1,4 @@
-/* fingerprint.c - what an engine depends on in its environment, and SHA-256.
+/* fingerprint.c - what an engine depends on in its environment.
  *
  * Key decision: the fingerprint lists exactly what can make a built plan wrong or
  * slow elsewhere, as plain strings, so a refusal names the field and both values.
@@ -10,7 +10,7 @@
  * compared on those and the compiler only: none of its steps runs on the CPU. */
 #include "backends/backend.h"
 #include "engine/engine.h"
-#include "runtime/threadpool.h"
+#include "util/threadpool.h"
 
 #include <cblas.h>
 #include <dnnl.h>
@@ -237,19 +237,4 @@ nr_status nr_fingerprint_compare(const nr_fingerprint *engine, const nr_fingerpr
   if (err)
     err->status = NR_ERR_INVALID_ARGUMENT;
   return NR_ERR_INVALID_ARGUMENT;
-}
-
-void nr_hex(const uint8_t *bytes, size_t n, char *out) {
-  static const char digits[] = "0123456789abcdef";
-  for (size_t i = 0; i < n; i++) {
-    out[2 * i] = digits[bytes[i] >> 4];
-    out[2 * i + 1] = digits[bytes[i] & 15];
-  }
-  out[2 * n] = '\0';
-}
-
-void nr_sha256(const void *data, size_t len, uint8_t out[32]) {
-  unsigned n = 0;
-  if (!EVP_Digest(len ? data : "", len, out, &n, EVP_sha256(), NULL))
-    memset(out, 0, 32);
 }

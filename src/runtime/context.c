@@ -14,8 +14,8 @@
 #include "backends/backend.h"
 #include "engine/engine.h"
 #include "runtime/profile.h"
-#include "runtime/threadpool.h"
 #include "util/error.h"
+#include "util/threadpool.h"
 
 #include <stdio.h>
 #include <stdlib.h>

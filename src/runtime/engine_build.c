@@ -5,8 +5,8 @@
 #include "compiler/quant.h"
 #include "engine/engine.h"
 #include "runtime/model_internal.h"
-#include "runtime/threadpool.h"
 #include "util/error.h"
+#include "util/threadpool.h"
 
 #include <stdio.h>
 #include <stdlib.h>

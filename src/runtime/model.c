@@ -6,13 +6,13 @@
  * fixes the input shapes, infers shapes through the graph and folds constant
  * subgraphs; after that the shapes are fixed for the life of the handle. */
 #include "nnroute.h"
+#include "io/tensor_io.h"
 #include "ir/ir.h"
 #include "kernels/ref/executor.h"
-#include "io/tensor_io.h"
 #include "onnx/onnx_load.h"
-#include "engine/engine.h"
 #include "runtime/model_internal.h"
 #include "util/error.h"
+#include "util/sha256.h"
 
 #include <stdio.h>
 #include <stdlib.h>

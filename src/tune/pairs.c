@@ -25,8 +25,8 @@
 #include "io/tensor_io.h"
 #include "kernels/ref/ref_util.h"
 #include "runtime/model_internal.h"
-#include "runtime/threadpool.h"
 #include "util/error.h"
+#include "util/threadpool.h"
 
 #include <dirent.h>
 #include <errno.h>

@@ -15,6 +15,7 @@
 #include "runtime/model_internal.h"
 #include "tune/tune_internal.h"
 #include "util/error.h"
+#include "util/sha256.h"
 
 #include <cjson/cJSON.h>
 #include <errno.h>

@@ -5,10 +5,10 @@
 #define NR_TUNE_TUNE_INTERNAL_H
 
 #include "compiler/route.h"
-#include "runtime/stats.h"
 #include "tune/db.h"
 #include "tune/tune.h"
 #include "tune/worker.h"
+#include "util/stats.h"
 
 #include <signal.h>
 

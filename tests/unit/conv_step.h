@@ -13,7 +13,7 @@
 
 #include "compiler/plan.h"
 #include "kernels/act.h"
-#include "runtime/threadpool.h"
+#include "util/threadpool.h"
 #include "unit.h"
 
 #include <stdbool.h>

@@ -26,7 +26,7 @@
 #include "kernels/cpu/conv/conv_internal.h"
 #include "kernels/ref/fused.h"
 #include "op_test.h"
-#include "runtime/threadpool.h"
+#include "util/threadpool.h"
 #include "unit.h"
 
 #include <math.h>

@@ -10,7 +10,7 @@
 #include "kernels/cpu/conv/conv_internal.h"
 #include "kernels/ref/fused.h"
 #include "op_test.h"
-#include "runtime/threadpool.h"
+#include "util/threadpool.h"
 #include "unit.h"
 
 extern const nr_tactic nr_tactics_conv[];

@@ -6,7 +6,7 @@
  * a 2-thread pool. Uses the one-step plan harness of test_cpu_eltwise.c (cpuop_*),
  * which also guards the step's scratch. */
 #include "compiler/plan.h"
-#include "runtime/threadpool.h"
+#include "util/threadpool.h"
 #include "unit.h"
 
 #include <math.h>

@@ -6,7 +6,7 @@
  * non-constant start). Uses the one-step plan harness of test_cpu_eltwise.c. */
 #include "compiler/plan.h"
 #include "kernels/ref/executor.h"
-#include "runtime/threadpool.h"
+#include "util/threadpool.h"
 #include "unit.h"
 
 #include <stdlib.h>

@@ -11,7 +11,7 @@
 #include "kernels/cpu/eltwise/vmath.h"
 #include "kernels/ref/executor.h"
 #include "passes/pass_util.h"
-#include "runtime/threadpool.h"
+#include "util/threadpool.h"
 #include "unit.h"
 
 #include <float.h>

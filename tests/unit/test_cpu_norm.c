@@ -6,7 +6,7 @@
 #include "compiler/plan.h"
 #include "kernels/cpu/norm/norm.h"
 #include "kernels/ref/executor.h"
-#include "runtime/threadpool.h"
+#include "util/threadpool.h"
 #include "unit.h"
 
 #include <math.h>

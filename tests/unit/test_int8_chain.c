@@ -21,7 +21,7 @@
 #include "kernels/cpu/qgemm/qgemm_impl.h"
 #include "kernels/ref/executor.h"
 #include "op_test.h"
-#include "runtime/threadpool.h"
+#include "util/threadpool.h"
 #include "unit.h"
 
 #include <math.h>

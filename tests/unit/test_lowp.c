@@ -31,7 +31,7 @@
 #include "graph_build.h"
 #include "kernels/cpu/lpgemm/lpgemm_impl.h"
 #include "kernels/ref/executor.h"
-#include "runtime/threadpool.h"
+#include "util/threadpool.h"
 #include "unit.h"
 
 #include <float.h>

@@ -10,7 +10,7 @@
 #include "compiler/plan.h"
 #include "kernels/cpu/conv/conv_internal.h"
 #include "kernels/cpu/conv/transpose.h"
-#include "runtime/threadpool.h"
+#include "util/threadpool.h"
 #include "unit.h"
 
 #include <stdlib.h>

@@ -25,7 +25,7 @@
 #include "kernels/cpu/norm/pool_nhwc.h"
 #include "kernels/ref/executor.h"
 #include "op_test.h"
-#include "runtime/threadpool.h"
+#include "util/threadpool.h"
 #include "unit.h"
 
 #include <math.h>

@@ -25,7 +25,7 @@
 #include "kernels/ref/executor.h"
 #include "kernels/ref/fused.h"
 #include "op_test.h"
-#include "runtime/threadpool.h"
+#include "util/threadpool.h"
 #include "unit.h"
 
 #include <dlfcn.h>

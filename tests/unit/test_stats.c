@@ -1,6 +1,6 @@
 /* test_stats.c - timing statistics on data with known answers, the bootstrap's
  * determinism and coverage, and the quickselect median against a sort. */
-#include "runtime/stats.h"
+#include "util/stats.h"
 #include "unit.h"
 
 #include <math.h>

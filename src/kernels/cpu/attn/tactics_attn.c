@@ -16,8 +16,8 @@
 #include "compiler/knob.h"
 #include "compiler/plan.h"
 #include "kernels/cpu/attn/attn.h"
-#include "runtime/threadpool.h"
 #include "util/error.h"
+#include "util/threadpool.h"
 
 #include <math.h>
 #include <stdlib.h>

@@ -11,8 +11,8 @@
 
 #include "kernels/ref/conv_util.h"
 #include "kernels/ref/fused.h"
-#include "runtime/threadpool.h"
 #include "util/error.h"
+#include "util/threadpool.h"
 
 #include <math.h>
 #include <stdlib.h>

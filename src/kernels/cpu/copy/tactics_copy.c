@@ -13,8 +13,8 @@
  * one buffer at the same addresses, and these steps then move nothing. Unlike the
  * reference tactic they never clear their outputs first, which is what makes that safe. */
 #include "compiler/plan.h"
-#include "runtime/threadpool.h"
 #include "util/error.h"
+#include "util/threadpool.h"
 
 #include <string.h>
 

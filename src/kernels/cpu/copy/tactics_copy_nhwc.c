@@ -12,8 +12,8 @@
  * downsample) stays in an int8 or conv.layout=nhwc chain that way, where the PLAIN
  * nr_copy_split would cost a reorder on each side. */
 #include "compiler/plan.h"
-#include "runtime/threadpool.h"
 #include "util/error.h"
+#include "util/threadpool.h"
 
 #include <string.h>
 

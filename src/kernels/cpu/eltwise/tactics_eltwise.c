@@ -17,8 +17,8 @@
 #include "kernels/cpu/norm/fate.h"
 #include "kernels/cpu/norm/norm.h"
 #include "kernels/ref/fused.h"
-#include "runtime/threadpool.h"
 #include "util/error.h"
+#include "util/threadpool.h"
 
 #include <float.h>
 #include <math.h>

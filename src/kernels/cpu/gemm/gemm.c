@@ -28,7 +28,7 @@
  *    threshold the step runs on the calling thread and the pool is never woken.
  */
 #include "kernels/cpu/gemm/gemm_impl.h"
-#include "runtime/threadpool.h"
+#include "util/threadpool.h"
 
 #include <string.h>
 

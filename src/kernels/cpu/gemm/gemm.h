@@ -14,7 +14,7 @@
 #define NR_KERNELS_CPU_GEMM_H
 
 #include "kernels/act.h"
-#include "runtime/threadpool.h"
+#include "util/threadpool.h"
 
 #include <stdbool.h>
 #include <stddef.h>

@@ -19,11 +19,11 @@
  * thread take any part of the split (default: part i on thread i, gemm.c). */
 #include "kernels/cpu/extlib.h"
 #include "kernels/cpu/gemm/gemm_tactic.h"
-#include "passes/pass_util.h"
 #include "kernels/cpu/norm/fate.h"
 #include "kernels/ref/fused.h"
-#include "runtime/threadpool.h"
+#include "passes/pass_util.h"
 #include "util/error.h"
+#include "util/threadpool.h"
 
 #include <stdlib.h>
 #include <string.h>

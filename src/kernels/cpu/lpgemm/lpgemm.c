@@ -22,7 +22,7 @@
  *    (interleaved for the bf16 kernels that want it), gathers (A, transposed B)
  *    convert a source row into a small buffer and scatter it. */
 #include "kernels/cpu/lpgemm/lpgemm_impl.h"
-#include "runtime/threadpool.h"
+#include "util/threadpool.h"
 
 #include <string.h>
 

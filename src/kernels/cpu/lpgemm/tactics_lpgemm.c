@@ -26,8 +26,8 @@
 #include "kernels/cpu/lpgemm/lp_onednn.h"
 #include "kernels/cpu/lpgemm/lpgemm_impl.h"
 #include "kernels/ref/fused.h"
-#include "runtime/threadpool.h"
 #include "util/error.h"
+#include "util/threadpool.h"
 
 #include <stdio.h>
 #include <stdlib.h>

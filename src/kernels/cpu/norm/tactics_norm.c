@@ -15,8 +15,8 @@
 #include "kernels/cpu/norm/norm.h"
 #include "kernels/cpu/norm/norm_seq.h"
 #include "kernels/ref/conv_util.h"
-#include "runtime/threadpool.h"
 #include "util/error.h"
+#include "util/threadpool.h"
 
 #include <string.h>
 

@@ -14,8 +14,8 @@
  * reduce.reassoc, eltwise.threads). */
 #include "compiler/plan.h"
 #include "kernels/cpu/norm/pool_nhwc.h"
-#include "runtime/threadpool.h"
 #include "util/error.h"
+#include "util/threadpool.h"
 
 #include <string.h>
 

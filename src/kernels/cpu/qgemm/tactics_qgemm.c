@@ -34,8 +34,8 @@
 
 #include "compiler/quant.h"
 #include "kernels/ref/fused.h"
-#include "runtime/threadpool.h"
 #include "util/error.h"
+#include "util/threadpool.h"
 
 #include <math.h>
 #include <stdlib.h>

@@ -11,7 +11,7 @@
  * contiguous chunks over the thread pool. */
 #include "compiler/plan.h"
 #include "kernels/cpu/quant/quant.h"
-#include "runtime/threadpool.h"
+#include "util/threadpool.h"
 
 #include <math.h>
 #include <string.h>

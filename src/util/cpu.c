@@ -8,7 +8,7 @@
  * zmm kernel there would fault. NR_ISA_AVX512 means F + BW + DQ + VL (what the
  * *__avx512.c files are compiled for) and implies NR_ISA_AVX2; NR_ISA_AVX512VNNI
  * (the *__avx512vnni.c files) implies NR_ISA_AVX512. */
-#include "compiler/plan.h"
+#include "util/cpu.h"
 
 #include <pthread.h>
 #include <stdbool.h>

@@ -5,8 +5,8 @@
  * the median of an even count is the mean of the middle two. The confidence interval
  * of the median is a seeded percentile bootstrap: the same data and seed always give
  * the same interval, which keeps tuning reports reproducible. */
-#ifndef NR_RUNTIME_STATS_H
-#define NR_RUNTIME_STATS_H
+#ifndef NR_UTIL_STATS_H
+#define NR_UTIL_STATS_H
 
 #include <stddef.h>
 #include <stdint.h>

@@ -1,7 +1,7 @@
 /* stats.c - timing statistics (see stats.h). Sorting copies keeps the callers' arrays
  * in measurement order, which the tuner uses to spot drift. The bootstrap uses its
  * own splitmix64 generator so results do not depend on the C library's rand(). */
-#include "runtime/stats.h"
+#include "util/stats.h"
 
 #include <math.h>
 #include <stdlib.h>

@@ -5,8 +5,8 @@
  * so a pool of N threads has N-1 workers. A batch-1 mobilenet has over a hundred
  * steps, so dispatch cost matters: chunks are claimed with an atomic counter and
  * workers spin briefly before sleeping. A NULL pool runs everything on the caller. */
-#ifndef NR_RUNTIME_THREADPOOL_H
-#define NR_RUNTIME_THREADPOOL_H
+#ifndef NR_UTIL_THREADPOOL_H
+#define NR_UTIL_THREADPOOL_H
 
 #include <stdint.h>
 

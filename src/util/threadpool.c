@@ -17,7 +17,7 @@
  * own part first and any other part only after that: thread i reads the same slice of
  * memory call after call (it stays in its core's L2), yet nobody waits for a late
  * thread's part. */
-#include "runtime/threadpool.h"
+#include "util/threadpool.h"
 
 #include <limits.h>
 #include <pthread.h>
