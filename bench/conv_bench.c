@@ -15,8 +15,8 @@
  * weights are those of a seeded generator, and only PLAIN tactics are timed (a
  * blocked layout's reorders would be part of its cost in a model, not here). */
 #include "compiler/plan.h"
+#include "ir/fused.h"
 #include "kernels/cpu/conv/conv_internal.h"
-#include "kernels/ref/fused.h"
 #include "util/threadpool.h"
 
 #include <stdio.h>

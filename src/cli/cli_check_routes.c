@@ -19,7 +19,7 @@
 #include "cli/cli.h"
 #include "compiler/route.h"
 #include "io/tensor_io.h"
-#include "kernels/ref/ref_util.h"
+#include "ir/dtype.h"
 #include "runtime/model_internal.h"
 #include "util/error.h"
 

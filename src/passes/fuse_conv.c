@@ -13,8 +13,8 @@
  * Add. A Gemm/MatMul takes the residual as a Conv does (bert's two residual Adds per
  * layer: on two threads each ran 2.3x its one-thread time, reading the product back
  * from both cores' caches). */
-#include "kernels/ref/fused.h"
-#include "kernels/ref/ref_util.h"
+#include "ir/dtype.h"
+#include "ir/fused.h"
 #include "passes/pass_util.h"
 #include "util/error.h"
 

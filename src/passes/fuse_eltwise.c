@@ -10,7 +10,7 @@
  * graph, where fuse_act has not run yet, so applies() links only nodes fuse_act does
  * not swallow by default (nr_fuse_act_absorbs): the chains it lists are the ones this
  * pass meets under the default route. */
-#include "kernels/ref/fused.h"
+#include "ir/fused.h"
 #include "kernels/cpu/norm/fate.h"
 #include "passes/pass_util.h"
 #include "util/error.h"

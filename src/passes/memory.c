@@ -37,8 +37,8 @@
  *
  * The functions below are reachable from tests through nr_memory_plan(). */
 #include "compiler/plan.h"
+#include "ir/fused.h"
 #include "kernels/cpu/norm/fate.h"
-#include "kernels/ref/fused.h"
 #include "util/error.h"
 
 #include <stdlib.h>

@@ -12,7 +12,7 @@
 #define NR_PASSES_PASS_UTIL_H
 
 #include "compiler/plan.h"
-#include "kernels/act.h"
+#include "ir/act.h"
 
 #include <stdbool.h>
 #include <stdint.h>

@@ -8,7 +8,7 @@
  * in a row merge in two rounds). Readers keep their tensors: a cancelled pair's
  * readers are pointed at the pair's input, a merged Transpose reads the first one's
  * input, and a Transpose left without readers is dropped. */
-#include "kernels/ref/fused.h"
+#include "ir/fused.h"
 #include "passes/pass_util.h"
 #include "util/error.h"
 

@@ -23,7 +23,7 @@
 #include "tune/pairs.h"
 
 #include "io/tensor_io.h"
-#include "kernels/ref/ref_util.h"
+#include "ir/dtype.h"
 #include "runtime/model_internal.h"
 #include "util/error.h"
 #include "util/threadpool.h"

@@ -15,9 +15,9 @@
  * GEMM the knobs act on. */
 #include "compiler/plan.h"
 #include "compiler/route.h"
+#include "ir/fused.h"
 #include "kernels/act.h"
 #include "kernels/cpu/conv/conv_internal.h"
-#include "kernels/ref/fused.h"
 #include "op_test.h"
 #include "util/threadpool.h"
 #include "unit.h"

@@ -30,9 +30,9 @@ static void *alloc64(size_t n) { return aligned_alloc(64, (n + 63) / 64 * 64); }
 extern const nr_tactic nr_tactics_cpu_qgemm[];
 
 #include "compiler/quant.h"
+#include "ir/fused.h"
 #include "kernels/cpu/conv/conv_internal.h"
 #include "kernels/cpu/qgemm/qgemm_tactic.h"
-#include "kernels/ref/fused.h"
 #include "op_test.h"
 
 static const qt_header *qt_hdr_of(const nr_tactic_ctx *c, const nr_step *st) {

@@ -12,11 +12,11 @@
  * per-channel operand all reduce to that. Unary tactics work on the physical buffer,
  * so they run in any layout when f(0) = 0 keeps NCHW8C's padding at zero. */
 #include "compiler/plan.h"
+#include "ir/fused.h"
 #include "kernels/cpu/attn/attn.h"
 #include "kernels/cpu/eltwise/vmath.h"
 #include "kernels/cpu/norm/fate.h"
 #include "kernels/cpu/norm/norm.h"
-#include "kernels/ref/fused.h"
 #include "util/error.h"
 #include "util/threadpool.h"
 

@@ -17,10 +17,10 @@
  * applies bias/residual/activation in a second pass over C, gemm.threads_max=1 sets
  * step->threads so the step runs on the calling thread, gemm.threads_map=any lets any
  * thread take any part of the split (default: part i on thread i, gemm.c). */
+#include "ir/fused.h"
 #include "kernels/cpu/extlib.h"
 #include "kernels/cpu/gemm/gemm_tactic.h"
 #include "kernels/cpu/norm/fate.h"
-#include "kernels/ref/fused.h"
 #include "passes/pass_util.h"
 #include "util/error.h"
 #include "util/threadpool.h"

@@ -33,7 +33,7 @@
 #include "kernels/cpu/qgemm/qgemm_tactic.h"
 
 #include "compiler/quant.h"
-#include "kernels/ref/fused.h"
+#include "ir/fused.h"
 #include "util/error.h"
 #include "util/threadpool.h"
 
