@@ -22,11 +22,11 @@ FLOORS = [
     "ir",        # graph, values, ops, dtypes, activations, fused-op domain
     "onnx",      # protobuf schema and model loading into the IR
     "io",        # .npy / .pb tensor files, test-data folders
-    "plan",      # plan, tactic, pass, knob and route records
-    "passes",    # graph rewrites steered by the route
-    "compiler",  # build driver: pass pipeline, tactic selection, quantisation
+    "plan",      # plan, tactic, pass, knob, route, calibration and engine records
+    "passes",    # graph rewrites and tactic-independent plan passes
     "kernels",   # reference executor and CPU kernels (kernels/ref, kernels/cpu/*)
-    "backends",  # backend function tables (cpu; cuda/ behind a build switch)
+    "backends",  # device backends as function tables (cuda/ behind a build switch)
+    "compiler",  # the build driver: pass pipeline, tactic selection, layout, weights
     "runtime",   # execution context, stats, profiling
     "engine",    # engine format, save, load, fingerprint
     "api",       # the public API's implementations (model, engine build, calibration)

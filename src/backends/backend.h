@@ -16,8 +16,9 @@
 #ifndef NR_BACKENDS_BACKEND_H
 #define NR_BACKENDS_BACKEND_H
 
-#include "compiler/plan.h"
 #include "engine/engine.h"
+#include "plan/pass.h"
+#include "plan/tactic.h"
 #include "runtime/profile.h"
 
 typedef struct nr_backend {

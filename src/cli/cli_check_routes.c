@@ -17,9 +17,9 @@
  * every route, as ONNX Runtime itself does (1.7e-5), and gets 2.6e-5; an 8-product
  * model keeps 1e-5. --base-tolerance sets it outright. */
 #include "cli/cli.h"
-#include "compiler/route.h"
 #include "io/tensor_io.h"
 #include "ir/dtype.h"
+#include "plan/route.h"
 #include "runtime/model_internal.h"
 #include "util/error.h"
 

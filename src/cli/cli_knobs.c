@@ -6,8 +6,8 @@
  * exactly what the route parser accepts: without a model, the global knobs and the
  * per-node knob definitions; with one, the instances of the prepared, named graph. */
 #include "cli/cli.h"
-#include "compiler/knob.h"
-#include "compiler/knob_internal.h"
+#include "plan/knob.h"
+#include "plan/knob_internal.h"
 
 #include <cjson/cJSON.h>
 #include <stdio.h>

@@ -6,8 +6,8 @@
  * compiler is checked against. Input problems (a missing file, a wrong shape or dtype,
  * an unknown name) end with a list of every input and the shape and dtype expected. */
 #include "cli/cli.h"
-#include "compiler/knob.h"
 #include "io/tensor_io.h"
+#include "plan/knob.h"
 #include "util/error.h"
 
 #include <stdio.h>

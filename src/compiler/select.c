@@ -7,7 +7,8 @@
  * `restricting` below: a kernel family adds a knob there and its values name tactic
  * ids, algorithm families or layouts. "auto" leaves the choice to selection. */
 #include "backends/backend.h"
-#include "compiler/plan.h"
+#include "plan/pass.h"
+#include "plan/tactic.h"
 #include "util/error.h"
 
 #include <stdlib.h>

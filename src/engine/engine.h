@@ -9,7 +9,7 @@
 #ifndef NR_ENGINE_ENGINE_H
 #define NR_ENGINE_ENGINE_H
 
-#include "compiler/plan.h"
+#include "plan/tactic.h"
 #include "nnroute.h"
 
 typedef struct nr_fingerprint {

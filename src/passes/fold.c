@@ -8,6 +8,7 @@
  * which a prepared graph usually does not: then there is nothing to decide. */
 #include "ir/op.h"
 #include "passes/pass_util.h"
+#include "plan/pass.h"
 
 static bool has_subgraph(const nr_node *n) {
   for (int a = 0; a < n->n_attrs; a++)

@@ -11,8 +11,9 @@
  * not swallow by default (nr_fuse_act_absorbs): the chains it lists are the ones this
  * pass meets under the default route. */
 #include "ir/fused.h"
-#include "kernels/cpu/norm/fate.h"
+#include "passes/fate.h"
 #include "passes/pass_util.h"
+#include "plan/pass.h"
 #include "util/error.h"
 
 #include <float.h>

@@ -14,6 +14,7 @@
  * Biases (Conv B, Gemm C, or a constant Add behind a MatMul) are concatenated too,
  * with zeros for members that have none. */
 #include "passes/pass_util.h"
+#include "plan/pass.h"
 #include "util/error.h"
 
 #include <stdio.h>

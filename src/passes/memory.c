@@ -36,9 +36,10 @@
  *                   then asks the whole group of slots sharing bytes to die, not one.
  *
  * The functions below are reachable from tests through nr_memory_plan(). */
-#include "compiler/plan.h"
 #include "ir/fused.h"
-#include "kernels/cpu/norm/fate.h"
+#include "passes/fate.h"
+#include "plan/pass.h"
+#include "plan/tactic.h"
 #include "util/error.h"
 
 #include <stdlib.h>

@@ -12,6 +12,7 @@
  * addressing it). All matches are found on the graph as it is, then applied, then
  * the swallowed nodes are removed in one compaction. */
 #include "passes/pass_util.h"
+#include "plan/pass.h"
 #include "util/error.h"
 
 #include <math.h>

@@ -10,6 +10,7 @@
  * input, and a Transpose left without readers is dropped. */
 #include "ir/fused.h"
 #include "passes/pass_util.h"
+#include "plan/pass.h"
 #include "util/error.h"
 
 #include <stdlib.h>

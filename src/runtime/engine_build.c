@@ -2,8 +2,9 @@
  * engine (plan + everything it depends on). The route is parsed against the knob
  * space of this model's graph, so per-node knobs name this model's nodes. */
 #include "backends/backend.h"
-#include "compiler/quant.h"
+#include "compiler/compile.h"
 #include "engine/engine.h"
+#include "plan/quant.h"
 #include "runtime/model_internal.h"
 #include "util/error.h"
 #include "util/threadpool.h"

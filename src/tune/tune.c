@@ -10,8 +10,8 @@
  * Only the few best feasible candidates keep their engine file (in a folder beside
  * the database); the measurement stages re-time those files in fresh processes. */
 #include "backends/backend.h"
-#include "compiler/quant.h"
 #include "engine/engine.h"
+#include "plan/quant.h"
 #include "runtime/model_internal.h"
 #include "tune/tune_internal.h"
 #include "util/error.h"

@@ -4,7 +4,7 @@
 #ifndef NR_TUNE_TUNE_INTERNAL_H
 #define NR_TUNE_TUNE_INTERNAL_H
 
-#include "compiler/route.h"
+#include "plan/route.h"
 #include "tune/db.h"
 #include "tune/tune.h"
 #include "tune/worker.h"

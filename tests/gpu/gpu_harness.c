@@ -3,6 +3,7 @@
 #include "gpu_harness.h"
 
 #include "backends/backend.h"
+#include "compiler/compile.h"
 #include "engine/engine.h"
 #include "kernels/ref/executor.h"
 #include "kernels/ref/ref_util.h"

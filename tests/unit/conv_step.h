@@ -11,8 +11,8 @@
 #ifndef NR_TESTS_UNIT_CONV_STEP_H
 #define NR_TESTS_UNIT_CONV_STEP_H
 
-#include "compiler/plan.h"
 #include "kernels/act.h"
+#include "plan/tactic.h"
 #include "util/threadpool.h"
 #include "unit.h"
 

@@ -5,7 +5,7 @@
  * masking, every kv_block value (online softmax) and eltwise.math=fast, serial and on
  * a 2-thread pool. Uses the one-step plan harness of test_cpu_eltwise.c (cpuop_*),
  * which also guards the step's scratch. */
-#include "compiler/plan.h"
+#include "plan/tactic.h"
 #include "util/threadpool.h"
 #include "unit.h"
 

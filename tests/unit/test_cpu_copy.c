@@ -4,8 +4,8 @@
  * opset 9 attributes), Transpose of ranks 1 to 5 with every kind of permutation, the
  * reshaping ops; plus what they leave to the reference (steps other than 1, a
  * non-constant start). Uses the one-step plan harness of test_cpu_eltwise.c. */
-#include "compiler/plan.h"
 #include "kernels/ref/executor.h"
+#include "plan/tactic.h"
 #include "util/threadpool.h"
 #include "unit.h"
 

@@ -6,11 +6,11 @@
  * one step by hand, then calls supports(), prepare() and run() directly. Buffers
  * carry guard bytes on both sides; data comes from a printed seed. test_cpu_norm.c
  * reuses this harness through the cpuop_* declarations. */
-#include "compiler/knob_internal.h"
-#include "compiler/plan.h"
 #include "kernels/cpu/eltwise/vmath.h"
 #include "kernels/ref/executor.h"
 #include "passes/pass_util.h"
+#include "plan/knob_internal.h"
+#include "plan/tactic.h"
 #include "util/threadpool.h"
 #include "unit.h"
 

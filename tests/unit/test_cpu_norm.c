@@ -2,10 +2,10 @@
  * LayerNormalization, GlobalAveragePool, 2-D pools) against the reference kernels,
  * over row lengths around the vector width and every value of their knobs. Uses the
  * one-step plan harness of test_cpu_eltwise.c (cpuop_*). */
-#include "compiler/knob_internal.h"
-#include "compiler/plan.h"
 #include "kernels/cpu/norm/norm.h"
 #include "kernels/ref/executor.h"
+#include "plan/knob_internal.h"
+#include "plan/tactic.h"
 #include "util/threadpool.h"
 #include "unit.h"
 

@@ -16,8 +16,9 @@
  * int8 GEMM tactics, so GEMMs are not tested that way here). Also: the quantize loops
  * against their rule, a record rebuilt into primitives after the cache is emptied,
  * and the failure paths (no calibration, a corrupted packed record). */
-#include "compiler/quant.h"
+#include "compiler/compile.h"
 #include "engine/engine.h"
+#include "plan/quant.h"
 #include "graph_build.h"
 #include "ir/fused.h"
 #include "kernels/act.h"

@@ -4,8 +4,8 @@
  * allowed values. */
 #include "unit.h"
 
-#include "compiler/knob_internal.h"
-#include "compiler/route.h"
+#include "plan/knob_internal.h"
+#include "plan/route.h"
 
 #include <stdlib.h>
 #include <string.h>

@@ -24,6 +24,7 @@
  * inputs and outputs (a residual whose dtype differs from the output's is added by
  * the GEMM's epilogue pass instead of being C). */
 #include "backends/cuda/cuda_internal.h"
+#include "plan/pass.h"
 
 #include <stdlib.h>
 #include <string.h>

@@ -14,9 +14,9 @@
  * returns, is asked at build time on the GPU; a value it refuses falls back to the
  * library's heuristic and is counted as an ignored knob (like the select pass's
  * restrictions), so every route the space admits builds. */
-#include "compiler/knob.h"
-#include "kernels/cpu/norm/fate.h"
+#include "passes/fate.h"
 #include "passes/pass_util.h"
+#include "plan/knob.h"
 
 #include <string.h>
 

@@ -13,6 +13,7 @@
  * shared by every context of the engine. NNROUTE_CUDA_SYNC=1 waits after every step
  * and names the step whose kernels failed (no graphs then): for triage only. */
 #include "backends/cuda/cuda_internal.h"
+#include "plan/pass.h"
 
 #include <stdio.h>
 #include <stdlib.h>

@@ -32,8 +32,8 @@
 #include "kernels/cpu/qgemm/qgemm_impl.h"
 #include "kernels/cpu/qgemm/qgemm_tactic.h"
 
-#include "compiler/quant.h"
 #include "ir/fused.h"
+#include "plan/quant.h"
 #include "util/error.h"
 #include "util/threadpool.h"
 

@@ -4,8 +4,8 @@
  * The histogram's upper edge is always a power of two just above the largest |x|
  * seen, so merging bins when it grows is exact and the final table does not depend
  * on the order in which calibration inputs arrive. */
-#include "compiler/quant.h"
-#include "compiler/route.h"
+#include "plan/quant.h"
+#include "plan/route.h"
 #include "util/error.h"
 #include "util/sha256.h"
 

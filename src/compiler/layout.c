@@ -16,12 +16,13 @@
  * Key decision: one forward walk over the steps with a table alt[slot][layout] of
  * where each tensor is available in which layout; the step list is rebuilt with the
  * reorders in place, right before their first consumer (or right after a producer
- * that writes a graph output). nr_layout_predict (plan.h) answers the same question
- * before the pass, from the producers' tactics, for tactics that follow their input's
- * layout (the NHWC pooling and copy rows). */
+ * that writes a graph output). The rules themselves are plan/layout.c's, which also
+ * answers the same question before the pass (nr_layout_predict) for tactics that
+ * follow their input's layout (the NHWC pooling and copy rows). */
 #include "backends/backend.h"
-#include "compiler/plan.h"
-#include "kernels/cpu/conv/conv_internal.h"
+#include "kernels/cpu/conv/conv_layout.h"
+#include "plan/pass.h"
+#include "plan/tactic.h"
 #include "util/error.h"
 
 #include <stdio.h>
@@ -145,38 +146,6 @@ static bool is_graph_output(const nr_plan *p, int s) {
   return false;
 }
 
-static bool blockable(const nr_slot *s) {
-  return s->dtype == NR_DTYPE_FLOAT && s->rank == 4;
-}
-
-/* Does slot s take the layout of a step whose output 0 is y (besides input 0 and
- * output 0 themselves)? */
-static bool follows_out0(const nr_slot *s, const nr_slot *y) {
-  if (!blockable(s) || y->rank != 4)
-    return false;
-  for (int d = 0; d < 4; d++)
-    if (d != 1 && s->dims[d] != y->dims[d])
-      return false;
-  return true;
-}
-
-/* Does NR_LAYOUT_ANY step st follow its input 0's layout (layout.propagate on)? */
-static bool any_follows(const nr_plan *p, const nr_step *st) {
-  if (st->n_in < 1 || st->in[0] < 0 || st->n_out != 1 || st->out[0] < 0)
-    return false;
-  const nr_slot *y = &p->slots[st->out[0]];
-  if (!blockable(y))
-    return false;
-  for (int i = 0; i < st->n_in; i++) {
-    if (st->in[i] < 0)
-      continue;
-    const nr_slot *x = &p->slots[st->in[i]];
-    if (x->kind == NR_SLOT_CONST || !blockable(x) || !nr_slot_same_dims(x, y))
-      return false;
-  }
-  return true;
-}
-
 /* The layout step st runs in. */
 static nr_layout step_layout(const layout_ctx *c, const nr_step *st) {
   const nr_tactic *t = st->tactic;
@@ -184,47 +153,13 @@ static nr_layout step_layout(const layout_ctx *c, const nr_step *st) {
     return NR_LAYOUT_PLAIN;
   if (t->layout != NR_LAYOUT_ANY)
     return t->layout;
-  if (!c->propagate || !any_follows(c->p, st))
+  if (!c->propagate || !nr_layout_any_follows(c->p, st))
     return NR_LAYOUT_PLAIN;
   int s0 = st->in[0];
   for (int k = 0; k < N_LAYOUTS; k++)
     if (c->alt[s0][k] == s0)
       return (nr_layout)k; /* where input 0 was produced */
   return NR_LAYOUT_PLAIN;
-}
-
-/* The same rules, before the pass: the producer's tactic decides; an ANY producer
- * passes on where its input 0 comes from. */
-nr_layout nr_layout_predict(const nr_plan *p, const nr_route *r, int s, int before) {
-  bool propagate = !r || !nr_route_is(r, "layout.propagate", NULL, "off");
-  for (int k = before - 1; s >= 0 && k >= 0; k--) {
-    const nr_step *st = &p->steps[k];
-    for (int o = 0; o < st->n_out; o++) {
-      if (st->out[o] != s)
-        continue;
-      const nr_tactic *t = st->tactic;
-      if (!t || st->out[0] < 0)
-        return NR_LAYOUT_PLAIN;
-      if (t->layout != NR_LAYOUT_ANY)
-        return o == 0 || follows_out0(&p->slots[s], &p->slots[st->out[0]]) ? t->layout
-                                                                           : NR_LAYOUT_PLAIN;
-      if (o != 0 || !propagate || !any_follows(p, st))
-        return NR_LAYOUT_PLAIN;
-      return nr_layout_predict(p, r, st->in[0], k);
-    }
-  }
-  return NR_LAYOUT_PLAIN;
-}
-
-bool nr_step_input_arrives(const nr_tactic_ctx *c, int i, nr_layout l) {
-  const nr_plan *p = c->plan;
-  if (!p || !c->step || i >= c->step->n_in || c->step->in[i] < 0 ||
-      (c->route && nr_route_is(c->route, "layout.propagate", NULL, "off")))
-    return false;
-  for (int k = 0; k < p->n_steps; k++)
-    if (&p->steps[k] == c->step)
-      return nr_layout_predict(p, c->route, c->step->in[i], k) == l;
-  return false; /* a probe step outside the plan: no producer to follow */
 }
 
 static nr_status place_step(layout_ctx *c, const nr_step *orig) {
@@ -236,7 +171,7 @@ static nr_status place_step(layout_ctx *c, const nr_step *orig) {
     int s = st.in[i];
     if (s < 0 || p->slots[s].kind == NR_SLOT_CONST)
       continue;
-    bool act = i == 0 || (y >= 0 && follows_out0(&p->slots[s], &p->slots[y]));
+    bool act = i == 0 || (y >= 0 && nr_layout_follows_out0(&p->slots[s], &p->slots[y]));
     nr_status e = get_in(c, s, act ? l : NR_LAYOUT_PLAIN, &st.in[i]);
     if (e)
       return e;
@@ -246,7 +181,7 @@ static nr_status place_step(layout_ctx *c, const nr_step *orig) {
     int s = st.out[o];
     if (s < 0)
       continue;
-    bool piece = o > 0 && y >= 0 && follows_out0(&p->slots[s], &p->slots[y]);
+    bool piece = o > 0 && y >= 0 && nr_layout_follows_out0(&p->slots[s], &p->slots[y]);
     nr_layout lo = o == 0 || piece ? l : NR_LAYOUT_PLAIN;
     if (lo != NR_LAYOUT_PLAIN && is_graph_output(p, s)) {
       int t = add_slot(c, s, lo);

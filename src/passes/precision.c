@@ -8,10 +8,10 @@
  * node with no tactic at the requested precision fails to build with a message naming
  * both. Reduced precision has no documented error bound (NR_KNOB_PRECISION): whether
  * a route is acceptable is the user's tolerance, measured by the tuner. */
-#include "compiler/knob.h"
-#include "compiler/plan.h"
-#include "kernels/cpu/norm/fate.h"
+#include "passes/fate.h"
 #include "passes/pass_util.h"
+#include "plan/knob.h"
+#include "plan/tactic.h"
 
 #include <string.h>
 

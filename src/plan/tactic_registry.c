@@ -1,6 +1,6 @@
 /* tactic_registry.c - the list of tactic tables (families.h) and lookup by id. */
-#include "compiler/families.h"
-#include "compiler/plan.h"
+#include "plan/families.h"
+#include "plan/tactic.h"
 
 #include <string.h>
 

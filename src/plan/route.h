@@ -11,10 +11,10 @@
  * The canonical text lists only non-default instances, in knob-space order, one
  * `-id=value` token each, so equal routes compare equal and the default route is "".
  * Errors name the offending token and list the allowed values. */
-#ifndef NR_COMPILER_ROUTE_H
-#define NR_COMPILER_ROUTE_H
+#ifndef NR_PLAN_ROUTE_H
+#define NR_PLAN_ROUTE_H
 
-#include "compiler/knob.h"
+#include "plan/knob.h"
 
 typedef struct nr_route {
   const nr_knob_space *space; /* not owned; must outlive the route */

@@ -7,8 +7,8 @@
  * keeps an id -> index hash in a hidden header allocated in front of its instance
  * array, so the per-node lookups every pass makes (nr_route_get) stay O(1) on graphs
  * with thousands of instances. */
-#include "compiler/families.h"
-#include "compiler/knob_internal.h"
+#include "plan/families.h"
+#include "plan/knob_internal.h"
 #include "util/error.h"
 
 #include <math.h>

@@ -1,4 +1,4 @@
-/* quant.h - int8 in the compiler: the calibration table, the methods that turn a
+/* quant.h - the int8 records of a build: the calibration table, the methods that turn a
  * tensor's statistics into a quantization range, and what int8 tactics ask at build
  * time.
  *
@@ -16,10 +16,10 @@
  * QDQ pass produced from a pre-quantized model carries its own activation scale and
  * zero point (node attributes nr_x_scale / nr_x_zero_point), which win over the
  * table. */
-#ifndef NR_COMPILER_QUANT_H
-#define NR_COMPILER_QUANT_H
+#ifndef NR_PLAN_QUANT_H
+#define NR_PLAN_QUANT_H
 
-#include "compiler/plan.h"
+#include "plan/tactic.h"
 
 #include <stddef.h>
 #include <stdint.h>

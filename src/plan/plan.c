@@ -1,6 +1,7 @@
 /* plan.c - owning and querying a plan: weights storage, slot access for tactics,
  * layout names, teardown. */
-#include "compiler/plan.h"
+#include "plan/plan.h"
+#include "plan/tactic.h"
 #include "util/error.h"
 
 #include <stdlib.h>

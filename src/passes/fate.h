@@ -6,8 +6,8 @@
  * These predicates answer "does this node still exist as itself after the default
  * graph passes?" without rewriting anything: each asks the owning pass through its
  * public knob table (recognize.*, eltwise.fuse) or pass_util (nr_fuse_act_absorbs). */
-#ifndef NR_KERNELS_CPU_NORM_FATE_H
-#define NR_KERNELS_CPU_NORM_FATE_H
+#ifndef NR_PASSES_FATE_H
+#define NR_PASSES_FATE_H
 
 #include "ir/ir.h"
 

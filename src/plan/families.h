@@ -3,8 +3,8 @@
  * the file that owns that family; this header is the one place that lists them all,
  * and the registries expand it. Pass order is the order of NR_GRAPH_PASSES and then
  * NR_PLAN_PASSES. */
-#ifndef NR_COMPILER_FAMILIES_H
-#define NR_COMPILER_FAMILIES_H
+#ifndef NR_PLAN_FAMILIES_H
+#define NR_PLAN_FAMILIES_H
 
 /* Knob tables. */
 #define NR_KNOB_FAMILIES(X)                                                            \

@@ -10,10 +10,10 @@
  * Elementwise chains follow eltwise_fuse's links (a producer whose only reader is the
  * next node, first such input wins) back to the chain start, where the eltwise.fuse
  * knob says whether the default route fuses it. */
-#include "kernels/cpu/norm/fate.h"
+#include "passes/fate.h"
 
-#include "compiler/knob.h"
 #include "passes/pass_util.h"
+#include "plan/knob.h"
 
 #include <stdlib.h>
 #include <string.h>

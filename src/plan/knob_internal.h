@@ -6,10 +6,10 @@
  * independent of which real knobs exist. A space remembers the tables it was built
  * from (they must outlive it), so the route parser can tell "unknown knob" from
  * "knob that has no instance in this graph" and suggest close names. */
-#ifndef NR_COMPILER_KNOB_INTERNAL_H
-#define NR_COMPILER_KNOB_INTERNAL_H
+#ifndef NR_PLAN_KNOB_INTERNAL_H
+#define NR_PLAN_KNOB_INTERNAL_H
 
-#include "compiler/knob.h"
+#include "plan/knob.h"
 
 #include <stddef.h>
 

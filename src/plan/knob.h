@@ -3,16 +3,17 @@
  * A knob has a name ("conv.algo"), a finite list of values, a default, a scope (global,
  * or one instance per node it applies to: "conv.algo@/layer1/conv1"), flags and one
  * line of help. Each pass or kernel family declares its knobs in one static table
- * (nr_knob_def[], ended by a row with name NULL) in its own file; knob_registry.c
- * lists the tables. `nnroute knobs`, the route parser, the tuner's search space and
- * the docs are all generated from them, so adding a knob is adding one row.
+ * (nr_knob_def[], ended by a row with name NULL) in its own file; families.h lists
+ * the tables and knob.c expands that list. `nnroute knobs`, the route parser, the
+ * tuner's search space and the docs are all generated from them, so adding a knob is
+ * adding one row.
  *
  * For a given graph the knob space is the list of instances: every global knob, and
  * every per-node knob once per node it applies to, each with the values valid there.
  * Per-node knobs name nodes of the prepared model graph; passes keep the name of the
  * node that anchors a fusion, so a knob keeps addressing the same decision. */
-#ifndef NR_COMPILER_KNOB_H
-#define NR_COMPILER_KNOB_H
+#ifndef NR_PLAN_KNOB_H
+#define NR_PLAN_KNOB_H
 
 #include "ir/ir.h"
 

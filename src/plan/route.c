@@ -6,8 +6,8 @@
  * concrete route needs exactly one value valid at every selected instance; an
  * expression keeps whatever of its values each instance allows. Parsing works on a
  * copy, so a route or expression is left untouched by a text that fails. */
-#include "compiler/knob_internal.h"
-#include "compiler/route.h"
+#include "plan/knob_internal.h"
+#include "plan/route.h"
 #include "util/error.h"
 
 #include <stdio.h>
