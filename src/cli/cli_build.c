@@ -4,6 +4,7 @@
 #include "cli/cli.h"
 #include "engine/engine.h"
 #include "plan/knob.h"
+#include "plan/tactic.h"
 
 #include <stdio.h>
 #include <stdlib.h>

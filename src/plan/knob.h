@@ -18,6 +18,7 @@
 #include "ir/ir.h"
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 typedef enum nr_knob_scope { NR_KNOB_GLOBAL = 0, NR_KNOB_NODE = 1 } nr_knob_scope;
@@ -109,6 +110,10 @@ int nr_knob_space_find(const nr_knob_space *s, const char *id);
 /* Index of value in instance i, or -1. */
 int nr_knob_value_index(const nr_knob_inst *k, const char *value);
 
+/* Whether NNROUTE_TEST_KNOBS=1 is set. */
+bool nr_knob_test_knobs_enabled(void);
+/* Value i of a '|' list: sets *start and *len; false past the end. */
+bool nr_knob_value_at(const char *values, int i, const char **start, size_t *len);
 /* Calls fn for every knob definition of every table (test knobs included). */
 void nr_knob_foreach(void (*fn)(const nr_knob_def *def, void *user), void *user);
 /* Finds a definition by name; NULL if none. */

@@ -30,8 +30,6 @@ nr_status nr_knob_space_build_tables_for(const nr_knob_def *const *tables, int n
                                          const nr_graph *g, bool test_knobs,
                                          nr_device device, nr_knob_space *out,
                                          nr_error *err);
-/* Whether NNROUTE_TEST_KNOBS=1 is set. */
-bool nr_knob_test_knobs_enabled(void);
 
 /* The definition named name[0..len) among the tables space was built from. */
 const nr_knob_def *nr_knob_space_def(const nr_knob_space *s, const char *name,
@@ -43,9 +41,6 @@ int nr_knob_space_find_parts(const nr_knob_space *s, const char *name, size_t le
  * (same family, or a small edit distance), comma separated; "" if none. */
 void nr_knob_space_suggest(const nr_knob_space *s, const char *name, size_t len,
                            char *buf, size_t cap);
-
-/* Value i of a '|' list: sets *start and *len; false past the end. */
-bool nr_knob_value_at(const char *values, int i, const char **start, size_t *len);
 /* Number of values in a '|' list. */
 int nr_knob_value_count(const char *values);
 

@@ -61,6 +61,9 @@ typedef struct nr_tactic_ctx {
   nr_device device;          /* the device the plan is built for */
 } nr_tactic_ctx;
 
+/* Called after step `step` of a run finished successfully, with its wall time. */
+typedef void (*nr_step_hook)(void *user, int step, double ms);
+
 /* Slot i of the step's inputs / outputs, or NULL. */
 const nr_slot *nr_step_in(const nr_tactic_ctx *c, int i);
 const nr_slot *nr_step_out(const nr_tactic_ctx *c, int i);

@@ -12,7 +12,7 @@
  * (backends/backend.h): the checks and the output buffers are done here, the memory,
  * streams and the running of the steps there. */
 #include "backends/backend.h"
-#include "engine/engine.h"
+#include "plan/engine.h"
 #include "runtime/profile.h"
 #include "util/error.h"
 #include "util/threadpool.h"

@@ -22,9 +22,9 @@
  * error rather than a silent clamp. */
 #include "tune/pairs.h"
 
+#include "api/nnroute_tools.h"
 #include "io/tensor_io.h"
 #include "ir/dtype.h"
-#include "runtime/model_internal.h"
 #include "util/error.h"
 #include "util/threadpool.h"
 

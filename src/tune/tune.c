@@ -9,10 +9,9 @@
  *
  * Only the few best feasible candidates keep their engine file (in a folder beside
  * the database); the measurement stages re-time those files in fresh processes. */
-#include "backends/backend.h"
+#include "api/nnroute_tools.h"
 #include "engine/engine.h"
 #include "plan/quant.h"
-#include "runtime/model_internal.h"
 #include "tune/tune_internal.h"
 #include "util/error.h"
 #include "util/sha256.h"

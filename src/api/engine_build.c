@@ -1,11 +1,11 @@
 /* engine_build.c - nr_engine_build: a model, a route and a thread count become an
  * engine (plan + everything it depends on). The route is parsed against the knob
  * space of this model's graph, so per-node knobs name this model's nodes. */
+#include "api/model_internal.h"
 #include "backends/backend.h"
 #include "compiler/compile.h"
 #include "engine/engine.h"
 #include "plan/quant.h"
-#include "runtime/model_internal.h"
 #include "util/error.h"
 #include "util/threadpool.h"
 

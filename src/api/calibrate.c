@@ -4,9 +4,9 @@
  * the model's true activations, independent of whatever route is later built. Every
  * float tensor the top-level graph computes is observed, so one table serves every
  * choice of int8 nodes. */
+#include "api/model_internal.h"
 #include "kernels/ref/executor.h"
 #include "plan/quant.h"
-#include "runtime/model_internal.h"
 #include "util/error.h"
 
 #include <errno.h>

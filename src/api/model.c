@@ -6,11 +6,11 @@
  * fixes the input shapes, infers shapes through the graph and folds constant
  * subgraphs; after that the shapes are fixed for the life of the handle. */
 #include "nnroute.h"
+#include "api/model_internal.h"
 #include "io/tensor_io.h"
 #include "ir/ir.h"
 #include "kernels/ref/executor.h"
 #include "onnx/onnx_load.h"
-#include "runtime/model_internal.h"
 #include "util/error.h"
 #include "util/sha256.h"
 
