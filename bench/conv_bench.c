@@ -14,10 +14,10 @@
  * with a ReLU), so a new tactic row shows up here without any registration; the
  * weights are those of a seeded generator, and only PLAIN tactics are timed (a
  * blocked layout's reorders would be part of its cost in a model, not here). */
-#include "compiler/plan.h"
+#include "ir/fused.h"
 #include "kernels/cpu/conv/conv_internal.h"
-#include "kernels/ref/fused.h"
-#include "runtime/threadpool.h"
+#include "plan/tactic.h"
+#include "util/threadpool.h"
 
 #include <stdio.h>
 #include <stdlib.h>

@@ -12,8 +12,8 @@
  * --shape keeps the shapes whose description or MxNxK contains SUBSTRING; --sweep
  * adds kc, mc and nc variants of the default kernel. NNROUTE_ISA=avx2 shows the
  * AVX2 defaults on an AVX-512 machine. */
-#include "compiler/plan.h"
 #include "kernels/cpu/gemm/gemm_impl.h"
+#include "plan/tactic.h"
 
 #include <cblas.h>
 #include <stdbool.h>

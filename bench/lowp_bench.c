@@ -13,10 +13,11 @@
  *
  *   OMP_NUM_THREADS=N lowp_bench [--threads N] [--rounds R] [--shape SUBSTRING]
  */
-#include "compiler/knob.h"
+#include "compiler/compile.h"
 #include "engine/engine.h"
 #include "kernels/cpu/lpgemm/lpgemm_impl.h"
 #include "passes/pass_util.h"
+#include "plan/knob.h"
 
 #include <stdio.h>
 #include <stdlib.h>

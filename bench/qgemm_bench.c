@@ -12,9 +12,9 @@
  * --threads N.
  *
  *   nr_qgemm_bench [--threads N] [--budget-ms MS] [--shape SUBSTRING] */
-#include "compiler/plan.h"
 #include "kernels/cpu/gemm/gemm_impl.h"
 #include "kernels/cpu/qgemm/qgemm_impl.h"
+#include "plan/tactic.h"
 
 #include <stdbool.h>
 #include <stdio.h>

@@ -10,10 +10,10 @@
  * shared). One thread unless --threads N.
  *
  *   reorder_bench [--threads N] [--budget-ms MS] [--shape SUBSTRING] */
-#include "compiler/plan.h"
 #include "kernels/cpu/conv/conv_internal.h"
 #include "kernels/cpu/conv/transpose.h"
-#include "runtime/threadpool.h"
+#include "plan/tactic.h"
+#include "util/threadpool.h"
 
 #include <stdbool.h>
 #include <stdio.h>

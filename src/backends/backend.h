@@ -16,9 +16,9 @@
 #ifndef NR_BACKENDS_BACKEND_H
 #define NR_BACKENDS_BACKEND_H
 
-#include "compiler/plan.h"
-#include "engine/engine.h"
-#include "runtime/profile.h"
+#include "plan/engine.h"
+#include "plan/pass.h"
+#include "plan/tactic.h"
 
 typedef struct nr_backend {
   nr_device device;
@@ -60,14 +60,5 @@ const nr_backend *nr_backend_for(nr_device d);
 /* NR_OK when d can run here: the CPU always; a device when its backend is built in
  * and its check passes. Otherwise NR_ERR_UNSUPPORTED naming what is missing. */
 nr_status nr_backend_check(nr_device d, nr_error *err);
-
-/* nr_fingerprint_current_for computed in a short-lived child process, so this process
- * never initializes the device's driver: for callers that fork workers afterwards
- * (the tuner), since a CUDA driver initialized before fork() is unusable in the child. */
-void nr_fingerprint_current_isolated(nr_fingerprint *fp, nr_device d);
-
-/* The backend state of a device context (NULL for a CPU context): for the commands
- * that use device_ms and flush_caches. */
-void *nr_context_device_state(const nr_context *c);
 
 #endif

@@ -9,12 +9,12 @@
  * and prints where the time went, step by step and per op and tactic. */
 #include "backends/backend.h"
 #include "cli/cli.h"
-#include "compiler/knob.h"
 #include "engine/engine.h"
+#include "plan/knob.h"
 #include "runtime/profile.h"
-#include "runtime/stats.h"
-#include "runtime/threadpool.h"
 #include "util/error.h"
+#include "util/stats.h"
+#include "util/threadpool.h"
 
 #include <cjson/cJSON.h>
 #include <stdio.h>

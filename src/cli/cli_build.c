@@ -2,8 +2,9 @@
  * and says what the route changed, how long the build took and how much memory a
  * context will need. */
 #include "cli/cli.h"
-#include "compiler/knob.h"
 #include "engine/engine.h"
+#include "plan/knob.h"
+#include "plan/tactic.h"
 
 #include <stdio.h>
 #include <stdlib.h>

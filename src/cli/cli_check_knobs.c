@@ -12,9 +12,10 @@
  * The plan fingerprint covers what execution depends on: the graph's nodes, every
  * step (tactic id, slots, params, packed data, scratch, threads), every slot (dtype,
  * shape, layout, kind, size, offset, alias) and the weights' bytes. */
+#include "api/nnroute_tools.h"
 #include "cli/cli.h"
 #include "engine/engine.h"
-#include "runtime/model_internal.h"
+#include "plan/tactic.h"
 #include "tune/pairs.h"
 
 #include <stdio.h>

@@ -16,11 +16,11 @@
  * in quadrature: resnet50 (54 products) differs from the reference by 1.1-1.6e-5 on
  * every route, as ONNX Runtime itself does (1.7e-5), and gets 2.6e-5; an 8-product
  * model keeps 1e-5. --base-tolerance sets it outright. */
+#include "api/nnroute_tools.h"
 #include "cli/cli.h"
-#include "compiler/route.h"
 #include "io/tensor_io.h"
-#include "kernels/ref/ref_util.h"
-#include "runtime/model_internal.h"
+#include "ir/dtype.h"
+#include "plan/route.h"
 #include "util/error.h"
 
 #include <math.h>

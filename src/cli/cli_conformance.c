@@ -7,7 +7,7 @@
  * NR_ERR_UNSUPPORTED, i.e. features docs/operators.md lists as unsupported. */
 #include "cli/cli.h"
 #include "io/tensor_io.h"
-#include "kernels/ref/ref_util.h"
+#include "ir/dtype.h"
 #include "util/error.h"
 
 #include <dirent.h>

@@ -9,9 +9,10 @@
  * with "node", "op", "tactic", "source", "layout", "dtype", "outputs"); keys may be
  * added, never renamed. */
 #include "cli/cli.h"
-#include "compiler/knob.h"
-#include "compiler/quant.h"
 #include "engine/engine.h"
+#include "plan/knob.h"
+#include "plan/quant.h"
+#include "util/sha256.h"
 
 #include <cjson/cJSON.h>
 #include <stdio.h>

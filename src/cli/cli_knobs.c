@@ -5,16 +5,14 @@
  * Everything printed comes from the knob tables through the knob space, so this is
  * exactly what the route parser accepts: without a model, the global knobs and the
  * per-node knob definitions; with one, the instances of the prepared, named graph. */
+#include "api/nnroute_tools.h"
 #include "cli/cli.h"
-#include "compiler/knob.h"
-#include "compiler/knob_internal.h"
+#include "plan/knob.h"
 
 #include <cjson/cJSON.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
-nr_graph *nr_model_graph(nr_model *m); /* src/runtime/model.c (internal) */
 
 #define MAX_SHAPES 64
 

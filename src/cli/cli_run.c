@@ -10,8 +10,8 @@
  * an unknown name) name the file and the input and end with a list of every input
  * and the shape and dtype expected. */
 #include "cli/cli.h"
-#include "compiler/knob.h"
 #include "io/tensor_io.h"
+#include "plan/knob.h"
 #include "tune/pairs.h"
 #include "util/error.h"
 

@@ -2,7 +2,7 @@
  * session lives in src/tune/. Exit codes: 0 done (or interrupted cleanly, with the
  * best engine so far written), 1 error, 2 bad arguments, 130 interrupted. */
 #include "cli/cli.h"
-#include "compiler/knob.h"
+#include "plan/knob.h"
 #include "tune/tune.h"
 
 #include <stdio.h>

@@ -2,7 +2,7 @@
  * by the commands. */
 #include "cli/cli.h"
 #include "io/tensor_io.h"
-#include "kernels/ref/ref_util.h"
+#include "ir/dtype.h"
 #include "tune/pairs.h"
 #include "util/error.h"
 

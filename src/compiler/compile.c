@@ -6,8 +6,10 @@
  * inputs bound at run time, everything else in the arena) and every node a step; then
  * the plan passes (NR_PLAN_PASSES) choose tactics, layouts, prepare the tactics
  * (weight packing) and plan memory. */
-#include "compiler/families.h"
-#include "compiler/plan.h"
+#include "compiler/compile.h"
+#include "plan/families.h"
+#include "plan/pass.h"
+#include "plan/tactic.h"
 #include "util/error.h"
 
 #include <assert.h>

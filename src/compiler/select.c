@@ -8,9 +8,9 @@
  * name tactic ids, algorithm families or layouts. "auto" leaves the choice to
  * selection. */
 #include "backends/backend.h"
-#include "compiler/compiler_knobs.h"
-#include "compiler/knob_internal.h"
-#include "compiler/plan.h"
+#include "plan/compile_knobs.h"
+#include "plan/pass.h"
+#include "plan/tactic.h"
 #include "util/error.h"
 
 #include <assert.h>

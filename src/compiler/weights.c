@@ -14,7 +14,8 @@
  * Key decision: absorption is opt-in per step and input. A tactic that does not call
  * nr_step_absorb keeps the bytes, so forgetting costs space, never correctness. A
  * constant that is a graph output or that another slot aliases is always kept. */
-#include "compiler/plan.h"
+#include "plan/pass.h"
+#include "plan/plan.h"
 #include "util/error.h"
 
 #include <assert.h>

@@ -1,36 +1,15 @@
-/* engine.h - the engine: a compiled plan plus everything it depends on, and the
- * file format it is saved in.
+/* engine.h - the engine file: serializing and parsing an engine (the record is
+ * plan/engine.h), and the environment fingerprint it is checked against.
  *
- * An engine is refused, never silently used, when anything it depends on differs:
- * the environment fingerprint (CPU vendor, model and ISA flags, core count, OpenBLAS
- * and oneDNN versions, compiler), the nnroute version or the knob schema. The file
- * format is specified at the top of engine_format.c; loading checks every length,
- * offset and the checksum before using a byte. */
+ * The file format is specified at the top of engine_format.c; loading checks every
+ * length, offset and the checksum before using a byte, and refuses an engine whose
+ * fingerprint, nnroute version or knob schema differs from this process's. */
 #ifndef NR_ENGINE_ENGINE_H
 #define NR_ENGINE_ENGINE_H
 
-#include "compiler/plan.h"
 #include "nnroute.h"
-
-typedef struct nr_fingerprint {
-  char cpu_vendor[16];
-  char cpu_model[64];
-  char isa[128];          /* space-separated flags nnroute cares about */
-  int cores;
-  char openblas[64];      /* library versions, "none" when not linked */
-  char onednn[64];
-  char compiler[64];
-  /* Device engines (META keys 16-22): the device kind, and for CUDA the GPU's name,
-   * compute capability, driver, CUDA runtime, cuBLAS and cuDNN versions. For such an
-   * engine the CPU fields above are recorded but not compared: no step runs there. */
-  nr_device device;
-  char gpu[96];           /* "NVIDIA H200", or "none (why)" where no GPU answers */
-  char gpu_cc[16];        /* "9.0" */
-  char gpu_driver[32];    /* the CUDA version the driver supports, "13.0" */
-  char cuda_runtime[32];
-  char cublas[32];
-  char cudnn[32];
-} nr_fingerprint;
+#include "plan/engine.h"
+#include "plan/tactic.h"
 
 /* The fingerprint of this process's environment (for CPU engines). */
 void nr_fingerprint_current(nr_fingerprint *fp);
@@ -41,19 +20,10 @@ void nr_fingerprint_current_for(nr_fingerprint *fp, nr_device d);
  * values ("cpu_model: engine 'X', this machine 'Y'"). */
 nr_status nr_fingerprint_compare(const nr_fingerprint *engine, const nr_fingerprint *here,
                                  nr_error *err);
-
-struct nr_engine {
-  nr_plan *plan;
-  nr_fingerprint fingerprint;
-  char nnroute_version[32];
-  char knob_schema[17];
-  uint8_t model_sha256[32];
-  uint64_t build_ms;       /* build time */
-  int threads;             /* thread count the plan was built for */
-  struct nr_calibration *calib; /* owned copy of the build's calibration, or NULL */
-  void *device_state;      /* device engines: the backend's per-engine state (the
-                              weights uploaded once), owned by the backend */
-};
+/* nr_fingerprint_current_for computed in a short-lived child process, so this process
+ * never initializes the device's driver: for callers that fork workers afterwards
+ * (the tuner), since a CUDA driver initialized before fork() is unusable in the child. */
+void nr_fingerprint_current_isolated(nr_fingerprint *fp, nr_device d);
 
 /* Serializes e into a malloc'ed buffer. */
 nr_status nr_engine_serialize(const nr_engine *e, uint8_t **data, size_t *len,
@@ -65,10 +35,5 @@ nr_status nr_engine_serialize(const nr_engine *e, uint8_t **data, size_t *len,
 nr_status nr_engine_parse(const uint8_t *data, size_t len, bool check_env, nr_engine **out,
                           nr_error *err);
 void nr_engine_free(nr_engine *e);
-
-/* SHA-256 of data (for model hashes). */
-void nr_sha256(const void *data, size_t len, uint8_t out[32]);
-/* Lowercase hex of n bytes into out (2n + 1 chars, NUL-terminated). */
-void nr_hex(const uint8_t *bytes, size_t n, char *out);
 
 #endif

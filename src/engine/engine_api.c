@@ -8,8 +8,8 @@
  * next to the target and renames it, so a crash never leaves half an engine under
  * the real name. */
 #include "backends/backend.h"
-#include "compiler/quant.h"
 #include "engine/engine_internal.h"
+#include "plan/quant.h"
 #include "util/error.h"
 
 #include <errno.h>

@@ -62,7 +62,7 @@
  *
  * WEIGHTS: the plan's weights bytes (constants and tactic-packed data).
  *
- * CALIB: the calibration table the engine was built with (src/compiler/quant.c's
+ * CALIB: the calibration table the engine was built with (src/plan/quant.c's
  * "NRCALIB1" byte form), present only when the build had one.
  *
  * Validation: slot dtype storable, rank 0..8, dims >= 0, nbytes at least the
@@ -76,8 +76,8 @@
  * (file offset N): ...". With the environment check on, a different fingerprint,
  * nnroute version or knob schema, or a tactic needing an ISA this process lacks,
  * gives NR_ERR_INVALID_ARGUMENT naming every difference. */
-#include "compiler/quant.h"
 #include "engine/engine_internal.h"
+#include "plan/quant.h"
 #include "util/error.h"
 
 #include <assert.h>

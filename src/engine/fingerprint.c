@@ -1,4 +1,4 @@
-/* fingerprint.c - what an engine depends on in its environment, and SHA-256.
+/* fingerprint.c - what an engine depends on in its environment.
  *
  * Key decision: the fingerprint lists exactly what can make a built plan wrong or
  * slow elsewhere, as plain strings, so a refusal names the field and both values.
@@ -10,13 +10,15 @@
  * compared on those and the compiler only: none of its steps runs on the CPU. */
 #include "backends/backend.h"
 #include "engine/engine.h"
-#include "runtime/threadpool.h"
+#include "util/threadpool.h"
 
 #include <cblas.h>
 #include <dnnl.h>
-#include <openssl/evp.h>
+#include <errno.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #if defined(__x86_64__) || defined(__i386__)
 #include <cpuid.h>
@@ -239,17 +241,40 @@ nr_status nr_fingerprint_compare(const nr_fingerprint *engine, const nr_fingerpr
   return NR_ERR_INVALID_ARGUMENT;
 }
 
-void nr_hex(const uint8_t *bytes, size_t n, char *out) {
-  static const char digits[] = "0123456789abcdef";
-  for (size_t i = 0; i < n; i++) {
-    out[2 * i] = digits[bytes[i] >> 4];
-    out[2 * i + 1] = digits[bytes[i] & 15];
+/* The child computes the fingerprint and writes the struct to a pipe; any failure
+ * leaves the device fields saying so. */
+void nr_fingerprint_current_isolated(nr_fingerprint *fp, nr_device d) {
+  nr_fingerprint_current(fp);
+  if (d == NR_DEVICE_CPU)
+    return;
+  fp->device = d;
+  snprintf(fp->gpu, sizeof fp->gpu, "none (the fingerprint process failed)");
+  int fds[2];
+  if (pipe(fds))
+    return;
+  fflush(NULL);
+  pid_t pid = fork();
+  if (pid == 0) {
+    nr_fingerprint f;
+    close(fds[0]);
+    nr_fingerprint_current_for(&f, d);
+    ssize_t w = write(fds[1], &f, sizeof f);
+    _exit(w == (ssize_t)sizeof f ? 0 : 1);
   }
-  out[2 * n] = '\0';
-}
-
-void nr_sha256(const void *data, size_t len, uint8_t out[32]) {
-  unsigned n = 0;
-  if (!EVP_Digest(len ? data : "", len, out, &n, EVP_sha256(), NULL))
-    memset(out, 0, 32);
+  close(fds[1]);
+  nr_fingerprint got;
+  size_t have = 0;
+  while (pid > 0 && have < sizeof got) {
+    ssize_t n = read(fds[0], (char *)&got + have, sizeof got - have);
+    if (n < 0 && errno == EINTR)
+      continue;
+    if (n <= 0)
+      break;
+    have += (size_t)n;
+  }
+  close(fds[0]);
+  if (pid > 0)
+    waitpid(pid, NULL, 0);
+  if (have == sizeof got)
+    *fp = got;
 }

@@ -1,8 +1,8 @@
 /* value.c - nr_value: a dtype, a shape and optionally the data, used both as a
  * tensor's static description and as a runtime value (see ir.h). Allocation is
  * overflow-checked because shapes come from untrusted files. */
+#include "ir/dtype.h"
 #include "ir/ir.h"
-#include "kernels/ref/ref_util.h"
 #include "util/error.h"
 
 #include <stdio.h>

@@ -1,33 +1,11 @@
-/* act.h - the activation functions that fused ops and kernel epilogues apply, named
- * as in the fused ops' "activation" attribute. */
+/* act.h - the kernels' epilogue version of the fused activations (ir/act.h): one call
+ * over an array, dispatched once per call to the AVX2 array kernel when the CPU has
+ * it. */
 #ifndef NR_KERNELS_ACT_H
 #define NR_KERNELS_ACT_H
 
-#include <stdbool.h>
-#include <stdint.h>
+#include "ir/act.h"
 
-typedef enum nr_act {
-  NR_ACT_NONE = 0,
-  NR_ACT_RELU,
-  NR_ACT_CLIP,         /* min(max(x, a), b): Relu6 and Clip */
-  NR_ACT_LEAKY_RELU,   /* x >= 0 ? x : a * x */
-  NR_ACT_SIGMOID,
-  NR_ACT_HARD_SIGMOID, /* max(0, min(1, a * x + b)) */
-  NR_ACT_HARD_SWISH,   /* x * max(0, min(1, x / 6 + 1 / 2)) */
-  NR_ACT_TANH,
-  NR_ACT_SILU,         /* x * sigmoid(x) */
-  NR_ACT_GELU,         /* exact, with erf */
-  NR_ACT_GELU_TANH,    /* tanh approximation */
-  NR_ACT_COUNT,
-} nr_act;
-
-/* "none", "relu", "clip", "leaky_relu", "sigmoid", "hard_sigmoid", "hard_swish",
- * "tanh", "silu", "gelu", "gelu_tanh". */
-const char *nr_act_name(nr_act a);
-bool nr_act_from_name(const char *name, nr_act *out);
-/* Scalar reference: applies act with parameters a, b to n floats in place (libm
- * expf/tanhf/erff). The reference executor's fused ops use it. */
-void nr_act_apply_ref(nr_act act, float a, float b, float *x, int64_t n);
 /* The kernels' epilogue version: the same function through the 8-lane kernel
  * nr_f32_act__avx2 when the CPU has AVX2 (NNROUTE_ISA=portable: the scalar one).
  * Relu, clip, leaky relu, hard sigmoid and hard swish give the reference's bits (NaN

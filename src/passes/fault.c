@@ -14,8 +14,9 @@
  * to a new arena slot placed past the planned arena, so the engine's weights and the
  * caller's inputs are never written. Once-per-run faults (delay, crash, hang, oom)
  * sit on the first of these steps only. */
-#include "compiler/plan.h"
 #include "passes/pass_knobs.h"
+#include "plan/pass.h"
+#include "plan/tactic.h"
 #include "util/error.h"
 
 #include <errno.h>

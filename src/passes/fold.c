@@ -9,6 +9,7 @@
 #include "ir/op.h"
 #include "passes/pass_knobs.h"
 #include "passes/pass_util.h"
+#include "plan/pass.h"
 
 static bool has_subgraph(const nr_node *n) {
   for (int a = 0; a < n->n_attrs; a++)

@@ -1,7 +1,7 @@
 /* fuse_conv.c - the passes fuse_bn and fuse_act: folding BatchNormalization into
  * the weights of the Conv / Gemm / MatMul before it, and fusing a Conv, Gemm or
  * MatMul with the constant bias Add, residual Add and activation behind it into
- * nnroute.FusedConv / FusedGemm / FusedMatMul (kernels/ref/fused.h).
+ * nnroute.FusedConv / FusedGemm / FusedMatMul (ir/fused.h).
  *
  * Key decision: one matcher (match_anchor) describes what fuse_act would swallow
  * behind an anchor node for a given knob value. The pass rewrites what it returns,
@@ -13,10 +13,11 @@
  * Add. A Gemm/MatMul takes the residual as a Conv does (bert's two residual Adds per
  * layer: on two threads each ran 2.3x its one-thread time, reading the product back
  * from both cores' caches). */
-#include "kernels/ref/fused.h"
-#include "kernels/ref/ref_util.h"
+#include "ir/dtype.h"
+#include "ir/fused.h"
 #include "passes/pass_knobs.h"
 #include "passes/pass_util.h"
+#include "plan/pass.h"
 #include "util/error.h"
 
 #include <math.h>

@@ -10,10 +10,11 @@
  * graph, where fuse_act has not run yet, so applies() links only nodes fuse_act does
  * not swallow by default (nr_fuse_act_absorbs): the chains it lists are the ones this
  * pass meets under the default route. */
-#include "kernels/ref/fused.h"
-#include "kernels/cpu/norm/fate.h"
+#include "ir/fused.h"
+#include "passes/fate.h"
 #include "passes/pass_knobs.h"
 #include "passes/pass_util.h"
+#include "plan/pass.h"
 #include "util/error.h"
 
 #include <float.h>

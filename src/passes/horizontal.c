@@ -15,6 +15,7 @@
  * with zeros for members that have none. */
 #include "passes/pass_knobs.h"
 #include "passes/pass_util.h"
+#include "plan/pass.h"
 #include "util/error.h"
 
 #include <stdio.h>

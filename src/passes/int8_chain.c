@@ -29,11 +29,12 @@
  * Capabilities are asked of the tactics (nr_tactic.io8), never listed here by id.
  * Ops between int8 layers (pooling, reshapes, concat) end a chain for now: each
  * would need an 8-bit twin. */
-#include "compiler/knob.h"
-#include "compiler/plan.h"
-#include "compiler/quant.h"
 #include "passes/pass_knobs.h"
 #include "passes/pass_util.h"
+#include "plan/knob.h"
+#include "plan/pass.h"
+#include "plan/quant.h"
+#include "plan/tactic.h"
 #include "util/error.h"
 
 #include <stdlib.h>

@@ -36,10 +36,11 @@
  *                   then asks the whole group of slots sharing bytes to die, not one.
  *
  * The functions below are reachable from tests through nr_memory_plan(). */
-#include "compiler/plan.h"
-#include "kernels/cpu/norm/fate.h"
-#include "kernels/ref/fused.h"
+#include "ir/fused.h"
+#include "passes/fate.h"
 #include "passes/pass_knobs.h"
+#include "plan/pass.h"
+#include "plan/tactic.h"
 #include "util/error.h"
 
 #include <assert.h>

@@ -6,7 +6,7 @@
 #ifndef NR_PASSES_PASS_KNOBS_H
 #define NR_PASSES_PASS_KNOBS_H
 
-#include "compiler/knob.h"
+#include "plan/knob.h"
 
 /* nr_knobs_fold[], fold.c */
 enum {
@@ -54,13 +54,6 @@ enum {
   NR_KNOB_TRANSPOSE_END
 };
 extern const nr_knob_def nr_knobs_transpose[];
-
-/* nr_knobs_layout[], layout.c */
-enum {
-  NR_KNOB_LAYOUT_PROPAGATE = NR_KNOB_ID_BASE(layout), /* layout.propagate */
-  NR_KNOB_LAYOUT_END
-};
-extern const nr_knob_def nr_knobs_layout[];
 
 /* nr_knobs_memory[], memory.c */
 enum {

@@ -5,7 +5,7 @@
  * nodes are marked, then freed together, and the graph is re-sorted and re-bound so
  * the next pass sees a valid, topologically ordered graph. */
 #include "passes/pass_util.h"
-#include "kernels/ref/fused.h"
+#include "ir/fused.h"
 #include "util/error.h"
 
 #include <float.h>

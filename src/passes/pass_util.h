@@ -11,8 +11,8 @@
 #ifndef NR_PASSES_PASS_UTIL_H
 #define NR_PASSES_PASS_UTIL_H
 
-#include "compiler/plan.h"
-#include "kernels/act.h"
+#include "ir/act.h"
+#include "plan/plan.h"
 
 #include <stdbool.h>
 #include <stdint.h>

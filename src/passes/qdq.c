@@ -13,8 +13,9 @@
  * Key decision: no knob of its own. Whether a node runs the model's grid in int8 is
  * precision@NODE; at fp32 the pair stays and runs as written (simulated
  * quantization), which is the model's exact semantics. */
-#include "compiler/plan.h"
 #include "passes/pass_util.h"
+#include "plan/pass.h"
+#include "plan/tactic.h"
 #include "util/error.h"
 
 #include <math.h>

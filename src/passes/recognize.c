@@ -13,6 +13,7 @@
  * the swallowed nodes are removed in one compaction. */
 #include "passes/pass_knobs.h"
 #include "passes/pass_util.h"
+#include "plan/pass.h"
 #include "util/error.h"
 
 #include <math.h>

@@ -8,9 +8,10 @@
  * in a row merge in two rounds). Readers keep their tensors: a cancelled pair's
  * readers are pointed at the pair's input, a merged Transpose reads the first one's
  * input, and a Transpose left without readers is dropped. */
-#include "kernels/ref/fused.h"
+#include "ir/fused.h"
 #include "passes/pass_knobs.h"
 #include "passes/pass_util.h"
+#include "plan/pass.h"
 #include "util/error.h"
 
 #include <stdlib.h>

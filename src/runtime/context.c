@@ -12,10 +12,10 @@
  * (backends/backend.h): the checks and the output buffers are done here, the memory,
  * streams and the running of the steps there. */
 #include "backends/backend.h"
-#include "engine/engine.h"
+#include "plan/engine.h"
 #include "runtime/profile.h"
-#include "runtime/threadpool.h"
 #include "util/error.h"
+#include "util/threadpool.h"
 
 #include <assert.h>
 #include <stdio.h>

@@ -10,12 +10,13 @@
 #define NR_RUNTIME_PROFILE_H
 
 #include "nnroute.h"
-
-/* Called after step `step` of a run finished successfully, with its wall time. */
-typedef void (*nr_step_hook)(void *user, int step, double ms);
+#include "plan/tactic.h"
 
 /* Installs (fn != NULL) or removes (fn == NULL) the context's step hook. user is
  * passed back unchanged and must outlive the runs that use it. */
 void nr_context_set_step_hook(nr_context *ctx, nr_step_hook fn, void *user);
+/* The backend state of a device context (NULL for a CPU context): for the commands
+ * that use device_ms and flush_caches. */
+void *nr_context_device_state(const nr_context *c);
 
 #endif

@@ -21,7 +21,7 @@
  *     row, so a tie in the reference is not counted as a disagreement. */
 #include "tune/accuracy.h"
 
-#include "kernels/ref/ref_util.h"
+#include "ir/dtype.h"
 
 #include <math.h>
 #include <stdint.h>

@@ -44,7 +44,7 @@ _Static_assert(NR_DB_APPLICATION_ID == 0x6E727462, "application id is 'nrtb'");
  * Changing anything here means bumping NR_DB_SCHEMA_VERSION and teaching nr_db_open
  * to migrate the older files. The CHECKs tie each BLOB's length
  * to the counts that give its layout, so a row can never disagree with itself. */
-/* Calibration tables (src/compiler/quant.h's byte form) by SHA-256; a session's
+/* Calibration tables (src/plan/quant.h's byte form) by SHA-256; a session's
  * settings name the one its int8 candidates were built with. */
 #define NR_DB_CALIBRATIONS_TABLE                                                         \
   "CREATE TABLE calibrations (\n"                                                       \

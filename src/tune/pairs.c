@@ -25,11 +25,11 @@
  * error rather than a silent clamp. */
 #include "tune/pairs.h"
 
+#include "api/nnroute_tools.h"
 #include "io/tensor_io.h"
-#include "kernels/ref/ref_util.h"
-#include "runtime/model_internal.h"
-#include "runtime/threadpool.h"
+#include "ir/dtype.h"
 #include "util/error.h"
+#include "util/threadpool.h"
 
 #include <dirent.h>
 #include <errno.h>

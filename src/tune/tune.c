@@ -9,13 +9,13 @@
  *
  * Only the few best feasible candidates keep their engine file (in a folder beside
  * the database); the measurement stages re-time those files in fresh processes. */
-#include "backends/backend.h"
-#include "compiler/compiler_knobs.h"
-#include "compiler/quant.h"
+#include "api/nnroute_tools.h"
+#include "plan/compile_knobs.h"
 #include "engine/engine.h"
-#include "runtime/model_internal.h"
+#include "plan/quant.h"
 #include "tune/tune_internal.h"
 #include "util/error.h"
+#include "util/sha256.h"
 
 #include <cjson/cJSON.h>
 #include <errno.h>

@@ -4,11 +4,11 @@
 #ifndef NR_TUNE_TUNE_INTERNAL_H
 #define NR_TUNE_TUNE_INTERNAL_H
 
-#include "compiler/route.h"
-#include "runtime/stats.h"
+#include "plan/route.h"
 #include "tune/db.h"
 #include "tune/tune.h"
 #include "tune/worker.h"
+#include "util/stats.h"
 
 #include <signal.h>
 

@@ -23,8 +23,8 @@
  * unchanged; a round whose process fails is measured again one process per timing,
  * which also says which engine failed. A halving round is one process as well. */
 #include "tune/tune_internal.h"
-#include "runtime/threadpool.h"
 #include "util/error.h"
+#include "util/threadpool.h"
 
 #include <cjson/cJSON.h>
 #include <math.h>

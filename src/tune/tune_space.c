@@ -14,8 +14,8 @@
  * classifier Gemm (mobilenet_v2's 1280 x 1000: half its bytes) and lose on
  * compute-bound convolutions, so one all-or-nothing dimension would never find the
  * classifier alone. */
-#include "compiler/knob_internal.h"
-#include "runtime/model_internal.h"
+#include "api/nnroute_tools.h"
+#include "plan/knob.h"
 #include "tune/tune_internal.h"
 #include "util/error.h"
 

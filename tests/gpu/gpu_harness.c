@@ -4,6 +4,7 @@
 #include "rng.h"
 
 #include "backends/backend.h"
+#include "compiler/compile.h"
 #include "engine/engine.h"
 #include "kernels/ref/executor.h"
 #include "kernels/ref/ref_util.h"

@@ -13,9 +13,9 @@
 
 #include "unit.h"
 
-#include "compiler/knob.h"
-#include "compiler/plan.h"
 #include "ir/ir.h"
+#include "plan/knob.h"
+#include "plan/tactic.h"
 
 #include <stdbool.h>
 #include <stdint.h>

@@ -2,8 +2,8 @@
  * hand-built plan, and one tactic row run against both with guard floats. */
 #include "conv_step.h"
 
+#include "ir/fused.h"
 #include "ir/ir.h"
-#include "kernels/ref/fused.h"
 #include "op_test.h"
 
 #include <math.h>

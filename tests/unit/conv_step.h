@@ -11,9 +11,9 @@
 #ifndef NR_TESTS_UNIT_CONV_STEP_H
 #define NR_TESTS_UNIT_CONV_STEP_H
 
-#include "compiler/plan.h"
 #include "kernels/act.h"
-#include "runtime/threadpool.h"
+#include "plan/tactic.h"
+#include "util/threadpool.h"
 #include "unit.h"
 
 #include <stdbool.h>

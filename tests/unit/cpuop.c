@@ -1,7 +1,7 @@
 /* cpuop.c - see cpuop.h: one-node CPU steps run by hand, with guard bytes. */
 #include "cpuop.h"
 
-#include "compiler/knob_internal.h"
+#include "plan/knob_internal.h"
 #include "kernels/ref/executor.h"
 
 #include <math.h>

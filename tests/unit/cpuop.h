@@ -11,9 +11,9 @@
 #ifndef NR_TESTS_UNIT_CPUOP_H
 #define NR_TESTS_UNIT_CPUOP_H
 
-#include "compiler/knob.h"
-#include "compiler/plan.h"
-#include "runtime/threadpool.h"
+#include "plan/knob.h"
+#include "plan/tactic.h"
+#include "util/threadpool.h"
 
 #include <stdbool.h>
 #include <stdint.h>

@@ -5,10 +5,9 @@
 #ifndef NR_TESTS_GRAPH_BUILD_H
 #define NR_TESTS_GRAPH_BUILD_H
 
-#include "compiler/knob.h"
-#include "compiler/plan.h"
 #include "ir/ir.h"
 #include "passes/pass_util.h"
+#include "plan/knob.h"
 #include "unit.h"
 
 #include <stdio.h>

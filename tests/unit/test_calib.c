@@ -1,9 +1,9 @@
-/* test_calib.c - the calibration table (src/compiler/quant.c, src/runtime/calibrate.c):
+/* test_calib.c - the calibration table (src/plan/quant.c, src/api/calibrate.c):
  * histogram growth and order independence, the three range methods on distributions
  * whose answer is known, asymmetric parameters computed by hand, the byte form's
  * round trip and its refusal of every truncation and of corrupted fields, and
  * collection through the public API on the bundled example model. */
-#include "compiler/quant.h"
+#include "plan/quant.h"
 #include "nnroute.h"
 #include "rng.h"
 #include "unit.h"

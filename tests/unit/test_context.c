@@ -3,8 +3,8 @@
  * messages, a failing step's message, and one engine shared by four contexts on four
  * threads at once giving the single-threaded results bit for bit. */
 #include "engine/engine.h"
-#include "runtime/threadpool.h"
 #include "rng.h"
+#include "util/threadpool.h"
 #include "unit.h"
 
 #include <math.h>

@@ -18,7 +18,7 @@
  * listed exactly where the AVX-512 kernel is the default, and its value avx2 takes
  * the node back to nr_f32_conv_dw__avx2. (Run the suite with NNROUTE_ISA=avx2 for the
  * AVX2-only machine: the AVX-512 row is then not run and the knob not listed.) */
-#include "compiler/route.h"
+#include "plan/route.h"
 #include "conv_step.h"
 #include "kernels/cpu/conv/conv_internal.h"
 #include "op_test.h"

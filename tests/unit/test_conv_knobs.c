@@ -13,13 +13,13 @@
  * node's nr_f32_conv_pw__avx512, neither of which has a GEMM: there the GEMM knobs
  * must not be listed (they would be dead values), and conv.algo must offer im2col, the
  * GEMM the knobs act on. */
-#include "compiler/plan.h"
-#include "compiler/route.h"
+#include "ir/fused.h"
 #include "kernels/act.h"
 #include "kernels/cpu/conv/conv_internal.h"
-#include "kernels/ref/fused.h"
+#include "plan/route.h"
+#include "plan/tactic.h"
 #include "op_test.h"
-#include "runtime/threadpool.h"
+#include "util/threadpool.h"
 #include "unit.h"
 
 extern const nr_tactic nr_tactics_conv[];

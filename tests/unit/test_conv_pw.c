@@ -21,12 +21,12 @@
  * / conv.pw_kc knobs. Buffers carry guard bytes; failures
  * print the seed. On a machine without AVX-512 (or NNROUTE_ISA=avx2) the kernel is not
  * run, and the tests check that the 1x1 nodes fall back to the GEMM tactics. */
-#include "compiler/plan.h"
+#include "ir/fused.h"
 #include "kernels/act.h"
 #include "kernels/cpu/conv/conv_internal.h"
-#include "kernels/ref/fused.h"
+#include "plan/tactic.h"
 #include "op_test.h"
-#include "runtime/threadpool.h"
+#include "util/threadpool.h"
 #include "unit.h"
 
 #include <math.h>

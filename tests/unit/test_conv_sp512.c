@@ -14,8 +14,8 @@
  * the scatter). Buffers carry guard floats; failures print the seed. On a machine
  * without AVX-512 (or NNROUTE_ISA=avx2) the kernel is not run, and the tests check that
  * the small-plane nodes keep the tactics they had before the row existed. */
-#include "compiler/knob.h"
-#include "compiler/route.h"
+#include "plan/knob.h"
+#include "plan/route.h"
 #include "conv_step.h"
 #include "kernels/cpu/conv/conv_internal.h"
 #include "op_test.h"

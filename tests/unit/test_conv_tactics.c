@@ -5,12 +5,12 @@
  * supports(), prepare() and run() directly, with inputs converted to the tactic's
  * layout, guard bytes after every buffer, a 2-thread pool, and the seed in every
  * failure message. FusedConv's reference is Conv + residual + nr_act_apply. */
-#include "compiler/plan.h"
+#include "ir/fused.h"
 #include "kernels/act.h"
 #include "kernels/cpu/conv/conv_internal.h"
-#include "kernels/ref/fused.h"
+#include "plan/tactic.h"
 #include "op_test.h"
-#include "runtime/threadpool.h"
+#include "util/threadpool.h"
 #include "unit.h"
 
 extern const nr_tactic nr_tactics_conv[];

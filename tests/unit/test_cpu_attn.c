@@ -5,11 +5,11 @@
  * masking, every kv_block value (online softmax) and eltwise.math=fast, serial and on
  * a 2-thread pool. Uses the one-step plan harness of cpuop.h (cpuop_*),
  * which also guards the step's scratch. */
-#include "compiler/plan.h"
 #include "cpuop.h"
 #include "op_test.h"
-#include "runtime/threadpool.h"
+#include "plan/tactic.h"
 #include "rng.h"
+#include "util/threadpool.h"
 #include "unit.h"
 
 #include <math.h>

@@ -4,11 +4,11 @@
  * opset 9 attributes), Transpose of ranks 1 to 5 with every kind of permutation, the
  * reshaping ops; plus what they leave to the reference (steps other than 1, a
  * non-constant start). Uses the one-step plan harness of cpuop.h. */
-#include "compiler/plan.h"
+#include "plan/tactic.h"
 #include "cpuop.h"
 #include "op_test.h"
 #include "kernels/ref/executor.h"
-#include "runtime/threadpool.h"
+#include "util/threadpool.h"
 #include "unit.h"
 
 #include <stdlib.h>

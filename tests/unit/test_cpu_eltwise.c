@@ -5,13 +5,13 @@
  * graph (so knobs resolve through a real knob space and route), a plan of slots and
  * one step by hand, then calls supports(), prepare() and run() directly. Buffers
  * carry guard bytes on both sides; data comes from a printed seed. */
-#include "compiler/knob_internal.h"
-#include "compiler/plan.h"
+#include "plan/knob_internal.h"
+#include "plan/tactic.h"
 #include "cpuop.h"
 #include "kernels/cpu/eltwise/vmath.h"
 #include "kernels/ref/executor.h"
 #include "passes/pass_util.h"
-#include "runtime/threadpool.h"
+#include "util/threadpool.h"
 #include "rng.h"
 #include "unit.h"
 

@@ -2,12 +2,12 @@
  * LayerNormalization, GlobalAveragePool, 2-D pools) against the reference kernels,
  * over row lengths around the vector width and every value of their knobs. Uses the
  * one-step plan harness of cpuop.h (cpuop_*). */
-#include "compiler/knob_internal.h"
-#include "compiler/plan.h"
+#include "plan/knob_internal.h"
+#include "plan/tactic.h"
 #include "cpuop.h"
 #include "kernels/cpu/norm/norm.h"
 #include "kernels/ref/executor.h"
-#include "runtime/threadpool.h"
+#include "util/threadpool.h"
 #include "rng.h"
 #include "unit.h"
 

@@ -10,10 +10,11 @@
  * (gpu_residual_gemm). */
 #include "unit.h"
 
-#include "compiler/knob.h"
-#include "compiler/plan.h"
+#include "compiler/compile.h"
 #include "engine/engine_internal.h"
 #include "ir/ir.h"
+#include "plan/knob.h"
+#include "plan/tactic.h"
 
 #include <stdlib.h>
 #include <string.h>

@@ -9,10 +9,11 @@
  * compute on fp16 slots are checked on a GPU by tests/gpu/gpu_ops.c. */
 #include "unit.h"
 
-#include "compiler/knob.h"
-#include "compiler/plan.h"
+#include "compiler/compile.h"
 #include "engine/engine_internal.h"
 #include "ir/ir.h"
+#include "plan/knob.h"
+#include "plan/tactic.h"
 
 #include <stdlib.h>
 #include <string.h>

@@ -11,9 +11,10 @@
 #include "unit.h"
 
 #include "backends/backend.h"
-#include "compiler/knob_internal.h"
+#include "compiler/compile.h"
 #include "engine/engine_internal.h"
 #include "kernels/ref/executor.h"
+#include "plan/knob_internal.h"
 
 #include <stdlib.h>
 #include <string.h>

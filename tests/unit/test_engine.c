@@ -8,6 +8,7 @@
 
 #include "engine/engine.h"
 #include "ir/op.h"
+#include "util/sha256.h"
 
 #include <stdlib.h>
 #include <string.h>

@@ -1,7 +1,7 @@
 /* test_fused_ops.c - the reference kernels of the nnroute domain's fused operators
- * (kernels/ref/fused.h) against the unfused ONNX operators they stand for, run one
+ * (ir/fused.h) against the unfused ONNX operators they stand for, run one
  * by one through the reference executor, plus their error paths. */
-#include "kernels/ref/fused.h"
+#include "ir/fused.h"
 #include "op_test.h"
 #include "unit.h"
 

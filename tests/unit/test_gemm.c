@@ -4,8 +4,8 @@
  * so every blocking loop turns), raw / transposed / pre-packed operands, every
  * epilogue, guard bytes around C (and in its row padding), and threaded runs that
  * must equal the single-threaded result bit for bit. Failures print the seed. */
-#include "compiler/plan.h"
 #include "kernels/cpu/gemm/gemm_impl.h"
+#include "plan/tactic.h"
 #include "rng.h"
 #include "unit.h"
 

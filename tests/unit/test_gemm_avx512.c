@@ -8,8 +8,8 @@
  * the 16-lane mask, NaN inputs), the default configuration, and the ISA cap:
  * NNROUTE_ISA=avx2 (in a child process, since detection runs once) must hide
  * AVX-512. Kernel tests skip, saying so, where the CPU or OS lacks AVX-512. */
-#include "compiler/plan.h"
 #include "kernels/cpu/gemm/gemm_impl.h"
+#include "plan/tactic.h"
 #include "rng.h"
 #include "unit.h"
 

@@ -5,7 +5,7 @@
  * and a plan's parts tile the product exactly: whole panels, no overlap, no gap, on
  * 1 to 16 threads and shapes below, at and above the tiles. The kernels' numbers are
  * checked against the reference by the gemm, lowp and qgemm tests. */
-#include "compiler/plan.h"
+#include "plan/tactic.h"
 #include "kernels/cpu/gemm/gemm_common.h"
 #include "kernels/cpu/gemm/gemm_impl.h"
 #include "kernels/cpu/lpgemm/lpgemm_impl.h"

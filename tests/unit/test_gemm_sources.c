@@ -5,6 +5,7 @@
  * context at 1, 2 and 3 threads (37 rows: onednn_matmul's unequal bands), and
  * compared with the reference executor on the unoptimized graph. The external
  * libraries must keep to a 1-thread engine's one thread (extlib.h). */
+#include "compiler/compile.h"
 #include "engine/engine.h"
 #include "graph_build.h"
 #include "kernels/ref/executor.h"

@@ -9,8 +9,8 @@
  * guard words around C and bit-for-bit equality between thread counts. Every 1-row
  * micro-kernel this machine runs is covered; NNROUTE_ISA=avx2 runs the AVX2 defaults.
  * Failures print the seed. */
-#include "compiler/plan.h"
 #include "kernels/cpu/gemm/gemm_impl.h"
+#include "plan/tactic.h"
 #include "rng.h"
 #include "unit.h"
 

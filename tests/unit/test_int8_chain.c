@@ -12,17 +12,18 @@
  * must hold uint8 slots exactly where the rules allow them, the outputs of both builds must be bitwise equal (the producer rounds as the
  * reader's quantizer would have, from the same floats), and an engine file with
  * uint8 slots must load and compute the same bits. */
-#include "compiler/knob.h"
-#include "compiler/plan.h"
-#include "compiler/quant.h"
+#include "compiler/compile.h"
 #include "engine/engine.h"
+#include "plan/knob.h"
+#include "plan/quant.h"
+#include "plan/tactic.h"
 #include "graph_build.h"
 #include "kernels/cpu/onednn_q/onednn_q.h"
 #include "kernels/cpu/qgemm/qgemm_impl.h"
 #include "kernels/ref/executor.h"
 #include "op_test.h"
-#include "runtime/threadpool.h"
 #include "rng.h"
+#include "util/threadpool.h"
 #include "unit.h"
 
 #include <math.h>
@@ -251,7 +252,7 @@ static nr_status observe(void *user, const nr_graph *g, int t, const nr_value *v
 
 /* Under auto, oneDNN's NHWC c7 writes the graph output through a reorder and c8
  * reads the renamed copy 'c7_out.nhwc', which the calibration lookup
- * (compiler/quant.c) traces forward to c7_out through that reorder. */
+ * (plan/quant.c) traces forward to c7_out through that reorder. */
 static nr_plan *chain_build(nr_test_state *t, const nr_graph *g, const nr_calib *calib,
                             const char *source, const char *chain) {
   char route[256];

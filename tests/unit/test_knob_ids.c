@@ -4,16 +4,16 @@
  * rows that restrict tactic choice (their `restricts` field) are the expected ones,
  * and the values that name tactics agree with the tactic rows.
  *
- * The id enums live next to their tables (compiler_knobs.h, pass_knobs.h, the
+ * The id enums live next to their tables (compile_knobs.h, pass_knobs.h, the
  * kernel families' *_knobs.h, cuda_knobs.h); the list below names each family's
  * range once, and a static_assert keeps it in step with families.h. */
 #include "unit.h"
 
 #include "backends/cuda/cuda_knobs.h"
-#include "compiler/compiler_knobs.h"
-#include "compiler/knob_internal.h"
-#include "compiler/plan.h"
-#include "compiler/route.h"
+#include "plan/compile_knobs.h"
+#include "plan/knob_internal.h"
+#include "plan/tactic.h"
+#include "plan/route.h"
 #include "kernels/cpu/attn/attn_knobs.h"
 #include "kernels/cpu/conv/conv_knobs.h"
 #include "kernels/cpu/eltwise/eltwise_knobs.h"

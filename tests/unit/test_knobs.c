@@ -6,7 +6,7 @@
  * real knobs exist. */
 #include "unit.h"
 
-#include "compiler/knob_internal.h"
+#include "plan/knob_internal.h"
 
 #include <stdlib.h>
 #include <string.h>

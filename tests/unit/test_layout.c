@@ -2,8 +2,9 @@
  * conv(NCHW8C) -> graph output must get exactly the reorders the rules ask for, with
  * layout.propagate on (2: in and out) and off (4: also around the Relu), and a
  * tensor read twice in one layout is converted once. */
-#include "compiler/plan.h"
-#include "compiler/route.h"
+#include "plan/pass.h"
+#include "plan/route.h"
+#include "plan/tactic.h"
 #include "unit.h"
 
 #include <stdlib.h>

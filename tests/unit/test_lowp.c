@@ -26,13 +26,14 @@
  * (below 2^-14). The tests use operands in [-1, 1], so per output
  *   |C - C_fp32| <= tight + |alpha| ((2u + u^2) sum |a b| + k 2^-24 [fp16]).
  * At the graph level sum |a b| <= K max|x| max|w| stands in for the sum. */
-#include "compiler/knob.h"
+#include "compiler/compile.h"
 #include "engine/engine.h"
+#include "plan/knob.h"
 #include "graph_build.h"
 #include "kernels/cpu/lpgemm/lpgemm_impl.h"
 #include "kernels/ref/executor.h"
-#include "runtime/threadpool.h"
 #include "rng.h"
+#include "util/threadpool.h"
 #include "unit.h"
 
 #include <float.h>

@@ -2,7 +2,7 @@
  * value of memory.plan and memory.inplace, no two slots whose lifetimes overlap share
  * bytes, offsets are aligned and inside the arena, naive is never smaller than the
  * greedy plans, and every alias is legal; then the in-place rule case by case. */
-#include "compiler/plan.h"
+#include "plan/tactic.h"
 #include "rng.h"
 #include "unit.h"
 

@@ -4,9 +4,10 @@
  * pieces must sit inside the tensors they are pieces of (and the copy steps then move
  * nothing), a tensor concatenated twice must keep its own bytes, and in-place reuse
  * must never write over a group of slots that is still read. */
-#include "compiler/knob.h"
-#include "compiler/plan.h"
+#include "compiler/compile.h"
 #include "engine/engine.h"
+#include "plan/knob.h"
+#include "plan/tactic.h"
 #include "graph_build.h"
 #include "kernels/ref/executor.h"
 #include "rng.h"

@@ -7,11 +7,11 @@
  * full of a sentinel, so an element a kernel forgot is caught as surely as a wrong one;
  * NCHW8C pad lanes must come out 0.0f; guard floats after each buffer must survive.
  * Also the transpose and lane-copy kernels alone on strided sub-matrices. */
-#include "compiler/plan.h"
 #include "kernels/cpu/conv/conv_internal.h"
 #include "kernels/cpu/conv/transpose.h"
-#include "runtime/threadpool.h"
+#include "plan/tactic.h"
 #include "rng.h"
+#include "util/threadpool.h"
 #include "unit.h"
 
 #include <stdlib.h>

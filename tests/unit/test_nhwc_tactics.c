@@ -20,14 +20,15 @@
  *     result is the same; the default (PLAIN) route never picks them; and the same
  *     graph at precision int8 (oneDNN convs) keeps its chain with two reorders and
  *     agrees with the PLAIN-follower int8 build. */
-#include "compiler/quant.h"
+#include "compiler/compile.h"
 #include "engine/engine.h"
 #include "graph_build.h"
 #include "kernels/cpu/norm/pool_nhwc.h"
 #include "kernels/ref/executor.h"
+#include "plan/quant.h"
 #include "op_test.h"
-#include "runtime/threadpool.h"
 #include "rng.h"
+#include "util/threadpool.h"
 #include "unit.h"
 
 #include <math.h>

@@ -16,17 +16,18 @@
  * int8 GEMM tactics, so GEMMs are not tested that way here). Also: the quantize loops
  * against their rule, a record rebuilt into primitives after the cache is emptied,
  * and the failure paths (no calibration, a corrupted packed record). */
-#include "compiler/quant.h"
+#include "compiler/compile.h"
 #include "engine/engine.h"
+#include "plan/quant.h"
 #include "graph_build.h"
+#include "ir/fused.h"
 #include "kernels/act.h"
 #include "kernels/cpu/conv/conv_internal.h"
 #include "kernels/cpu/onednn_q/onednn_q.h"
 #include "kernels/ref/executor.h"
-#include "kernels/ref/fused.h"
 #include "op_test.h"
-#include "runtime/threadpool.h"
 #include "rng.h"
+#include "util/threadpool.h"
 #include "unit.h"
 
 #include <dlfcn.h>

@@ -8,10 +8,11 @@
  * unless the value is off/none, and (small graphs: always; models: one route per
  * value pinning every instance) must match the reference outputs within 1e-5
  * relative L2. */
-#include "compiler/plan.h"
 #include "io/tensor_io.h"
 #include "kernels/ref/executor.h"
 #include "passes/pass_util.h"
+#include "plan/pass.h"
+#include "plan/tactic.h"
 #include "rng.h"
 #include "unit.h"
 #include "graph_build.h"

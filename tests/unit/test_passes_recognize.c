@@ -8,10 +8,11 @@
  * for accuracy values. It also checks that the values of one instance build graphs
  * that differ from each other (no dead values) and that every value other than "off"
  * changes the graph. */
-#include "compiler/plan.h"
 #include "io/tensor_io.h"
 #include "kernels/ref/executor.h"
 #include "passes/pass_util.h"
+#include "plan/pass.h"
+#include "plan/tactic.h"
 #include "rng.h"
 #include "unit.h"
 #include "graph_build.h"

@@ -10,9 +10,9 @@
  * NaN only when every tap inside the input is NaN" is checked at the first, middle,
  * last and padding-edge positions of the window and on the neighbours sharing the
  * tap. Outputs are written between guard floats that must survive. */
-#include "compiler/plan.h"
 #include "kernels/cpu/norm/norm.h"
 #include "kernels/cpu/norm/pool_nhwc.h"
+#include "plan/tactic.h"
 #include "op_test.h"
 #include "unit.h"
 

@@ -5,9 +5,10 @@
  * computes the very products the reference executor computes in float: the outputs
  * agree to fp32 rounding (kernels that keep activations on 7 bits re-quantize the
  * grid, and get the tolerance of one 7-bit step). At fp32 the pair stays. */
-#include "compiler/knob.h"
+#include "compiler/compile.h"
 #include "engine/engine.h"
 #include "kernels/ref/executor.h"
+#include "plan/knob.h"
 #include "rng.h"
 #include "unit.h"
 

@@ -12,8 +12,8 @@
  * quantization itself allows (see quant_bound). Guard words surround C; failures
  * print the seed. The tactics built on these kernels are tested in
  * test_qgemm_tactics.c. */
-#include "compiler/plan.h"
 #include "kernels/cpu/qgemm/qgemm_impl.h"
+#include "plan/tactic.h"
 #include "rng.h"
 #include "unit.h"
 

@@ -2,8 +2,9 @@
  * test_qgemm.c, which tests the kernels): every row on a hand-built one-step plan
  * against the reference executor, then an int8 route through the whole compiler and
  * an engine file. Guard words surround outputs and scratch. */
-#include "compiler/plan.h"
+#include "compiler/compile.h"
 #include "kernels/cpu/qgemm/qgemm_impl.h"
+#include "plan/tactic.h"
 #include "rng.h"
 #include "unit.h"
 
@@ -30,10 +31,10 @@ static void *alloc64(size_t n) { return aligned_alloc(64, (n + 63) / 64 * 64); }
 
 extern const nr_tactic nr_tactics_cpu_qgemm[];
 
-#include "compiler/quant.h"
+#include "ir/fused.h"
 #include "kernels/cpu/conv/conv_internal.h"
 #include "kernels/cpu/qgemm/qgemm_tactic.h"
-#include "kernels/ref/fused.h"
+#include "plan/quant.h"
 #include "op_test.h"
 
 static const qt_header *qt_hdr_of(const nr_tactic_ctx *c, const nr_step *st) {
@@ -587,8 +588,8 @@ NR_TEST(qgemm_gemm_tactics_vs_reference) {
 
 /* ---- through the compiler ----------------------------------------------------------- */
 
-#include "compiler/knob.h"
 #include "engine/engine.h"
+#include "plan/knob.h"
 #include "graph_build.h"
 
 static int q_const(nr_graph *g, const char *name, int rank, const int64_t *dims, float lo,

@@ -2,9 +2,9 @@
  * (src/kernels/cpu/quant/) against the reference operator, bit for bit: values on
  * and between grid points (ties round to even), beyond both ends (saturation), NaN,
  * uint8 and int8, lengths that are and are not multiples of the vector width. */
-#include "compiler/plan.h"
 #include "kernels/cpu/quant/quant.h"
 #include "kernels/ref/executor.h"
+#include "plan/tactic.h"
 #include "rng.h"
 #include "unit.h"
 

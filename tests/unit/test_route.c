@@ -4,9 +4,9 @@
  * allowed values. */
 #include "unit.h"
 
-#include "compiler/knob_internal.h"
-#include "compiler/route.h"
 #include "passes/pass_knobs.h"
+#include "plan/knob_internal.h"
+#include "plan/route.h"
 
 #include <stdlib.h>
 #include <string.h>

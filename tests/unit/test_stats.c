@@ -1,7 +1,7 @@
 /* test_stats.c - timing statistics on data with known answers, the bootstrap's
  * determinism and coverage, and the quickselect median against a sort. */
-#include "runtime/stats.h"
 #include "rng.h"
+#include "util/stats.h"
 #include "unit.h"
 
 #include <math.h>

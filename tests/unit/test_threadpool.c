@@ -1,7 +1,7 @@
 /* test_threadpool.c - the thread pool: every index visited exactly once, sums over
  * ranges, grain and max_threads honoured, many back-to-back calls (the dispatch
  * pattern of a network's steps), the NULL pool, and sizes. */
-#include "runtime/threadpool.h"
+#include "util/threadpool.h"
 #include "unit.h"
 
 #include <stdatomic.h>

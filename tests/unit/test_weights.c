@@ -9,6 +9,7 @@
  * (W2 1600x10, bias) -> y. The conv's and the product's weights are packed by the
  * default tactics; `-conv.algo@*=onednn` reads the conv's raw W at run time, so it
  * must keep it. */
+#include "compiler/compile.h"
 #include "engine/engine.h"
 #include "graph_build.h"
 #include "kernels/ref/executor.h"

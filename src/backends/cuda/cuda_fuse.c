@@ -25,6 +25,7 @@
  * the GEMM's epilogue pass instead of being C). */
 #include "backends/cuda/cuda_internal.h"
 #include "backends/cuda/cuda_knobs.h"
+#include "plan/pass.h"
 
 #include <stdlib.h>
 #include <string.h>

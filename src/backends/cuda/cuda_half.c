@@ -28,6 +28,7 @@
  * (their precision, fp16, is never a follower node's precision), so the heuristic
  * and profiled choices among fp32 tactics are unchanged. */
 #include "backends/cuda/cuda_internal.h"
+#include "plan/pass.h"
 
 #include <stdio.h>
 #include <stdlib.h>

@@ -16,6 +16,7 @@
 #include "backends/backend.h"
 #include "backends/cuda/cuda_kernels.h"
 #include "kernels/act.h"
+#include "plan/pass.h"
 #include "util/error.h"
 
 #include <cublasLt.h>

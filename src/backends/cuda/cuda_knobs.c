@@ -15,9 +15,9 @@
  * library's heuristic and is counted as an ignored knob (like the select pass's
  * restrictions), so every route the space admits builds. */
 #include "backends/cuda/cuda_knobs.h"
-#include "compiler/knob.h"
-#include "kernels/cpu/norm/fate.h"
+#include "passes/fate.h"
 #include "passes/pass_util.h"
+#include "plan/knob.h"
 
 #include <string.h>
 

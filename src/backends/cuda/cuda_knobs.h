@@ -7,7 +7,7 @@
 #ifndef NR_BACKENDS_CUDA_CUDA_KNOBS_H
 #define NR_BACKENDS_CUDA_CUDA_KNOBS_H
 
-#include "compiler/knob.h"
+#include "plan/knob.h"
 
 /* nr_knobs_cuda[], cuda_knobs.c */
 enum {

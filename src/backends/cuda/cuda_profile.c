@@ -10,6 +10,7 @@
  * whole graph (caches, overlap), which is why the tuner measures whole engines; this
  * is the TensorRT-builder-style local choice the knob offers next to the heuristic. */
 #include "backends/cuda/cuda_internal.h"
+#include "plan/pass.h"
 
 #include <stdlib.h>
 #include <string.h>

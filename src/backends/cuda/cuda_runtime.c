@@ -14,6 +14,7 @@
  * and names the step whose kernels failed (no graphs then): for triage only. */
 #include "backends/cuda/cuda_internal.h"
 #include "backends/cuda/cuda_knobs.h"
+#include "plan/pass.h"
 
 #include <stdio.h>
 #include <stdlib.h>

@@ -1,7 +1,7 @@
 /* extlib.c - thread counts for the oneDNN and OpenBLAS steps (contract: extlib.h). */
 #include "kernels/cpu/extlib.h"
 
-#include "runtime/threadpool.h"
+#include "util/threadpool.h"
 
 #include <dlfcn.h>
 #include <pthread.h>

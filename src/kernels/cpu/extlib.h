@@ -16,7 +16,7 @@
 #ifndef NR_KERNELS_CPU_EXTLIB_H
 #define NR_KERNELS_CPU_EXTLIB_H
 
-#include "compiler/plan.h"
+#include "plan/tactic.h"
 
 /* Threads a step may use at run time: step->threads (0 = all) within the pool. */
 int nr_extlib_threads(const nr_exec_args *a);

@@ -25,9 +25,9 @@
  * Y has X0's dtype and the broadcast shape of all inputs; every element is computed
  * op by op in float, reading each operand at its broadcast position, which equals
  * evaluating the unfused ops one tensor at a time. */
+#include "ir/act.h"
+#include "ir/fused.h"
 #include "ir/op.h"
-#include "kernels/act.h"
-#include "kernels/ref/fused.h"
 #include "kernels/ref/ref_util.h"
 
 #include <float.h>

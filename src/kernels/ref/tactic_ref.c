@@ -2,7 +2,7 @@
  * reference kernel (the same code the reference executor uses), on plain-layout
  * buffers the plan provides. It has the lowest priority, so it only runs what no
  * faster tactic supports, and it keeps every model compilable. */
-#include "compiler/plan.h"
+#include "plan/tactic.h"
 
 #include <string.h>
 

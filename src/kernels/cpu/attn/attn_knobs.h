@@ -6,7 +6,7 @@
 #ifndef NR_KERNELS_CPU_ATTN_ATTN_KNOBS_H
 #define NR_KERNELS_CPU_ATTN_ATTN_KNOBS_H
 
-#include "compiler/knob.h"
+#include "plan/knob.h"
 
 /* nr_knobs_cpu_attn[], tactics_attn.c */
 enum {

@@ -13,14 +13,14 @@
  * output. Supported: float32, 3-D or 4-D, grouped-query heads, no KV cache (past_*,
  * present_*, nonpad_kv_seqlen), no softcap or sliding window, no qk_matmul_output, an
  * optional float (additive) or bool mask covering every key, is_causal. */
-#include "compiler/knob.h"
-#include "compiler/plan.h"
 #include "kernels/cpu/attn/attn.h"
 #include "kernels/cpu/attn/attn_knobs.h"
 #include "kernels/cpu/eltwise/eltwise_knobs.h"
 #include "passes/pass_knobs.h"
-#include "runtime/threadpool.h"
+#include "plan/knob.h"
+#include "plan/tactic.h"
 #include "util/error.h"
+#include "util/threadpool.h"
 
 #include <math.h>
 #include <stdlib.h>

@@ -1,5 +1,5 @@
 /* conv_internal.h - what the convolution tactics share (private to src/kernels/cpu/conv
- * and src/passes/layout.c): the params record every conv tactic stores in its step,
+ * and src/compiler/layout.c): the params record every conv tactic stores in its step,
  * the node parser that fills it, the epilogue helpers and the kernel entry points.
  *
  * Key decision: one record (conv_p, exactly NR_TACTIC_PARAMS bytes) describes every
@@ -10,9 +10,10 @@
 #ifndef NR_KERNELS_CPU_CONV_INTERNAL_H
 #define NR_KERNELS_CPU_CONV_INTERNAL_H
 
-#include "compiler/plan.h"
 #include "kernels/act.h"
+#include "kernels/cpu/conv/conv_layout.h"
 #include "kernels/cpu/gemm/gemm.h"
+#include "plan/tactic.h"
 
 #include <stdbool.h>
 #include <stdint.h>
@@ -390,15 +391,9 @@ static inline void nr_conv_finish(const nr_exec_args *a, nr_layout l, const conv
                           a->in_slot[3]->layout, p, false, NULL);
 }
 
-/* Reorders (reorder.c), also used by the layout pass. */
-const nr_tactic *nr_reorder_tactic(nr_layout from, nr_layout to);
+/* Reorders (reorder.c). */
 /* Converts a float32 [n, c, h, w] tensor between layouts (pad lanes zeroed). */
 void nr_reorder_f32(const float *src, nr_layout from, float *dst, nr_layout to,
                     const int64_t *dims, nr_threadpool *pool);
-
-/* The layout the default route's tactic runs conv node n in (PLAIN when no conv
- * tactic applies); the layout pass lists layout.propagate only where a blocked layout
- * is in use by default. */
-nr_layout nr_conv_default_layout(const nr_graph *g, const nr_node *n);
 
 #endif

@@ -6,7 +6,7 @@
 #ifndef NR_KERNELS_CPU_CONV_CONV_KNOBS_H
 #define NR_KERNELS_CPU_CONV_CONV_KNOBS_H
 
-#include "compiler/knob.h"
+#include "plan/knob.h"
 
 /* nr_knobs_conv[], tactics_conv.c */
 enum {

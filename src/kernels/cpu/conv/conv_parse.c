@@ -9,10 +9,10 @@
  * what a node is. */
 #include "kernels/cpu/conv/conv_internal.h"
 
+#include "ir/fused.h"
 #include "kernels/ref/conv_util.h"
-#include "kernels/ref/fused.h"
-#include "runtime/threadpool.h"
 #include "util/error.h"
+#include "util/threadpool.h"
 
 #include <math.h>
 #include <stdlib.h>

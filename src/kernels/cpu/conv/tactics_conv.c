@@ -11,8 +11,8 @@
 #include "kernels/cpu/conv/conv_knobs.h"
 #include "passes/pass_util.h"
 
+#include "ir/fused.h"
 #include "kernels/ref/conv_util.h"
-#include "kernels/ref/fused.h"
 #include "util/error.h"
 
 #include <math.h>

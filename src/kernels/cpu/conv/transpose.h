@@ -17,7 +17,7 @@
 #ifndef NR_KERNELS_CPU_CONV_TRANSPOSE_H
 #define NR_KERNELS_CPU_CONV_TRANSPOSE_H
 
-#include "compiler/plan.h"
+#include "plan/tactic.h"
 
 #include <stdint.h>
 

@@ -12,9 +12,9 @@
  * inputs of a Concat and the outputs of a Split or Slice that are contiguous pieces of
  * one buffer at the same addresses, and these steps then move nothing. Unlike the
  * reference tactic they never clear their outputs first, which is what makes that safe. */
-#include "compiler/plan.h"
-#include "runtime/threadpool.h"
+#include "plan/tactic.h"
 #include "util/error.h"
+#include "util/threadpool.h"
 
 #include <string.h>
 

@@ -11,9 +11,9 @@
  * horizontal pass's Split after a merged conv (resnet50's layer1.0 conv1 and
  * downsample) stays in an int8 or conv.layout=nhwc chain that way, where the PLAIN
  * nr_copy_split would cost a reorder on each side. */
-#include "compiler/plan.h"
-#include "runtime/threadpool.h"
+#include "plan/tactic.h"
 #include "util/error.h"
+#include "util/threadpool.h"
 
 #include <string.h>
 

@@ -11,15 +11,15 @@
  * in which each input has stride 1 or 0 - a trailing vector, a scalar and an NCHW
  * per-channel operand all reduce to that. Unary tactics work on the physical buffer,
  * so they run in any layout when f(0) = 0 keeps NCHW8C's padding at zero. */
-#include "compiler/plan.h"
+#include "ir/fused.h"
 #include "kernels/cpu/attn/attn.h"
 #include "kernels/cpu/eltwise/eltwise_knobs.h"
 #include "kernels/cpu/eltwise/vmath.h"
-#include "kernels/cpu/norm/fate.h"
 #include "kernels/cpu/norm/norm.h"
-#include "kernels/ref/fused.h"
-#include "runtime/threadpool.h"
+#include "passes/fate.h"
+#include "plan/tactic.h"
 #include "util/error.h"
+#include "util/threadpool.h"
 
 #include <float.h>
 #include <math.h>

@@ -30,7 +30,7 @@
  */
 #include "kernels/cpu/gemm/gemm_common.h"
 #include "kernels/cpu/gemm/gemm_impl.h"
-#include "runtime/threadpool.h"
+#include "util/threadpool.h"
 
 #include <string.h>
 

@@ -14,7 +14,7 @@
 #define NR_KERNELS_CPU_GEMM_H
 
 #include "kernels/act.h"
-#include "runtime/threadpool.h"
+#include "util/threadpool.h"
 
 #include <stdbool.h>
 #include <stddef.h>
@@ -34,7 +34,7 @@ typedef struct nr_epilogue {
 typedef struct nr_gemm_ukernel {
   const char *name;  /* "nr_f32_gemm_6x16__avx2" */
   int mr, nr;
-  unsigned isa;      /* NR_ISA_* bits it needs (compiler/plan.h) */
+  unsigned isa;      /* NR_ISA_* bits it needs (util/cpu.h) */
 } nr_gemm_ukernel;
 
 /* A GEMM tactic record: micro-kernel + cache blocking. Stored in engines. */

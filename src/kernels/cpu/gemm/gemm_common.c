@@ -4,7 +4,7 @@
  * changed here changes all three (the thresholds come from gemm.c's measurements,
  * and lpgemm.c / qgemm.c say why their records differ). */
 #include "kernels/cpu/gemm/gemm_common.h"
-#include "runtime/threadpool.h"
+#include "util/threadpool.h"
 
 #include <string.h>
 

@@ -11,9 +11,9 @@
 #ifndef NR_KERNELS_CPU_GEMM_IMPL_H
 #define NR_KERNELS_CPU_GEMM_IMPL_H
 
-#include "compiler/plan.h"
 #include "kernels/cpu/gemm/gemm.h"
 #include "kernels/cpu/gemm/gemm_common.h"
+#include "plan/tactic.h"
 
 typedef void (*nr_gemm_ukernel_fn)(int64_t k, const float *a, const float *b, float *c,
                                    int64_t ldc, float alpha, int acc);

@@ -7,7 +7,7 @@
 #ifndef NR_KERNELS_CPU_GEMM_GEMM_KNOBS_H
 #define NR_KERNELS_CPU_GEMM_GEMM_KNOBS_H
 
-#include "compiler/knob.h"
+#include "plan/knob.h"
 
 /* nr_knobs_gemm[], tactics_gemm.c */
 enum {

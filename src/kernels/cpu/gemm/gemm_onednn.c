@@ -19,10 +19,10 @@
  *    slower at 2 threads than at 1 on bert_tiny.
  *  - What oneDNN cannot fuse (an alpha != 1 together with a bias, hard_sigmoid) runs
  *    as nnroute's own epilogue pass after the primitive. */
-#include "kernels/cpu/gemm/gemm_tactic.h"
 #include "kernels/cpu/extlib.h"
-#include "runtime/threadpool.h"
+#include "kernels/cpu/gemm/gemm_tactic.h"
 #include "util/error.h"
+#include "util/threadpool.h"
 
 #include <dnnl.h>
 #include <pthread.h>

@@ -12,20 +12,20 @@
  * op type with the same functions, so finding a tactic by id alone is safe.
  *
  * Knobs are listed on the prepared graph, so a MatMul that recognize.attention
- * swallows by default gets none (kernels/cpu/norm/fate.h); gemm.prepack=off keeps
+ * swallows by default gets none (passes/fate.h); gemm.prepack=off keeps
  * the constant operand raw (packed into scratch on every run), gemm.epilogue=separate
  * applies bias/residual/activation in a second pass over C, gemm.threads_max=1 sets
  * step->threads so the step runs on the calling thread, gemm.threads_map=any lets any
  * thread take any part of the split (default: part i on thread i, gemm.c). */
+#include "ir/fused.h"
 #include "kernels/cpu/extlib.h"
 #include "kernels/cpu/gemm/gemm_knobs.h"
 #include "kernels/cpu/gemm/gemm_tactic.h"
+#include "passes/fate.h"
 #include "passes/pass_knobs.h"
 #include "passes/pass_util.h"
-#include "kernels/cpu/norm/fate.h"
-#include "kernels/ref/fused.h"
-#include "runtime/threadpool.h"
 #include "util/error.h"
+#include "util/threadpool.h"
 
 #include <stdlib.h>
 #include <string.h>

@@ -7,8 +7,8 @@
 #ifndef NR_KERNELS_CPU_LPGEMM_ONEDNN_H
 #define NR_KERNELS_CPU_LPGEMM_ONEDNN_H
 
-#include "compiler/plan.h"
-#include "kernels/ref/fused.h"
+#include "ir/fused.h"
+#include "plan/tactic.h"
 
 bool lp_onednn_ip_supports(const nr_tactic_ctx *c);
 nr_status lp_onednn_ip_prepare(const nr_tactic_ctx *c, nr_plan *plan, nr_step *st);

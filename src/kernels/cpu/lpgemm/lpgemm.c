@@ -24,7 +24,7 @@
  *    convert a source row into a small buffer and scatter it. */
 #include "kernels/cpu/gemm/gemm_common.h"
 #include "kernels/cpu/lpgemm/lpgemm_impl.h"
-#include "runtime/threadpool.h"
+#include "util/threadpool.h"
 
 #include <string.h>
 

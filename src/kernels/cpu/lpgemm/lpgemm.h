@@ -27,8 +27,8 @@
 #ifndef NR_KERNELS_CPU_LPGEMM_H
 #define NR_KERNELS_CPU_LPGEMM_H
 
-#include "compiler/plan.h"
 #include "kernels/cpu/gemm/gemm.h"
+#include "plan/tactic.h"
 
 #include <stdbool.h>
 #include <stddef.h>

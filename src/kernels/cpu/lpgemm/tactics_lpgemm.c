@@ -21,15 +21,15 @@
  * fp16 holds +-65504: a weight or activation beyond it becomes infinity, as with any
  * fp16 storage (bf16 keeps fp32's range); whether a route is accurate enough is the
  * tuner's measurement, not this file's. */
+#include "ir/fused.h"
 #include "kernels/cpu/conv/conv_internal.h"
 #include "kernels/cpu/conv/conv_knobs.h"
 #include "kernels/cpu/gemm/gemm_knobs.h"
 #include "kernels/cpu/gemm/gemm_tactic.h"
 #include "kernels/cpu/lpgemm/lp_onednn.h"
 #include "kernels/cpu/lpgemm/lpgemm_impl.h"
-#include "kernels/ref/fused.h"
-#include "runtime/threadpool.h"
 #include "util/error.h"
+#include "util/threadpool.h"
 
 #include <stdio.h>
 #include <stdlib.h>

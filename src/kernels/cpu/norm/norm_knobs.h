@@ -7,7 +7,7 @@
 #ifndef NR_KERNELS_CPU_NORM_NORM_KNOBS_H
 #define NR_KERNELS_CPU_NORM_NORM_KNOBS_H
 
-#include "compiler/knob.h"
+#include "plan/knob.h"
 
 /* nr_knobs_cpu_norm[], tactics_norm.c */
 enum {

@@ -12,12 +12,12 @@
  * reference's nr_window), so pads, ceil_mode and auto_pad agree with the oracle; the
  * knobs honoured are the PLAIN rows' (pool.tactic through algo "vector",
  * reduce.reassoc, eltwise.threads). */
-#include "compiler/plan.h"
 #include "kernels/cpu/eltwise/eltwise_knobs.h"
 #include "kernels/cpu/norm/norm_knobs.h"
 #include "kernels/cpu/norm/pool_nhwc.h"
-#include "runtime/threadpool.h"
+#include "plan/tactic.h"
 #include "util/error.h"
+#include "util/threadpool.h"
 
 #include <string.h>
 

@@ -10,7 +10,7 @@
 #include "kernels/cpu/onednn_q/onednn_q.h"
 
 #include "kernels/cpu/conv/conv_internal.h" /* conv_p: the conv rows' params record */
-#include "kernels/ref/fused.h"
+#include "ir/fused.h"
 #include "util/error.h"
 
 #include <math.h>

@@ -46,9 +46,9 @@
 #ifndef NR_KERNELS_CPU_ONEDNN_Q_H
 #define NR_KERNELS_CPU_ONEDNN_Q_H
 
-#include "compiler/plan.h"
-#include "compiler/quant.h"
 #include "kernels/act.h"
+#include "plan/quant.h"
+#include "plan/tactic.h"
 
 #include <dnnl.h>
 #include <stdbool.h>

@@ -9,12 +9,12 @@
  * that libdnnl's OpenMP runtime exports (nr_extlib_team, extlib.h). The parallelism
  * is the pool's: bands and quantize chunks are claimed one at a time, so a worker
  * the OS deschedules costs its own items only. */
-#include "kernels/cpu/onednn_q/onednn_q.h"
 #include "kernels/cpu/extlib.h"
+#include "kernels/cpu/onednn_q/onednn_q.h"
 #include "kernels/cpu/qgemm/qgemm.h" /* nr_qgemm_quantize_row: requantizing for it */
 
-#include "runtime/threadpool.h"
 #include "util/error.h"
+#include "util/threadpool.h"
 
 #include <pthread.h>
 #include <stdatomic.h>

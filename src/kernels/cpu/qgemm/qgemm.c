@@ -35,7 +35,7 @@
 #include "kernels/cpu/gemm/gemm_impl.h"
 /* nr_quantize_u8: an 8-bit result for a oneDNN reader rounds as its quantizer. */
 #include "kernels/cpu/onednn_q/onednn_q.h"
-#include "runtime/threadpool.h"
+#include "util/threadpool.h"
 
 #include <math.h>
 #include <string.h>

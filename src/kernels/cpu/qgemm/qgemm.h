@@ -43,7 +43,7 @@ typedef enum nr_qgemm_wside {
 typedef struct nr_qgemm_ukernel {
   const char *name; /* "nr_qs8_gemm_8x32__avx512vnni" */
   int mr, nr;
-  unsigned isa; /* NR_ISA_* bits it needs (compiler/plan.h) */
+  unsigned isa; /* NR_ISA_* bits it needs (util/cpu.h) */
   int wside;    /* nr_qgemm_wside */
   int qmax;     /* activations must lie in [0, qmax]: 255, or 127 where pairwise
                    u8 x s8 sums must fit int16 (AVX2) */

@@ -21,9 +21,9 @@
 #ifndef NR_KERNELS_CPU_QGEMM_IMPL_H
 #define NR_KERNELS_CPU_QGEMM_IMPL_H
 
-#include "compiler/plan.h"
 #include "kernels/cpu/gemm/gemm_common.h"
 #include "kernels/cpu/qgemm/qgemm.h"
+#include "plan/tactic.h"
 
 enum {
   NR_QGEMM_ACC = 1,

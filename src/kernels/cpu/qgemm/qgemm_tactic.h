@@ -12,8 +12,8 @@
 #ifndef NR_KERNELS_CPU_QGEMM_TACTIC_H
 #define NR_KERNELS_CPU_QGEMM_TACTIC_H
 
-#include "compiler/plan.h"
 #include "kernels/cpu/qgemm/qgemm.h"
+#include "plan/tactic.h"
 
 typedef struct qt_header {
   float x_scale, inv_scale; /* the activation (input 0): x = x_scale * (q - zero_point) */

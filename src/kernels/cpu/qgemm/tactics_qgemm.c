@@ -34,10 +34,10 @@
 #include "kernels/cpu/qgemm/qgemm_impl.h"
 #include "kernels/cpu/qgemm/qgemm_tactic.h"
 
-#include "compiler/quant.h"
-#include "kernels/ref/fused.h"
-#include "runtime/threadpool.h"
+#include "ir/fused.h"
+#include "plan/quant.h"
 #include "util/error.h"
+#include "util/threadpool.h"
 
 #include <math.h>
 #include <stdlib.h>

@@ -9,9 +9,9 @@
  * blocked quantization stay on the reference, which is the oracle these kernels are
  * tested against bit for bit (tests/unit/test_quant_tactics.c). Work is split into
  * contiguous chunks over the thread pool. */
-#include "compiler/plan.h"
 #include "kernels/cpu/quant/quant.h"
-#include "runtime/threadpool.h"
+#include "plan/tactic.h"
+#include "util/threadpool.h"
 
 #include <math.h>
 #include <string.h>

@@ -1,0 +1,61 @@
+/* route.h - build routes (one value per knob instance) and route expressions (a set
+ * of allowed values per instance, which the tuner enumerates).
+ *
+ * Syntax follows TensorRT 11.1's trtexec build routes: space-separated tokens
+ *   -knob=value          pin a global knob, or every instance of a per-node knob
+ *   -knob@NODE=value     pin the instance on one node
+ *   -knob@*=value        every instance of the knob (in an expression each instance
+ *                        varies on its own)
+ *   -knob@<OpType>=value the instances on nodes of one op type
+ * and, in expressions only, value may be [a|b|c] (these values) or * (all values).
+ * The canonical text lists only non-default instances, in knob-space order, one
+ * `-id=value` token each, so equal routes compare equal and the default route is "".
+ * Errors name the offending token and list the allowed values. */
+#ifndef NR_PLAN_ROUTE_H
+#define NR_PLAN_ROUTE_H
+
+#include "plan/knob.h"
+
+typedef struct nr_route {
+  const nr_knob_space *space; /* not owned; must outlive the route */
+  int *choice;                /* per instance: index into values */
+} nr_route;
+
+/* The default route of space. */
+nr_status nr_route_init(nr_route *r, const nr_knob_space *space, nr_error *err);
+void nr_route_free(nr_route *r);
+nr_status nr_route_copy(nr_route *dst, const nr_route *src, nr_error *err);
+/* Applies the tokens of text to r (a concrete route: no [..] or *). */
+nr_status nr_route_parse(nr_route *r, const char *text, nr_error *err);
+/* Canonical text (malloc'ed, caller frees); "" for the default route. */
+char *nr_route_canonical(const nr_route *r);
+/* Number of instances not at their default. */
+int nr_route_changes(const nr_route *r);
+/* Value of knob id for node (NULL: the global knob). Knobs that have no instance
+ * there (not applicable, or not in the space's device) give NULL, which callers
+ * treat as "not steerable here". */
+const char *nr_route_get(const nr_route *r, nr_knob_id id, const nr_node *node);
+/* nr_route_get compared with a value. */
+bool nr_route_is(const nr_route *r, nr_knob_id id, const nr_node *node,
+                 const char *value);
+/* The same for a definition of the tables the space was built from (spaces built from
+ * explicit tables, knob_internal.h); NULL where def has no instance. */
+const char *nr_route_get_def(const nr_route *r, const nr_knob_def *def,
+                             const nr_node *node);
+
+/* A route expression: per instance, the bit set of allowed value indices. */
+typedef struct nr_route_expr {
+  const nr_knob_space *space;
+  uint64_t *allowed;
+} nr_route_expr;
+
+/* Parses an expression; instances it does not name stay pinned to their default. */
+nr_status nr_route_expr_parse(nr_route_expr *e, const nr_knob_space *space,
+                              const char *text, nr_error *err);
+/* Every instance free over all its values (the tuner's default space). */
+nr_status nr_route_expr_all(nr_route_expr *e, const nr_knob_space *space, nr_error *err);
+void nr_route_expr_free(nr_route_expr *e);
+/* Number of routes the expression spans (saturating at UINT64_MAX). */
+uint64_t nr_route_expr_count(const nr_route_expr *e);
+
+#endif
