@@ -6,6 +6,8 @@
 # Stages, in order; each prints a banner and its time, and a failed stage does not hide
 # the later ones unless they need its output:
 #   bootstrap   scripts/bootstrap.sh (Debian packages, .venv)
+#   layers      scripts/check_layers.py: src/'s includes point down the floors (no folder
+#               cycle, no upward include, no other folder's *_internal.h)
 #   build       Release build in build/
 #   ctest       unit tests + ONNX node conformance (ctest --test-dir build)
 #   cli         tests/cli/check_cli_inputs.sh: run/build/bench/tune on a generated model
@@ -86,6 +88,8 @@ stage() {
 }
 
 do_bootstrap() { bash scripts/bootstrap.sh; }
+
+do_layers() { /usr/bin/python3 scripts/check_layers.py; }
 
 do_build() {
   cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=Release &&
@@ -168,6 +172,7 @@ do_fresh() {
 }
 
 stage bootstrap "" do_bootstrap
+stage layers "bootstrap" do_layers
 stage build "bootstrap" do_build
 stage ctest "build" do_ctest
 stage cli "build bootstrap" do_cli
