@@ -23,6 +23,14 @@ import sys
 import onnx
 
 WALK_LIMIT = 256  # graph nodes visited per fused step at most
+# What an EltwiseChain can hold; the walk back from a chain's output stops at anything else.
+ELEMENTWISE = {
+    "Abs", "Add", "And", "Cast", "Ceil", "Celu", "Clip", "Div",
+    "Elu", "Equal", "Erf", "Exp", "Floor", "Gelu", "Greater", "GreaterOrEqual",
+    "HardSigmoid", "HardSwish", "Identity", "LeakyRelu", "Less", "LessOrEqual", "Log",
+    "Max", "Min", "Mish", "Mod", "Mul", "Neg", "Not", "Or", "Pow", "PRelu", "Reciprocal",
+    "Relu", "Round", "Selu", "Sigmoid", "Sign", "Sin", "Cos", "Softplus", "Softsign",
+    "Sqrt", "Sub", "Tanh", "ThresholdedRelu", "Where", "Xor"}
 
 
 def sidecar(model_path):
@@ -56,8 +64,10 @@ def cmd_info(args):
     return 0
 
 
-def chain_ops(model, first_node, out_tensor):
-    """ONNX op types between the node named first_node and the producer of out_tensor."""
+def chain_ops(model, first_node, out_tensor, boundaries):
+    """ONNX op types of a fused chain: the elementwise nodes reached walking back from
+    the producer of out_tensor, not before the node named first_node in graph order and
+    not through the first node of another step (in boundaries)."""
     nodes = list(model.graph.node)
     order = {id(n): i for i, n in enumerate(nodes)}
     producer = {o: n for n in nodes for o in n.output}
@@ -69,7 +79,8 @@ def chain_ops(model, first_node, out_tensor):
     seen, stack, ops = set(), [end], []
     while stack and len(seen) < WALK_LIMIT:
         n = stack.pop()
-        if id(n) in seen or order[id(n)] < lo:
+        if id(n) in seen or order[id(n)] < lo or n.op_type not in ELEMENTWISE or (
+                n is not start and n.name in boundaries):
             continue
         seen.add(id(n))
         ops.append((order[id(n)], n.op_type))
@@ -89,13 +100,15 @@ def cmd_steps(args):
             for p in json.load(f).get("profile", []):
                 share[p["step"]] = p.get("pct", 0.0)
     steps = info["steps"]
+    boundaries = {s["node"] for s in steps}
     groups = collections.OrderedDict()
     for s in steps:
         if s["tactic"] != "ref":
             continue
         label = s["op"]
         if s["op"] == "EltwiseChain":
-            ops = chain_ops(model, s["node"], s["outputs"][0]["slot"]) if s["outputs"] else []
+            ops = chain_ops(model, s["node"], s["outputs"][0]["slot"],
+                            boundaries) if s["outputs"] else []
             label = f"EltwiseChain({','.join(ops) or '?'})"
         g = groups.setdefault(label, {"count": 0, "pct": 0.0, "nodes": []})
         g["count"] += 1
