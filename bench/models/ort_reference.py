@@ -11,11 +11,19 @@ Float inputs are standard normal; integer inputs are token ids, uniform over the
 found in the first Gather that consumes them (the embedding table's row count). The seed
 depends only on the model name, so inputs are the same on every machine and run.
 
+A zoo model (bench/models/zoo.py, zoo_packaged.py) may have a sidecar OUTDIR/<model>.zoo.json.
+Its "inputs" give the shapes of inputs the file leaves dynamic (what `nnroute build
+--shape` pins), and its "feeds" say how an input is drawn where the default would be
+wrong: {"kind": "mask", "valid_fraction": F} (ones, then zeros: an attention mask with
+trailing padding), "segments" (zeros, then ones from "split"), "zeros", or "const"
+(every element "value", e.g. a sample rate). Models without a sidecar are drawn as above.
+
 Run with the project's venv: .venv/bin/python bench/models/ort_reference.py OUTDIR
 [--force]. A model whose ref/ folder is complete is skipped unless --force is given.
 """
 import argparse
 import glob
+import json
 import os
 import re
 import sys
@@ -44,19 +52,50 @@ def vocab_size(model, input_name):
     return DEFAULT_VOCAB
 
 
-def make_inputs(model, session, rng):
+def zoo_sidecar(path):
+    """The zoo's sidecar of a model file, or {} for a suite model."""
+    side = path[: -len(".onnx")] + ".zoo.json"
+    if not os.path.exists(side):
+        return {}
+    with open(side) as f:
+        return json.load(f)
+
+
+def special_feed(spec, shape, dtype):
+    """An input drawn as the sidecar's "feeds" entry says (see the docstring)."""
+    kind = spec["kind"]
+    if kind == "const":
+        return np.full(shape, spec["value"], dtype=dtype)
+    if kind == "zeros":
+        return np.zeros(shape, dtype=dtype)
+    if kind in ("mask", "segments"):
+        n = shape[-1] if shape else 1
+        cut = int(round(n * spec.get("valid_fraction", spec.get("split", 0.5))))
+        row = (np.arange(n) < cut) if kind == "mask" else (np.arange(n) >= cut)
+        return np.broadcast_to(row.astype(dtype), shape).copy()
+    raise SystemExit(f"ort_reference: unknown feed kind {kind!r}")
+
+
+def make_inputs(model, session, rng, side=None):
+    side = side or {}
+    shapes, specs = side.get("inputs", {}), side.get("feeds", {})
     feeds = {}
     for inp in session.get_inputs():
-        shape = [d if isinstance(d, int) and d > 0 else 1 for d in inp.shape]
-        if inp.type == "tensor(float)":
-            feeds[inp.name] = rng.standard_normal(shape).astype(np.float32)
-        elif inp.type in ("tensor(int64)", "tensor(int32)"):
-            dtype = np.int64 if inp.type == "tensor(int64)" else np.int32
-            high = vocab_size(model, inp.name)
-            feeds[inp.name] = rng.integers(0, high, size=shape).astype(dtype)
-        else:
+        shape = shapes.get(inp.name)
+        if shape is None:
+            shape = [d if isinstance(d, int) and d > 0 else 1 for d in inp.shape]
+        dtype = {"tensor(float)": np.float32, "tensor(int64)": np.int64,
+                 "tensor(int32)": np.int32}.get(inp.type)
+        if dtype is None:
             raise SystemExit(f"ort_reference: input {inp.name!r} has type {inp.type}, "
                              "which this script does not know how to draw")
+        if inp.name in specs:
+            feeds[inp.name] = special_feed(specs[inp.name], shape, dtype)
+        elif dtype is np.float32:
+            feeds[inp.name] = rng.standard_normal(shape).astype(np.float32)
+        else:
+            high = vocab_size(model, inp.name)
+            feeds[inp.name] = rng.integers(0, high, size=shape).astype(dtype)
     return feeds
 
 
@@ -74,7 +113,7 @@ def reference(path, force):
         return name, None
     model = onnx.load(path, load_external_data=False)
     rng = np.random.default_rng(zlib.crc32(name.encode()))
-    feeds = make_inputs(model, session, rng)
+    feeds = make_inputs(model, session, rng, zoo_sidecar(path))
     results = session.run(outputs, feeds)
     os.makedirs(refdir, exist_ok=True)
     for key, value in feeds.items():

@@ -27,6 +27,11 @@ usage: .venv/bin/python bench/perf/run_perf.py [--quick] [--models M,...] [--thr
 Full mode (the default) is the issue's suite and writes docs/performance.md; --quick is
 3 models at opset 13, and it and any other subset write build/perf/performance-<mode>.md
 unless --output is given, so a developer's check never overwrites the committed table.
+
+The model zoo (bench/models/zoo.py, zoo_packaged.py) is measured the same way:
+`--models-dir build/zoo --models all` takes every NAME_opNN.onnx there. A zoo model's
+sidecar NAME_opNN.zoo.json pins the shapes of inputs the file leaves dynamic; they are
+passed to `nnroute build`/`tune` as --shape and given to ONNX Runtime.
 """
 import argparse
 import datetime
@@ -96,7 +101,8 @@ def first_error_line(rc, err, out=""):
 def parse_args():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--quick", action="store_true", help="3 models, opset 13, 5 rounds")
-    ap.add_argument("--models", help="comma list: suite names (all --opsets) or NAME_opNN")
+    ap.add_argument("--models", help="comma list: suite names (all --opsets) or NAME_opNN; "
+                                     "'all': every NAME_opNN.onnx in --models-dir")
     ap.add_argument("--opsets", help="comma list (default 13,17; quick 13)")
     ap.add_argument("--threads", default="1,2", help="comma list (default 1,2)")
     ap.add_argument("--rounds", type=int, help="interleaved rounds (full 7, quick 5)")
@@ -118,6 +124,10 @@ def parse_args():
     a = ap.parse_args()
     mode = MODES["quick" if a.quick else "full"]
     a.opsets = [int(x) for x in a.opsets.split(",")] if a.opsets else mode["opsets"]
+    if a.models == "all":
+        a.models = ",".join(sorted(p.stem for p in Path(a.models_dir).glob("*_op*.onnx")))
+        if not a.models:
+            sys.exit(f"run_perf: no NAME_opNN.onnx files in {a.models_dir}")
     names = a.models.split(",") if a.models else mode["models"]
     a.models = [n if "_op" in n else f"{n}_op{o}" for n in names for o in
                 ([None] if "_op" in n else a.opsets)]
@@ -244,12 +254,31 @@ def sha256(path):
     return h.hexdigest()
 
 
+def pinned_shapes(path):
+    """{input: dims} from a zoo model's sidecar (NAME.zoo.json) for the inputs the model
+    file leaves dynamic; {} for suite models, which have no sidecar."""
+    side = Path(path).with_suffix(".zoo.json")
+    if not side.exists():
+        return {}
+    pinned = json.loads(side.read_text()).get("inputs", {})
+    model = onnx.load(str(path), load_external_data=False)
+    dynamic = {vi.name for vi in model.graph.input
+               if any(not (d.HasField("dim_value") and d.dim_value > 0)
+                      for d in vi.type.tensor_type.shape.dim)}
+    return {k: v for k, v in pinned.items() if k in dynamic and v}
+
+
+def shape_args(path):
+    return [x for k, v in pinned_shapes(path).items()
+            for x in ("--shape", f"{k}={'x'.join(map(str, v))}")]
+
+
 def build_default(a, model, path, threads):
     """Returns (engine path, inspect dict, error)."""
     out = Path(a.work_dir) / "default" / f"{model}_t{threads}.nre"
     out.parent.mkdir(parents=True, exist_ok=True)
     rc, so, se = sh([a.nnroute, "build", str(path), "-o", str(out), "--threads",
-                     str(threads)], BUILD_TIMEOUT_S)
+                     str(threads)] + shape_args(path), BUILD_TIMEOUT_S)
     if rc:
         return None, None, "build " + first_error_line(rc, se, so)
     info = inspect(a.nnroute, out)
@@ -279,6 +308,7 @@ def tuned_engine(a, help_text, model, path, threads):
         log(f"tune {model} t{threads}: cached engine stale, tuning again")
     tmp = out.with_suffix(".tmp.nre")
     cmd = [a.nnroute, "tune", str(path), "--threads", str(threads), "-o", str(tmp)]
+    cmd += shape_args(path)
     if a.tune_budget:
         cmd += ["--budget-time", f"{a.tune_budget:g}"]
     # Options the tuner may not have yet are passed only when its help names them.
@@ -337,8 +367,10 @@ def prepare(a, model, path, threads, tune_help, tune_why):
         t_engine, cached, t_err = tuned_engine(a, tune_help, model, path, threads)
         row["tuned"].update(engine=display(t_engine) if t_engine else None, cached=cached,
                             error=t_err)
+    pinned = pinned_shapes(path)
     specs = ([(i["name"], i["dtype"], i["shape"]) for i in info["inputs"]] if info
-             else ort_runner.graph_input_specs(str(path)))
+             else [(n, d, pinned.get(n, s))
+                   for n, d, s in ort_runner.graph_input_specs(str(path))])
     timer = None
     try:
         timer = ort_runner.OrtTimer(str(path), threads, ort_runner.bench_inputs(specs, a.seed))
