@@ -139,7 +139,8 @@ bool cpuop_supports(cpuop *o, const char *id) {
   return !o->t->supports || o->t->supports(&c);
 }
 
-/* prepare() and run() of the tactic chosen by cpuop_supports; checks guards. */
+/* prepare() and run() of the tactic chosen by cpuop_supports, with the data prepare()
+ * packed into the plan's weights (for conv rows); checks guards. */
 nr_status cpuop_run(cpuop *o, nr_threadpool *pool, bool *guards) {
   nr_tactic_ctx c = cpuop_ctx(o);
   memset(o->step.params, 0, sizeof o->step.params);
@@ -163,8 +164,10 @@ nr_status cpuop_run(cpuop *o, nr_threadpool *pool, bool *guards) {
     scratch = aligned_alloc(64, (sb + 3 * GUARD + 63) / 64 * 64);
     memset(scratch, 0xA5, sb + 2 * GUARD);
   }
+  const void *packed =
+      o->step.packed_size ? (const uint8_t *)o->plan.weights + o->step.packed_offset : NULL;
   nr_exec_args a = {&o->plan, &o->step, &o->g->nodes[0], in, out, ins, outs,
-                    NULL, scratch ? scratch + GUARD : NULL, pool, &o->err};
+                    packed, scratch ? scratch + GUARD : NULL, pool, &o->err};
   st = o->t->run(&a);
   *guards = !scratch || guards_ok(scratch + GUARD, (size_t)o->step.scratch);
   free(scratch);

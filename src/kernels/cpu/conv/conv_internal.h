@@ -50,6 +50,11 @@ typedef enum conv_pack_kind {
 /* Fills p from a Conv / FusedConv step. False when the step is not a 2-D float32
  * conv with constant weights (and constant bias) whose numbers fit the record. */
 bool nr_conv_parse(const nr_tactic_ctx *c, conv_p *p);
+/* nr_conv_parse that also takes a 1-D conv (X [N, C, L], W [M, C/group, K]) as the
+ * 2-D one of [N, C, 1, L] (h = oh = kh = sh = dh = 1, pt = 0): for tactics working in
+ * PLAIN layout, where both are the same bytes. The layouts with reorders (NHWC,
+ * NCHW8C) and the other families keep nr_conv_parse, rank 4 only. */
+bool nr_conv_parse_plain(const nr_tactic_ctx *c, conv_p *p);
 /* A Conv or nnroute.FusedConv node (conv_parse.c). */
 bool nr_conv_is_node(const nr_node *n);
 static inline const conv_p *conv_params(const nr_step *s) {

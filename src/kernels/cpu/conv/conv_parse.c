@@ -50,19 +50,23 @@ void nr_conv_read_act(const nr_node *n, nr_act *act, float *a, float *b) {
 static bool fits_u8(int64_t v, int64_t lo) { return v >= lo && v <= 255; }
 static bool fits_i32(int64_t v) { return v >= 1 && v <= INT32_MAX; }
 
-static bool f32_rank4(const nr_slot *s) {
-  return s && s->dtype == NR_DTYPE_FLOAT && s->rank == 4;
-}
-
-/* Window of the node against the slots' shapes; false if inconsistent. */
+/* Window of the node against the slots' shapes; false if inconsistent. A 1-D window
+ * (nsp 1: X is [N, C, L]) is read as the 2-D one of [N, C, 1, L]: kernel, stride,
+ * dilation 1 and no padding along H. */
 static bool parse_window(const nr_tactic_ctx *c, const nr_slot *x, const nr_slot *w,
-                         const nr_slot *y, conv_p *p) {
+                         const nr_slot *y, int nsp, conv_p *p) {
   nr_window win;
   nr_op_ctx oc = {.node = c->node, .graph = c->plan ? c->plan->graph : NULL};
-  if (nr_window_read(&oc, 2, w->dims + 2, &win) ||
+  if (nr_window_read(&oc, nsp, w->dims + 2, &win) ||
       nr_window_forward(&oc, &win, x->dims + 2))
     return false;
-  if (win.out[0] != y->dims[2] || win.out[1] != y->dims[3])
+  if (nsp == 1) {
+    win.kernel[1] = win.kernel[0], win.stride[1] = win.stride[0];
+    win.dil[1] = win.dil[0], win.pad_b[1] = win.pad_b[0], win.out[1] = win.out[0];
+    win.kernel[0] = win.stride[0] = win.dil[0] = win.out[0] = 1;
+    win.pad_b[0] = 0;
+  }
+  if (win.out[1] != y->dims[nsp + 1] || (nsp == 2 && win.out[0] != y->dims[2]))
     return false;
   if (!fits_u8(win.kernel[0], 1) || !fits_u8(win.kernel[1], 1) ||
       !fits_u8(win.stride[0], 1) || !fits_u8(win.stride[1], 1) ||
@@ -76,31 +80,46 @@ static bool parse_window(const nr_tactic_ctx *c, const nr_slot *x, const nr_slot
   return true;
 }
 
-bool nr_conv_parse(const nr_tactic_ctx *c, conv_p *p) {
+/* Whether X, W and Y are float32 of rank `rank` (3 or 4). */
+static bool f32_ranks(const nr_slot *x, const nr_slot *w, const nr_slot *y, int rank) {
+  return x && w && y && x->dtype == NR_DTYPE_FLOAT && w->dtype == NR_DTYPE_FLOAT &&
+         y->dtype == NR_DTYPE_FLOAT && x->rank == rank && w->rank == rank &&
+         y->rank == rank;
+}
+
+/* Logical dim d of [N, C, H, W] from a slot of rank 4, or of rank 3 read as H = 1. */
+static int64_t dim4(const nr_slot *s, int d) {
+  if (s->rank == 4)
+    return s->dims[d];
+  return d < 2 ? s->dims[d] : d == 2 ? 1 : s->dims[2];
+}
+
+static bool parse(const nr_tactic_ctx *c, conv_p *p, bool one_d) {
   memset(p, 0, sizeof *p);
   if (!nr_conv_is_node(c->node))
     return false;
   const nr_slot *x = nr_step_in(c, 0), *w = nr_step_in(c, 1), *b = nr_step_in(c, 2);
   const nr_slot *r = nr_step_in(c, 3), *y = nr_step_out(c, 0);
-  if (!f32_rank4(x) || !f32_rank4(w) || !f32_rank4(y) || w->kind != NR_SLOT_CONST)
+  int rank = x && x->rank == 3 && one_d ? 3 : 4;
+  if (!f32_ranks(x, w, y, rank) || w->kind != NR_SLOT_CONST)
     return false;
   if (b && (b->kind != NR_SLOT_CONST || b->dtype != NR_DTYPE_FLOAT || b->rank != 1 ||
             b->dims[0] != w->dims[0]))
     return false;
   if (r && (r->dtype != NR_DTYPE_FLOAT || !nr_slot_same_dims(r, y)))
     return false;
-  for (int d = 0; d < 4; d++)
+  for (int d = 0; d < rank; d++)
     if (!fits_i32(x->dims[d]) || !fits_i32(y->dims[d]) || !fits_i32(w->dims[d]))
       return false;
   int64_t group = nr_attr_int(c->node, "group", 1);
   if (group < 1 || x->dims[1] % group || w->dims[0] % group ||
       w->dims[1] * group != x->dims[1] || y->dims[1] != w->dims[0] || y->dims[0] != x->dims[0])
     return false;
-  if (!parse_window(c, x, w, y, p))
+  if (!parse_window(c, x, w, y, rank - 2, p))
     return false;
   p->n = (int32_t)x->dims[0], p->c = (int32_t)x->dims[1];
-  p->h = (int32_t)x->dims[2], p->w = (int32_t)x->dims[3];
-  p->m = (int32_t)y->dims[1], p->oh = (int32_t)y->dims[2], p->ow = (int32_t)y->dims[3];
+  p->h = (int32_t)dim4(x, 2), p->w = (int32_t)dim4(x, 3);
+  p->m = (int32_t)y->dims[1], p->oh = (int32_t)dim4(y, 2), p->ow = (int32_t)dim4(y, 3);
   p->group = (int32_t)group;
   nr_act act;
   nr_conv_read_act(c->node, &act, &p->act_a, &p->act_b);
@@ -112,6 +131,10 @@ bool nr_conv_parse(const nr_tactic_ctx *c, conv_p *p) {
   p->res_layout = r ? (uint8_t)r->layout : 0;
   return true;
 }
+
+bool nr_conv_parse(const nr_tactic_ctx *c, conv_p *p) { return parse(c, p, false); }
+
+bool nr_conv_parse_plain(const nr_tactic_ctx *c, conv_p *p) { return parse(c, p, true); }
 
 /* ---- epilogue ------------------------------------------------------------------- */
 

@@ -43,7 +43,15 @@ static bool is_wino(const conv_p *p) {
          p->dw == 1 && p->group == 1;
 }
 
+/* SUPPORTS: a PLAIN-layout row, which also runs a 1-D conv as H = 1
+ * (nr_conv_parse_plain); SUPPORTS_2D: a row in a blocked layout, 2-D only (the layout
+ * pass reorders rank-4 tensors only). */
 #define SUPPORTS(name, cond)                                                           \
+  static bool name(const nr_tactic_ctx *c) {                                           \
+    conv_p p_, *p = &p_;                                                               \
+    return nr_conv_parse_plain(c, p) && (cond);                                        \
+  }
+#define SUPPORTS_2D(name, cond)                                                        \
   static bool name(const nr_tactic_ctx *c) {                                           \
     conv_p p_, *p = &p_;                                                               \
     return nr_conv_parse(c, p) && (cond);                                              \
@@ -94,16 +102,17 @@ static bool wino_preferred(const nr_tactic_ctx *c, const conv_p *p) {
 
 SUPPORTS(sup_any, true)
 SUPPORTS(sup_im2col, has_gemm() && !wino_preferred(c, p))
-SUPPORTS(sup_nhwc_im2col, has_gemm())
+SUPPORTS_2D(sup_nhwc_im2col, has_gemm())
 SUPPORTS(sup_1x1, has_gemm() && is_1x1_s1(p))
-SUPPORTS(sup_nhwc_1x1, has_gemm() && is_1x1_s1(p))
+SUPPORTS_2D(sup_nhwc_1x1, has_gemm() && is_1x1_s1(p))
 SUPPORTS(sup_dw, is_dw(p))
+SUPPORTS_2D(sup_dw8, is_dw(p))
 /* conv.dw_kernel=avx2 leaves a depthwise node to nr_f32_conv_dw__avx2 where the AVX-512
  * kernel would run it (A/B runs on one binary, triage). */
 SUPPORTS(sup_dw512,
          is_dw(p) && !nr_route_is(c->route, NR_KNOB_CONV_DW_KERNEL, c->node, "avx2"))
 SUPPORTS(sup_smallc, is_smallc(p))
-SUPPORTS(sup_nchw8c, p->group == 1)
+SUPPORTS_2D(sup_nchw8c, p->group == 1)
 SUPPORTS(sup_wino, has_gemm() && is_wino(p))
 /* winograd_f43__avx512: any 3x3 stride-1 group-1 node whose scratch (padded copies and
  * one thread's block buffers) stays under 512 MiB. */
@@ -152,7 +161,7 @@ uint8_t nr_conv_knob_opts(const nr_tactic_ctx *c) {
 }
 
 static nr_status store(const nr_tactic_ctx *c, nr_step *st, conv_p *p) {
-  if (!nr_conv_parse(c, p)) {
+  if (!nr_conv_parse_plain(c, p)) {
     char b[256];
     return nr_errorf(c->err, NR_ERR_INTERNAL, "%s: %s cannot run it",
                      nr_node_describe(c->node, b, sizeof b), st->tactic->id);
@@ -522,9 +531,9 @@ const nr_tactic nr_tactics_conv[] = {
          nr_conv_dw__avx2_run)
     CONV("nr_f32_conv_dw", "nnroute", "depthwise", P, 0, 80, sup_dw, prep_dw,
          nr_conv_dw_run)
-    CONV("nr_f32_conv_dw_nchw8c__avx2", "nnroute", "depthwise", B8, AVX, 85, sup_dw,
+    CONV("nr_f32_conv_dw_nchw8c__avx2", "nnroute", "depthwise", B8, AVX, 85, sup_dw8,
          prep_dw8, nr_conv_dw_nchw8c__avx2_run)
-    CONV("nr_f32_conv_dw_nchw8c", "nnroute", "depthwise", B8, 0, 70, sup_dw, prep_dw8,
+    CONV("nr_f32_conv_dw_nchw8c", "nnroute", "depthwise", B8, 0, 70, sup_dw8, prep_dw8,
          nr_conv_dw_nchw8c_run)
     CONV("nr_f32_conv_smallc__avx2", "nnroute", "direct", P, AVX, 60, sup_smallc,
          prep_smallc, nr_conv_smallc__avx2_run)
@@ -559,7 +568,8 @@ static bool conv_applies(const nr_graph *g, const nr_node *n) {
   if (!nr_conv_is_node(n) || n->n_inputs < 2 || n->inputs[0] < 0)
     return false;
   const nr_value *x = &g->tensors[n->inputs[0]].value;
-  return x->dtype == NR_DTYPE_FLOAT && x->rank == 4 && !nr_horizontal_absorbs(g, n);
+  return x->dtype == NR_DTYPE_FLOAT && (x->rank == 3 || x->rank == 4) &&
+         !nr_horizontal_absorbs(g, n);
 }
 
 /* Wraps node n's tensors in a plan of one step so supports() can run on them. */
@@ -649,7 +659,7 @@ static const nr_tactic *default_tactic(const nr_graph *g, const nr_node *n, conv
     if (!(t->isa & ~nr_cpu_isa()) && !strcmp(t->op_type, n->op_type) && t->supports(&c) &&
         (!best || t->priority > best->priority))
       best = t;
-  if (best && !nr_conv_parse(&c, p))
+  if (best && !nr_conv_parse_plain(&c, p))
     best = NULL;
   return best;
 }
