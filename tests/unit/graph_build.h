@@ -5,6 +5,7 @@
 #ifndef NR_TESTS_GRAPH_BUILD_H
 #define NR_TESTS_GRAPH_BUILD_H
 
+#include "compiler/compile.h"
 #include "ir/ir.h"
 #include "passes/pass_util.h"
 #include "plan/knob.h"
