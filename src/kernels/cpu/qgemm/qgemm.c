@@ -15,7 +15,8 @@
  *    for W_A (convolution) the loop over its columns (jc, nc) is outermost and each
  *    (jc, pc) block of B is packed once and reused by every row block of W; for W_B
  *    (Gemm/MatMul) the loop over its rows (ic, mc) is outermost and each (ic, pc)
- *    block of A is packed once and swept against all of W's columns.
+ *    block of A is packed once and swept against all of W's columns: the shared
+ *    nest's two orders (wa_ops, wb_ops).
  *  - Between k blocks C holds int32 partial sums; the micro-kernel's last k block
  *    dequantizes in registers and writes floats. The usual epilogues (residual with
  *    beta 1, ReLU, Clip) are applied there too, before the store; anything else (a
