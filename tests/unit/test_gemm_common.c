@@ -111,3 +111,99 @@ NR_TEST(gemm_common_even_kc) {
   CHECK(nr_gemm_even_kc(0, 256, 8) == 8 && nr_gemm_even_kc(3, 1024, 4) == 4);
   CHECK(nr_gemm_even_kc(1030, 1024, 4) == 516 && nr_gemm_even_kc(257, 256, 8) == 136);
 }
+
+/* ---- the loop nest ------------------------------------------------------------------ */
+
+/* What a run of the nest did, recorded by hooks that pack nothing. */
+typedef struct nest_log {
+  int64_t m, n, k, mr, nr;
+  int visits[8][8][8];  /* [row tile][column tile][K block] */
+  int finals[64][64];   /* per element of C */
+  int bad;              /* a tile with wrong flags, extent, panels or kind */
+  int packs_a, packs_b;
+} nest_log;
+
+#define NEST_KC 8 /* the test's kc */
+static char nest_a[1 << 16], nest_b[1 << 16];
+
+static const void *log_pack_a(const void *job, void *ws, const nr_gemm_at *at) {
+  (void)job, ((nest_log *)ws)->packs_a++;
+  return nest_a + at->ic;
+}
+
+static const void *log_pack_b(const void *job, void *ws, const nr_gemm_at *at) {
+  (void)job, ((nest_log *)ws)->packs_b++;
+  return nest_b + at->jc;
+}
+
+static void log_tile(nest_log *g, const nr_gemm_at *at, const nr_gemm_tile *t, bool edge) {
+  int64_t kblk = at->pc / NEST_KC, ir = t->row - at->ic, jr = t->col - at->jc;
+  int want = (at->pc > 0 ? NR_GEMM_ACC : 0) | (at->pc + at->kb >= g->k ? NR_GEMM_LAST : 0);
+  bool ok = at->kflags == want && t->h == nr_gemm_min64(g->mr, g->m - t->row) &&
+            t->w == nr_gemm_min64(g->nr, g->n - t->col) &&
+            edge == (t->h < g->mr || t->w < g->nr) &&
+            t->a == nest_a + at->ic + ir * at->kp * 4 &&
+            t->b == nest_b + at->jc + jr * at->kp;
+  g->bad += !ok;
+  g->visits[t->row / g->mr][t->col / g->nr][kblk]++;
+}
+
+static void log_full(const void *job, void *ws, const nr_gemm_at *at,
+                     const nr_gemm_tile *t) {
+  (void)job, log_tile(ws, at, t, false);
+}
+
+static void log_edge(const void *job, void *ws, const nr_gemm_at *at,
+                     const nr_gemm_tile *t) {
+  (void)job, log_tile(ws, at, t, true);
+}
+
+static void log_final(const void *job, void *ws, const nr_gemm_at *at, int64_t col,
+                      int64_t cols) {
+  nest_log *g = ws;
+  (void)job;
+  for (int64_t i = at->ic; i < nr_gemm_min64(at->ic + at->mb, g->m); i++)
+    for (int64_t j = col; j < nr_gemm_min64(col + cols, g->n); j++)
+      g->finals[i][j]++;
+}
+
+/* Both orders visit every tile of every part once per K block, with the K-block
+ * flags, extents and panel addresses the hooks are promised; every element of C is
+ * final once; A and B blocks are prepared as often as each order says. */
+NR_TEST(gemm_common_nest_visits_every_tile) {
+  static const int64_t dims[][3] = {{1, 1, 1}, {4, 8, 12}, {13, 21, 40}, {24, 40, 9}};
+  for (int outer = NR_GEMM_DIM_M; outer <= NR_GEMM_DIM_N; outer++) {
+    nr_gemm_nest_ops ops = {outer,    log_pack_a, log_pack_b, log_full,
+                            log_edge, log_final,  NULL};
+    for (size_t d = 0; d < sizeof dims / sizeof dims[0]; d++) {
+      for (int parts = 1; parts <= 3; parts++) {
+        int64_t m = dims[d][0], n = dims[d][1], k = dims[d][2];
+        /* fp32's 4x8 portable kernel, blocks of 2 tiles and K in blocks of 8 */
+        nr_gemm_cfg cfg = {
+            (uint16_t)nr_gemm_family_find(&nr_gemm_f32_family, "nr_f32_gemm_4x8"), 8,
+            NEST_KC, 16};
+        nr_gemm_nest nd = {
+            nr_gemm_plan_make(&nr_gemm_f32_family, cfg, NR_GEMM_DIM_N, m, n, k, 1), k, 1,
+            4, 1};
+        nd.plan.parts = parts;
+        nest_log g = {.m = m, .n = n, .k = k, .mr = 4, .nr = 8};
+        nr_gemm_nest_parts(&nd, &ops, NULL, &g, 0, parts);
+        int64_t kblocks = (k + NEST_KC - 1) / NEST_KC, rt = (m + 3) / 4, ct = (n + 7) / 8;
+        bool ok = g.bad == 0;
+        for (int64_t i = 0; i < rt; i++)
+          for (int64_t j = 0; j < ct; j++)
+            for (int64_t q = 0; q < kblocks; q++)
+              ok = ok && g.visits[i][j][q] == 1;
+        for (int64_t i = 0; i < m; i++)
+          for (int64_t j = 0; j < n; j++)
+            ok = ok && g.finals[i][j] == 1;
+        CHECK(ok, "order %d, %lldx%lldx%lld on %d parts: %d bad tiles", outer,
+              (long long)m, (long long)n, (long long)k, parts, g.bad);
+        CHECK(g.packs_a > 0 && g.packs_b > 0 &&
+                  (outer == NR_GEMM_DIM_N ? g.packs_b <= g.packs_a
+                                          : g.packs_a <= g.packs_b),
+              "order %d: %d A blocks, %d B blocks", outer, g.packs_a, g.packs_b);
+      }
+    }
+  }
+}

@@ -1,13 +1,14 @@
 /* gemm.c - the packed float32 GEMM: its micro-kernel list and family record, packing,
- * the BLIS loop nest and the epilogue (contract: gemm.h; blocking, splitting, the
- * packing plan and the dispatch are gemm_common.c's, shared with lpgemm and qgemm).
+ * the loop nest's hooks and the epilogue (contract: gemm.h; blocking, splitting, the
+ * packing plan, the dispatch and the loop nest are gemm_common's, shared with lpgemm
+ * and qgemm).
  *
  * Key decisions.
- *  - The loop nest is written once (gemm_block) and parameterized by the cfg record:
- *    jc over N in nc steps, pc over K in kc steps (B block packed: kc x nc), ic over
- *    M in mc steps (A block packed: mc x kc), then jr/ir over nr/mr micro-tiles. Edge
- *    tiles go through a local mr x nr tile, so kernels only see full tiles and packed
- *    panels are zero-padded.
+ *  - The loop nest (gemm_common.h) runs in BLIS's order, parameterized by the cfg
+ *    record: jc over N in nc steps, pc over K in kc steps (B block packed: kc x nc),
+ *    ic over M in mc steps (A block packed: mc x kc), then jr/ir over nr/mr
+ *    micro-tiles. Edge tiles go through a local mr x nr tile, so kernels only see
+ *    full tiles and packed panels are zero-padded.
  *  - A packed operand is laid out exactly as the nest consumes it: for each kc block
  *    starting at pc, a region of (Mpad * kb) floats at offset pc * Mpad, holding mr-row
  *    panels of kb x mr floats (B: pc * Npad, nr-column panels of kb x nr). So a
@@ -337,11 +338,11 @@ void nr_gemm_zero_k(int64_t m, int64_t n, float *c, int64_t ldc, const nr_epilog
   nr_gemm_epilogue_apply(ep, 0, 0, m, n, c, ldc);
 }
 
-/* ---- the loop nest ----------------------------------------------------------------- */
+/* ---- the nest's hooks (the nest: gemm_common.h) ------------------------------------ */
 
 typedef struct gemm_job {
-  nr_gemm_plan plan;
-  blocking bl;           /* plan.bl */
+  nr_gemm_nest nest;
+  blocking bl;           /* nest.plan.bl */
   nr_gemm_ukernel_fn uk;
   int64_t m, n, k;
   float alpha;
@@ -355,111 +356,108 @@ typedef struct gemm_job {
   int64_t a_floats;
 } gemm_job;
 
-/* One mr x nr tile: full tiles straight into C, edge tiles through a local tile. */
-static void run_tile(const gemm_job *j, int64_t kb, const float *ap, const float *bp,
-                     int64_t row, int64_t col, int acc, bool last) {
-  int64_t h = nr_gemm_min64(j->bl.mr, j->m - row), w = nr_gemm_min64(j->bl.nr, j->n - col);
-  float *c = j->c + row * j->ldc + col;
-  if (h == j->bl.mr && w == j->bl.nr) {
-    j->uk(kb, ap, bp, c, j->ldc, j->alpha, acc);
-    if (last && j->ep)
-      j->epi(j->ep, row, col, h, w, c, j->ldc);
-    return;
+/* A thread's block buffers. */
+typedef struct gemm_ws {
+  float *abuf, *bbuf;
+} gemm_ws;
+
+static const void *hook_pack_a(const void *job, void *ws, const nr_gemm_at *at) {
+  const gemm_job *j = job;
+  if (!j->a.packed) {
+    float *abuf = ((gemm_ws *)ws)->abuf;
+    pack_a_block(&j->a, j->bl.mr, at->ic, at->mb, at->pc, at->kb, abuf);
+    return abuf;
   }
+  int64_t mpad = nr_gemm_round_up(j->m, j->bl.mr);
+  return j->a.data + nr_gemm_packed_at(at->pc, mpad, at->ic, at->kb);
+}
+
+static const void *hook_pack_b(const void *job, void *ws, const nr_gemm_at *at) {
+  const gemm_job *j = job;
+  if (!j->b.packed) {
+    float *bbuf = ((gemm_ws *)ws)->bbuf;
+    pack_b_block(&j->b, j->bl.nr, at->pc, at->kb, at->jc, at->nb, bbuf);
+    return bbuf;
+  }
+  int64_t npad = nr_gemm_round_up(j->n, j->bl.nr);
+  return j->b.data + nr_gemm_packed_at(at->pc, npad, at->jc, at->kb);
+}
+
+/* A full tile straight into C. */
+static void hook_tile(const void *job, void *ws, const nr_gemm_at *at,
+                      const nr_gemm_tile *t) {
+  (void)ws;
+  const gemm_job *j = job;
+  float *c = j->c + t->row * j->ldc + t->col;
+  j->uk(at->kb, t->a, t->b, c, j->ldc, j->alpha, at->kflags & NR_GEMM_ACC);
+  if ((at->kflags & NR_GEMM_LAST) && j->ep)
+    j->epi(j->ep, t->row, t->col, t->h, t->w, c, j->ldc);
+}
+
+/* An edge tile through a local mr x nr tile (kernels only see full tiles). */
+static void hook_edge(const void *job, void *ws, const nr_gemm_at *at,
+                      const nr_gemm_tile *t) {
+  (void)ws;
+  const gemm_job *j = job;
   float tile[MAX_MR * MAX_NR] __attribute__((aligned(64)));
-  int nr = j->bl.nr;
-  if (acc)
-    for (int64_t i = 0; i < h; i++)
-      memcpy(tile + i * nr, c + i * j->ldc, sizeof(float) * (size_t)w);
-  j->uk(kb, ap, bp, tile, nr, j->alpha, acc);
-  if (last && j->ep)
-    j->epi(j->ep, row, col, h, w, tile, nr);
-  for (int64_t i = 0; i < h; i++)
-    memcpy(c + i * j->ldc, tile + i * nr, sizeof(float) * (size_t)w);
+  float *c = j->c + t->row * j->ldc + t->col;
+  int nr = j->bl.nr, acc = at->kflags & NR_GEMM_ACC;
+  nr_gemm_edge_load(tile, nr, c, j->ldc, t, acc);
+  j->uk(at->kb, t->a, t->b, tile, nr, j->alpha, acc);
+  if ((at->kflags & NR_GEMM_LAST) && j->ep)
+    j->epi(j->ep, t->row, t->col, t->h, t->w, tile, nr);
+  nr_gemm_edge_store(tile, nr, c, j->ldc, t);
 }
 
 /* The pre-packed B micro-panel the nest reads after panel jr of block (jc, pc) of the
- * columns [c0, c1), as *len floats; NULL after the last. */
-static const float *next_b_panel(const gemm_job *j, int64_t c1, int64_t jc, int64_t pc,
-                                 int64_t jr, int64_t *len) {
+ * part's columns [c0, c1); NULL after the last or for a B packed per call. While the
+ * row tiles of a pre-packed B micro-panel run, the next panel is prefetched into L2, a
+ * slice per tile: weights that come from memory (a model's are read once per
+ * inference, more than L3 holds) otherwise stall the first tile of every panel.
+ * bert_tiny_op13 on one thread, 21 interleaved rounds: 0.97x the time (median of
+ * rounds), 0.98x (their minimum). Not where a panel has one row tile (a batch-1
+ * layer): there the kernel streams the panel once with its own prefetch, and a whole
+ * panel requested up front made mlp's fp32 route 1.2x slower. Write prefetches of the
+ * next tile's C rows measured nothing. */
+static const void *hook_next_b(const void *job, const nr_gemm_at *at, int64_t jr,
+                               int64_t *bytes) {
+  const gemm_job *j = job;
   const blocking *bl = &j->bl;
-  int64_t npad = nr_gemm_round_up(j->n, bl->nr), nb = nr_gemm_min64(bl->nc, c1 - jc);
-  int64_t kb = nr_gemm_min64(bl->kc, j->k - pc);
-  if (jr + bl->nr < nb) {
-    *len = kb * bl->nr;
-    return j->b.data + pc * npad + (jc + jr + bl->nr) * kb;
+  if (!j->b.packed)
+    return NULL;
+  int64_t npad = nr_gemm_round_up(j->n, bl->nr), fl = (int64_t)sizeof(float);
+  if (jr + bl->nr < at->nb) {
+    *bytes = at->kb * bl->nr * fl;
+    return j->b.data + at->pc * npad + (at->jc + jr + bl->nr) * at->kb;
   }
-  if (pc + kb < j->k) {
-    int64_t kn = nr_gemm_min64(bl->kc, j->k - pc - kb);
-    *len = kn * bl->nr;
-    return j->b.data + (pc + kb) * npad + jc * kn;
+  if (at->pc + at->kb < j->k) {
+    int64_t kn = nr_gemm_min64(bl->kc, j->k - at->pc - at->kb);
+    *bytes = kn * bl->nr * fl;
+    return j->b.data + (at->pc + at->kb) * npad + at->jc * kn;
   }
-  if (jc + bl->nc < c1) {
+  if (at->jc + bl->nc < at->c1) {
     int64_t k0 = nr_gemm_min64(bl->kc, j->k);
-    *len = k0 * bl->nr;
-    return j->b.data + (jc + bl->nc) * k0;
+    *bytes = k0 * bl->nr * fl;
+    return j->b.data + (at->jc + bl->nc) * k0;
   }
   return NULL;
 }
 
-/* The nest over rows [r0, r1) and columns [c0, c1) of C; r0 is a multiple of mr and
- * c0 of nr, so pre-packed operands can be indexed. While the row tiles of a pre-packed
- * B micro-panel run, the next panel is prefetched into L2, a slice per tile: weights
- * that come from memory (a model's are read once per inference, more than L3 holds)
- * otherwise stall the first tile of every panel. bert_tiny_op13 on one thread, 21
- * interleaved rounds: 0.97x the time (median of rounds), 0.98x (their minimum). Not
- * where a panel has one row tile (a batch-1 layer): there the kernel streams the panel
- * once with its own prefetch, and a whole panel requested up front made mlp's fp32
- * route 1.2x slower. Write prefetches of the next tile's C rows measured nothing. */
-static void gemm_block(const gemm_job *j, int64_t r0, int64_t r1, int64_t c0, int64_t c1,
-                       float *abuf, float *bbuf) {
-  const blocking *bl = &j->bl;
-  int64_t mpad = nr_gemm_round_up(j->m, bl->mr), npad = nr_gemm_round_up(j->n, bl->nr);
-  for (int64_t jc = c0; jc < c1; jc += bl->nc) {
-    int64_t nb = nr_gemm_min64(bl->nc, c1 - jc);
-    for (int64_t pc = 0; pc < j->k; pc += bl->kc) {
-      int64_t kb = nr_gemm_min64(bl->kc, j->k - pc);
-      bool last = pc + kb >= j->k;
-      const float *bp = j->b.data + nr_gemm_packed_at(pc, npad, jc, kb);
-      if (!j->b.packed) {
-        pack_b_block(&j->b, bl->nr, pc, kb, jc, nb, bbuf);
-        bp = bbuf;
-      }
-      for (int64_t ic = r0; ic < r1; ic += bl->mc) {
-        int64_t mb = nr_gemm_min64(bl->mc, r1 - ic);
-        const float *ap = j->a.data + nr_gemm_packed_at(pc, mpad, ic, kb);
-        if (!j->a.packed) {
-          pack_a_block(&j->a, bl->mr, ic, mb, pc, kb, abuf);
-          ap = abuf;
-        }
-        int64_t tiles = (mb + bl->mr - 1) / bl->mr;
-        for (int64_t jr = 0; jr < nb; jr += bl->nr) {
-          int64_t len = 0, at = 0;
-          const float *pf = j->b.packed && ic == r0 && tiles > 1
-                                ? next_b_panel(j, c1, jc, pc, jr, &len)
-                                : NULL;
-          int64_t step = pf ? ((len + 15) / 16 + tiles - 1) / tiles * 16 : 0;
-          for (int64_t ir = 0; ir < mb; ir += bl->mr) {
-            for (int64_t e = at + step; pf && at < e && at < len; at += 16)
-              __builtin_prefetch(pf + at, 0, 2);
-            run_tile(j, kb, ap + ir * kb, bp + jr * kb, ic + ir, jc + jr, pc > 0, last);
-          }
-        }
-      }
-    }
-  }
-}
+/* BLIS's order: jc, pc (B block packed: kc x nc), ic (A block packed: mc x kc). */
+static const nr_gemm_nest_ops gemm_ops = {
+    .outer = NR_GEMM_DIM_N,
+    .pack_a = hook_pack_a,
+    .pack_b = hook_pack_b,
+    .tile = hook_tile,
+    .edge = hook_edge,
+    .next_b = hook_next_b,
+};
 
 static void gemm_part(void *arg, int64_t begin, int64_t end, int thread) {
   const gemm_job *j = arg;
-  float *abuf = j->scratch + (int64_t)thread * j->thread_floats;
-  float *bbuf = abuf + j->a_floats;
-  for (int64_t part = begin; part < end; part++) {
-    int64_t r0, r1, c0, c1;
-    nr_gemm_plan_range(&j->plan, part, &r0, &r1, &c0, &c1);
-    if (r0 < r1 && c0 < c1)
-      gemm_block(j, r0, r1, c0, c1, abuf, bbuf);
-  }
+  gemm_ws ws = {j->scratch + (int64_t)thread * j->thread_floats, NULL};
+  ws.bbuf = ws.abuf + j->a_floats;
+  nr_gemm_nest_parts(&j->nest, &gemm_ops, j, &ws, begin, end);
 }
 
 /* ---- scratch and threading ----------------------------------------------------------- */
@@ -504,16 +502,18 @@ void nr_gemm_split_run(nr_gemm_cfg cfg, nr_gemm_split split, int64_t m, int64_t 
   int t = nr_gemm_call_threads(pool, threads);
   bool any_thread = (split & NR_GEMM_SPLIT_ANY_THREAD) != 0;
   int dim = split & ~NR_GEMM_SPLIT_ANY_THREAD;
-  gemm_job j = {.plan = nr_gemm_plan_make(&nr_gemm_f32_family, cfg, dim, m, n, k, t),
+  nr_gemm_plan plan = nr_gemm_plan_make(&nr_gemm_f32_family, cfg, dim, m, n, k, t);
+  int kcu = nr_gemm_f32_family.kc_unit;
+  gemm_job j = {.nest = {plan, k, kcu, sizeof(float), sizeof(float)},
                 .m = m, .n = n, .k = k, .alpha = alpha, .a = a, .b = b, .c = c,
                 .ldc = ldc, .ep = nr_gemm_epilogue_active(ep),
                 .epi = nr_gemm_epilogue_pick()};
-  j.bl = j.plan.bl;
+  j.bl = plan.bl;
   j.uk = ukernel_fns[j.bl.uk];
   j.a_floats = a_buf_floats(&j.bl, m, k);
   j.thread_floats = j.a_floats + b_buf_floats(&j.bl, n, k);
   j.scratch = nr_gemm_scratch_align(scratch);
-  nr_gemm_plan_run(&j.plan, pool, any_thread, gemm_part, &j);
+  nr_gemm_plan_run(&plan, pool, any_thread, gemm_part, &j);
 }
 
 void nr_gemm(nr_gemm_cfg cfg, int64_t m, int64_t n, int64_t k, float alpha,

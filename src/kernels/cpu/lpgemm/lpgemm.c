@@ -1,9 +1,10 @@
 /* lpgemm.c - the narrow-storage GEMM: micro-kernel list and family record, packing
- * with rounding and the loop nest (contract: lpgemm.h; blocking, splitting, the
- * packing plan and the dispatch are gemm_common.c's, shared with gemm and qgemm).
+ * with rounding and the loop nest's hooks (contract: lpgemm.h; blocking, splitting,
+ * the packing plan, the dispatch and the loop nest are gemm_common's, shared with
+ * gemm and qgemm).
  *
  * Key decisions.
- *  - The nest is gemm.c's, parameterized the same way (jc by nc, pc by kc, ic by mc,
+ *  - The nest is gemm.c's order of gemm_common.h's (jc by nc, pc by kc, ic by mc,
  *    then jr / ir micro-tiles; edge tiles through a local tile; the epilogue on each
  *    tile after its last kc block; one part per thread along N or M, no barriers, so
  *    threaded output equals single-threaded output bit for bit). What changes is what
@@ -384,10 +385,11 @@ void nr_lpgemm_pack_b(nr_lpgemm_cfg cfg, int64_t k, int64_t n, nr_lpgemm_operand
     pack_b_narrow(&p, &b, pc, nr_gemm_min64(bl.kc, k - pc), 0, n, out + pc * npad);
 }
 
-/* ---- the loop nest ----------------------------------------------------------------- */
+/* ---- the nest's hooks (the nest: gemm_common.h) ------------------------------------ */
 
 typedef struct lp_job {
-  blocking bl;             /* plan.bl */
+  nr_gemm_nest nest;
+  blocking bl;             /* nest.plan.bl */
   nr_lpgemm_ukernel_fn lk; /* NR_LP_WIDEN_KERNEL */
   nr_gemm_ukernel_fn fk;   /* NR_LP_WIDEN_BLOCK */
   packer pa, pb;           /* A (rounding into fp32 panels), B (narrowing) */
@@ -400,101 +402,101 @@ typedef struct lp_job {
   nr_gemm_epilogue_fn epi;
   char *scratch;           /* 64-byte aligned */
   size_t thread_bytes, a_bytes, b_bytes; /* per thread: A (fp32), B (16-bit), W (fp32) */
-  nr_gemm_plan plan;
 } lp_job;
 
-/* One mr x nr tile from an fp32 A micro-panel and a B micro-panel (16-bit, or fp32
- * for block widening): full tiles straight into C, edge tiles through a local tile. */
-static void run_tile(const lp_job *j, int64_t kb, const float *ap, const void *bp,
-                     int64_t row, int64_t col, int acc, bool last) {
-  int64_t h = nr_gemm_min64(j->bl.mr, j->m - row), w = nr_gemm_min64(j->bl.nr, j->n - col);
-  float *c = j->c + row * j->ldc + col, *dst = c;
-  int64_t ldd = j->ldc;
-  float tile[MAX_MR * MAX_NR] __attribute__((aligned(64)));
-  bool edge = h < j->bl.mr || w < j->bl.nr;
-  if (edge) {
-    dst = tile, ldd = j->bl.nr;
-    for (int64_t i = 0; acc && i < h; i++)
-      memcpy(tile + i * ldd, c + i * j->ldc, sizeof(float) * (size_t)w);
+/* A thread's block buffers: A (fp32), B (16-bit), W (fp32, block widening). */
+typedef struct lp_ws {
+  float *abuf;
+  uint16_t *bbuf;
+  float *wbuf;
+} lp_ws;
+
+/* The A block of (pc, ic) in fp32 panels, always in the thread's A buffer. */
+static const void *hook_pack_a(const void *job, void *ws, const nr_gemm_at *at) {
+  const lp_job *j = job;
+  float *abuf = ((lp_ws *)ws)->abuf;
+  if (j->a.packed) {
+    int64_t mpad = nr_gemm_round_up(j->m, j->bl.mr);
+    const uint16_t *ap =
+        (const uint16_t *)j->a.data + nr_gemm_packed_at(at->pc, mpad, at->ic, at->kb);
+    nr_lp_widen(kernel_of(&j->bl)->type, ap, abuf,
+                nr_gemm_round_up(at->mb, j->bl.mr) * at->kb);
+  } else {
+    pack_a_round(&j->pa, &j->a, at->ic, at->mb, at->pc, at->kb, abuf);
   }
-  if (j->lk)
-    j->lk(kb, ap, bp, dst, ldd, j->alpha, acc);
-  else
-    j->fk(kb, ap, bp, dst, ldd, j->alpha, acc);
-  if (last && j->ep)
-    j->epi(j->ep, row, col, h, w, dst, ldd);
-  for (int64_t i = 0; edge && i < h; i++)
-    memcpy(c + i * j->ldc, tile + i * ldd, sizeof(float) * (size_t)w);
+  return abuf;
 }
 
 /* The B block of (pc, jc) as the micro-kernels read it: 16-bit panels for the lp
  * kernels, fp32 panels (widened or rounded into the W buffer) for block widening. */
-static const void *b_block(const lp_job *j, int64_t pc, int64_t kb, int64_t jc, int64_t nb,
-                           uint16_t *bbuf, float *wbuf) {
+static const void *hook_pack_b(const void *job, void *ws, const nr_gemm_at *at) {
+  const lp_job *j = job;
+  const lp_ws *w = ws;
   int64_t npad = nr_gemm_round_up(j->n, j->bl.nr);
-  const uint16_t *bp = (const uint16_t *)j->b.data + nr_gemm_packed_at(pc, npad, jc, kb);
+  const uint16_t *bp =
+      (const uint16_t *)j->b.data + nr_gemm_packed_at(at->pc, npad, at->jc, at->kb);
   if (j->fk) {
     if (j->b.packed)
-      nr_lp_widen(kernel_of(&j->bl)->type, bp, wbuf, nr_gemm_round_up(nb, j->bl.nr) * kb);
+      nr_lp_widen(kernel_of(&j->bl)->type, bp, w->wbuf,
+                  nr_gemm_round_up(at->nb, j->bl.nr) * at->kb);
     else
-      pack_b_round(&j->pb, &j->b, pc, kb, jc, nb, wbuf);
-    return wbuf;
+      pack_b_round(&j->pb, &j->b, at->pc, at->kb, at->jc, at->nb, w->wbuf);
+    return w->wbuf;
   }
   if (!j->b.packed) {
-    pack_b_narrow(&j->pb, &j->b, pc, kb, jc, nb, bbuf);
-    bp = bbuf;
+    pack_b_narrow(&j->pb, &j->b, at->pc, at->kb, at->jc, at->nb, w->bbuf);
+    bp = w->bbuf;
   }
   return bp;
 }
 
-/* The A block of (pc, ic) in fp32 panels, always in the thread's A buffer. */
-static void a_block(const lp_job *j, int64_t pc, int64_t kb, int64_t ic, int64_t mb,
-                    float *abuf) {
-  if (j->a.packed) {
-    int64_t mpad = nr_gemm_round_up(j->m, j->bl.mr);
-    const uint16_t *ap = (const uint16_t *)j->a.data + nr_gemm_packed_at(pc, mpad, ic, kb);
-    nr_lp_widen(kernel_of(&j->bl)->type, ap, abuf, nr_gemm_round_up(mb, j->bl.mr) * kb);
-  } else {
-    pack_a_round(&j->pa, &j->a, ic, mb, pc, kb, abuf);
-  }
+/* One mr x nr tile at dst (rows ldd apart) from an fp32 A micro-panel and a B
+ * micro-panel (16-bit, or fp32 for block widening), then the epilogue. */
+static inline void lp_run(const lp_job *j, const nr_gemm_at *at, const nr_gemm_tile *t,
+                          float *dst, int64_t ldd) {
+  int acc = at->kflags & NR_GEMM_ACC;
+  if (j->lk)
+    j->lk(at->kb, t->a, t->b, dst, ldd, j->alpha, acc);
+  else
+    j->fk(at->kb, t->a, t->b, dst, ldd, j->alpha, acc);
+  if ((at->kflags & NR_GEMM_LAST) && j->ep)
+    j->epi(j->ep, t->row, t->col, t->h, t->w, dst, ldd);
 }
 
-/* The nest over rows [r0, r1) and columns [c0, c1) of C (r0 a multiple of mr, c0 of
- * nr, so packed operands can be indexed). */
-static void lp_block(const lp_job *j, int64_t r0, int64_t r1, int64_t c0, int64_t c1,
-                     float *abuf, uint16_t *bbuf, float *wbuf) {
-  const blocking *bl = &j->bl;
-  size_t esize = j->lk ? sizeof(uint16_t) : sizeof(float);
-  for (int64_t jc = c0; jc < c1; jc += bl->nc) {
-    int64_t nb = nr_gemm_min64(bl->nc, c1 - jc);
-    for (int64_t pc = 0; pc < j->k; pc += bl->kc) {
-      int64_t kb = nr_gemm_min64(bl->kc, j->k - pc);
-      bool last = pc + kb >= j->k;
-      const char *bp = b_block(j, pc, kb, jc, nb, bbuf, wbuf);
-      for (int64_t ic = r0; ic < r1; ic += bl->mc) {
-        int64_t mb = nr_gemm_min64(bl->mc, r1 - ic);
-        a_block(j, pc, kb, ic, mb, abuf);
-        for (int64_t jr = 0; jr < nb; jr += bl->nr)
-          for (int64_t ir = 0; ir < mb; ir += bl->mr)
-            run_tile(j, kb, abuf + ir * kb, bp + (size_t)(jr * kb) * esize, ic + ir,
-                     jc + jr, pc > 0, last);
-      }
-    }
-  }
+static void hook_tile(const void *job, void *ws, const nr_gemm_at *at,
+                      const nr_gemm_tile *t) {
+  (void)ws;
+  const lp_job *j = job;
+  lp_run(j, at, t, j->c + t->row * j->ldc + t->col, j->ldc);
 }
+
+/* An edge tile through a local mr x nr tile (kernels only see full tiles). */
+static void hook_edge(const void *job, void *ws, const nr_gemm_at *at,
+                      const nr_gemm_tile *t) {
+  (void)ws;
+  const lp_job *j = job;
+  float tile[MAX_MR * MAX_NR] __attribute__((aligned(64)));
+  float *c = j->c + t->row * j->ldc + t->col;
+  nr_gemm_edge_load(tile, j->bl.nr, c, j->ldc, t, at->kflags & NR_GEMM_ACC);
+  lp_run(j, at, t, tile, j->bl.nr);
+  nr_gemm_edge_store(tile, j->bl.nr, c, j->ldc, t);
+}
+
+/* gemm.c's order: jc, pc (B block), ic (A block). */
+static const nr_gemm_nest_ops lp_ops = {
+    .outer = NR_GEMM_DIM_N,
+    .pack_a = hook_pack_a,
+    .pack_b = hook_pack_b,
+    .tile = hook_tile,
+    .edge = hook_edge,
+};
 
 static void lp_part(void *arg, int64_t begin, int64_t end, int thread) {
   const lp_job *j = arg;
   char *s = j->scratch + (size_t)thread * j->thread_bytes;
-  float *abuf = (float *)s;
-  uint16_t *bbuf = (uint16_t *)(s + j->a_bytes);
-  float *wbuf = (float *)(s + j->a_bytes + j->b_bytes);
-  for (int64_t part = begin; part < end; part++) {
-    int64_t r0, r1, c0, c1;
-    nr_gemm_plan_range(&j->plan, part, &r0, &r1, &c0, &c1);
-    if (r0 < r1 && c0 < c1)
-      lp_block(j, r0, r1, c0, c1, abuf, bbuf, wbuf);
-  }
+  lp_ws ws = {(float *)s, (uint16_t *)(s + j->a_bytes),
+              (float *)(s + j->a_bytes + j->b_bytes)};
+  nr_gemm_nest_parts(&j->nest, &lp_ops, j, &ws, begin, end);
 }
 
 /* ---- scratch and threading ----------------------------------------------------------- */
@@ -534,17 +536,18 @@ void nr_lpgemm(nr_lpgemm_cfg cfg, int split, int64_t m, int64_t n, int64_t k, fl
   }
   int t = nr_gemm_call_threads(pool, threads);
   nr_gemm_plan plan = nr_gemm_plan_make(&nr_lpgemm_family, gemm_cfg(cfg), split, m, n, k, t);
-  lp_job j = {.plan = plan,
-              .m = m, .n = n, .k = k, .alpha = alpha, .a = a, .b = b, .c = c, .ldc = ldc,
+  lp_job j = {.m = m, .n = n, .k = k, .alpha = alpha, .a = a, .b = b, .c = c, .ldc = ldc,
               .ep = nr_gemm_epilogue_active(ep), .epi = nr_gemm_epilogue_pick()};
-  j.bl = j.plan.bl;
+  j.bl = plan.bl;
   j.lk = nr_lpgemm_ukernel_fn_get(j.bl.uk);
   j.fk = nr_lpgemm_f32_fn_get(j.bl.uk);
+  j.nest = (nr_gemm_nest){plan, k, nr_lpgemm_family.kc_unit, sizeof(float),
+                          j.lk ? (int)sizeof(uint16_t) : (int)sizeof(float)};
   j.pa = make_packer(kernel_of(&j.bl), j.bl.mr);
   j.pb = make_packer(kernel_of(&j.bl), j.bl.nr);
   size_t wb;
   buffer_bytes(&j.bl, m, n, k, &j.a_bytes, &j.b_bytes, &wb);
   j.thread_bytes = j.a_bytes + j.b_bytes + wb;
   j.scratch = nr_gemm_scratch_align(scratch);
-  nr_gemm_plan_run(&j.plan, pool, false, lp_part, &j);
+  nr_gemm_plan_run(&plan, pool, nr_lpgemm_family.any_thread, lp_part, &j);
 }

@@ -1,7 +1,7 @@
 /* qgemm.c - the int8 GEMM: micro-kernel list and family record, weight quantization
- * and packing, activation quantization while packing, the loop nest and the epilogue
- * (contract: qgemm.h; blocking, splitting, the packing plan and the dispatch are
- * gemm_common.c's, shared with gemm and lpgemm).
+ * and packing, activation quantization while packing, the loop nest's hooks and the
+ * epilogue (contract: qgemm.h; blocking, splitting, the packing plan, the dispatch
+ * and the loop nest are gemm_common's, shared with gemm and lpgemm).
  *
  * Key decisions.
  *  - Packed format: a panel of `width` rows (A) or columns (B) stores, for each group
@@ -15,7 +15,8 @@
  *    for W_A (convolution) the loop over its columns (jc, nc) is outermost and each
  *    (jc, pc) block of B is packed once and reused by every row block of W; for W_B
  *    (Gemm/MatMul) the loop over its rows (ic, mc) is outermost and each (ic, pc)
- *    block of A is packed once and swept against all of W's columns.
+ *    block of A is packed once and swept against all of W's columns: the shared
+ *    nest's two orders (wa_ops, wb_ops).
  *  - Between k blocks C holds int32 partial sums; the micro-kernel's last k block
  *    dequantizes in registers and writes floats. The usual epilogues (residual with
  *    beta 1, ReLU, Clip) are applied there too, before the store; anything else (a
@@ -338,8 +339,8 @@ static void pack_act(const act_src *s, int64_t t0, int64_t cols, int64_t p0, int
 /* ---- the loop nest ---------------------------------------------------------------- */
 
 typedef struct qgemm_job {
-  nr_gemm_plan plan;
-  blocking bl;          /* plan.bl */
+  nr_gemm_nest nest;
+  blocking bl;          /* nest.plan.bl */
   nr_qgemm_ukernel_fn uk;
   int wside;
   int64_t m, n, k;
@@ -432,31 +433,6 @@ static __attribute__((noinline)) void run_edge(const qgemm_job *j, int64_t kq,
     memcpy(c + i * ldc, tile + i * nr, sizeof(int32_t) * (size_t)w);
 }
 
-/* One mr x nr tile at (row, col): full tiles straight into C (or its stand-in), with
- * the epilogue in registers when it fits there; edge tiles through run_edge. */
-static inline void run_tile(const qgemm_job *j, const cview *v, int64_t kq,
-                            const uint8_t *ap, const uint8_t *bp, int64_t row, int64_t col,
-                            int flags) {
-  int64_t h = nr_gemm_min64(j->bl.mr, j->m - row), w = nr_gemm_min64(j->bl.nr, j->n - col);
-  int64_t ch0 = j->wside == NR_QGEMM_W_A ? row : col;
-  nr_qgemm_out o = {j->dq.scale + ch0, j->dq.corr + ch0,
-                    j->dq.bias ? j->dq.bias + ch0 : NULL};
-  float *c = cview_at(v, row, col);
-  bool last = (flags & NR_QGEMM_FINAL) != 0;
-  if (h != j->bl.mr || w != j->bl.nr) {
-    run_edge(j, kq, ap, bp, c, v->ldc, row, col, h, w, flags, o);
-  } else {
-    if (last && j->fuse > 0) {
-      flags |= j->fuse;
-      o.res = j->ep->residual ? j->ep->residual + row * j->ep->ldr + col : NULL;
-      o.ldr = j->ep->ldr, o.lo = j->ep->act_a, o.hi = j->ep->act_b;
-    }
-    j->uk(kq, ap, bp, c, v->ldc, flags, &o);
-    if (last && j->ep && j->fuse <= 0)
-      j->epi(j->ep, row, col, h, w, c, v->ldc);
-  }
-}
-
 /* An 8-bit result: rows [r0, r0 + h) x columns [c0, c0 + w) of C are final in the
  * float block; requantized a whole row at a time (per tile, the calls cost more
  * than the product on small K), while the block is still in L2. */
@@ -467,76 +443,135 @@ static void requant_block(const qgemm_job *j, const cview *v, int64_t r0, int64_
     requant(j, cview_at(v, r0, c0), v->ldc, r0, c0, h, w);
 }
 
-static int kflags(int64_t pc, int64_t kb, int64_t k) {
-  return (pc > 0 ? NR_QGEMM_ACC : 0) | (pc + kb >= k ? NR_QGEMM_FINAL : 0);
+/* ---- the nest's hooks (the nest: gemm_common.h) ------------------------------------ */
+
+_Static_assert((int)NR_QGEMM_ACC == (int)NR_GEMM_ACC &&
+                   (int)NR_QGEMM_FINAL == (int)NR_GEMM_LAST,
+               "the nest's K block flags are the kernels'");
+
+/* A thread's buffers: the activation block, its staging area, the float block that
+ * stands in for C under an 8-bit result, and where C's tiles live for this block. */
+typedef struct qgemm_ws {
+  uint8_t *xbuf, *stage;
+  float *cbuf;
+  cview v;
+} qgemm_ws;
+
+/* Per-channel arrays at the tile's first channel (its row for W_A, its column for
+ * W_B). */
+static inline nr_qgemm_out tile_out(const qgemm_job *j, const nr_gemm_tile *t) {
+  int64_t ch0 = j->wside == NR_QGEMM_W_A ? t->row : t->col;
+  return (nr_qgemm_out){j->dq.scale + ch0, j->dq.corr + ch0,
+                        j->dq.bias ? j->dq.bias + ch0 : NULL};
 }
 
-/* W_A: C rows [r0, r1) x columns [c0, c1); B (activations) packed per (jc, pc). */
-static void block_wa(const qgemm_job *j, int64_t r0, int64_t r1, int64_t c0, int64_t c1,
-                     uint8_t *xbuf, uint8_t *stage, float *cbuf) {
-  const blocking *bl = &j->bl;
-  int64_t mpad = nr_gemm_round_up(j->m, bl->mr);
-  for (int64_t jc = c0; jc < c1; jc += bl->nc) {
-    int64_t nb = nr_gemm_min64(bl->nc, c1 - jc);
-    cview v = j->y8 ? (cview){cbuf, j->cbuf_ld, r0, jc} : (cview){j->c, j->ldc, 0, 0};
-    for (int64_t pc = 0; pc < j->k; pc += bl->kc) {
-      int64_t kb = nr_gemm_min64(bl->kc, j->k - pc), kb4 = nr_gemm_round_up(kb, 4);
-      int flags = kflags(pc, kb, j->k);
-      pack_act(&j->x, jc, nb, pc, kb, bl->nr, xbuf, stage);
-      for (int64_t ic = r0; ic < r1; ic += bl->mc) {
-        int64_t mb = nr_gemm_min64(bl->mc, r1 - ic);
-        const uint8_t *ap = j->w + nr_gemm_packed_at(pc, mpad, ic, kb4);
-        if (j->y8 && j->k <= bl->kc) /* one k block: each row block is final at once */
-          v.row0 = ic;
-        for (int64_t jr = 0; jr < nb; jr += bl->nr)
-          for (int64_t ir = 0; ir < mb; ir += bl->mr)
-            run_tile(j, &v, kb4 / 4, ap + ir * kb4, xbuf + jr * kb4, ic + ir, jc + jr,
-                     flags);
-        if (flags & NR_QGEMM_FINAL)
-          requant_block(j, &v, ic, jc, mb, nb);
-      }
-    }
+/* A full tile straight into C (or its stand-in), with the epilogue in registers when
+ * it fits there. */
+static inline void hook_tile(const void *job, void *ws, const nr_gemm_at *at,
+                             const nr_gemm_tile *t) {
+  const qgemm_job *j = job;
+  const cview *v = &((const qgemm_ws *)ws)->v;
+  nr_qgemm_out o = tile_out(j, t);
+  float *c = cview_at(v, t->row, t->col);
+  int flags = at->kflags;
+  bool last = (flags & NR_QGEMM_FINAL) != 0;
+  if (last && j->fuse > 0) {
+    flags |= j->fuse;
+    o.res = j->ep->residual ? j->ep->residual + t->row * j->ep->ldr + t->col : NULL;
+    o.ldr = j->ep->ldr, o.lo = j->ep->act_a, o.hi = j->ep->act_b;
   }
+  j->uk(at->kp / 4, t->a, t->b, c, v->ldc, flags, &o);
+  if (last && j->ep && j->fuse <= 0)
+    j->epi(j->ep, t->row, t->col, t->h, t->w, c, v->ldc);
 }
 
-/* W_B: C rows [r0, r1) x columns [c0, c1); A (activations) packed per (ic, pc), swept
- * against every column of the part. */
-static void block_wb(const qgemm_job *j, int64_t r0, int64_t r1, int64_t c0, int64_t c1,
-                     uint8_t *xbuf, uint8_t *stage, float *cbuf) {
-  const blocking *bl = &j->bl;
-  int64_t npad = nr_gemm_round_up(j->n, bl->nr);
-  for (int64_t ic = r0; ic < r1; ic += bl->mc) {
-    int64_t mb = nr_gemm_min64(bl->mc, r1 - ic);
-    cview v = j->y8 ? (cview){cbuf, j->cbuf_ld, ic, c0} : (cview){j->c, j->ldc, 0, 0};
-    for (int64_t pc = 0; pc < j->k; pc += bl->kc) {
-      int64_t kb = nr_gemm_min64(bl->kc, j->k - pc), kb4 = nr_gemm_round_up(kb, 4);
-      int flags = kflags(pc, kb, j->k);
-      pack_act(&j->x, ic, mb, pc, kb, bl->mr, xbuf, stage);
-      const uint8_t *bp = j->w + pc * npad;
-      for (int64_t jr = c0; jr < c1; jr += bl->nr)
-        for (int64_t ir = 0; ir < mb; ir += bl->mr)
-          run_tile(j, &v, kb4 / 4, xbuf + ir * kb4, bp + jr * kb4, ic + ir, jr, flags);
-      if (flags & NR_QGEMM_FINAL)
-        requant_block(j, &v, ic, c0, mb, c1 - c0);
-    }
-  }
+static void hook_edge(const void *job, void *ws, const nr_gemm_at *at,
+                      const nr_gemm_tile *t) {
+  const qgemm_job *j = job;
+  const cview *v = &((const qgemm_ws *)ws)->v;
+  run_edge(j, at->kp / 4, t->a, t->b, cview_at(v, t->row, t->col), v->ldc, t->row, t->col,
+           t->h, t->w, at->kflags, tile_out(j, t));
 }
+
+static void hook_final(const void *job, void *ws, const nr_gemm_at *at, int64_t col,
+                       int64_t cols) {
+  requant_block(job, &((const qgemm_ws *)ws)->v, at->ic, col, at->mb, cols);
+}
+
+/* Where this block's tiles of C live: C itself, or for an 8-bit result the thread's
+ * float block, which holds (W_A) every row of the part by the column block, one row
+ * block of it when K is one block, or (W_B) the row block by every column of the
+ * part. */
+static void set_view(const qgemm_job *j, qgemm_ws *w, const nr_gemm_at *at) {
+  if (!j->y8)
+    w->v = (cview){j->c, j->ldc, 0, 0};
+  else if (j->wside == NR_QGEMM_W_B)
+    w->v = (cview){w->cbuf, j->cbuf_ld, at->ic, at->c0};
+  else
+    w->v = (cview){w->cbuf, j->cbuf_ld, j->k <= j->bl.kc ? at->ic : at->r0, at->jc};
+}
+
+/* The activation block, quantized while packed: W_A's B (its columns), W_B's A. */
+static const void *hook_pack_x(const void *job, void *ws, const nr_gemm_at *at) {
+  const qgemm_job *j = job;
+  qgemm_ws *w = ws;
+  if (j->wside == NR_QGEMM_W_A)
+    pack_act(&j->x, at->jc, at->nb, at->pc, at->kb, j->bl.nr, w->xbuf, w->stage);
+  else
+    pack_act(&j->x, at->ic, at->mb, at->pc, at->kb, j->bl.mr, w->xbuf, w->stage);
+  return w->xbuf;
+}
+
+/* The weight block: indexed in the packed W (W_A's A rows, W_B's B columns). */
+static const void *hook_index_w(const void *job, void *ws, const nr_gemm_at *at) {
+  const qgemm_job *j = job;
+  bool wa = j->wside == NR_QGEMM_W_A;
+  int64_t pad = wa ? nr_gemm_round_up(j->m, j->bl.mr) : nr_gemm_round_up(j->n, j->bl.nr);
+  return j->w + nr_gemm_packed_at(at->pc, pad, wa ? at->ic : at->jc, at->kp);
+}
+
+/* W_A: the A side is W, so each row block sets where its tiles live; W_B: the A side
+ * is the activations. */
+static const void *hook_wa_a(const void *job, void *ws, const nr_gemm_at *at) {
+  set_view(job, ws, at);
+  return hook_index_w(job, ws, at);
+}
+
+static const void *hook_wb_a(const void *job, void *ws, const nr_gemm_at *at) {
+  set_view(job, ws, at);
+  return hook_pack_x(job, ws, at);
+}
+
+/* W_A: columns outermost, each (jc, pc) block of activations packed once and reused
+ * by every row block of W. W_B: rows outermost, each (ic, pc) block of activations
+ * packed once and swept against all of W's columns. */
+static const nr_gemm_nest_ops wa_ops = {
+    .outer = NR_GEMM_DIM_N,
+    .pack_a = hook_wa_a,
+    .pack_b = hook_pack_x,
+    .tile = hook_tile,
+    .edge = hook_edge,
+    .final = hook_final,
+};
+
+static const nr_gemm_nest_ops wb_ops = {
+    .outer = NR_GEMM_DIM_M,
+    .pack_a = hook_wb_a,
+    .pack_b = hook_index_w,
+    .tile = hook_tile,
+    .edge = hook_edge,
+    .final = hook_final,
+};
 
 static void qgemm_part(void *arg, int64_t begin, int64_t end, int thread) {
   const qgemm_job *j = arg;
-  uint8_t *xbuf = j->scratch + (int64_t)thread * j->thread_bytes;
-  uint8_t *stage = xbuf + j->block_bytes;
-  float *cbuf = (float *)(void *)(xbuf + j->cbuf_off);
-  for (int64_t part = begin; part < end; part++) {
-    int64_t r0, r1, c0, c1;
-    nr_gemm_plan_range(&j->plan, part, &r0, &r1, &c0, &c1);
-    if (r0 >= r1 || c0 >= c1)
-      continue;
-    if (j->wside == NR_QGEMM_W_A)
-      block_wa(j, r0, r1, c0, c1, xbuf, stage, cbuf);
-    else
-      block_wb(j, r0, r1, c0, c1, xbuf, stage, cbuf);
-  }
+  qgemm_ws ws = {.xbuf = j->scratch + (int64_t)thread * j->thread_bytes};
+  ws.stage = ws.xbuf + j->block_bytes;
+  ws.cbuf = (float *)(void *)(ws.xbuf + j->cbuf_off);
+  if (j->wside == NR_QGEMM_W_A)
+    nr_gemm_nest_parts(&j->nest, &wa_ops, j, &ws, begin, end);
+  else
+    nr_gemm_nest_parts(&j->nest, &wb_ops, j, &ws, begin, end);
 }
 
 /* ---- scratch, threading, entry ---------------------------------------------------- */
@@ -640,7 +675,7 @@ static void run_job(nr_qgemm_cfg cfg, nr_qgemm_split split, int64_t m, int64_t n
     cfg.ukernel = 0, u = &ukernels[0];
   int t = nr_gemm_call_threads(pool, threads);
   nr_gemm_plan plan = nr_gemm_plan_make(&nr_qgemm_family, gemm_cfg(cfg), split, m, n, k, t);
-  qgemm_job j = {.plan = plan,
+  qgemm_job j = {.nest = {plan, k, nr_qgemm_family.kc_unit, 1, 1},
                  .uk = ukernel_fns[cfg.ukernel],
                  .wside = u->wside,
                  .m = m,
@@ -652,7 +687,7 @@ static void run_job(nr_qgemm_cfg cfg, nr_qgemm_split split, int64_t m, int64_t n
                  .ldc = ldc,
                  .y8 = y8,
                  .ep = nr_gemm_epilogue_active(ep)};
-  j.bl = j.plan.bl;
+  j.bl = plan.bl;
   j.epi = nr_gemm_epilogue_pick();
   j.fuse = fusable(j.ep);
   /* op(X) is A (W_B) or B (W_A); k-major when its rows run along k. */
@@ -669,7 +704,7 @@ static void run_job(nr_qgemm_cfg cfg, nr_qgemm_split split, int64_t m, int64_t n
     j.thread_bytes += cbuf_bytes(&j.bl, j.wside, m, n, k);
   }
   j.scratch = nr_gemm_scratch_align(scratch);
-  nr_gemm_plan_run(&j.plan, pool, nr_qgemm_family.any_thread, qgemm_part, &j);
+  nr_gemm_plan_run(&plan, pool, nr_qgemm_family.any_thread, qgemm_part, &j);
 }
 
 void nr_qgemm_split_run(nr_qgemm_cfg cfg, nr_qgemm_split split, int64_t m, int64_t n,
