@@ -25,7 +25,7 @@ typedef struct knobs_args {
 } knobs_args;
 
 /* One printed line: an instance, or a per-node definition when there is no model. */
-typedef const nr_knob_info row;
+typedef nr_knob_info row;
 
 static void knobs_usage(FILE *f) {
   fprintf(f,
@@ -74,7 +74,7 @@ static int parse_args(int argc, char **argv, knobs_args *a) {
 /* ---- rows ----------------------------------------------------------------------- */
 
 typedef struct row_list {
-  row **rows;
+  const row **rows;
   int n, cap;
 } row_list;
 
@@ -82,7 +82,7 @@ static void push_all(row_list *l, const nr_knob_list *k) {
   for (int i = 0; i < k->n; i++) {
     if (l->n == l->cap) {
       int cap = l->cap ? l->cap * 2 : 64;
-      row **p = realloc(l->rows, sizeof *p * (size_t)cap);
+      const row **p = realloc(l->rows, sizeof *p * (size_t)cap);
       if (!p)
         return;
       l->rows = p;
