@@ -6,7 +6,10 @@ and the included file to their top-level folder under src/ (src/kernels/cpu/gemm
 is in `kernels`, src/backends/cuda/cuda_gemm.c in `backends`), and fails on:
   - an include cycle between folders (a strongly connected set of two or more folders);
   - an upward include: a folder including a folder on a higher floor than its own;
-  - a cross-folder internal include: a file including another folder's *_internal.h.
+  - a cross-folder internal include: a file including another folder's *_internal.h;
+  - a tools include off the allow-list: the tuner and the command (TOOLS_FLOORS) see
+    the library through include/nnroute.h and api/'s tools API (api/nnroute_tools.h);
+    from the floors below api/ they may include only the headers in TOOLS_ALLOWED.
 An include that resolves outside src/ (include/nnroute.h, system headers) is not a
 layer edge. A folder missing from FLOORS is an error, so a new folder needs a floor.
 
@@ -33,6 +36,18 @@ FLOORS = [
     "tune",      # the tuner: search, isolation, database, report
     "cli",       # the command, one file per subcommand
 ]
+# The floors above api/ and what they may include from the floors below it: a path
+# relative to src/, or a folder ending in "/" for all of it. Everything else they need
+# comes through the tools API (src/api/nnroute_tools.h), so the plan, tactic, knob and
+# engine records can change shape without touching a command.
+TOOLS_FLOORS = ("tune", "cli")
+TOOLS_ALLOWED = [
+    "util/",       # errors, thread pool, statistics, SHA-256, device names
+    "io/",         # .npy / .pb tensor files, test-data folders
+    "ir/ir.h",     # graphs the commands walk (check-routes counts products) and values
+    "ir/dtype.h",  # element loads and stores of tensors
+    "ir/op.h",     # `nnroute ops` prints the operator tables
+]
 EXTENSIONS = (".c", ".h", ".cu", ".cuh", ".inc")
 INCLUDE_RE = re.compile(r'^\s*#\s*include\s*"([^"]+)"')
 
@@ -57,8 +72,15 @@ def resolve(src, including_rel, target):
     return None
 
 
+def tools_allowed(to_rel):
+    """Whether a tools floor may include to_rel (a path relative to src/)."""
+    return any(to_rel.startswith(a) if a.endswith("/") else to_rel == a
+               for a in TOOLS_ALLOWED)
+
+
 def scan(src):
-    """List of (file, line, from_folder, to_folder, target) and the number of files."""
+    """List of (file, line, from_folder, to_folder, target, target_rel) and the number
+    of files."""
     edges, nfiles = [], 0
     for root, _, names in os.walk(src):
         for name in sorted(names):
@@ -74,7 +96,7 @@ def scan(src):
                         continue
                     to_rel = resolve(src, rel, m.group(1))
                     to = folder_of(to_rel) if to_rel else None
-                    edges.append((rel, lineno, folder_of(rel), to, m.group(1)))
+                    edges.append((rel, lineno, folder_of(rel), to, m.group(1), to_rel))
     return edges, nfiles
 
 
@@ -139,10 +161,19 @@ def main():
     for e in internal:
         print(f"cross-folder internal include: src/{e[0]}:{e[1]}: {e[2]} -> {e[4]}")
 
+    below_api = {f for f in FLOORS[:floor["api"]]}
+    tools = [e for e in cross if e[2] in TOOLS_FLOORS and e[3] in below_api]
+    off_list = [e for e in tools if not tools_allowed(e[5])]
+    for e in off_list:
+        print(f"tools include off the allow-list: src/{e[0]}:{e[1]}: {e[2]} -> {e[5]} "
+              f"(use api/nnroute_tools.h, or extend TOOLS_ALLOWED)")
+
     print(f"layers: {len(cycles)} cycles, {len(upward)} upward includes, "
-          f"{len(internal)} cross-folder internal includes "
-          f"({len(edges)} includes in {nfiles} files)")
-    return 1 if cycles or upward or internal or unknown else 0
+          f"{len(internal)} cross-folder internal includes, "
+          f"{len(off_list)} tools includes off the allow-list "
+          f"({len(edges)} includes in {nfiles} files; tune/ and cli/ include "
+          f"{len(tools)} headers below api/)")
+    return 1 if cycles or upward or internal or off_list or unknown else 0
 
 
 if __name__ == "__main__":

@@ -5,13 +5,11 @@
  * buffers are allocated by the first (warm-up) run and reused, so the timed loop does
  * no allocation of its own. Measuring stops once both the duration and the minimum
  * iteration count are reached. The statistics (stats.h) are the ones the tuner uses.
- * --profile installs the context's step hook (runtime/profile.h) for the timed loop
+ * --profile installs the context's step hook (nr_context_time_steps) for the timed loop
  * and prints where the time went, step by step and per op and tactic. */
-#include "backends/backend.h"
+#include "api/nnroute_tools.h"
 #include "cli/cli.h"
-#include "engine/engine.h"
-#include "plan/knob.h"
-#include "runtime/profile.h"
+#include "util/device.h"
 #include "util/error.h"
 #include "util/stats.h"
 #include "util/threadpool.h"
@@ -38,8 +36,7 @@ typedef struct bench_args {
 /* Device engines: the device time of every timed run (CUDA events around the steps),
  * from the backend, beside the host-visible latency. */
 typedef struct dev_timing {
-  const nr_backend *be;
-  void *state;
+  const char *be; /* the backend's name; NULL for CPU engines */
   double *ms;
   nr_stats stats;
 } dev_timing;
@@ -219,7 +216,7 @@ static nr_status measure(nr_context *ctx, const bench_args *a, const nr_buffer *
     st = nr_context_run(ctx, in, out, err);
   while (!st && now_ms() - start < a->warmup_ms);
   if (prof)
-    nr_context_set_step_hook(ctx, prof_hook, prof);
+    nr_context_time_steps(ctx, prof_hook, prof);
   size_t cap = 1024, len = 0;
   double *t = malloc(cap * sizeof *t);
   dt->ms = dt->be ? malloc(cap * sizeof *dt->ms) : NULL;
@@ -242,15 +239,15 @@ static nr_status measure(nr_context *ctx, const bench_args *a, const nr_buffer *
     }
     const nr_buffer *cur = in + (len % (size_t)n_sets) * (size_t)n_in;
     if (dt->be && a->flush_l2)
-      dt->be->flush_caches(dt->state);
+      nr_context_flush_caches(ctx);
     double t0 = now_ms();
     st = nr_context_run(ctx, cur, out, err);
     t[len] = now_ms() - t0;
     if (dt->be)
-      dt->ms[len] = dt->be->device_ms(dt->state);
+      dt->ms[len] = nr_context_device_ms(ctx);
     len++;
   }
-  nr_context_set_step_hook(ctx, NULL, NULL);
+  nr_context_time_steps(ctx, NULL, NULL);
   *times = t;
   *n = len;
   return st;
@@ -281,34 +278,42 @@ static step_row *prof_rows(const step_prof *p, double *total) {
   return r;
 }
 
-static const char *step_op(const nr_plan *pl, const nr_step *st) {
-  return st->node >= 0 ? pl->graph->nodes[st->node].op_type : "reorder";
+static nr_step_info step_at(const nr_engine *e, int k) {
+  nr_step_info st = {sizeof st};
+  nr_engine_step(e, k, &st);
+  return st;
 }
 
-static const char *step_name(const nr_plan *pl, const nr_step *st) {
-  return st->node >= 0 ? pl->graph->nodes[st->node].name : "(reorder)";
+static const char *step_op(const nr_step_info *st) {
+  return st->node >= 0 ? st->op_type : "reorder";
 }
 
-static const char *step_shape(const nr_plan *pl, const nr_step *st, char *buf, size_t cap) {
-  if (st->n_out < 1 || st->out[0] < 0)
+static const char *step_name(const nr_step_info *st) {
+  return st->node >= 0 ? st->node_name : "(reorder)";
+}
+
+static const char *step_shape(const nr_engine *e, int k, char *buf, size_t cap) {
+  nr_slot_info s = {sizeof s};
+  if (nr_engine_step_output(e, k, 0, &s))
     return "-";
-  const nr_slot *s = &pl->slots[st->out[0]];
-  nr_value v = {s->dtype, s->rank, {0}, NULL, false};
-  memcpy(v.dims, s->dims, sizeof v.dims);
+  nr_value v = {s.dtype, s.rank, {0}, NULL, false};
+  memcpy(v.dims, s.dims, sizeof v.dims);
   return nr_value_describe(&v, buf, cap);
 }
 
 /* Sums per (op, tactic) pair, printed slowest first. */
-static void print_by_op(const nr_plan *pl, const step_row *r, int n, double total) {
+static void print_by_op(const nr_engine *e, const step_row *r, int n, double total) {
   step_row *g = calloc((size_t)n + 1, sizeof *g); /* .step: representative step */
   int *count = calloc((size_t)n + 1, sizeof *count);
   int ng = 0;
   for (int i = 0; g && count && i < n; i++) {
-    const nr_step *st = &pl->steps[r[i].step];
+    nr_step_info st = step_at(e, r[i].step);
     int j = 0;
-    while (j < ng && (strcmp(step_op(pl, &pl->steps[g[j].step]), step_op(pl, st)) ||
-                      pl->steps[g[j].step].tactic != st->tactic))
-      j++;
+    for (; j < ng; j++) {
+      nr_step_info gj = step_at(e, g[j].step);
+      if (!strcmp(step_op(&gj), step_op(&st)) && !strcmp(gj.tactic, st.tactic))
+        break;
+    }
     if (j == ng)
       g[ng++] = (step_row){r[i].step, 0};
     g[j].ms += r[i].ms;
@@ -324,8 +329,8 @@ static void print_by_op(const nr_plan *pl, const step_row *r, int n, double tota
     g[j] = g[best], g[best] = tr;
     int tc = count[j];
     count[j] = count[best], count[best] = tc;
-    const nr_step *st = &pl->steps[g[j].step];
-    printf("  %-22s %-34s %5d %9.4f %5.1f%%\n", step_op(pl, st), st->tactic->id, count[j],
+    nr_step_info st = step_at(e, g[j].step);
+    printf("  %-22s %-34s %5d %9.4f %5.1f%%\n", step_op(&st), st.tactic, count[j],
            g[j].ms, total > 0 ? 100 * g[j].ms / total : 0);
   }
   free(g);
@@ -333,7 +338,6 @@ static void print_by_op(const nr_plan *pl, const step_row *r, int n, double tota
 }
 
 static void print_profile(const bench_args *a, const nr_engine *e, const step_prof *p) {
-  const nr_plan *pl = e->plan;
   double total;
   step_row *r = prof_rows(p, &total);
   if (!r)
@@ -345,30 +349,29 @@ static void print_profile(const bench_args *a, const nr_engine *e, const step_pr
   printf("  %4s  %-30s %-18s %-30s %-20s %9s %6s\n", "step", "node", "op", "tactic",
          "output", "ms/run", "%");
   for (int i = 0; i < n; i++) {
-    const nr_step *st = &pl->steps[r[i].step];
+    nr_step_info st = step_at(e, r[i].step);
     printf("  %4d  %-30.30s %-18.18s %-30.30s %-20.20s %9.4f %5.1f%%\n", r[i].step,
-           step_name(pl, st), step_op(pl, st), st->tactic->id,
-           step_shape(pl, st, shape, sizeof shape), r[i].ms,
+           step_name(&st), step_op(&st), st.tactic,
+           step_shape(e, r[i].step, shape, sizeof shape), r[i].ms,
            total > 0 ? 100 * r[i].ms / total : 0);
   }
-  print_by_op(pl, r, p->n_steps, total);
+  print_by_op(e, r, p->n_steps, total);
   free(r);
 }
 
 static cJSON *profile_json(const nr_engine *e, const step_prof *p) {
-  const nr_plan *pl = e->plan;
   double total;
   step_row *r = prof_rows(p, &total);
   cJSON *arr = cJSON_CreateArray();
   char shape[128];
   for (int i = 0; r && arr && i < p->n_steps; i++) {
-    const nr_step *st = &pl->steps[r[i].step];
+    nr_step_info st = step_at(e, r[i].step);
     cJSON *o = cJSON_CreateObject();
     cJSON_AddNumberToObject(o, "step", r[i].step);
-    cJSON_AddStringToObject(o, "node", step_name(pl, st));
-    cJSON_AddStringToObject(o, "op", step_op(pl, st));
-    cJSON_AddStringToObject(o, "tactic", st->tactic->id);
-    cJSON_AddStringToObject(o, "output", step_shape(pl, st, shape, sizeof shape));
+    cJSON_AddStringToObject(o, "node", step_name(&st));
+    cJSON_AddStringToObject(o, "op", step_op(&st));
+    cJSON_AddStringToObject(o, "tactic", st.tactic);
+    cJSON_AddStringToObject(o, "output", step_shape(e, r[i].step, shape, sizeof shape));
     cJSON_AddNumberToObject(o, "ms", r[i].ms);
     cJSON_AddNumberToObject(o, "pct", total > 0 ? 100 * r[i].ms / total : 0);
     cJSON_AddItemToArray(arr, o);
@@ -392,7 +395,7 @@ static void print_json(const nr_stats *s, int threads, const nr_engine *e,
   cJSON_AddNumberToObject(o, "iterations", (double)s->n);
   cJSON_AddNumberToObject(o, "threads", threads);
   if (dt->be) {
-    cJSON_AddStringToObject(o, "device", dt->be->name);
+    cJSON_AddStringToObject(o, "device", dt->be);
     cJSON_AddNumberToObject(o, "gpu_median_ms", dt->stats.median);
     cJSON_AddNumberToObject(o, "gpu_mean_ms", dt->stats.mean);
     cJSON_AddNumberToObject(o, "gpu_min_ms", dt->stats.min);
@@ -418,10 +421,11 @@ static void print_table(const bench_args *a, const nr_engine *e, const nr_stats 
   printf("  %10.3f %10.3f %10.3f %10.3f %10.3f %10.3f %10.3f   ms%s\n", s->median, s->mean,
          s->min, s->max, s->p90, s->p99, s->stdev, dt->be ? " host-visible" : "");
   const nr_stats *g = &dt->stats;
+  nr_environment env = {sizeof env};
+  nr_engine_environment(e, &env);
   if (dt->be && g->median >= 0) /* --profile times each step instead */
     printf("  %10.3f %10.3f %10.3f %10.3f %10.3f %10.3f %10.3f   ms on the %s (%s)\n",
-           g->median, g->mean, g->min, g->max, g->p90, g->p99, g->stdev, dt->be->name,
-           e->fingerprint.gpu);
+           g->median, g->mean, g->min, g->max, g->p90, g->p99, g->stdev, dt->be, env.gpu);
   printf("\nmedian 95%% CI: [%.3f, %.3f] ms\n", s->ci95_lo, s->ci95_hi);
 }
 
@@ -440,14 +444,15 @@ int nr_cli_bench(int argc, char **argv) {
   dev_timing dt = {0};
   if ((rc = get_engine(&a, &e, &err)))
     return rc;
-  prof.n_steps = e->plan->n_steps;
+  nr_engine_summary sum = {sizeof sum};
+  nr_status st = nr_engine_summarize(e, &sum, &err);
+  prof.n_steps = sum.n_steps;
   int n_out = nr_engine_output_count(e), n_in = nr_engine_input_count(e);
-  int n_sets = e->plan->device != NR_DEVICE_CPU ? DEVICE_INPUT_SETS : 1;
-  nr_status st = nr_context_create(e, a.threads, &ctx, &err);
-  if (!st && e->plan->device != NR_DEVICE_CPU) {
-    dt.be = nr_backend_for(e->plan->device);
-    dt.state = nr_context_device_state(ctx);
-  }
+  int n_sets = sum.device != NR_DEVICE_CPU ? DEVICE_INPUT_SETS : 1;
+  if (!st)
+    st = nr_context_create(e, a.threads, &ctx, &err);
+  if (!st && sum.device != NR_DEVICE_CPU)
+    dt.be = nr_context_device(ctx);
   if (!st && !(in = calloc((size_t)(n_sets * n_in) + 1, sizeof *in)))
     st = nr_errorf(&err, NR_ERR_NOMEM, "out of memory");
   for (int k = 0; !st && k < n_sets; k++) {
@@ -471,7 +476,7 @@ int nr_cli_bench(int argc, char **argv) {
   if (st) {
     rc = nr_cli_fail(&err);
   } else {
-    int threads = a.threads > 0 ? a.threads : nr_threads_or_online(e->threads);
+    int threads = a.threads > 0 ? a.threads : nr_threads_or_online(sum.threads);
     if (a.json) {
       print_json(&s, threads, e, a.profile ? &prof : NULL, &dt);
     } else {

@@ -1,10 +1,9 @@
 /* cli_build.c - `nnroute build`: compiles a model along a route into an engine file
  * and says what the route changed, how long the build took and how much memory a
  * context will need. */
+#include "api/nnroute_tools.h"
 #include "cli/cli.h"
-#include "engine/engine.h"
-#include "plan/knob.h"
-#include "plan/tactic.h"
+#include "util/device.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -46,26 +45,26 @@ static void print_changes(const char *route) {
 }
 
 static void print_summary(const nr_engine *e, const char *path) {
-  const nr_plan *p = e->plan;
-  int ref_steps = 0, reorders = 0;
-  for (int k = 0; k < p->n_steps; k++) {
-    ref_steps += !strcmp(p->steps[k].tactic->source, "ref");
-    const char *algo = p->steps[k].tactic->algo;
-    reorders += p->steps[k].node < 0 && !(algo && !strcmp(algo, "fault"));
-  }
-  print_changes(p->route);
-  if (p->ignored_knobs)
+  nr_engine_summary sum = {sizeof sum};
+  if (nr_engine_summarize(e, &sum, NULL))
+    return;
+  print_changes(sum.route);
+  if (sum.ignored_knobs)
     printf("note:    %d knob restriction(s) had no tactic left after earlier choices "
-           "and were ignored (see `nnroute inspect`)\n", p->ignored_knobs);
-  if (p->device != NR_DEVICE_CPU)
-    printf("build:   %.3f s, %d steps (%d reorders) for %s (%s)\n", e->build_ms / 1000.0,
-           p->n_steps, reorders, nr_device_name(p->device), e->fingerprint.gpu);
-  else
+           "and were ignored (see `nnroute inspect`)\n", sum.ignored_knobs);
+  if (sum.device != NR_DEVICE_CPU) {
+    nr_environment env = {sizeof env};
+    nr_engine_environment(e, &env);
+    printf("build:   %.3f s, %d steps (%d reorders) for %s (%s)\n", sum.build_ms / 1000.0,
+           sum.n_steps, sum.reorder_steps, nr_device_name(sum.device), env.gpu);
+  } else {
     printf("build:   %.3f s, %d steps (%d on the reference tactic, %d reorders), %d threads\n",
-           e->build_ms / 1000.0, p->n_steps, ref_steps, reorders, e->threads);
+           sum.build_ms / 1000.0, sum.n_steps, sum.reference_steps, sum.reorder_steps,
+           sum.threads);
+  }
   printf("memory:  arena %.2f MiB + scratch %.2f MiB per context, weights %.2f MiB\n",
-         p->arena_size / 1048576.0, p->scratch_size / 1048576.0,
-         p->weights_size / 1048576.0);
+         sum.arena_bytes / 1048576.0, sum.scratch_bytes / 1048576.0,
+         sum.weights_bytes / 1048576.0);
   printf("engine:  %s\n", path);
 }
 

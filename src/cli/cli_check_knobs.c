@@ -9,60 +9,16 @@
  * instead of the default's. Int8 values are built with a calibration from two
  * seeded random input sets.
  *
- * The plan fingerprint covers what execution depends on: the graph's nodes, every
- * step (tactic id, slots, params, packed data, scratch, threads), every slot (dtype,
- * shape, layout, kind, size, offset, alias) and the weights' bytes. */
+ * The plan fingerprint (nr_engine_plan_hash) covers what execution depends on: the
+ * graph's nodes, every step (tactic id, slots, params, packed data, scratch, threads),
+ * every slot (dtype, shape, layout, kind, size, offset, alias) and the weights' bytes. */
 #include "api/nnroute_tools.h"
 #include "cli/cli.h"
-#include "engine/engine.h"
-#include "plan/tactic.h"
 #include "tune/pairs.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
-static uint64_t fnv(uint64_t h, const void *data, size_t n) {
-  const uint8_t *p = data;
-  for (size_t i = 0; i < n; i++)
-    h = (h ^ p[i]) * 1099511628211ull;
-  return h;
-}
-
-static uint64_t fnv_str(uint64_t h, const char *s) {
-  return fnv(h, s ? s : "", strlen(s ? s : "") + 1);
-}
-
-static uint64_t plan_hash(const nr_plan *p) {
-  uint64_t h = 1469598103934665603ull;
-  for (int k = 0; k < p->graph->n_nodes; k++) {
-    const nr_node *n = &p->graph->nodes[k];
-    h = fnv_str(fnv_str(fnv_str(h, n->domain), n->op_type), n->name);
-  }
-  for (int k = 0; k < p->n_steps; k++) {
-    const nr_step *s = &p->steps[k];
-    h = fnv_str(h, s->tactic->id);
-    h = fnv(h, &s->node, sizeof s->node);
-    h = fnv(h, s->in, sizeof(int) * (size_t)s->n_in);
-    h = fnv(h, s->out, sizeof(int) * (size_t)s->n_out);
-    h = fnv(h, &s->packed_size, sizeof s->packed_size);
-    h = fnv(h, &s->scratch, sizeof s->scratch);
-    h = fnv(h, &s->threads, sizeof s->threads);
-    h = fnv(h, s->params, sizeof s->params);
-  }
-  for (int i = 0; i < p->n_slots; i++) {
-    const nr_slot *s = &p->slots[i];
-    h = fnv(h, &s->dtype, sizeof s->dtype);
-    h = fnv(h, s->dims, sizeof(int64_t) * (size_t)s->rank);
-    h = fnv(h, &s->layout, sizeof s->layout);
-    h = fnv(h, &s->kind, sizeof s->kind);
-    h = fnv(h, &s->nbytes, sizeof s->nbytes);
-    h = fnv(h, &s->offset, sizeof s->offset);
-    h = fnv(h, &s->alias_of, sizeof s->alias_of);
-  }
-  h = fnv(h, &p->arena_size, sizeof p->arena_size);
-  return fnv(h, p->weights, (size_t)p->weights_size);
-}
 
 static int build_hash(nr_model *m, const char *route, int threads,
                       const nr_calibration *calib, uint64_t *h, nr_error *err) {
@@ -70,7 +26,7 @@ static int build_hash(nr_model *m, const char *route, int threads,
   nr_build_options o = {sizeof o, route, threads, NR_DEVICE_CPU, calib};
   if (nr_engine_build(m, &o, &e, err))
     return 1;
-  *h = plan_hash(e->plan);
+  *h = nr_engine_plan_hash(e);
   nr_engine_destroy(e);
   return 0;
 }
@@ -84,10 +40,10 @@ static void check_knobs_usage(FILE *f) {
 }
 
 /* Checks every non-default value of instance i; returns the number of dead ones. */
-static int check_instance(nr_model *m, const nr_knob_inst *k, uint64_t base, int threads,
+static int check_instance(nr_model *m, const nr_knob_info *k, uint64_t base, int threads,
                           const nr_calibration *calib, int *passed) {
   int dead = 0;
-  const char *needs = k->def->needs ? k->def->needs : "";
+  const char *needs = k->needs ? k->needs : "";
   nr_error err = {0};
   if (*needs && build_hash(m, needs, threads, calib, &base, &err)) {
     printf("FAIL %s: its context route '%s' does not build: %s\n", k->id, needs,
@@ -103,13 +59,13 @@ static int check_instance(nr_model *m, const nr_knob_inst *k, uint64_t base, int
     uint64_t h = 0;
     if (build_hash(m, route, threads, calib, &h, &err)) {
       /* test.fault=build_error fails the build on purpose: that is its effect. */
-      bool injected = (k->def->flags & NR_KNOB_TEST) && strstr(err.message, "injected");
+      bool injected = (k->flags & NR_KNOB_INFO_TEST) && strstr(err.message, "injected");
       printf("%s %s: %s\n", injected ? "ok  " : "FAIL", route, err.message);
       if (injected)
         (*passed)++;
       else
         dead++;
-    } else if (h == base && (k->def->flags & NR_KNOB_DATA)) {
+    } else if (h == base && (k->flags & NR_KNOB_INFO_DATA)) {
       printf("same %s: builds the plan of '%s' on this calibration data\n", route,
              *needs ? needs : "the default route");
       (*passed)++;
@@ -151,17 +107,17 @@ int nr_cli_check_knobs(int argc, char **argv) {
   for (int s = 0; !rc && s < n_shapes; s++)
     rc = nr_cli_apply_shape(m, shapes[s], &err);
   uint64_t base = 0;
-  nr_knob_space space = {0};
+  nr_knob_list knobs = {0};
   nr_calibration *calib = NULL;
   if (!rc && (build_hash(m, "", threads, NULL, &base, &err) ||
-              nr_knob_space_build(nr_model_graph(m), &space, &err) ||
+              nr_knob_list_build(m, NULL, &knobs, &err) ||
               nr_calibration_from_spec(m, "random:2", &calib, &err)))
     rc = nr_cli_fail(&err);
-  for (int i = 0; !rc && i < space.n; i++)
-    if (!filter || strstr(space.inst[i].id, filter))
-      failed += check_instance(m, &space.inst[i], base, threads, calib, &passed);
+  for (int i = 0; !rc && i < knobs.n; i++)
+    if (!filter || strstr(knobs.knobs[i].id, filter))
+      failed += check_instance(m, &knobs.knobs[i], base, threads, calib, &passed);
   nr_calibration_destroy(calib);
-  nr_knob_space_free(&space);
+  nr_knob_list_free(&knobs);
   nr_model_destroy(m);
   if (rc)
     return rc;

@@ -6,7 +6,7 @@
  *
  * Bound: relative L2 error <= base + the sum of error_bound over the route's
  * non-default accuracy knobs (and once per knob whose default is itself approximate,
- * NR_KNOB_APPROX_DEFAULT), where base allows floating-point reassociation. A route
+ * NR_KNOB_INFO_APPROX_DEFAULT), where base allows floating-point reassociation. A route
  * that fails to build is a failure too: every route the knob space admits must
  * compile.
  *
@@ -20,7 +20,6 @@
 #include "cli/cli.h"
 #include "io/tensor_io.h"
 #include "ir/dtype.h"
-#include "plan/route.h"
 #include "util/error.h"
 
 #include <math.h>
@@ -43,44 +42,44 @@ static uint64_t next_u64(uint64_t *s) {
 }
 
 /* Each instance leaves its default with probability p, to a uniformly drawn value. */
-static void draw_route(nr_route *r, double p, uint64_t *state) {
-  for (int i = 0; i < r->space->n; i++) {
-    const nr_knob_inst *k = &r->space->inst[i];
-    r->choice[i] = k->dflt;
+static void draw_route(const nr_knob_list *l, int *choice, double p, uint64_t *state) {
+  for (int i = 0; i < l->n; i++) {
+    const nr_knob_info *k = &l->knobs[i];
+    choice[i] = k->dflt;
     /* Reduced precision has no bound to check against; check-knobs and the tuner's
      * tolerance cover it. */
-    if (k->def->flags & NR_KNOB_PRECISION)
+    if (k->flags & NR_KNOB_INFO_PRECISION)
       continue;
     if (k->n_values < 2 || (double)(next_u64(state) >> 11) * 0x1p-53 >= p)
       continue;
     int v = (int)(next_u64(state) % (uint64_t)(k->n_values - 1));
-    r->choice[i] = v >= k->dflt ? v + 1 : v;
+    choice[i] = v >= k->dflt ? v + 1 : v;
   }
 }
 
 /* base, plus error_bound for every accuracy-knob instance off its default, plus once
- * per knob whose default is itself approximate (NR_KNOB_APPROX_DEFAULT: Winograd where
- * it is faster) and that some instance leaves at that default. */
-static double route_bound(const nr_route *r, double base) {
+ * per knob whose default is itself approximate (NR_KNOB_INFO_APPROX_DEFAULT: Winograd
+ * where it is faster) and that some instance leaves at that default. */
+static double route_bound(const nr_knob_list *l, const int *choice, double base) {
   double b = base;
-  const nr_knob_def *counted[64];
+  const char *counted[64]; /* knob names, unique per knob */
   int n_counted = 0;
-  for (int i = 0; i < r->space->n; i++) {
-    const nr_knob_inst *k = &r->space->inst[i];
-    if (!(k->def->flags & NR_KNOB_ACCURACY))
+  for (int i = 0; i < l->n; i++) {
+    const nr_knob_info *k = &l->knobs[i];
+    if (!(k->flags & NR_KNOB_INFO_ACCURACY))
       continue;
-    if (r->choice[i] != k->dflt) {
-      b += k->def->error_bound;
+    if (choice[i] != k->dflt) {
+      b += k->error_bound;
       continue;
     }
-    if (!(k->def->flags & NR_KNOB_APPROX_DEFAULT))
+    if (!(k->flags & NR_KNOB_INFO_APPROX_DEFAULT))
       continue;
     bool seen = false;
     for (int j = 0; j < n_counted && !seen; j++)
-      seen = counted[j] == k->def;
+      seen = !strcmp(counted[j], k->name);
     if (!seen && n_counted < 64) {
-      counted[n_counted++] = k->def;
-      b += k->def->error_bound;
+      counted[n_counted++] = k->name;
+      b += k->error_bound;
     }
   }
   return b;
@@ -241,15 +240,18 @@ static double depth_base(const nr_graph *g, int *products) {
 static int check_all(nr_model *m, const check_args *a, const nr_buffer *ins,
                      const nr_buffer *want) {
   nr_error err = {0};
-  nr_knob_space space = {0};
-  nr_route r = {0};
-  nr_graph *g = nr_model_graph(m);
-  if (nr_model_prepare(m, &err) || nr_compiler_name_nodes(g, &err) ||
-      nr_knob_space_build(g, &space, &err) ||
-      nr_route_init(&r, &space, &err)) {
-    nr_knob_space_free(&space);
+  nr_knob_list knobs = {0};
+  if (nr_knob_list_build(m, NULL, &knobs, &err))
+    return nr_cli_fail(&err);
+  int *choice = calloc((size_t)knobs.n + 1, sizeof *choice); /* the default route */
+  nr_status st = choice ? nr_knob_list_parse_route(&knobs, "", choice, &err)
+                        : nr_errorf(&err, NR_ERR_NOMEM, "out of memory");
+  if (st) {
+    free(choice);
+    nr_knob_list_free(&knobs);
     return nr_cli_fail(&err);
   }
+  nr_graph *g = nr_model_graph(m);
   uint64_t state = a->seed * 0x2545f4914f6cdd1dull + 1;
   int passed = 0, failed = 0, products = 0;
   double base = a->base;
@@ -260,9 +262,9 @@ static int check_all(nr_model *m, const check_args *a, const nr_buffer *ins,
   }
   for (int i = 0; i < a->count; i++) {
     if (i)
-      draw_route(&r, a->change_p, &state);
-    char *text = nr_route_canonical(&r);
-    double bound = route_bound(&r, base), worst = 0;
+      draw_route(&knobs, choice, a->change_p, &state);
+    char *text = nr_knob_list_route_text(&knobs, choice);
+    double bound = route_bound(&knobs, choice, base), worst = 0;
     nr_error e = {0};
     nr_status st = try_route(m, text ? text : "", a, ins, want, &worst, &e);
     bool ok = !st && worst <= bound;
@@ -271,13 +273,13 @@ static int check_all(nr_model *m, const check_args *a, const nr_buffer *ins,
       printf("FAIL route %d: build or run failed: %s\n  --route '%s'\n", i, e.message, text);
     else
       printf("%s route %d: rel_l2 %.3g (bound %.3g), %d knobs changed%s%s%s\n",
-             ok ? "PASS" : "FAIL", i, worst, bound, nr_route_changes(&r),
+             ok ? "PASS" : "FAIL", i, worst, bound, nr_knob_list_changes(&knobs, choice),
              ok ? "" : "\n  --route '", ok ? "" : text, ok ? "" : "'");
     fflush(stdout);
     free(text);
   }
-  nr_route_free(&r);
-  nr_knob_space_free(&space);
+  free(choice);
+  nr_knob_list_free(&knobs);
   printf("%d passed, %d failed\n", passed, failed);
   return failed ? 1 : 0;
 }

@@ -7,7 +7,7 @@
  * per-node knob definitions; with one, the instances of the prepared, named graph. */
 #include "api/nnroute_tools.h"
 #include "cli/cli.h"
-#include "plan/knob.h"
+#include "util/device.h"
 
 #include <cjson/cJSON.h>
 #include <stdio.h>
@@ -25,19 +25,7 @@ typedef struct knobs_args {
 } knobs_args;
 
 /* One printed line: an instance, or a per-node definition when there is no model. */
-/* A row's values point into its knob instance, or (a definition's row, values[v]
- * NULL) live in value_buf: not pointed to, since rows move when the list grows. */
-typedef struct row {
-  const nr_knob_def *def;
-  const char *id, *node, *op_type;
-  int n_values, dflt;
-  const char *values[NR_KNOB_MAX_VALUES];
-  char value_buf[NR_KNOB_MAX_VALUES][64];
-} row;
-
-static const char *row_value(const row *r, int v) {
-  return r->values[v] ? r->values[v] : r->value_buf[v];
-}
+typedef nr_knob_info row;
 
 static void knobs_usage(FILE *f) {
   fprintf(f,
@@ -85,84 +73,44 @@ static int parse_args(int argc, char **argv, knobs_args *a) {
 
 /* ---- rows ----------------------------------------------------------------------- */
 
-static void row_from_inst(row *r, const nr_knob_inst *k) {
-  *r = (row){.def = k->def, .id = k->id, .node = k->node, .op_type = k->op_type,
-             .n_values = k->n_values, .dflt = k->dflt};
-  for (int v = 0; v < k->n_values; v++)
-    r->values[v] = k->values[v];
-}
-
-static void row_from_def(row *r, const nr_knob_def *d) {
-  *r = (row){.def = d, .id = d->name, .dflt = 0};
-  const char *s;
-  size_t len;
-  for (int v = 0; v < NR_KNOB_MAX_VALUES && nr_knob_value_at(d->values, v, &s, &len); v++) {
-    snprintf(r->value_buf[v], sizeof r->value_buf[v], "%.*s", (int)len, s);
-    if (!strcmp(r->value_buf[v], d->dflt))
-      r->dflt = v;
-    r->n_values++;
-  }
-}
-
 typedef struct row_list {
-  row *rows;
+  const row **rows;
   int n, cap;
-  bool test_knobs;
-  nr_device device;
 } row_list;
 
-static row *push(row_list *l) {
-  if (l->n == l->cap) {
-    int cap = l->cap ? l->cap * 2 : 64;
-    row *p = realloc(l->rows, sizeof *p * (size_t)cap);
-    if (!p)
-      return NULL;
-    l->rows = p;
-    l->cap = cap;
+static void push_all(row_list *l, const nr_knob_list *k) {
+  for (int i = 0; i < k->n; i++) {
+    if (l->n == l->cap) {
+      int cap = l->cap ? l->cap * 2 : 64;
+      const row **p = realloc(l->rows, sizeof *p * (size_t)cap);
+      if (!p)
+        return;
+      l->rows = p;
+      l->cap = cap;
+    }
+    l->rows[l->n++] = &k->knobs[i];
   }
-  return &l->rows[l->n++];
-}
-
-static void collect_node_def(const nr_knob_def *d, void *user) {
-  row_list *l = user;
-  if (d->scope != NR_KNOB_NODE || ((d->flags & NR_KNOB_TEST) && !l->test_knobs) ||
-      !(nr_knob_devices(d) & NR_KNOB_DEVICE(l->device)))
-    return;
-  row *r = push(l);
-  if (r)
-    row_from_def(r, d);
-}
-
-/* Without a model: global instances (graph NULL lists them all), then definitions. */
-static void collect_rows(const nr_knob_space *s, bool with_model, row_list *l) {
-  for (int i = 0; i < s->n; i++) {
-    row *r = push(l);
-    if (r)
-      row_from_inst(r, &s->inst[i]);
-  }
-  if (!with_model)
-    nr_knob_foreach(collect_node_def, l);
 }
 
 /* ---- text ----------------------------------------------------------------------- */
 
 static void flags_text(unsigned f, char *buf) {
   int n = 0;
-  if (f & NR_KNOB_ACCURACY)
+  if (f & NR_KNOB_INFO_ACCURACY)
     buf[n++] = 'A';
-  if (f & NR_KNOB_LAYOUT)
+  if (f & NR_KNOB_INFO_LAYOUT)
     buf[n++] = 'L';
-  if (f & NR_KNOB_MEMORY)
+  if (f & NR_KNOB_INFO_MEMORY)
     buf[n++] = 'M';
-  if (f & NR_KNOB_TEST)
+  if (f & NR_KNOB_INFO_TEST)
     buf[n++] = 'T';
-  if (f & NR_KNOB_PRECISION)
+  if (f & NR_KNOB_INFO_PRECISION)
     buf[n++] = 'P';
-  if (f & NR_KNOB_DATA)
+  if (f & NR_KNOB_INFO_DATA)
     buf[n++] = 'D';
-  if (f & NR_KNOB_SLOW_BUILD)
+  if (f & NR_KNOB_INFO_SLOW_BUILD)
     buf[n++] = 'S';
-  if (f & NR_KNOB_APPROX_DEFAULT)
+  if (f & NR_KNOB_INFO_APPROX_DEFAULT)
     buf[n++] = 'E';
   if (!n)
     buf[n++] = '-';
@@ -173,14 +121,14 @@ static void values_text(const row *r, char *buf, size_t cap) {
   size_t used = 0;
   buf[0] = '\0';
   for (int v = 0; v < r->n_values && used < cap; v++) {
-    int w = snprintf(buf + used, cap - used, "%s%s%s", v ? "|" : "", row_value(r, v),
+    int w = snprintf(buf + used, cap - used, "%s%s%s", v ? "|" : "", r->values[v],
                      v == r->dflt ? "*" : "");
     used += w > 0 ? (size_t)w : 0;
   }
 }
 
 static const char *scope_text(const row *r) {
-  if (r->def->scope == NR_KNOB_GLOBAL)
+  if (r->global)
     return "global";
   return r->op_type ? r->op_type : "per-node";
 }
@@ -189,18 +137,18 @@ static void print_text(const row_list *l) {
   int wid = 4, wval = 6;
   char vals[1024], flags[12];
   for (int i = 0; i < l->n; i++) {
-    values_text(&l->rows[i], vals, sizeof vals);
-    wid = (int)strlen(l->rows[i].id) > wid ? (int)strlen(l->rows[i].id) : wid;
+    values_text(l->rows[i], vals, sizeof vals);
+    wid = (int)strlen(l->rows[i]->id) > wid ? (int)strlen(l->rows[i]->id) : wid;
     wval = (int)strlen(vals) > wval ? (int)strlen(vals) : wval;
   }
   printf("%-*s  %-10s  %-*s  %-5s  %s\n", wid, "KNOB", "SCOPE", wval, "VALUES", "FLAGS",
          "HELP");
   for (int i = 0; i < l->n; i++) {
-    const row *r = &l->rows[i];
+    const row *r = l->rows[i];
     values_text(r, vals, sizeof vals);
-    flags_text(r->def->flags, flags);
+    flags_text(r->flags, flags);
     printf("%-*s  %-10s  %-*s  %-5s  %s\n", wid, r->id, scope_text(r), wval, vals, flags,
-           r->def->help ? r->def->help : "");
+           r->help);
   }
   printf("\n%d knob%s (* marks the default; flags: A accuracy, L layout, M memory, "
          "T test, P reduced precision: no bound, D depends on calibration data)\n", l->n,
@@ -211,19 +159,19 @@ static void print_text(const row_list *l) {
 
 static cJSON *row_json(const row *r) {
   cJSON *o = cJSON_CreateObject(), *vals = cJSON_CreateArray();
-  cJSON_AddStringToObject(o, "name", r->def->name);
+  cJSON_AddStringToObject(o, "name", r->name);
   for (int v = 0; v < r->n_values; v++)
-    cJSON_AddItemToArray(vals, cJSON_CreateString(row_value(r, v)));
+    cJSON_AddItemToArray(vals, cJSON_CreateString(r->values[v]));
   cJSON_AddItemToObject(o, "values", vals);
-  cJSON_AddStringToObject(o, "default", row_value(r, r->dflt));
-  cJSON_AddStringToObject(o, "scope", r->def->scope == NR_KNOB_GLOBAL ? "global" : "node");
+  cJSON_AddStringToObject(o, "default", r->values[r->dflt]);
+  cJSON_AddStringToObject(o, "scope", r->global ? "global" : "node");
   cJSON_AddItemToObject(o, "node", r->node ? cJSON_CreateString(r->node) : cJSON_CreateNull());
   cJSON_AddItemToObject(o, "op_type",
                         r->op_type ? cJSON_CreateString(r->op_type) : cJSON_CreateNull());
-  cJSON_AddBoolToObject(o, "affects_accuracy", r->def->flags & NR_KNOB_ACCURACY);
-  cJSON_AddBoolToObject(o, "affects_layout", r->def->flags & NR_KNOB_LAYOUT);
-  cJSON_AddNumberToObject(o, "error_bound", r->def->error_bound);
-  cJSON_AddStringToObject(o, "help", r->def->help ? r->def->help : "");
+  cJSON_AddBoolToObject(o, "affects_accuracy", r->flags & NR_KNOB_INFO_ACCURACY);
+  cJSON_AddBoolToObject(o, "affects_layout", r->flags & NR_KNOB_INFO_LAYOUT);
+  cJSON_AddNumberToObject(o, "error_bound", r->error_bound);
+  cJSON_AddStringToObject(o, "help", r->help);
   return o;
 }
 
@@ -231,7 +179,7 @@ static int count_kinds(const row_list *l) {
   int kinds = 0;
   for (int i = 0; i < l->n; i++) {
     int j = 0;
-    while (j < i && l->rows[j].def != l->rows[i].def)
+    while (j < i && strcmp(l->rows[j]->name, l->rows[i]->name)) /* names are unique */
       j++;
     kinds += j == i;
   }
@@ -242,9 +190,9 @@ static int print_json(const row_list *l) {
   char schema[17];
   cJSON *root = cJSON_CreateObject(), *arr = cJSON_CreateArray();
   cJSON_AddStringToObject(root, "nnroute_version", NR_VERSION_STRING);
-  cJSON_AddStringToObject(root, "knob_schema", nr_knob_schema(schema));
+  cJSON_AddStringToObject(root, "knob_schema", nr_knob_list_schema(schema));
   for (int i = 0; i < l->n; i++)
-    cJSON_AddItemToArray(arr, row_json(&l->rows[i]));
+    cJSON_AddItemToArray(arr, row_json(l->rows[i]));
   cJSON_AddItemToObject(root, "knobs", arr);
   cJSON_AddNumberToObject(root, "count", l->n);
   cJSON_AddNumberToObject(root, "kinds", count_kinds(l));
@@ -268,27 +216,21 @@ static void md_cell(const char *s) {
 
 static void md_row(const row *r) {
   char flags[12];
-  flags_text(r->def->flags, flags);
-  printf("| `%s` | %s | ", r->def->name, r->def->scope == NR_KNOB_GLOBAL ? "global" : "node");
+  flags_text(r->flags, flags);
+  printf("| `%s` | %s | ", r->name, r->global ? "global" : "node");
   for (int v = 0; v < r->n_values; v++)
-    printf(v == r->dflt ? "%s**`%s`**" : "%s`%s`", v ? ", " : "", row_value(r, v));
-  printf(" | %s | %.3g | ", flags, r->def->error_bound);
-  md_cell(r->def->help);
+    printf(v == r->dflt ? "%s**`%s`**" : "%s`%s`", v ? ", " : "", r->values[v]);
+  printf(" | %s | %.3g | ", flags, r->error_bound);
+  md_cell(r->help);
   printf(" |\n");
 }
 
-static void md_collect(const nr_knob_def *d, void *user) {
-  row_list *l = user;
-  if ((d->flags & NR_KNOB_TEST) && !l->test_knobs)
-    return;
-  row *r = push(l);
-  if (r)
-    row_from_def(r, d);
-}
-
 static int print_markdown(void) {
-  row_list l = {.test_knobs = nr_knob_test_knobs_enabled()};
-  nr_knob_foreach(md_collect, &l);
+  nr_knob_list_options o = {.size = sizeof o, .all_devices = true};
+  nr_knob_list defs = {0};
+  nr_error err = {0};
+  if (nr_knob_list_definitions(&o, &defs, &err))
+    return nr_cli_fail(&err);
   printf("# Knobs\n\n"
          "<!-- Generated by `nnroute knobs --markdown > docs/knobs.md`; do not edit. -->\n\n"
          "Every scheduling decision of the compiler is a knob. A build route sets them:\n"
@@ -306,10 +248,10 @@ static int print_markdown(void) {
          "applies (it is counted once in the default route's bound).\n\n"
          "| knob | scope | values | flags | error bound | help |\n"
          "| --- | --- | --- | --- | --- | --- |\n");
-  for (int i = 0; i < l.n; i++)
-    md_row(&l.rows[i]);
-  printf("\n%d knobs.\n", l.n);
-  free(l.rows);
+  for (int i = 0; i < defs.n; i++)
+    md_row(&defs.knobs[i]);
+  printf("\n%d knobs.\n", defs.n);
+  nr_knob_list_free(&defs);
   return 0;
 }
 
@@ -335,18 +277,21 @@ static int apply_shapes(nr_model *m, const knobs_args *a, nr_error *err) {
   return 0;
 }
 
-/* Loads, prepares and names the model; *model is set even on failure (to destroy). */
-static int load_graph(const knobs_args *a, nr_model **model, nr_graph **g, nr_error *err) {
-  if (nr_model_load(a->model, NULL, model, err))
+/* The knob instances of the model (prepared and named), else the global knobs and the
+ * per-node definitions; fills l with the rows of both lists. */
+static int load_knobs(const knobs_args *a, nr_model **model, nr_knob_list *inst,
+                      nr_knob_list *defs, row_list *l, nr_error *err) {
+  nr_knob_list_options o = {.size = sizeof o, .device = a->device, .node_only = true};
+  if (a->model && nr_model_load(a->model, NULL, model, err))
     return nr_cli_fail(err);
-  int rc = apply_shapes(*model, a, err);
+  int rc = a->model ? apply_shapes(*model, a, err) : 0;
   if (rc)
     return rc;
-  if (nr_model_prepare(*model, err))
+  if (nr_knob_list_build(*model, &o, inst, err) ||
+      (!a->model && nr_knob_list_definitions(&o, defs, err)))
     return nr_cli_fail(err);
-  *g = nr_model_graph(*model);
-  if (nr_compiler_name_nodes(*g, err))
-    return nr_cli_fail(err);
+  push_all(l, inst);
+  push_all(l, defs);
   return 0;
 }
 
@@ -359,23 +304,18 @@ int nr_cli_knobs(int argc, char **argv) {
     return print_markdown();
   nr_error err = {0};
   nr_model *model = NULL;
-  nr_graph *g = NULL;
-  nr_knob_space space = {0};
-  row_list l = {.test_knobs = nr_knob_test_knobs_enabled(), .device = a.device};
-  if (a.model && (rc = load_graph(&a, &model, &g, &err)))
+  nr_knob_list inst = {0}, defs = {0};
+  row_list l = {0};
+  if ((rc = load_knobs(&a, &model, &inst, &defs, &l, &err)))
     goto done;
-  if (nr_knob_space_build_for(g, a.device, &space, &err)) {
-    rc = nr_cli_fail(&err);
-    goto done;
-  }
-  collect_rows(&space, a.model != NULL, &l);
   if (a.json)
     rc = print_json(&l);
   else
     print_text(&l);
 done:
   free(l.rows);
-  nr_knob_space_free(&space);
+  nr_knob_list_free(&defs);
+  nr_knob_list_free(&inst);
   nr_model_destroy(model);
   return rc;
 }

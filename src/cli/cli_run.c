@@ -11,8 +11,8 @@
  * and the shape and dtype expected. */
 #include "cli/cli.h"
 #include "io/tensor_io.h"
-#include "plan/knob.h"
 #include "tune/pairs.h"
+#include "util/device.h"
 #include "util/error.h"
 
 #include <stdio.h>

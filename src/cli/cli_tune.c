@@ -2,8 +2,8 @@
  * session lives in src/tune/. Exit codes: 0 done (or interrupted cleanly, with the
  * best engine so far written), 1 error, 2 bad arguments, 130 interrupted. */
 #include "cli/cli.h"
-#include "plan/knob.h"
 #include "tune/tune.h"
+#include "util/device.h"
 
 #include <stdio.h>
 #include <stdlib.h>

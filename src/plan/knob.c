@@ -51,19 +51,6 @@ static unsigned row_devices(const nr_knob_def *table, const nr_knob_def *d) {
   return d->devices ? d->devices : table_devices(table);
 }
 
-const char *nr_device_name(nr_device d) {
-  return d == NR_DEVICE_CPU ? "cpu" : d == NR_DEVICE_CUDA ? "cuda" : "?";
-}
-
-bool nr_device_parse(const char *name, nr_device *out) {
-  for (nr_device d = NR_DEVICE_CPU; name && d <= NR_DEVICE_CUDA; d++)
-    if (!strcmp(name, nr_device_name(d))) {
-      *out = d;
-      return true;
-    }
-  return false;
-}
-
 unsigned nr_knob_devices(const nr_knob_def *def) {
   for (int t = 0; def && t < N_REAL_TABLES; t++)
     for (const nr_knob_def *d = real_tables[t]; d->name; d++)

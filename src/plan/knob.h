@@ -17,6 +17,7 @@
 
 #include "ir/ir.h"
 #include "plan/families.h"
+#include "util/device.h" /* nr_device_name, nr_device_parse */
 
 #include <stdbool.h>
 #include <stddef.h>
@@ -147,10 +148,6 @@ nr_status nr_knob_space_build_for(const nr_graph *g, nr_device d, nr_knob_space 
                                   nr_error *err);
 /* The device mask a knob has in effect (its own, or its family's default). */
 unsigned nr_knob_devices(const nr_knob_def *def);
-/* "cpu", "cuda" (as --device spells them); "?" for others. */
-const char *nr_device_name(nr_device d);
-/* Parses a --device value; false when unknown. */
-bool nr_device_parse(const char *name, nr_device *out);
 void nr_knob_space_free(nr_knob_space *s);
 /* Index of the instance with this id, or -1. */
 int nr_knob_space_find(const nr_knob_space *s, const char *id);

@@ -383,6 +383,10 @@ void *nr_context_device_state(const nr_context *c) {
   return c ? c->device : NULL;
 }
 
+const nr_backend *nr_context_backend(const nr_context *c) {
+  return c ? c->backend : NULL;
+}
+
 void nr_context_set_step_hook(nr_context *c, nr_step_hook fn, void *user) {
   if (!c)
     return;

@@ -18,5 +18,7 @@ void nr_context_set_step_hook(nr_context *ctx, nr_step_hook fn, void *user);
 /* The backend state of a device context (NULL for a CPU context): for the commands
  * that use device_ms and flush_caches. */
 void *nr_context_device_state(const nr_context *c);
+/* The backend of a device context (NULL for a CPU context). */
+const struct nr_backend *nr_context_backend(const nr_context *c);
 
 #endif

@@ -10,10 +10,8 @@
  * Only the few best feasible candidates keep their engine file (in a folder beside
  * the database); the measurement stages re-time those files in fresh processes. */
 #include "api/nnroute_tools.h"
-#include "plan/compile_knobs.h"
-#include "engine/engine.h"
-#include "plan/quant.h"
 #include "tune/tune_internal.h"
+#include "util/device.h"
 #include "util/error.h"
 #include "util/sha256.h"
 
@@ -128,7 +126,7 @@ static nr_status setup_pairs(tune_session *s, nr_error *err) {
 static nr_status setup_calibration(tune_session *s, nr_error *err) {
   bool precision = false;
   for (int i = 0; i < s->space.knobs.n; i++)
-    precision |= nr_knob_id_of(s->space.knobs.inst[i].def) == NR_KNOB_PREC;
+    precision |= (s->space.knobs.knobs[i].flags & NR_KNOB_INFO_NODE_PRECISION) != 0;
   if (!precision)
     return NR_OK;
   nr_status st = s->o->calibration
@@ -136,7 +134,7 @@ static nr_status setup_calibration(tune_session *s, nr_error *err) {
                      : nr_calibration_from_pairs(s->model, &s->pairs, &s->calib, err);
   if (st)
     return nr_error_prefix(err, "calibration: ");
-  return nr_calib_digest(s->calib, s->calib_sha, err);
+  return nr_calibration_digest(s->calib, s->calib_sha, err);
 }
 
 static nr_status store_calibration(tune_session *s, nr_error *err) {
@@ -144,7 +142,7 @@ static nr_status store_calibration(tune_session *s, nr_error *err) {
     return NR_OK;
   uint8_t *bytes;
   size_t len;
-  nr_status st = nr_calib_serialize(s->calib, &bytes, &len, err);
+  nr_status st = nr_calibration_serialize(s->calib, &bytes, &len, err);
   if (st)
     return st;
   st = nr_db_calibration_put(s->db, s->calib_sha, bytes, len, err);
@@ -176,8 +174,8 @@ static nr_status setup_outputs(tune_session *s, nr_error *err) {
 /* A device session's environment adds the device's fingerprint fields, read in a
  * child process: this process forks the workers and must never initialize CUDA. */
 static void env_text(nr_device d, char *out, size_t cap) {
-  nr_fingerprint fp;
-  nr_fingerprint_current_isolated(&fp, d);
+  nr_environment fp = {sizeof fp};
+  nr_environment_current_isolated(d, &fp);
   int n = snprintf(out, cap, "cpu_vendor=%s;cpu_model=%s;isa=%s;cores=%d;openblas=%s;"
                    "onednn=%s;compiler=%s", fp.cpu_vendor, fp.cpu_model, fp.isa, fp.cores,
                    fp.openblas, fp.onednn, fp.compiler);
@@ -206,7 +204,7 @@ static nr_status open_session(tune_session *s, nr_error *err) {
   env_text(s->o->device, env, sizeof env);
   nr_hex(nr_model_sha256(s->model), 32, sha);
   shapes_text(s->model, shapes, sizeof shapes);
-  nr_db_env e = {env, NR_VERSION_STRING, nr_knob_schema(schema)};
+  nr_db_env e = {env, NR_VERSION_STRING, nr_knob_list_schema(schema)};
   nr_status st = nr_db_open(o->db_path, &s->db, err);
   if (!st)
     st = nr_db_env_id(s->db, &e, &s->env_id, err);
@@ -273,11 +271,12 @@ double tune_worst_loss(const double *losses, int n_pairs, int n_outputs, nr_metr
 }
 
 static int count_changes(const tune_session *s, const char *route) {
-  nr_route r;
-  if (nr_route_init(&r, &s->space.knobs, NULL))
-    return 0;
-  int n = nr_route_parse(&r, route, NULL) ? 0 : nr_route_changes(&r);
-  nr_route_free(&r);
+  const nr_knob_list *knobs = &s->space.knobs;
+  int *choice = malloc(sizeof *choice * (size_t)(knobs->n ? knobs->n : 1));
+  int n = choice && !nr_knob_list_parse_route(knobs, route, choice, NULL)
+              ? nr_knob_list_changes(knobs, choice)
+              : 0;
+  free(choice);
   return n;
 }
 
@@ -537,7 +536,7 @@ static nr_search *make_search(const tune_session *s, double **prior_rows) {
       df[d] = dim->dflt;
       late[d] = false;
       for (int j = 0; j < dim->n_insts; j++)
-        late[d] |= (s->space.knobs.inst[dim->insts[j]].def->flags & NR_KNOB_SLOW_BUILD) != 0;
+        late[d] |= (s->space.knobs.knobs[dim->insts[j]].flags & NR_KNOB_INFO_SLOW_BUILD) != 0;
     }
     nr_search_config cfg = {.kind = s->o->search, .n_dims = n, .n_values = nv, .dflt = df,
                             .seed = s->o->seed,
@@ -604,7 +603,7 @@ static int add_prior(const char *route, double ratio, void *user) {
       snprintf(tok, sizeof tok, "=%s", sp->dims[d].values[v]);
       const tune_dim *dim = &sp->dims[d];
       for (int j = 0; j < dim->n_insts; j++) {
-        const char *id = sp->knobs.inst[dim->insts[j]].id;
+        const char *id = sp->knobs.knobs[dim->insts[j]].id;
         const char *at = strstr(route, id);
         if (at && !strncmp(at + strlen(id), tok, strlen(tok)) && ratio < p->rows[d][v])
           p->rows[d][v] = ratio;
@@ -619,8 +618,8 @@ static double **load_priors(tune_session *s) {
   int n = s->space.n_dims;
   double **rows = calloc((size_t)(n ? n : 1), sizeof *rows);
   for (int d = 0; rows && d < n; d++) {
-    rows[d] = malloc(sizeof(double) * NR_KNOB_MAX_VALUES);
-    for (int v = 0; rows[d] && v < NR_KNOB_MAX_VALUES; v++)
+    rows[d] = malloc(sizeof(double) * NR_KNOB_LIST_MAX_VALUES);
+    for (int v = 0; rows[d] && v < NR_KNOB_LIST_MAX_VALUES; v++)
       rows[d][v] = 1.0;
   }
   char sha[65];

@@ -4,7 +4,7 @@
 #ifndef NR_TUNE_TUNE_INTERNAL_H
 #define NR_TUNE_TUNE_INTERNAL_H
 
-#include "plan/route.h"
+#include "api/nnroute_tools.h"
 #include "tune/db.h"
 #include "tune/tune.h"
 #include "tune/worker.h"
@@ -25,8 +25,9 @@ typedef struct tune_dim {
 } tune_dim;
 
 typedef struct tune_space {
-  nr_knob_space knobs;
-  nr_route base;   /* instances pinned by the expression (else the default route) */
+  nr_knob_list knobs;
+  int *base;       /* per knob instance: the value the expression pins (else the
+                      default route's), a choice vector of knobs */
   tune_dim *dims;
   int n_dims;
 } tune_space;

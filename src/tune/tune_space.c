@@ -14,8 +14,6 @@
  * classifier Gemm (mobilenet_v2's 1280 x 1000: half its bytes) and lose on
  * compute-bound convolutions, so one all-or-nothing dimension would never find the
  * classifier alone. */
-#include "api/nnroute_tools.h"
-#include "plan/knob.h"
 #include "tune/tune_internal.h"
 #include "util/error.h"
 
@@ -33,7 +31,7 @@ static nr_status add_dim(tune_space *s, const char *name, nr_error *err) {
   d = &s->dims[s->n_dims++];
   memset(d, 0, sizeof *d);
   d->name = strdup(name);
-  d->values = calloc(NR_KNOB_MAX_VALUES, sizeof *d->values);
+  d->values = calloc(NR_KNOB_LIST_MAX_VALUES, sizeof *d->values);
   d->insts = malloc(sizeof *d->insts * (size_t)(s->knobs.n ? s->knobs.n : 1));
   if (!d->name || !d->values || !d->insts)
     return nr_errorf(err, NR_ERR_NOMEM, "out of memory for the search space");
@@ -44,7 +42,7 @@ static nr_status add_value(tune_dim *d, const char *v, nr_error *err) {
   for (int i = 0; i < d->n_values; i++)
     if (!strcmp(d->values[i], v))
       return NR_OK;
-  if (d->n_values >= NR_KNOB_MAX_VALUES)
+  if (d->n_values >= NR_KNOB_LIST_MAX_VALUES)
     return nr_errorf(err, NR_ERR_INTERNAL, "dimension %s: too many values", d->name);
   d->values[d->n_values] = strdup(v);
   if (!d->values[d->n_values])
@@ -56,13 +54,14 @@ static nr_status add_value(tune_dim *d, const char *v, nr_error *err) {
 /* An expression: each instance with more than one allowed value is a dimension;
  * one allowed value that is not the default pins it in the base route. */
 static nr_status dims_from_expr(tune_space *s, const char *expr, nr_error *err) {
-  nr_route_expr e = {0};
-  nr_status st = nr_route_expr_parse(&e, &s->knobs, expr, err);
+  uint64_t *allowed = malloc(sizeof *allowed * (size_t)(s->knobs.n ? s->knobs.n : 1));
+  nr_status st = allowed ? nr_knob_list_parse_expr(&s->knobs, expr, allowed, err)
+                         : nr_errorf(err, NR_ERR_NOMEM, "out of memory for the search space");
   for (int i = 0; !st && i < s->knobs.n; i++) {
-    const nr_knob_inst *k = &s->knobs.inst[i];
-    uint64_t m = e.allowed[i];
+    const nr_knob_info *k = &s->knobs.knobs[i];
+    uint64_t m = allowed[i];
     if (popcount64(m) == 1) {
-      s->base.choice[i] = __builtin_ctzll(m);
+      s->base[i] = __builtin_ctzll(m);
       continue;
     }
     if (!(st = add_dim(s, k->id, err))) {
@@ -74,12 +73,12 @@ static nr_status dims_from_expr(tune_space *s, const char *expr, nr_error *err) 
             d->dflt = d->n_values;
           st = add_value(d, k->values[v], err);
         }
-      s->base.choice[i] = __builtin_ctzll(m);
+      s->base[i] = __builtin_ctzll(m);
       if (m >> k->dflt & 1)
-        s->base.choice[i] = k->dflt;
+        s->base[i] = k->dflt;
     }
   }
-  nr_route_expr_free(&e);
+  free(allowed);
   return st;
 }
 
@@ -99,14 +98,14 @@ static int find_dim(const tune_space *s, const char *name) {
 static nr_status dims_default(tune_space *s, nr_error *err) {
   nr_status st = NR_OK;
   for (int i = 0; !st && i < s->knobs.n; i++) {
-    const nr_knob_inst *k = &s->knobs.inst[i];
-    if (k->def->needs)
+    const nr_knob_info *k = &s->knobs.knobs[i];
+    if (k->needs)
       continue;
     char name[160];
-    if (k->node && (k->def->flags & NR_KNOB_PRECISION) && k->op_type)
-      snprintf(name, sizeof name, "%s@<%s>", k->def->name, k->op_type);
+    if (k->node && (k->flags & NR_KNOB_INFO_PRECISION) && k->op_type)
+      snprintf(name, sizeof name, "%s@<%s>", k->name, k->op_type);
     else
-      snprintf(name, sizeof name, k->node ? "%s@*" : "%s", k->node ? k->def->name : k->id);
+      snprintf(name, sizeof name, k->node ? "%s@*" : "%s", k->node ? k->name : k->id);
     int d = find_dim(s, name);
     if (d < 0 && !(st = add_dim(s, name, err)))
       d = s->n_dims - 1;
@@ -116,15 +115,14 @@ static nr_status dims_default(tune_space *s, nr_error *err) {
   }
   for (int d = 0; !st && d < s->n_dims; d++) {
     tune_dim *dim = &s->dims[d];
-    const nr_knob_def *def = s->knobs.inst[dim->insts[0]].def;
-    const char *v;
-    size_t len;
-    for (int t = 0; !st && nr_knob_value_at(def->values, t, &v, &len); t++) {
-      char val[128];
-      snprintf(val, sizeof val, "%.*s", (int)len, v);
+    const nr_knob_info *first = &s->knobs.knobs[dim->insts[0]];
+    /* An instance's default is its definition's: the default is always valid. */
+    const char *dflt = first->values[first->dflt];
+    for (int t = 0; !st && t < first->n_def_values; t++) {
+      const char *val = first->def_values[t];
       for (int j = 0; j < dim->n_insts; j++)
-        if (nr_knob_value_index(&s->knobs.inst[dim->insts[j]], val) >= 0) {
-          if (!strcmp(val, def->dflt))
+        if (nr_knob_info_value_index(&s->knobs.knobs[dim->insts[j]], val) >= 0) {
+          if (!strcmp(val, dflt))
             dim->dflt = dim->n_values;
           st = add_value(dim, val, err);
           break;
@@ -154,14 +152,12 @@ static void drop_fixed(tune_space *s) {
 nr_status tune_space_build(nr_model *m, const char *expr, nr_device device, tune_space *s,
                            nr_error *err) {
   memset(s, 0, sizeof *s);
-  nr_graph *g = nr_model_graph(m);
-  nr_status st = nr_model_prepare(m, err);
+  nr_knob_list_options o = {.size = sizeof o, .device = device};
+  nr_status st = nr_knob_list_build(m, &o, &s->knobs, err);
+  if (!st && !(s->base = malloc(sizeof *s->base * (size_t)(s->knobs.n ? s->knobs.n : 1))))
+    st = nr_errorf(err, NR_ERR_NOMEM, "out of memory for the search space");
   if (!st)
-    st = nr_compiler_name_nodes(g, err);
-  if (!st)
-    st = nr_knob_space_build_for(g, device, &s->knobs, err);
-  if (!st)
-    st = nr_route_init(&s->base, &s->knobs, err);
+    st = nr_knob_list_parse_route(&s->knobs, "", s->base, err);
   if (!st)
     st = expr && *expr ? dims_from_expr(s, expr, err) : dims_default(s, err);
   if (!st)
@@ -180,26 +176,28 @@ void tune_space_free(tune_space *s) {
     free(s->dims[d].name);
   }
   free(s->dims);
-  nr_route_free(&s->base);
-  nr_knob_space_free(&s->knobs);
+  free(s->base);
+  nr_knob_list_free(&s->knobs);
   memset(s, 0, sizeof *s);
 }
 
 char *tune_space_route(const tune_space *s, const int *point) {
-  nr_route r;
-  if (nr_route_copy(&r, &s->base, NULL))
+  size_t n = (size_t)(s->knobs.n ? s->knobs.n : 1);
+  int *choice = malloc(sizeof *choice * n);
+  if (!choice)
     return NULL;
+  memcpy(choice, s->base, sizeof *choice * (size_t)s->knobs.n);
   for (int d = 0; d < s->n_dims; d++) {
     const tune_dim *dim = &s->dims[d];
     const char *val = dim->values[point[d]];
     for (int j = 0; j < dim->n_insts; j++) {
-      int v = nr_knob_value_index(&s->knobs.inst[dim->insts[j]], val);
+      int v = nr_knob_info_value_index(&s->knobs.knobs[dim->insts[j]], val);
       if (v >= 0)
-        r.choice[dim->insts[j]] = v;
+        choice[dim->insts[j]] = v;
     }
   }
-  char *text = nr_route_canonical(&r);
-  nr_route_free(&r);
+  char *text = nr_knob_list_route_text(&s->knobs, choice);
+  free(choice);
   return text;
 }
 
@@ -219,7 +217,7 @@ bool tune_point_parse(const char *text, int *point, int n) {
   for (int i = 0; i < n; i++) {
     char *end;
     long v = strtol(p, &end, 10);
-    if (end == p || v < 0 || v > NR_KNOB_MAX_VALUES || (*end != ',' && i + 1 < n))
+    if (end == p || v < 0 || v > NR_KNOB_LIST_MAX_VALUES || (*end != ',' && i + 1 < n))
       return false;
     point[i] = (int)v;
     p = *end == ',' ? end + 1 : end;
