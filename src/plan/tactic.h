@@ -133,7 +133,7 @@ void nr_f32_view_free(nr_f32_view *v);
 typedef struct nr_node_probe {
   nr_plan plan;
   nr_step step;
-  nr_slot slots[2 * NR_STEP_MAX_IO];
+  nr_slot *slots; /* one per present input and output (heap) */
   nr_tactic_ctx ctx;
 } nr_node_probe;
 bool nr_node_probe_init(nr_node_probe *p, const nr_graph *g, const nr_node *n);
