@@ -198,6 +198,23 @@ NR_API nr_status nr_engine_output_info(const nr_engine *engine, int index,
  * as the engine. */
 NR_API const char *nr_engine_route(const nr_engine *engine);
 
+/* What runs one step of an engine. The strings live as long as the engine. */
+typedef struct nr_step_info {
+  const char *node;    /* the graph node's name; "" for a layout reorder */
+  const char *op_type; /* its op type ("EltwiseChain" for fused nnroute ops); "" for a
+                          reorder */
+  const char *tactic;  /* the kernel's name, as `nnroute inspect` prints it */
+  int reference;       /* 1 when the step runs on the reference tactic: no fast kernel
+                          took the node, so it runs one element at a time */
+} nr_step_info;
+
+/* Steps of the engine, in run order; nr_engine_step_info fills info for step index
+ * (NR_ERR_INVALID_ARGUMENT out of range). nr_engine_reference_steps counts the steps
+ * on the reference tactic, which `nnroute build` warns about. */
+NR_API int nr_engine_step_count(const nr_engine *engine);
+NR_API nr_status nr_engine_step_info(const nr_engine *engine, int index, nr_step_info *info);
+NR_API int nr_engine_reference_steps(const nr_engine *engine);
+
 /* A context holds the memory and threads of one run at a time; many contexts may
  * share one engine and run on different threads at once. threads <= 0: the engine's. */
 NR_API nr_status nr_context_create(const nr_engine *engine, int threads, nr_context **out,

@@ -41,5 +41,11 @@ nr_status nr_cli_calibration(nr_model *m, const char *spec, nr_calibration **out
                              nr_error *err);
 /* Fills v with seeded random data suited to its dtype. */
 void nr_cli_random_fill(nr_value *v, uint64_t *state);
+/* Warns on stderr about every step of e on the reference tactic and counts them
+ * (cli_refwarn.c); step_ms: per-step times of a run (shares), or NULL. */
+void nr_cli_warn_reference(const nr_engine *e, const double *step_ms);
+/* Per-step milliseconds of one run of e on random inputs after a warm-up run
+ * (malloc'ed, nr_engine_step_count entries); NULL when a run fails. */
+double *nr_cli_step_times(const nr_engine *e, int threads);
 
 #endif

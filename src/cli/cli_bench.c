@@ -481,8 +481,10 @@ int nr_cli_bench(int argc, char **argv) {
       print_json(&s, threads, e, a.profile ? &prof : NULL, &dt);
     } else {
       print_table(&a, e, &s, threads, &dt);
-      if (a.profile)
+      if (a.profile) {
         print_profile(&a, e, &prof);
+        nr_cli_warn_reference(e, prof.ms);
+      }
     }
   }
   free(prof.ms);

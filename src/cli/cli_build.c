@@ -132,6 +132,11 @@ int nr_cli_build(int argc, char **argv) {
     rc = nr_cli_fail(&err);
   if (!rc)
     print_summary(e, out);
+  if (!rc && nr_engine_reference_steps(e)) {
+    double *ms = e->plan->device == NR_DEVICE_CPU ? nr_cli_step_times(e, threads) : NULL;
+    nr_cli_warn_reference(e, ms);
+    free(ms);
+  }
   nr_engine_destroy(e);
   nr_model_destroy(m);
   return rc;

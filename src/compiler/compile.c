@@ -128,8 +128,10 @@ static nr_status add_step(nr_plan *p, const nr_graph *g, int k, int *slot_of,
   const nr_node *n = &g->nodes[k];
   char buf[256];
   if (n->n_inputs > NR_STEP_MAX_IO || n->n_outputs > NR_STEP_MAX_IO)
-    return nr_errorf(err, NR_ERR_UNSUPPORTED, "%s: more than %d inputs or outputs",
-                     nr_node_describe(n, buf, sizeof buf), NR_STEP_MAX_IO);
+    return nr_errorf(err, NR_ERR_UNSUPPORTED, "%s: %d inputs and %d outputs; an engine "
+                     "step takes at most %d of each (NR_STEP_MAX_IO)",
+                     nr_node_describe(n, buf, sizeof buf), n->n_inputs, n->n_outputs,
+                     NR_STEP_MAX_IO);
   nr_step *st = nr_plan_insert_step(p, p->n_steps);
   if (!st)
     return nr_errorf(err, NR_ERR_NOMEM, "out of memory");

@@ -167,6 +167,31 @@ nr_status nr_engine_output_info(const nr_engine *engine, int index, nr_io_info *
   return io_info(engine, index, false, info);
 }
 
+int nr_engine_step_count(const nr_engine *engine) {
+  return engine && engine->plan ? engine->plan->n_steps : 0;
+}
+
+nr_status nr_engine_step_info(const nr_engine *engine, int index, nr_step_info *info) {
+  if (!info || index < 0 || index >= nr_engine_step_count(engine))
+    return NR_ERR_INVALID_ARGUMENT;
+  const nr_plan *p = engine->plan;
+  const nr_step *st = &p->steps[index];
+  const nr_node *n = st->node >= 0 && p->graph ? &p->graph->nodes[st->node] : NULL;
+  info->node = n && n->name ? n->name : "";
+  info->op_type = n ? n->op_type : "";
+  info->tactic = st->tactic->id;
+  info->reference = st->tactic->source && !strcmp(st->tactic->source, "ref");
+  return NR_OK;
+}
+
+int nr_engine_reference_steps(const nr_engine *engine) {
+  int n = 0;
+  nr_step_info info;
+  for (int k = 0; k < nr_engine_step_count(engine); k++)
+    n += !nr_engine_step_info(engine, k, &info) && info.reference;
+  return n;
+}
+
 const char *nr_engine_route(const nr_engine *engine) {
   return engine && engine->plan && engine->plan->route ? engine->plan->route : "";
 }

@@ -69,12 +69,14 @@ static void merge(nr_tensor *t, nr_value *inferred, bool fold) {
 
 static nr_status infer_node(nr_graph *g, int k, bool fold, bool *folded, nr_error *err) {
   nr_node *n = &g->nodes[k];
-  nr_value *ins[64], *outs[64], tmp_out[64], outer[64];
+  nr_value *ins[NR_OP_MAX_IO], *outs[NR_OP_MAX_IO], tmp_out[NR_OP_MAX_IO];
+  nr_value outer[NR_OP_MAX_IO];
   char node[256];
   *folded = false;
-  if (n->n_inputs > 64 || n->n_outputs > 64)
-    return nr_errorf(err, NR_ERR_UNSUPPORTED, "%s: more than 64 inputs or outputs",
-                     nr_node_describe(n, node, sizeof node));
+  if (n->n_inputs > NR_OP_MAX_IO || n->n_outputs > NR_OP_MAX_IO)
+    return nr_errorf(err, NR_ERR_UNSUPPORTED, "%s: %d inputs and %d outputs; a node takes "
+                     "at most %d of each (NR_OP_MAX_IO)", nr_node_describe(n, node, sizeof node),
+                     n->n_inputs, n->n_outputs, NR_OP_MAX_IO);
   for (int i = 0; i < n->n_inputs; i++) {
     int t = n->inputs[i];
     ins[i] = NULL;

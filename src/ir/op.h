@@ -23,6 +23,12 @@
 
 struct nr_exec_scope;
 
+/* Inputs or outputs of one node, at most, for the shape rules and the reference
+ * executor (and so for an engine step, NR_STEP_MAX_IO): a Concat of a densely
+ * connected network reads dozens (DenseNet-264's widest block: 65). A node above it
+ * is refused by name. */
+#define NR_OP_MAX_IO 128
+
 typedef struct nr_op_ctx {
   const nr_node *node;
   int n_inputs;

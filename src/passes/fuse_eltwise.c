@@ -9,12 +9,19 @@
  * the chain start names the knob instance. The knob space is built on the prepared
  * graph, where fuse_act has not run yet, so applies() links only nodes fuse_act does
  * not swallow by default (nr_fuse_act_absorbs): the chains it lists are the ones this
- * pass meets under the default route. */
+ * pass meets under the default route.
+ *
+ * A fused chain runs on the reference tactic, one element at a time, unless a fast
+ * tactic takes it: slower than its parts. So each candidate node is probed
+ * (nr_node_has_fast_tactic, for the build's device) before the pass keeps it; a chain
+ * no fast tactic runs is shortened from the end until one does, and what stays
+ * unfused runs on its own tactics. */
 #include "ir/fused.h"
 #include "passes/fate.h"
 #include "passes/pass_knobs.h"
 #include "passes/pass_util.h"
 #include "plan/pass.h"
+#include "plan/tactic.h"
 #include "util/error.h"
 
 #include <float.h>
@@ -194,45 +201,73 @@ static int encode(const nr_graph *g, const int *nodes, int n, int run, chain_nod
   return k;
 }
 
-static nr_status emit(nr_graph *g, const int *nodes, const chain_node *e, bool *dead,
-                      nr_error *err) {
+/* Appends the EltwiseChain node of e (steps from nodes[]); returns its index, or -1
+ * with *st set on failure. */
+static int emit(nr_graph *g, const int *nodes, const chain_node *e, nr_status *st,
+                nr_error *err) {
   int last = nodes[e->n_steps - 1];
   int out = g->nodes[last].outputs[0];
   char *name = strdup(g->nodes[nodes[0]].name);
   int k = name ? nr_pu_add_node(g, name, "EltwiseChain", NR_DOMAIN, e->n_ins, e->ins, 1,
                                 &out) : -1;
   free(name);
-  if (k < 0)
-    return nr_errorf(err, NR_ERR_NOMEM, "out of memory fusing an elementwise chain");
-  nr_status st = nr_pu_set_attr_strings(g, k, "ops", e->n_steps, e->ops, err);
-  if (!st)
-    st = nr_pu_set_attr_ints(g, k, "operand", e->n_steps, e->operand, err);
-  if (!st)
-    st = nr_pu_set_attr_ints(g, k, "swapped", e->n_steps, e->swapped, err);
-  if (!st)
-    st = nr_pu_set_attr_floats(g, k, "params", 2 * e->n_steps, e->params, err);
-  for (int i = 0; i < e->n_steps; i++)
-    dead[nodes[i]] = true;
-  return st;
+  if (k < 0) {
+    *st = nr_errorf(err, NR_ERR_NOMEM, "out of memory fusing an elementwise chain");
+    return -1;
+  }
+  *st = nr_pu_set_attr_strings(g, k, "ops", e->n_steps, e->ops, err);
+  if (!*st)
+    *st = nr_pu_set_attr_ints(g, k, "operand", e->n_steps, e->operand, err);
+  if (!*st)
+    *st = nr_pu_set_attr_ints(g, k, "swapped", e->n_steps, e->swapped, err);
+  if (!*st)
+    *st = nr_pu_set_attr_floats(g, k, "params", 2 * e->n_steps, e->params, err);
+  return k;
 }
 
-/* Fuses nodes[0..n) in pieces that fit the kernel's input limit. */
-static nr_status fuse_chain(nr_graph *g, const int *nodes, int n, int run, bool *dead,
-                            bool *changed, nr_error *err) {
+/* Removes node k, the last one, again. */
+static void unemit(nr_graph *g, int k) {
+  nr_node_free(&g->nodes[k]);
+  g->n_nodes--;
+}
+
+/* Fuses the longest prefix (at least two nodes) of nodes[0..n) that fits the
+ * kernel's input limit and that a fast tactic runs; returns its length, 0 when none
+ * does. */
+static int fuse_prefix(nr_compile_ctx *c, const int *nodes, int n, int run, bool *dead,
+                       nr_status *st) {
+  nr_graph *g = c->graph;
   chain_node e;
-  while (n >= 2) {
-    int used = encode(g, nodes, n, run, &e);
-    if (used >= 2) {
-      e.n_steps = used;
-      nr_status st = nr_pu_import_nnroute(g, err);
-      if (!st)
-        st = emit(g, nodes, &e, dead, err);
-      if (st)
-        return st;
-      *changed = true;
+  for (int len = encode(g, nodes, n, run, &e); len >= 2; len--) {
+    encode(g, nodes, len, run, &e);
+    if ((*st = nr_pu_import_nnroute(g, c->err)))
+      return 0;
+    int k = emit(g, nodes, &e, st, c->err);
+    if (k >= 0 && !*st && nr_node_has_fast_tactic(g, &g->nodes[k], c->device)) {
+      for (int i = 0; i < len; i++)
+        dead[nodes[i]] = true;
+      return len;
     }
+    if (k >= 0)
+      unemit(g, k);
+    if (*st)
+      return 0;
+  }
+  return 0;
+}
+
+/* Fuses nodes[0..n) in pieces that fit the kernel's input limit and run on a fast
+ * tactic. */
+static nr_status fuse_chain(nr_compile_ctx *c, const int *nodes, int n, int run, bool *dead,
+                            bool *changed) {
+  while (n >= 2) {
+    nr_status st = NR_OK;
+    int used = fuse_prefix(c, nodes, n, run, dead, &st);
+    if (st)
+      return st;
+    *changed |= used > 0;
     used = used < 1 ? 1 : used;
-    run = g->nodes[nodes[used - 1]].outputs[0];
+    run = c->graph->nodes[nodes[used - 1]].outputs[0];
     nodes += used;
     n -= used;
   }
@@ -251,7 +286,7 @@ static nr_status visit(nr_compile_ctx *c, const chain_ctx *cc, int k, bool *dead
     return NR_OK;
   const nr_graph *g = c->graph;
   int run = first ? g->nodes[nodes[first - 1]].outputs[0] : g->nodes[nodes[0]].inputs[0];
-  return fuse_chain(c->graph, nodes + first, n - first, run, dead, changed, c->err);
+  return fuse_chain(c, nodes + first, n - first, run, dead, changed);
 }
 
 static nr_status run_eltwise_fuse(nr_compile_ctx *c) {

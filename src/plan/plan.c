@@ -135,8 +135,8 @@ const void *nr_step_const(const nr_tactic_ctx *c, int i) {
 }
 
 void nr_step_absorb(nr_step *st, int i) {
-  assert(i >= 0 && i < NR_STEP_MAX_IO); /* a tactic names one of its own inputs */
-  if (i >= 0 && i < NR_STEP_MAX_IO)
+  assert(i >= 0 && i < st->n_in); /* a tactic names one of its own inputs */
+  if (i >= 0 && i < 32) /* a later input stays stored: correct, only larger */
     st->absorbed |= 1u << i;
 }
 
@@ -159,6 +159,9 @@ static bool probe_slot(nr_node_probe *p, const nr_graph *g, int t, int k) {
 
 bool nr_node_probe_init(nr_node_probe *p, const nr_graph *g, const nr_node *n) {
   memset(p, 0, sizeof *p);
+  p->slots = calloc((size_t)(n->n_inputs + n->n_outputs) + 1, sizeof *p->slots);
+  if (!p->slots)
+    return false;
   p->plan.graph = (nr_graph *)g;
   p->plan.slots = p->slots;
   p->step.node = (int)(n - g->nodes);
@@ -184,6 +187,8 @@ bool nr_node_probe_init(nr_node_probe *p, const nr_graph *g, const nr_node *n) {
 void nr_node_probe_free(nr_node_probe *p) {
   free(p->plan.weights);
   p->plan.weights = NULL;
+  free(p->slots);
+  p->slots = NULL;
 }
 
 bool nr_slot_same_dims(const nr_slot *a, const nr_slot *b) {

@@ -51,7 +51,10 @@ typedef struct nr_slot {
   int32_t q8_round; /* nr_q8_round: how the producer must round */
 } nr_slot;
 
-#define NR_STEP_MAX_IO 16
+/* Inputs or outputs of one step, at most: those of a node (ir/op.h). The skeleton
+ * refuses a node above it by name, and engine loading refuses a step record above it
+ * before use. */
+#define NR_STEP_MAX_IO NR_OP_MAX_IO
 #define NR_TACTIC_PARAMS 64
 
 typedef struct nr_tactic nr_tactic;
@@ -68,7 +71,8 @@ typedef struct nr_step {
   int threads;                /* threads this step may use (0 = all) */
   uint8_t params[NR_TACTIC_PARAMS]; /* the tactic's own record (tile sizes, ...) */
   uint32_t absorbed;          /* build time: bit i = run() never reads input i (a
-                                 constant the prepare packed); see nr_step_absorb */
+                                 constant the prepare packed; inputs 0..31); see
+                                 nr_step_absorb */
 } nr_step;
 
 typedef struct nr_plan {
@@ -108,8 +112,8 @@ nr_status nr_plan_add_weights(nr_plan *p, const void *data, uint64_t size, uint6
  * or the weights); NULL for a slot that is not a constant with data. */
 const void *nr_slot_data(const nr_plan *p, const nr_slot *s);
 /* Called by a prepare() whose run() will never read input i (a constant it packed
- * into the step's data): when no other reader needs the constant either, the engine
- * leaves its bytes out (kind NR_SLOT_ABSORBED;
+ * into the step's data): when no other reader needs the constant either (and i < 32),
+ * the engine leaves its bytes out (kind NR_SLOT_ABSORBED;
  * the weights pass, src/compiler/weights.c). */
 void nr_step_absorb(nr_step *st, int i);
 

@@ -133,11 +133,17 @@ void nr_f32_view_free(nr_f32_view *v);
 typedef struct nr_node_probe {
   nr_plan plan;
   nr_step step;
-  nr_slot slots[2 * NR_STEP_MAX_IO];
+  nr_slot *slots; /* one per present input and output (heap) */
   nr_tactic_ctx ctx;
 } nr_node_probe;
 bool nr_node_probe_init(nr_node_probe *p, const nr_graph *g, const nr_node *n);
 void nr_node_probe_free(nr_node_probe *p);
+
+/* Whether a tactic other than the reference one, for device, runs node n of graph g
+ * in fp32 on this machine at the default route (a node probe asks each candidate's
+ * supports()). Fusion passes ask it before fusing, so a fused node never lands on the
+ * reference tactic where its parts had fast ones. */
+bool nr_node_has_fast_tactic(const nr_graph *g, const nr_node *n, nr_device device);
 
 /* The precision route r gives node n (fp32 where the knob does not apply): the value
  * of the first knob with an instance there whose row restricts by precision. */

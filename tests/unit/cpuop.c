@@ -42,8 +42,9 @@ nr_status cpuop_init(cpuop *o, const char *op, int opset, int n_attrs, const nr_
   o->g = nr_graph_create(NULL);
   nr_node *nd = nr_graph_add_node(o->g);
   nd->name = strdup("n0");
-  nd->op_type = strdup(op);
-  nd->domain = strdup("");
+  bool fused = !strncmp(op, "nnroute.", 8); /* an op of the nnroute domain */
+  nd->op_type = strdup(fused ? op + 8 : op);
+  nd->domain = strdup(fused ? "nnroute" : "");
   nd->opset = opset;
   nd->n_inputs = n_in;
   nd->n_outputs = n_out;
@@ -186,7 +187,8 @@ nr_status cpuop_ref(cpuop *o, int n_attrs, const nr_attr *attrs, nr_value *ref) 
   for (int i = 0; i < o->n_in; i++)
     ins[i] = o->in[i].data ? &o->in[i] : NULL;
   memset(ref, 0, sizeof(nr_value) * (size_t)o->n_out);
-  return nr_ref_exec_node(o->g->nodes[0].op_type, "", o->g->nodes[0].opset, n_attrs, attrs,
+  return nr_ref_exec_node(o->g->nodes[0].op_type, o->g->nodes[0].domain,
+                          o->g->nodes[0].opset, n_attrs, attrs,
                           o->n_in, ins, o->n_out, ref, &o->err);
 }
 

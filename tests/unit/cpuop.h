@@ -34,7 +34,8 @@ typedef struct cpuop {
 } cpuop;
 
 /* Builds graph, knob space and route (route text may be ""), plan slots and step.
- * ins[i] NULL: absent optional input; consts[i]: input i is a constant. */
+ * ins[i] NULL: absent optional input; consts[i]: input i is a constant. op
+ * "nnroute.X" names op X of the nnroute domain (ir/fused.h). */
 nr_status cpuop_init(cpuop *o, const char *op, int opset, int n_attrs, const nr_attr *attrs,
                      int n_in, const nr_value *const *ins, const bool *consts, int n_out,
                      const nr_value *outs, const char *route);

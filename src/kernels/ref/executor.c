@@ -98,11 +98,12 @@ static nr_status alloc_outputs(nr_op_ctx *ctx) {
 /* Runs one node of scope s. */
 static nr_status run_node(nr_exec_scope *s, int k, nr_error *err) {
   const nr_node *n = &s->g->nodes[k];
-  nr_value *ins[64], *outs[64];
+  nr_value *ins[NR_OP_MAX_IO], *outs[NR_OP_MAX_IO];
   char node[256];
-  if (n->n_inputs > 64 || n->n_outputs > 64)
-    return nr_errorf(err, NR_ERR_UNSUPPORTED, "%s: more than 64 inputs or outputs",
-                     nr_node_describe(n, node, sizeof node));
+  if (n->n_inputs > NR_OP_MAX_IO || n->n_outputs > NR_OP_MAX_IO)
+    return nr_errorf(err, NR_ERR_UNSUPPORTED, "%s: %d inputs and %d outputs; a node takes "
+                     "at most %d of each (NR_OP_MAX_IO)", nr_node_describe(n, node, sizeof node),
+                     n->n_inputs, n->n_outputs, NR_OP_MAX_IO);
   for (int i = 0; i < n->n_inputs; i++) {
     ins[i] = n->inputs[i] >= 0 ? resolve(s, n->inputs[i]) : NULL;
     if (n->inputs[i] >= 0 && (!ins[i] || (!ins[i]->data && nr_value_count(ins[i]) != 0)))

@@ -6,13 +6,12 @@
  * (nr_f32_vgelu__avx2, nr_f32_vadd_bcast__portable); all rows of the family carry
  * algo "vector", which is what eltwise.tactic=vector selects (select.c matches that
  * knob on the algo field; the reference tactic's algo is "ref"). Broadcasting is never
- * materialized: output dims of size 1 are dropped, adjacent dims in which every input
- * either varies or is broadcast are merged, and the innermost merged dim becomes a run
- * in which each input has stride 1 or 0 - a trailing vector, a scalar and an NCHW
- * per-channel operand all reduce to that. Unary tactics work on the physical buffer,
+ * materialized (bcast.h: outer dims times a run in which each input has stride 1
+ * or 0). Unary tactics work on the physical buffer,
  * so they run in any layout when f(0) = 0 keeps NCHW8C's padding at zero. */
 #include "ir/fused.h"
 #include "kernels/cpu/attn/attn.h"
+#include "kernels/cpu/eltwise/bcast.h"
 #include "kernels/cpu/eltwise/eltwise_knobs.h"
 #include "kernels/cpu/eltwise/vmath.h"
 #include "kernels/cpu/norm/norm.h"
@@ -181,101 +180,6 @@ static nr_status unary_run(const nr_exec_args *a) {
   return NR_OK;
 }
 
-/* ---- broadcasting geometry ------------------------------------------------------ */
-
-/* The output as outer dims times an innermost run; per input, element strides over
- * the outer dims and a stride of 0 or 1 along the run. */
-typedef struct bc_geom {
-  int n_in, nd; /* nd outer dims */
-  int64_t dims[NR_MAX_RANK];
-  int64_t st[3][NR_MAX_RANK];
-  int64_t run;
-  int rs[3];
-  int64_t count;
-} bc_geom;
-
-static bool bc_build(bc_geom *g, const nr_slot *out, int n_in, const nr_slot *const *in) {
-  int64_t dims[NR_MAX_RANK];
-  bool full[3][NR_MAX_RANK];
-  int nd = 0;
-  memset(g, 0, sizeof *g);
-  g->n_in = n_in;
-  g->count = 1;
-  for (int d = 0; d < out->rank; d++) {
-    int64_t od = out->dims[d];
-    g->count *= od;
-    if (od == 1)
-      continue;
-    bool f[3];
-    for (int k = 0; k < n_in; k++) {
-      int id = d - (out->rank - in[k]->rank);
-      int64_t v = id < 0 ? 1 : in[k]->dims[id];
-      if (v != od && v != 1)
-        return false;
-      f[k] = v == od;
-    }
-    bool merge = nd > 0;
-    for (int k = 0; k < n_in && merge; k++)
-      merge = full[k][nd - 1] == f[k];
-    if (merge) {
-      dims[nd - 1] *= od;
-      continue;
-    }
-    for (int k = 0; k < n_in; k++)
-      full[k][nd] = f[k];
-    dims[nd++] = od;
-  }
-  if (nd == 0) { /* a single element */
-    dims[nd] = 1;
-    for (int k = 0; k < n_in; k++)
-      full[k][nd] = true;
-    nd = 1;
-  }
-  for (int k = 0; k < n_in; k++) {
-    int64_t s = 1;
-    for (int d = nd - 1; d >= 0; d--) {
-      g->st[k][d] = full[k][d] ? s : 0;
-      s *= full[k][d] ? dims[d] : 1;
-    }
-    g->rs[k] = full[k][nd - 1];
-  }
-  g->run = dims[nd - 1];
-  g->nd = nd - 1;
-  memcpy(g->dims, dims, sizeof(int64_t) * (size_t)g->nd);
-  return true;
-}
-
-/* Input offsets of run r. */
-static void bc_offsets(const bc_geom *g, int64_t r, int64_t *off) {
-  for (int k = 0; k < g->n_in; k++)
-    off[k] = 0;
-  for (int d = g->nd - 1; d >= 0; d--) {
-    int64_t i = r % g->dims[d];
-    r /= g->dims[d];
-    for (int k = 0; k < g->n_in; k++)
-      off[k] += i * g->st[k][d];
-  }
-}
-
-/* Calls fn on every (partial) run of output elements [begin, end). */
-typedef void (*bc_fn)(void *arg, const int64_t *off, int64_t out_off, int64_t len);
-
-static void bc_walk(const bc_geom *g, int64_t begin, int64_t end, bc_fn fn, void *arg) {
-  int64_t r = g->run ? begin / g->run : 0, pos = g->run ? begin % g->run : 0;
-  while (begin < end) {
-    int64_t off[3], len = g->run - pos;
-    if (len > end - begin)
-      len = end - begin;
-    bc_offsets(g, r, off);
-    for (int k = 0; k < g->n_in; k++)
-      off[k] += pos * g->rs[k];
-    fn(arg, off, begin, len);
-    begin += len;
-    r++;
-    pos = 0;
-  }
-}
-
 /* ---- binary --------------------------------------------------------------------- */
 
 static int binary_code(const char *op) {
@@ -298,9 +202,9 @@ static bool same_supports(const nr_tactic_ctx *c) {
 }
 
 static bool bcast_supports(const nr_tactic_ctx *c) {
-  bc_geom g;
+  nr_bc_geom g;
   const nr_slot *in[2] = {nr_step_in(c, 0), nr_step_in(c, 1)};
-  return binary_types(c) && !same_supports(c) && bc_build(&g, nr_step_out(c, 0), 2, in);
+  return binary_types(c) && !same_supports(c) && nr_bc_build(&g, nr_step_out(c, 0), 2, in);
 }
 
 static nr_status binary_prepare(const nr_tactic_ctx *c, nr_plan *plan, nr_step *step) {
@@ -317,7 +221,7 @@ typedef struct binary_job {
   bool avx2;
   const float *a, *b;
   float *y;
-  bc_geom g;
+  nr_bc_geom g;
 } binary_job;
 
 static void binary_span(void *arg, const int64_t *off, int64_t out_off, int64_t len) {
@@ -332,7 +236,7 @@ static void binary_span(void *arg, const int64_t *off, int64_t out_off, int64_t 
 
 static void binary_task(void *arg, int64_t begin, int64_t end, int thread) {
   binary_job *j = arg;
-  bc_walk(&j->g, begin, end, binary_span, j);
+  nr_bc_walk(&j->g, begin, end, binary_span, j);
 }
 
 static nr_status binary_run(const nr_exec_args *a) {
@@ -346,12 +250,9 @@ static nr_status binary_run(const nr_exec_args *a) {
       return nr_errorf(a->err, NR_ERR_INTERNAL, "%s: operand layouts differ",
                        a->step->tactic->id);
     n = phys_count(out); /* one run over the physical buffer */
-    memset(&j.g, 0, sizeof j.g);
-    j.g.n_in = 2;
-    j.g.run = n;
-    j.g.rs[0] = j.g.rs[1] = 1;
+    nr_bc_flat(&j.g, 2, n);
   } else {
-    if (!bc_build(&j.g, out, 2, in))
+    if (!nr_bc_build(&j.g, out, 2, in))
       return nr_errorf(a->err, NR_ERR_SHAPE, "%s: shapes do not broadcast",
                        a->step->tactic->id);
     n = j.g.count;
@@ -367,10 +268,10 @@ static nr_status binary_run(const nr_exec_args *a) {
 
 static bool where_supports(const nr_tactic_ctx *c) {
   const nr_slot *in[3] = {nr_step_in(c, 0), nr_step_in(c, 1), nr_step_in(c, 2)};
-  bc_geom g;
+  nr_bc_geom g;
   return c->node && c->step->n_in == 3 && in[0] && in[0]->dtype == NR_DTYPE_BOOL &&
          is_f32(in[1]) && is_f32(in[2]) && is_f32(nr_step_out(c, 0)) &&
-         bc_build(&g, nr_step_out(c, 0), 3, in);
+         nr_bc_build(&g, nr_step_out(c, 0), 3, in);
 }
 
 static nr_status where_prepare(const nr_tactic_ctx *c, nr_plan *plan, nr_step *step) {
@@ -382,7 +283,7 @@ typedef struct where_job {
   const uint8_t *c;
   const float *x, *z;
   float *y;
-  bc_geom g;
+  nr_bc_geom g;
 } where_job;
 
 static void where_span(void *arg, const int64_t *off, int64_t out_off, int64_t len) {
@@ -393,13 +294,13 @@ static void where_span(void *arg, const int64_t *off, int64_t out_off, int64_t l
 
 static void where_task(void *arg, int64_t begin, int64_t end, int thread) {
   where_job *j = arg;
-  bc_walk(&j->g, begin, end, where_span, j);
+  nr_bc_walk(&j->g, begin, end, where_span, j);
 }
 
 static nr_status where_run(const nr_exec_args *a) {
   where_job j = {.c = a->in[0], .x = a->in[1], .z = a->in[2], .y = a->out[0]};
   const nr_slot *in[3] = {a->in_slot[0], a->in_slot[1], a->in_slot[2]};
-  if (!bc_build(&j.g, a->out_slot[0], 3, in))
+  if (!nr_bc_build(&j.g, a->out_slot[0], 3, in))
     return nr_errorf(a->err, NR_ERR_SHAPE, "%s: shapes do not broadcast",
                      a->step->tactic->id);
   if (j.g.count < 2 * GRAIN)
@@ -469,8 +370,8 @@ static bool bcast_nhwc_supports(const nr_tactic_ctx *c) {
     follows |= nr_slot_same_dims(in[i], y) && nr_step_input_arrives(c, i, NR_LAYOUT_NHWC);
   }
   const nr_slot *vp[2] = {&v[0], &v[1]};
-  bc_geom g;
-  return follows && nhwc_view(y, &vy) && bc_build(&g, &vy, 2, vp);
+  nr_bc_geom g;
+  return follows && nhwc_view(y, &vy) && nr_bc_build(&g, &vy, 2, vp);
 }
 
 static nr_status binary_nhwc_run(const nr_exec_args *a) {
@@ -484,7 +385,7 @@ static nr_status binary_nhwc_run(const nr_exec_args *a) {
     ok = nhwc_view(a->in_slot[i], &v[i]) &&
          (a->in_slot[i]->layout == NR_LAYOUT_NHWC ||
           (a->in_slot[i]->layout == NR_LAYOUT_PLAIN && plain_is_nhwc(&v[i])));
-  if (!ok || !bc_build(&j.g, &v[2], 2, vp))
+  if (!ok || !nr_bc_build(&j.g, &v[2], 2, vp))
     return nr_errorf(a->err, NR_ERR_INTERNAL, "%s: operands '%s' (%s) and '%s' (%s) do not "
                      "broadcast in NHWC", a->step->tactic->id, a->in_slot[0]->name,
                      nr_layout_name(a->in_slot[0]->layout), a->in_slot[1]->name,
