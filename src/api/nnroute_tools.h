@@ -180,8 +180,8 @@ enum {
   NR_STEP_INFO_FUSED = 1u << 3,     /* a fused op of the nnroute domain (FusedConv) */
 };
 
-typedef struct nr_step_info {
-  size_t size;            /* sizeof(nr_step_info), set by the caller */
+typedef struct nr_step_detail {
+  size_t size;            /* sizeof(nr_step_detail), set by the caller */
   int node;               /* index in the engine's graph, -1 for reorder/fault steps */
   const char *node_name;  /* NULL when node < 0 */
   const char *op_domain;  /* "" for ai.onnx; NULL when node < 0 */
@@ -195,10 +195,10 @@ typedef struct nr_step_info {
   nr_dtype dtype;         /* of output 0, else input 0; NR_DTYPE_UNDEFINED when none */
   int n_outputs;
   uint64_t scratch_bytes, packed_bytes;
-} nr_step_info;
+} nr_step_detail;
 
 /* Step k (0 <= k < n_steps) of engine e. */
-nr_status nr_engine_step(const nr_engine *e, int k, nr_step_info *out);
+nr_status nr_engine_step(const nr_engine *e, int k, nr_step_detail *out);
 
 typedef struct nr_slot_info {
   size_t size;        /* sizeof(nr_slot_info), set by the caller */

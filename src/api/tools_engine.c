@@ -47,7 +47,7 @@ static bool valid_step(const nr_engine *e, int k) {
   return e && e->plan && k >= 0 && k < e->plan->n_steps;
 }
 
-nr_status nr_engine_step(const nr_engine *e, int k, nr_step_info *out) {
+nr_status nr_engine_step(const nr_engine *e, int k, nr_step_detail *out) {
   if (!out || !valid_step(e, k))
     return NR_ERR_INVALID_ARGUMENT;
   const nr_plan *p = e->plan;
@@ -55,7 +55,7 @@ nr_status nr_engine_step(const nr_engine *e, int k, nr_step_info *out) {
   const nr_node *n = s->node >= 0 ? &p->graph->nodes[s->node] : NULL;
   const nr_slot *in = io_slot(p, s, false, 0), *o = io_slot(p, s, true, 0);
   const nr_slot *d = o ? o : in;
-  *out = (nr_step_info){
+  *out = (nr_step_detail){
       .size = sizeof *out, .node = s->node, .node_name = n ? n->name : NULL,
       .op_domain = n ? n->domain : NULL, .op_type = n ? n->op_type : NULL,
       .tactic = s->tactic->id, .source = s->tactic->source ? s->tactic->source : "",

@@ -278,17 +278,17 @@ static step_row *prof_rows(const step_prof *p, double *total) {
   return r;
 }
 
-static nr_step_info step_at(const nr_engine *e, int k) {
-  nr_step_info st = {sizeof st};
+static nr_step_detail step_at(const nr_engine *e, int k) {
+  nr_step_detail st = {sizeof st};
   nr_engine_step(e, k, &st);
   return st;
 }
 
-static const char *step_op(const nr_step_info *st) {
+static const char *step_op(const nr_step_detail *st) {
   return st->node >= 0 ? st->op_type : "reorder";
 }
 
-static const char *step_name(const nr_step_info *st) {
+static const char *step_name(const nr_step_detail *st) {
   return st->node >= 0 ? st->node_name : "(reorder)";
 }
 
@@ -307,10 +307,10 @@ static void print_by_op(const nr_engine *e, const step_row *r, int n, double tot
   int *count = calloc((size_t)n + 1, sizeof *count);
   int ng = 0;
   for (int i = 0; g && count && i < n; i++) {
-    nr_step_info st = step_at(e, r[i].step);
+    nr_step_detail st = step_at(e, r[i].step);
     int j = 0;
     for (; j < ng; j++) {
-      nr_step_info gj = step_at(e, g[j].step);
+      nr_step_detail gj = step_at(e, g[j].step);
       if (!strcmp(step_op(&gj), step_op(&st)) && !strcmp(gj.tactic, st.tactic))
         break;
     }
@@ -329,7 +329,7 @@ static void print_by_op(const nr_engine *e, const step_row *r, int n, double tot
     g[j] = g[best], g[best] = tr;
     int tc = count[j];
     count[j] = count[best], count[best] = tc;
-    nr_step_info st = step_at(e, g[j].step);
+    nr_step_detail st = step_at(e, g[j].step);
     printf("  %-22s %-34s %5d %9.4f %5.1f%%\n", step_op(&st), st.tactic, count[j],
            g[j].ms, total > 0 ? 100 * g[j].ms / total : 0);
   }
@@ -349,7 +349,7 @@ static void print_profile(const bench_args *a, const nr_engine *e, const step_pr
   printf("  %4s  %-30s %-18s %-30s %-20s %9s %6s\n", "step", "node", "op", "tactic",
          "output", "ms/run", "%");
   for (int i = 0; i < n; i++) {
-    nr_step_info st = step_at(e, r[i].step);
+    nr_step_detail st = step_at(e, r[i].step);
     printf("  %4d  %-30.30s %-18.18s %-30.30s %-20.20s %9.4f %5.1f%%\n", r[i].step,
            step_name(&st), step_op(&st), st.tactic,
            step_shape(e, r[i].step, shape, sizeof shape), r[i].ms,
@@ -365,7 +365,7 @@ static cJSON *profile_json(const nr_engine *e, const step_prof *p) {
   cJSON *arr = cJSON_CreateArray();
   char shape[128];
   for (int i = 0; r && arr && i < p->n_steps; i++) {
-    nr_step_info st = step_at(e, r[i].step);
+    nr_step_detail st = step_at(e, r[i].step);
     cJSON *o = cJSON_CreateObject();
     cJSON_AddNumberToObject(o, "step", r[i].step);
     cJSON_AddStringToObject(o, "node", step_name(&st));

@@ -133,7 +133,9 @@ int nr_cli_build(int argc, char **argv) {
   if (!rc)
     print_summary(e, out);
   if (!rc && nr_engine_reference_steps(e)) {
-    double *ms = e->plan->device == NR_DEVICE_CPU ? nr_cli_step_times(e, threads) : NULL;
+    nr_engine_summary sum = {sizeof sum};
+    bool cpu = !nr_engine_summarize(e, &sum, &err) && sum.device == NR_DEVICE_CPU;
+    double *ms = cpu ? nr_cli_step_times(e, threads) : NULL;
     nr_cli_warn_reference(e, ms);
     free(ms);
   }

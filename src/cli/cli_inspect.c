@@ -38,7 +38,7 @@ typedef struct step_view {
 } step_view;
 
 static void view_step(const nr_engine *e, int k, step_view *v) {
-  nr_step_info s = {sizeof s};
+  nr_step_detail s = {sizeof s};
   nr_engine_step(e, k, &s);
   bool fault = s.flags & NR_STEP_INFO_FAULT;
   v->node = s.node_name ? s.node_name : fault ? "(test fault)" : "(reorder)";

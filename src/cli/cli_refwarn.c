@@ -8,7 +8,7 @@
  * `nnroute build` takes its shares from two runs on random inputs (the first warms
  * caches), and only when some step is on the reference tactic. */
 #include "cli/cli.h"
-#include "runtime/profile.h"
+#include "api/nnroute_tools.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -72,7 +72,7 @@ double *nr_cli_step_times(const nr_engine *e, int threads) {
   nr_buffer *out = calloc((size_t)n_out + 1, sizeof *out);
   bool ok = ms && in && out && !nr_context_create(e, threads, &ctx, &err);
   for (int r = 0; ok && r < 2; r++) {
-    nr_context_set_step_hook(ctx, r ? add_ms : NULL, ms);
+    nr_context_time_steps(ctx, r ? add_ms : NULL, ms);
     ok = !nr_context_run(ctx, in, out, &err);
     for (int o = 0; o < n_out; o++) {
       nr_buffer_free(&out[o]);

@@ -130,7 +130,7 @@ NR_TEST(tools_engine_summary_and_steps_are_the_plan) {
   CHECK(!strcmp(s.knob_schema, e->knob_schema) && !*s.calib_sha256, "schema, calibration");
   int refs = 0;
   for (int k = 0; k < p->n_steps; k++) {
-    nr_step_info st = {sizeof st};
+    nr_step_detail st = {sizeof st};
     REQUIRE(!nr_engine_step(e, k, &st), "step %d", k);
     const nr_step *ps = &p->steps[k];
     CHECK(!strcmp(st.tactic, ps->tactic->id) && st.node == ps->node, "step %d", k);
@@ -146,7 +146,7 @@ NR_TEST(tools_engine_summary_and_steps_are_the_plan) {
           "step %d: no output %d", k, ps->n_out);
   }
   CHECK(refs == s.reference_steps, "%d reference steps, summary %d", refs, s.reference_steps);
-  nr_step_info none = {sizeof none};
+  nr_step_detail none = {sizeof none};
   CHECK(nr_engine_step(e, p->n_steps, &none) == NR_ERR_INVALID_ARGUMENT, "past the end");
   nr_environment env = {sizeof env};
   REQUIRE(!nr_engine_environment(e, &env), "environment");

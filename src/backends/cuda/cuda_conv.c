@@ -20,8 +20,8 @@
  * weights), and a call cuDNN refuses falls back to convolution + epilogue. */
 #include "backends/cuda/cuda_internal.h"
 #include "backends/cuda/cuda_knobs.h"
-#include "plan/compile_knobs.h"
 #include "kernels/ref/conv_util.h"
+#include "plan/compile_knobs.h"
 
 #include <stdlib.h>
 #include <string.h>
