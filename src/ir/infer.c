@@ -4,7 +4,9 @@
  * tensors' static descriptions. Folding additionally evaluates, with the reference
  * kernel, every node whose inputs are all constant, so that the shape arithmetic
  * exporters emit (Shape -> Gather -> Unsqueeze -> Concat -> Reshape) turns into
- * constants and the shapes downstream of it become known in the same pass. */
+ * constants and the shapes downstream of it become known in the same pass. Folding
+ * then drops the copies an inference graph carries (Identity, Dropout with training
+ * off or ratio 0): the producer of a copy's input takes over its output. */
 #include "ir/op.h"
 #include "util/error.h"
 
@@ -174,10 +176,106 @@ static void drop_dead_nodes(nr_graph *g) {
         g->tensors[g->nodes[k].outputs[o]].producer = k;
 }
 
+/* ---- copies: Identity, and Dropout in inference ----------------------------------- */
+
+static bool is_onnx_op(const nr_node *n, const char *op) {
+  return (!n->domain || !*n->domain || !strcmp(n->domain, "ai.onnx")) &&
+         !strcmp(n->op_type, op);
+}
+
+static bool is_graph_output(const nr_graph *g, int t) {
+  for (int i = 0; i < g->n_outputs; i++)
+    if (g->outputs[i] == t)
+      return true;
+  return false;
+}
+
+/* A constant that is false (zero) everywhere. */
+static bool const_false(const nr_graph *g, int t) {
+  const nr_value *v = &g->tensors[t].value;
+  if (!(g->tensors[t].flags & NR_TENSOR_CONST) || !v->data)
+    return false;
+  for (int64_t i = 0; i < nr_value_count(v); i++)
+    if (nr_value_get_f64(v, i) != 0)
+      return false;
+  return true;
+}
+
+/* Identity, or a Dropout that is one: training_mode absent or constant false, or the
+ * ratio constant 0 (torch exports eval-mode attention dropout as ratio 0 in training
+ * mode; the spec's scale is then 1 and nothing is dropped); the mask unread (reads
+ * counts node inputs). */
+static bool is_copy(const nr_graph *g, const nr_node *n, const int *reads) {
+  if (is_onnx_op(n, "Identity"))
+    return n->n_inputs == 1 && n->n_outputs == 1;
+  if (!is_onnx_op(n, "Dropout") || n->n_inputs < 1 || n->n_outputs < 1)
+    return false;
+  bool no_ratio = n->n_inputs > 1 && n->inputs[1] >= 0 && const_false(g, n->inputs[1]);
+  if (n->n_inputs > 2 && n->inputs[2] >= 0 && !const_false(g, n->inputs[2]) && !no_ratio)
+    return false;
+  int mask = n->n_outputs > 1 ? n->outputs[1] : -1;
+  return mask < 0 || (reads[mask] == 0 && !is_graph_output(g, mask));
+}
+
+/* The producer of a copy's input takes over its output when the input has no other
+ * reader and is no graph output (so graph inputs and outputs keep their names).
+ * Producers must be current; they stay so. Graphs with subgraphs are left alone (their
+ * bodies may read tensors by name). */
+static nr_status drop_copies(nr_graph *g, nr_error *err) {
+  for (int k = 0; k < g->n_nodes; k++)
+    if (node_has_subgraph(&g->nodes[k]) || g->parent)
+      return NR_OK;
+  int *reads = calloc((size_t)g->n_tensors + 1, sizeof(int));
+  bool *gone = calloc((size_t)g->n_nodes + 1, sizeof(bool));
+  if (!reads || !gone) {
+    free(reads);
+    free(gone);
+    return nr_errorf(err, NR_ERR_NOMEM, "out of memory dropping copies");
+  }
+  for (int k = 0; k < g->n_nodes; k++)
+    for (int i = 0; i < g->nodes[k].n_inputs; i++)
+      if (g->nodes[k].inputs[i] >= 0)
+        reads[g->nodes[k].inputs[i]]++;
+  bool any = false;
+  for (int k = 0; k < g->n_nodes; k++) {
+    nr_node *n = &g->nodes[k];
+    int x = n->inputs[0], y = n->outputs[0];
+    int p = x >= 0 ? g->tensors[x].producer : -1;
+    if (p < 0 || y < 0 || !is_copy(g, n, reads) || reads[x] != 1 || is_graph_output(g, x))
+      continue;
+    for (int o = 0; o < g->nodes[p].n_outputs; o++)
+      if (g->nodes[p].outputs[o] == x)
+        g->nodes[p].outputs[o] = y;
+    g->tensors[y].producer = p;
+    g->tensors[x].producer = -1;
+    reads[x] = 0;
+    gone[k] = any = true;
+  }
+  int w = 0;
+  for (int k = 0; any && k < g->n_nodes; k++) {
+    if (gone[k]) {
+      nr_node_free(&g->nodes[k]);
+      continue;
+    }
+    g->nodes[w] = g->nodes[k];
+    for (int o = 0; o < g->nodes[w].n_outputs; o++)
+      if (g->nodes[w].outputs[o] >= 0)
+        g->tensors[g->nodes[w].outputs[o]].producer = w;
+    w++;
+  }
+  if (any)
+    g->n_nodes = w;
+  free(reads);
+  free(gone);
+  return NR_OK;
+}
+
 nr_status nr_graph_fold_constants(nr_graph *g, nr_error *err) {
   nr_status st = walk(g, true, err);
   if (!st)
     drop_dead_nodes(g);
+  if (!st)
+    st = drop_copies(g, err);
   return st;
 }
 

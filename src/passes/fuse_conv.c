@@ -1,5 +1,7 @@
 /* fuse_conv.c - the passes fuse_bn and fuse_act: folding BatchNormalization into
- * the weights of the Conv / Gemm / MatMul before it, and fusing a Conv, Gemm or
+ * the weights of the Conv / Gemm / MatMul before it (and a per-channel constant Mul,
+ * with the Add after it, into a Conv: the BatchNormalization some exporters spell
+ * out), and fusing a Conv, Gemm or
  * MatMul with the constant bias Add, residual Add and activation behind it into
  * nnroute.FusedConv / FusedGemm / FusedMatMul (ir/fused.h).
  *
@@ -470,6 +472,105 @@ static nr_status fold_bn(nr_graph *g, int bn, int k, double *scale, double *shif
   return st;
 }
 
+/* ---- fuse_bn: an unfolded BatchNormalization (per-channel Mul, then Add) ---------- */
+
+/* What a per-channel constant Mul after a Conv folds into it: the Mul, the per-channel
+ * constant Add reading the Mul's output (or -1), their constants and the last output. */
+typedef struct affine_match {
+  int conv, mul, add;
+  int scale, shift; /* constants; shift -1 when there is no Add */
+  int out;
+} affine_match;
+
+/* The constant operand of two-input node n whose other input is x, when it broadcasts
+ * per channel of x (axis 1; [C,1,1], [1,C,1,1] or a scalar); else -1. */
+static int per_channel_operand(const nr_graph *g, const nr_node *n, int x) {
+  if (n->n_inputs != 2 || n->n_outputs != 1 || n->inputs[0] == n->inputs[1])
+    return -1;
+  int c = n->inputs[0] == x ? n->inputs[1] : n->inputs[1] == x ? n->inputs[0] : -1;
+  if (c < 0 || !per_axis_const(g, c, &g->tensors[x].value, 1))
+    return -1;
+  return c;
+}
+
+/* Is Mul node k a per-channel scale of a Conv output that only it reads? Fills m. */
+static bool affine_target(const nr_graph *g, const int *readers, int k, affine_match *m) {
+  const nr_node *n = &g->nodes[k];
+  if (!nr_pu_is_op(n, "Mul"))
+    return false;
+  for (int i = 0; i < n->n_inputs && i < 2; i++) {
+    int x = n->inputs[i];
+    const nr_node *p = nr_pu_cproducer(g, x);
+    if (!p || !is_float_conv(g, p))
+      continue;
+    int ch = (int)g->tensors[x].value.dims[1];
+    if (bn_producer(g, readers, x, ch) < 0 || (m->scale = per_channel_operand(g, n, x)) < 0)
+      continue;
+    m->conv = g->tensors[x].producer;
+    m->mul = k;
+    m->out = n->outputs[0];
+    m->add = m->shift = -1;
+    int r = nr_pu_is_output(g, m->out) ? -1 : sole_reader(g, readers, NULL, m->out);
+    if (r >= 0 && nr_pu_is_op(&g->nodes[r], "Add") &&
+        (m->shift = per_channel_operand(g, &g->nodes[r], m->out)) >= 0) {
+      m->add = r;
+      m->out = g->nodes[r].outputs[0];
+    }
+    return true;
+  }
+  return false;
+}
+
+/* Conv weights times the Mul's constant, bias times it plus the Add's constant. */
+static nr_status fold_affine(nr_graph *g, const affine_match *m, nr_error *err) {
+  const nr_node *p = &g->nodes[m->conv];
+  const nr_value *wv = &g->tensors[p->inputs[1]].value;
+  int64_t ch = wv->dims[0];
+  double *scale = malloc(sizeof(double) * (size_t)ch);
+  double *shift = malloc(sizeof(double) * (size_t)ch);
+  char *base = strdup(p->name);
+  int w = -1, b = -1;
+  if (scale && shift && base) {
+    const nr_value *sv = &g->tensors[m->scale].value;
+    const nr_value *tv = m->shift >= 0 ? &g->tensors[m->shift].value : NULL;
+    for (int64_t c = 0; c < ch; c++) {
+      scale[c] = nr_value_get_f64(sv, nr_value_count(sv) == 1 ? 0 : c);
+      shift[c] = tv ? nr_value_get_f64(tv, nr_value_count(tv) == 1 ? 0 : c) : 0.0;
+    }
+    w = scaled_weights(g, p->inputs[1], scale, nr_value_count(wv) / ch, true, 1, base, err);
+    if (w >= 0)
+      b = folded_bias(g, nr_pu_in(&g->nodes[m->conv], 2), 1.0, scale, shift, ch, base, err);
+  }
+  free(scale);
+  free(shift);
+  free(base);
+  if (w < 0 || b < 0)
+    return err && err->status ? err->status
+                              : nr_errorf(err, NR_ERR_NOMEM, "out of memory in fuse_bn");
+  nr_status st = set_inputs3(&g->nodes[m->conv], w, b, err);
+  if (!st)
+    g->nodes[m->conv].outputs[0] = m->out;
+  return st;
+}
+
+static nr_status run_fuse_affine(nr_compile_ctx *c, const int *readers, bool *dead,
+                                 bool *changed) {
+  nr_graph *g = c->graph;
+  nr_status st = NR_OK;
+  for (int k = 0; !st && k < g->n_nodes; k++) {
+    affine_match m;
+    if (dead[k] || !affine_target(g, readers, k, &m) || dead[m.conv] ||
+        (m.add >= 0 && dead[m.add]) ||
+        !nr_route_is(c->route, NR_KNOB_FUSE_CONV_SCALE, &g->nodes[k], "on"))
+      continue;
+    st = fold_affine(g, &m, c->err);
+    dead[m.mul] = *changed = true;
+    if (m.add >= 0)
+      dead[m.add] = true;
+  }
+  return st;
+}
+
 static nr_status run_fuse_bn(nr_compile_ctx *c) {
   nr_graph *g = c->graph;
   int *readers = nr_pu_readers(g);
@@ -491,6 +592,8 @@ static nr_status run_fuse_bn(nr_compile_ctx *c) {
                         : nr_errorf(c->err, NR_ERR_NOMEM, "out of memory in fuse_bn");
     dead[k] = changed = true;
   }
+  if (!st)
+    st = run_fuse_affine(c, readers, dead, &changed);
   if (!st && changed)
     st = nr_pu_remove_marked(g, dead, c->err);
   free(scale);
@@ -515,12 +618,25 @@ static bool bn_applies(const nr_graph *g, const nr_node *n) {
   return ok;
 }
 
-/* Is n's output read by a BatchNormalization fuse_bn folds into n? Then fuse_act sees
- * the BN's output in n's place. */
+static bool conv_scale_applies(const nr_graph *g, const nr_node *n) {
+  int *readers = nr_pu_readers(g);
+  affine_match m;
+  bool ok = readers && affine_target(g, readers, node_index(g, n), &m);
+  free(readers);
+  return ok;
+}
+
+/* Is n's output read by a BatchNormalization (or a per-channel Mul and Add) fuse_bn
+ * folds into n? Then fuse_act sees the folded output in n's place. */
 static bool through_bn(const nr_graph *g, const int *readers, const nr_node *n, int *out) {
   int r[2];
+  affine_match m;
   if (n->n_outputs != 1 || nr_pu_reader_nodes(g, NULL, n->outputs[0], r, 2) != 1)
     return false;
+  if (affine_target(g, readers, r[0], &m) && m.conv == node_index(g, n)) {
+    *out = m.out;
+    return true;
+  }
   if (bn_fold_target(g, readers, &g->nodes[r[0]]) != node_index(g, n))
     return false;
   *out = g->nodes[r[0]].outputs[0];
@@ -560,11 +676,26 @@ static bool gemm_act_applies(const nr_graph *g, const nr_node *n) {
          match_prepared(g, n, MODE_RESIDUAL, &m);
 }
 
-/* Anchors within three producers of n whose default fusion swallows n. */
+/* Is n the Mul or the Add of a per-channel scale and shift fuse_bn folds into a Conv? */
+static bool affine_absorbs(const nr_graph *g, const int *readers, const nr_node *n) {
+  affine_match m;
+  int me = node_index(g, n);
+  if (affine_target(g, readers, me, &m))
+    return true;
+  const nr_node *p = nr_pu_is_op(n, "Add") && n->n_inputs == 2
+                         ? nr_pu_cproducer(g, n->inputs[0]) : NULL;
+  if (p && !nr_pu_is_op(p, "Mul"))
+    p = nr_pu_cproducer(g, n->inputs[1]);
+  return p && nr_pu_is_op(p, "Mul") && affine_target(g, readers, node_index(g, p), &m) &&
+         m.add == me;
+}
+
+/* Anchors within three producers of n whose default fusion swallows n, or the Conv
+ * fuse_bn folds n into. */
 bool nr_fuse_act_absorbs(const nr_graph *g, const nr_node *n) {
   int *readers = nr_pu_readers(g);
   int frontier[16], nf = 0, me = node_index(g, n);
-  bool hit = false;
+  bool hit = readers && affine_absorbs(g, readers, n);
   frontier[nf++] = me;
   for (int depth = 0; readers && !hit && depth < 3; depth++) {
     int next[16], nn = 0;
@@ -604,6 +735,11 @@ const nr_knob_def nr_knobs_fuse[] = {
      "fuse this Gemm/MatMul (constant B) with the bias Add, residual Add and activation "
      "after it",
      gemm_act_applies, act_valid},
+    [NR_KNOB_ROW(NR_KNOB_FUSE_CONV_SCALE)] =
+    {"fuse.conv_scale", "on|off", "on", NR_KNOB_NODE, 0, 0,
+     "fold this per-channel constant Mul (and a per-channel constant Add after it) into "
+     "the Conv weights and bias before it (an unfolded BatchNormalization)",
+     conv_scale_applies, NULL},
     [NR_KNOB_ROW(NR_KNOB_FUSE_END)] = {0},
 };
 NR_KNOB_TABLE_CHECK(nr_knobs_fuse, NR_KNOB_FUSE_END);

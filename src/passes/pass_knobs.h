@@ -20,6 +20,7 @@ enum {
   NR_KNOB_FUSE_BN = NR_KNOB_ID_BASE(fuse), /* fuse.bn */
   NR_KNOB_FUSE_CONV_ACT, /* fuse.conv_act */
   NR_KNOB_FUSE_GEMM_ACT, /* fuse.gemm_act */
+  NR_KNOB_FUSE_CONV_SCALE, /* fuse.conv_scale */
   NR_KNOB_FUSE_END
 };
 extern const nr_knob_def nr_knobs_fuse[];

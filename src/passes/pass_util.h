@@ -68,7 +68,8 @@ nr_status nr_pu_finish(nr_graph *g, nr_error *err);
 /* ---- patterns one pass lends another --------------------------------------------- */
 
 /* True when fuse_act, with its knobs at their defaults, swallows node n (an
- * activation, residual Add or bias Add behind a Conv/Gemm/MatMul). The elementwise
+ * activation, residual Add or bias Add behind a Conv/Gemm/MatMul), or fuse_bn folds it
+ * (a per-channel constant Mul, and the Add after it, behind a Conv). The elementwise
  * pass uses it so that its knob is listed only for chains that survive fuse_act. */
 bool nr_fuse_act_absorbs(const nr_graph *g, const nr_node *n);
 /* True when the default route's horizontal fusion merges node n into an earlier

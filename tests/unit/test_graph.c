@@ -161,6 +161,85 @@ NR_TEST(graph_fold_and_execute) {
   nr_graph_destroy(g);
 }
 
+/* Folding drops Identity and inference Dropout (mask unread, training_mode constant
+ * false or ratio constant 0): their producers take over the outputs, graph inputs and outputs keep their
+ * names. A Dropout in training mode and an Identity of a graph input stay. */
+static float run_first(nr_graph *g, float xv, nr_error *err) {
+  float x[3] = {xv, xv, xv};
+  nr_value in[2] = {{NR_DTYPE_FLOAT, 1, {3}, x, false}, {NR_DTYPE_FLOAT, 1, {3}, x, false}};
+  nr_value out[2] = {{0}};
+  nr_status st = nr_ref_exec(g, in, out, err);
+  float r = st ? -999.0f : ((const float *)out[0].data)[0];
+  for (int i = 0; i < g->n_outputs; i++)
+    nr_value_free(&out[i]);
+  return r;
+}
+
+NR_TEST(graph_fold_drops_copies) {
+  nr_graph *g = new_graph();
+  add_input(g, "x", 3);
+  static bool off = false;
+  int tm = nr_graph_add_tensor(g, "tm", NR_TENSOR_CONST);
+  g->tensors[tm].value = (nr_value){NR_DTYPE_BOOL, 0, {0}, &off, false};
+  static float ratio = 0.3f;
+  int tr = nr_graph_add_tensor(g, "ratio", NR_TENSOR_CONST);
+  g->tensors[tr].value = (nr_value){NR_DTYPE_FLOAT, 0, {0}, &ratio, false};
+  add(g, "Relu", "relu", 1, (const char *[]){"x"}, 1, (const char *[]){"r"});
+  add(g, "Dropout", "drop", 3, (const char *[]){"r", "ratio", "tm"}, 2,
+      (const char *[]){"d", "mask"});
+  static float zero = 0.0f;
+  static bool on = true;
+  int tz = nr_graph_add_tensor(g, "zero", NR_TENSOR_CONST);
+  g->tensors[tz].value = (nr_value){NR_DTYPE_FLOAT, 0, {0}, &zero, false};
+  int ton = nr_graph_add_tensor(g, "on", NR_TENSOR_CONST);
+  g->tensors[ton].value = (nr_value){NR_DTYPE_BOOL, 0, {0}, &on, false};
+  add(g, "Dropout", "drop0", 3, (const char *[]){"d", "zero", "on"}, 2,
+      (const char *[]){"d0", "mask0"});
+  add(g, "Identity", "id", 1, (const char *[]){"d0"}, 1, (const char *[]){"i"});
+  add(g, "Add", "add", 2, (const char *[]){"i", "x"}, 1, (const char *[]){"s"});
+  add(g, "Identity", "id_out", 1, (const char *[]){"s"}, 1, (const char *[]){"y"});
+  add(g, "Identity", "id_in", 1, (const char *[]){"x"}, 1, (const char *[]){"x2"});
+  add_output(g, "y");
+  add_output(g, "x2");
+  nr_error err = {0};
+  REQUIRE(nr_graph_toposort(g, &err) == NR_OK, "%s", err.message);
+  REQUIRE(nr_graph_bind_ops(g, &err) == NR_OK, "%s", err.message);
+  REQUIRE(nr_graph_fold_constants(g, &err) == NR_OK, "%s", err.message);
+  CHECK(g->n_nodes == 3, "folding left %d nodes, want Relu, Add, Identity", g->n_nodes);
+  CHECK(g->tensors[g->outputs[0]].producer >= 0 &&
+            !strcmp(g->nodes[g->tensors[g->outputs[0]].producer].op_type, "Add"),
+        "the Add produces y");
+  CHECK(!strcmp(g->tensors[g->outputs[0]].name, "y"), "graph output keeps its name");
+  float y = run_first(g, 1.5f, &err);
+  CHECK(y == 3.0f, "y = relu(1.5) + 1.5 = %g (%s)", y, err.message);
+  nr_graph_destroy(g);
+}
+
+NR_TEST(graph_fold_keeps_training_dropout) {
+  nr_graph *g = new_graph();
+  add_input(g, "x", 3);
+  static bool on = true;
+  int tm = nr_graph_add_tensor(g, "tm", NR_TENSOR_CONST);
+  g->tensors[tm].value = (nr_value){NR_DTYPE_BOOL, 0, {0}, &on, false};
+  static float ratio = 0.5f;
+  int tr = nr_graph_add_tensor(g, "ratio", NR_TENSOR_CONST);
+  g->tensors[tr].value = (nr_value){NR_DTYPE_FLOAT, 0, {0}, &ratio, false};
+  add(g, "Relu", "relu", 1, (const char *[]){"x"}, 1, (const char *[]){"r"});
+  add(g, "Dropout", "drop", 3, (const char *[]){"r", "ratio", "tm"}, 1,
+      (const char *[]){"d"});
+  add(g, "Relu", "relu2", 1, (const char *[]){"d"}, 1, (const char *[]){"y"});
+  add(g, "Relu", "relu3", 1, (const char *[]){"x"}, 1, (const char *[]){"r3"});
+  add(g, "Dropout", "drop_mask", 1, (const char *[]){"r3"}, 2, (const char *[]){"d3", "m3"});
+  add_output(g, "y");
+  add_output(g, "m3");
+  nr_error err = {0};
+  REQUIRE(nr_graph_toposort(g, &err) == NR_OK, "%s", err.message);
+  REQUIRE(nr_graph_bind_ops(g, &err) == NR_OK, "%s", err.message);
+  REQUIRE(nr_graph_fold_constants(g, &err) == NR_OK, "%s", err.message);
+  CHECK(g->n_nodes == 5, "folding left %d nodes, want all 5", g->n_nodes);
+  nr_graph_destroy(g);
+}
+
 NR_TEST(exec_node_reports_shape_errors) {
   float a[2] = {1, 2}, b[3] = {1, 2, 3};
   nr_value va = {NR_DTYPE_FLOAT, 1, {2}, a, false}, vb = {NR_DTYPE_FLOAT, 1, {3}, b, false};

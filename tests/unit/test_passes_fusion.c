@@ -29,8 +29,8 @@ nr_graph *nr_model_graph(nr_model *m);
 static const nr_pass *const passes[] = {&nr_pass_fold, &nr_pass_fuse_bn, &nr_pass_transpose,
                                         &nr_pass_fuse_act, &nr_pass_eltwise_fuse, NULL};
 static const char *const knob_names[] = {"fold.constants", "fuse.bn", "fuse.conv_act",
-                                         "fuse.gemm_act", "transpose.elim", "eltwise.fuse",
-                                         NULL};
+                                         "fuse.gemm_act", "fuse.conv_scale",
+                                         "transpose.elim", "eltwise.fuse", NULL};
 
 #define BOUND 1e-5
 
@@ -341,6 +341,48 @@ NR_TEST(fusion_conv_bn_without_bias) {
   y = batchnorm(g, "bn", y, 6, 9);
   if (tg_finish(t, g, y))
     check_small(t, g, "fuse.bn", 1, "BatchNormalization", 0);
+}
+
+/* Conv -> Mul(x, [C,1,1]) -> Add([1,C,1,1]) -> Relu, the BatchNormalization PaddleOCR
+ * spells out: both fold into the Conv, and fuse_act then takes the Relu. */
+NR_TEST(fusion_conv_scale_shift) {
+  nr_graph *g = tg_graph(13);
+  int64_t xd[4] = {1, 3, 7, 7}, sd[3] = {5, 1, 1}, td[4] = {1, 5, 1, 1};
+  int y = conv(g, "conv", tg_input(g, "x", 4, xd), 3, 5, 3, true, 21);
+  int m[2] = {fg_const(g, "scale", 3, sd, -1.5f, 3.0f, 22), y};
+  y = tg_node(g, "Mul", "mul", 2, m);
+  int a[2] = {y, fg_const(g, "shift", 4, td, -1.0f, 2.0f, 23)};
+  y = tg_node(g, "Add", "add", 2, a);
+  y = tg_node(g, "Relu", "relu", 1, &y);
+  if (tg_finish(t, g, y))
+    check_small(t, g, "fuse.conv_scale", 1, "FusedConv", 1);
+}
+
+/* A scalar Mul with no Add after it, on a Conv without bias; a grouped Conv. */
+NR_TEST(fusion_conv_scale_scalar_grouped) {
+  nr_graph *g = tg_graph(13);
+  int64_t xd[4] = {2, 4, 5, 5}, wd[4] = {6, 2, 3, 3};
+  int ins[2] = {tg_input(g, "x", 4, xd), fg_const(g, "w", 4, wd, -0.5f, 1.0f, 24)};
+  int y = tg_node(g, "Conv", "conv", 2, ins);
+  nr_pu_set_attr_int(g, last_node(g), "group", 2, NULL);
+  int m[2] = {y, fg_scalar(g, "scale", 0.75f)};
+  y = tg_node(g, "Mul", "mul", 2, m);
+  if (tg_finish(t, g, y))
+    check_small(t, g, "fuse.conv_scale", 1, "Mul", 0);
+}
+
+/* Not folded: the Conv output has a second reader; the constant runs along the last
+ * axis, not the channels. */
+NR_TEST(fusion_conv_scale_refused) {
+  nr_graph *g = tg_graph(13);
+  int64_t xd[4] = {1, 2, 6, 6}, sd[1] = {6};
+  int y = conv(g, "conv", tg_input(g, "x", 4, xd), 2, 3, 3, true, 25);
+  int m[2] = {y, fg_const(g, "scale", 1, sd, 0.5f, 1.0f, 26)};
+  int z = tg_node(g, "Mul", "mul", 2, m);
+  int a[2] = {z, tg_node(g, "Sigmoid", "sig", 1, &y)};
+  y = tg_node(g, "Add", "add", 2, a);
+  if (tg_finish(t, g, y))
+    check_small(t, g, "fuse.conv_scale", 0, "Conv", 1);
 }
 
 /* Conv -> Add(per-channel constant) -> Add(residual) -> Relu: all three values differ. */
