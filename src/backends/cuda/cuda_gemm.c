@@ -32,7 +32,7 @@
 
 enum { ADD_NONE, ADD_BIAS, ADD_CMAT, ADD_RES }; /* what is added to alpha*AB */
 
-typedef struct gemm_params {
+typedef struct cuda_gemm_params {
   int32_t m, n, k, batch;
   int32_t sa, sb, sd;     /* batch strides (elements); 0: shared operand */
   float alpha, act_a, act_b;
@@ -44,11 +44,11 @@ typedef struct gemm_params {
   uint8_t io;             /* GEMM_*_HALF: which activations are fp16 */
   uint8_t gelu_epi;       /* cuBLASLt's GELU epilogue (tanh form) runs the GELU */
   uint8_t pad;
-} gemm_params;
+} cuda_gemm_params;
 
 enum { GEMM_A_HALF = 1, GEMM_B_HALF = 2, GEMM_Y_HALF = 4, GEMM_R_HALF = 8 };
 
-_Static_assert(sizeof(gemm_params) <= NR_TACTIC_PARAMS, "gemm params too big");
+_Static_assert(sizeof(cuda_gemm_params) <= NR_TACTIC_PARAMS, "gemm params too big");
 
 static bool is_fused(const nr_node *n, const char *op) {
   return n->domain && !strcmp(n->domain, "nnroute") && !strcmp(n->op_type, op);
@@ -82,7 +82,7 @@ static int64_t count(const nr_slot *s) {
 /* MatMul shapes: A [..., M, K] (or [K]), B [..., K, N] (or [K]); batch dims must be
  * B's shared (B 2-D: folded into M), equal, or A's shared (A 2-D). */
 static bool matmul_geom(const nr_slot *a, const nr_slot *b, const nr_slot *y,
-                        gemm_params *p) {
+                        cuda_gemm_params *p) {
   int64_t m = a->rank == 1 ? 1 : a->dims[a->rank - 2], k = a->dims[a->rank - 1];
   int64_t kb = b->rank == 1 ? b->dims[0] : b->dims[b->rank - 2];
   int64_t n = b->rank == 1 ? 1 : b->dims[b->rank - 1];
@@ -111,7 +111,7 @@ static bool matmul_geom(const nr_slot *a, const nr_slot *b, const nr_slot *y,
 }
 
 static bool gemm_geom(const nr_node *node, const nr_slot *a, const nr_slot *b,
-                      gemm_params *p) {
+                      cuda_gemm_params *p) {
   if (a->rank != 2 || b->rank != 2)
     return false;
   p->ta = nr_attr_int(node, "transA", 0) != 0;
@@ -126,7 +126,7 @@ static bool gemm_geom(const nr_node *node, const nr_slot *a, const nr_slot *b,
 }
 
 /* The addend of a Gemm's C (const: packed later; non-const: full [M, N] with beta 1). */
-static bool gemm_c(const nr_tactic_ctx *c, const nr_slot *cs, gemm_params *p) {
+static bool gemm_c(const nr_tactic_ctx *c, const nr_slot *cs, cuda_gemm_params *p) {
   float beta = nr_attr_float(c->node, "beta", 1.0f);
   if (!cs || beta == 0.0f)
     return true;
@@ -146,7 +146,7 @@ static bool gemm_c(const nr_tactic_ctx *c, const nr_slot *cs, gemm_params *p) {
 }
 
 /* Reduces the step's node to params; false when these tactics cannot run it. */
-static bool geom_of(const nr_tactic_ctx *c, gemm_params *p) {
+static bool geom_of(const nr_tactic_ctx *c, cuda_gemm_params *p) {
   const nr_node *n = c->node;
   const nr_slot *a = nr_step_in(c, 0), *b = nr_step_in(c, 1), *y = nr_step_out(c, 0);
   bool h = half_io(c);
@@ -188,7 +188,7 @@ static bool geom_of(const nr_tactic_ctx *c, gemm_params *p) {
 }
 
 /* The residual is added by the epilogue pass, not as cuBLAS's C (whose type is D's). */
-static bool res_apart(const gemm_params *p) {
+static bool res_apart(const cuda_gemm_params *p) {
   return p->add == ADD_RES && !(p->io & GEMM_R_HALF) != !(p->io & GEMM_Y_HALF);
 }
 
@@ -202,7 +202,7 @@ typedef struct packed_layout {
   uint64_t a_half, b_half, bias, bias_half, cmat, size;
 } packed_layout;
 
-static packed_layout packed_of(const gemm_params *p, nr_precision prec) {
+static packed_layout packed_of(const cuda_gemm_params *p, nr_precision prec) {
   packed_layout l = {0};
   uint64_t at = 0;
   int64_t na = (int64_t)p->m * p->k * (p->sa ? p->batch : 1);
@@ -222,7 +222,7 @@ typedef struct scratch_layout {
   uint64_t a_half, b_half, work, size;
 } scratch_layout;
 
-static scratch_layout scratch_of(const gemm_params *p, nr_precision prec, uint64_t work) {
+static scratch_layout scratch_of(const cuda_gemm_params *p, nr_precision prec, uint64_t work) {
   scratch_layout s = {0};
   uint64_t at = 0;
   bool half = prec == NR_PREC_FP16;
@@ -240,7 +240,7 @@ static scratch_layout scratch_of(const gemm_params *p, nr_precision prec, uint64
 static void to_half(const float *x, uint16_t *y, int64_t n);
 
 /* The bias vector (beta * C broadcast to N, or FusedMatMul's Bias) into dst. */
-static void pack_bias(const nr_tactic_ctx *c, const gemm_params *p, float *dst) {
+static void pack_bias(const nr_tactic_ctx *c, const cuda_gemm_params *p, float *dst) {
   const nr_slot *cs = nr_step_in(c, 2);
   const float *src = nr_step_const(c, 2);
   bool gemm = !strcmp(c->node->op_type, "Gemm") || is_fused(c->node, "FusedGemm");
@@ -250,7 +250,7 @@ static void pack_bias(const nr_tactic_ctx *c, const gemm_params *p, float *dst) 
     dst[j] = beta * src[cols == 1 ? 0 : j];
 }
 
-static void pack_cmat(const nr_tactic_ctx *c, const gemm_params *p, float *dst) {
+static void pack_cmat(const nr_tactic_ctx *c, const cuda_gemm_params *p, float *dst) {
   const nr_slot *cs = nr_step_in(c, 2);
   const float *src = nr_step_const(c, 2);
   float beta = nr_attr_float(c->node, "beta", 1.0f);
@@ -265,11 +265,11 @@ static int32_t knob_algo(const nr_tactic_ctx *c) {
   return v ? (int32_t)strtol(v, NULL, 10) : 0;
 }
 
-static nr_status lt_count(const nr_tactic_ctx *c, const gemm_params *p, uint64_t work,
+static nr_status lt_count(const nr_tactic_ctx *c, const cuda_gemm_params *p, uint64_t work,
                           int *n_algos);
 
 static nr_status gemm_prepare(const nr_tactic_ctx *c, nr_plan *plan, nr_step *step) {
-  gemm_params p;
+  cuda_gemm_params p;
   if (!geom_of(c, &p))
     return nr_errorf(c->err, NR_ERR_INTERNAL, "node no longer supported");
   nr_precision prec = step->tactic->precision;
@@ -364,7 +364,7 @@ static void to_half(const float *x, uint16_t *y, int64_t n) {
 }
 
 static bool gemm_supports(const nr_tactic_ctx *c) {
-  gemm_params p;
+  cuda_gemm_params p;
   return geom_of(c, &p);
 }
 
@@ -410,7 +410,7 @@ static cublasLtMatrixLayout_t lt_layout(cudaDataType t, uint64_t rows, uint64_t 
 }
 
 /* Descriptors of the product; bias (device pointer or NULL) goes into the epilogue. */
-static cublasStatus_t lt_describe(const gemm_params *p, nr_precision prec, const void *bias,
+static cublasStatus_t lt_describe(const cuda_gemm_params *p, nr_precision prec, const void *bias,
                                   bool has_c, lt_state *s) {
   cublasComputeType_t ct = prec == NR_PREC_TF32 ? CUBLAS_COMPUTE_32F_FAST_TF32
                                                 : CUBLAS_COMPUTE_32F;
@@ -481,7 +481,7 @@ static cublasStatus_t lt_heuristic(cublasLtHandle_t h, const lt_state *s, uint64
 
 /* Build time: how many algorithms the heuristic offers for this product (the bias
  * pointer is a placeholder: only its presence shapes the epilogue). */
-static nr_status lt_count(const nr_tactic_ctx *c, const gemm_params *p, uint64_t work,
+static nr_status lt_count(const nr_tactic_ctx *c, const cuda_gemm_params *p, uint64_t work,
                           int *n_algos) {
   nr_error herr = {0};
   cublasLtHandle_t h = nr_cuda_build_lt(&herr);
@@ -513,7 +513,7 @@ static const void *packed_at(const nr_exec_args *a, uint64_t off) {
 
 /* The operands cuBLAS reads: for fp16, constants from the packed data and activations
  * converted into scratch (the conversion only with convert). */
-static nr_status half_operands(const nr_exec_args *a, const gemm_params *p,
+static nr_status half_operands(const nr_exec_args *a, const cuda_gemm_params *p,
                                const void **pa, const void **pb, bool convert) {
   nr_precision prec = a->step->tactic->precision;
   *pa = a->in[0], *pb = a->in[1];
@@ -547,7 +547,7 @@ static nr_status half_operands(const nr_exec_args *a, const gemm_params *p,
 
 /* What cuBLASLt left undone, in place on the output: the residual when it is not
  * cuBLAS's C, and an activation its epilogue does not have. */
-static nr_status post_act(const nr_exec_args *a, const gemm_params *p) {
+static nr_status post_act(const nr_exec_args *a, const cuda_gemm_params *p) {
   int yh = (p->io & GEMM_Y_HALF) != 0;
   nr_cuda_epi e = {(int64_t)p->m * p->batch, p->n, 1, yh, (nr_act)p->act, p->act_a, p->act_b,
                    yh, (p->io & GEMM_R_HALF) != 0};
@@ -556,13 +556,13 @@ static nr_status post_act(const nr_exec_args *a, const gemm_params *p) {
 }
 
 /* cuBLAS's C: the residual, the packed constant matrix, or D itself (beta 0). */
-static const void *lt_c(const nr_exec_args *a, const gemm_params *p, const packed_layout *pl) {
+static const void *lt_c(const nr_exec_args *a, const cuda_gemm_params *p, const packed_layout *pl) {
   if (p->add == ADD_RES && !res_apart(p))
     return a->in[p->res_in];
   return p->add == ADD_CMAT ? packed_at(a, pl->cmat) : a->out[0];
 }
 
-static const void *lt_bias(const nr_exec_args *a, const gemm_params *p,
+static const void *lt_bias(const nr_exec_args *a, const cuda_gemm_params *p,
                            const packed_layout *pl) {
   if (!p->has_bias)
     return NULL;
@@ -570,7 +570,7 @@ static const void *lt_bias(const nr_exec_args *a, const gemm_params *p,
 }
 
 static nr_status lt_run(const nr_exec_args *a) {
-  gemm_params p;
+  cuda_gemm_params p;
   memcpy(&p, a->step->params, sizeof p);
   nr_precision prec = a->step->tactic->precision;
   nr_cuda_step_state *ss = nr_cuda_step(a);
@@ -618,7 +618,7 @@ static nr_status lt_run(const nr_exec_args *a) {
 /* ---- cuBLAS ------------------------------------------------------------------------------ */
 
 static nr_status blas_run(const nr_exec_args *a) {
-  gemm_params p;
+  cuda_gemm_params p;
   memcpy(&p, a->step->params, sizeof p);
   nr_precision prec = a->step->tactic->precision;
   const void *pa, *pb;
