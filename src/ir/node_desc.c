@@ -52,7 +52,8 @@ const nr_value *nr_node_io_out(const nr_node_io *io, int i) {
 
 static nr_status fail(nr_error *err, nr_status st, const nr_node *n, const char *fmt, ...)
     NR_PRINTF(4, 5);
-static nr_status fail(nr_error *err, nr_status st, const nr_node *n, const char *fmt, ...) {
+static nr_status fail(nr_error *err, nr_status st, const nr_node *n, const char *fmt,
+                      ...) {
   char msg[512], node[256];
   va_list ap;
   va_start(ap, fmt);
@@ -131,8 +132,8 @@ static nr_status gemm_c(const nr_node *n, const nr_value *c, nr_gemm_desc *d,
     d1 = d0, d0 = 1;
   if ((d0 != 1 && d0 != d->m) || (d1 != 1 && d1 != d->n))
     return fail(err, NR_ERR_INVALID_MODEL, n,
-                "C of shape [%lld, %lld] does not broadcast to [%lld, %lld]", (long long)d0,
-                (long long)d1, (long long)d->m, (long long)d->n);
+                "C of shape [%lld, %lld] does not broadcast to [%lld, %lld]",
+                (long long)d0, (long long)d1, (long long)d->m, (long long)d->n);
   d->add_rows = d0, d->add_cols = d1;
   d->add = d0 == 1 ? NR_GEMM_ADD_COL : d1 == 1 ? NR_GEMM_ADD_ROW : NR_GEMM_ADD_FULL;
   return NR_OK;
@@ -246,7 +247,8 @@ nr_status nr_gemm_desc_parse(const nr_node *n, const nr_node_io *io, nr_gemm_des
   d->op = gemm_op_of(n);
   d->a_rank = a->rank, d->b_rank = b->rank;
   d->batch = d->a_batch_count = d->b_batch_count = 1;
-  nr_status st = is_gemm_op(d->op) ? gemm_dims(n, a, b, d, err) : matmul_dims(n, a, b, d, err);
+  nr_status st = is_gemm_op(d->op) ? gemm_dims(n, a, b, d, err)
+                                   : matmul_dims(n, a, b, d, err);
   if (!st)
     st = gemm_extras(n, io, d, err);
   if (!st && y && known(y) && count_of(y) != d->batch * d->m * d->n)
@@ -311,7 +313,8 @@ static nr_status attn_mask(const nr_node *n, const nr_value *m, nr_attn_desc *g,
   int64_t full[4] = {g->b, g->hq, g->s, g->t}, s = 1;
   for (int d = 3, e = m->rank - 1; e >= 0; d--, e--) {
     if (m->dims[e] != 1 && m->dims[e] != full[d])
-      return fail(err, NR_ERR_INVALID_MODEL, n, "attn_mask does not broadcast to [B, Hq, S, T]");
+      return fail(err, NR_ERR_INVALID_MODEL, n,
+                  "attn_mask does not broadcast to [B, Hq, S, T]");
     g->ms[d] = m->dims[e] == 1 ? 0 : s;
     s *= m->dims[e];
   }
@@ -394,8 +397,9 @@ static nr_status pieces(const nr_node *n, const nr_value *whole, const nr_value 
     at += d->extent[i];
   }
   if (at != d->total)
-    return fail(err, NR_ERR_INVALID_MODEL, n, "pieces add up to %lld along the axis, not %lld",
-                (long long)at, (long long)d->total);
+    return fail(err, NR_ERR_INVALID_MODEL, n,
+                "pieces add up to %lld along the axis, not %lld", (long long)at,
+                (long long)d->total);
   return NR_OK;
 }
 
@@ -419,8 +423,9 @@ nr_status nr_split_desc_parse(const nr_node *n, const nr_node_io *io, nr_split_d
   if (!n || strcmp(n->op_type, "Split") || !is_domain(n, ""))
     return nr_errorf(err, NR_ERR_INVALID_ARGUMENT, "not a Split node");
   if (!counts_fit(io) || io->n_out < 1 || !nr_node_io_in(io, 0))
-    return fail(err, io->n_out > NR_DESC_MAX_IO ? NR_ERR_UNSUPPORTED : NR_ERR_INVALID_MODEL,
-                n, "%d inputs, %d outputs", io->n_in, io->n_out);
+    return fail(err,
+                io->n_out > NR_DESC_MAX_IO ? NR_ERR_UNSUPPORTED : NR_ERR_INVALID_MODEL, n,
+                "%d inputs, %d outputs", io->n_in, io->n_out);
   const nr_value *p[NR_DESC_MAX_IO];
   for (int o = 0; o < io->n_out; o++)
     p[o] = nr_node_io_out(io, o);

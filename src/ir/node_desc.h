@@ -64,22 +64,22 @@ typedef enum nr_gemm_addend {
  * [K, 1] likewise. */
 typedef struct nr_gemm_desc {
   nr_gemm_op op;
-  int64_t m, n, k;          /* op(A) is m x k, op(B) is k x n */
-  bool trans_a, trans_b;    /* Gemm's transA / transB (always false for MatMul) */
-  int a_rank, b_rank;       /* the operands' own ranks */
-  int batch_rank;           /* Y's batch dims */
+  int64_t m, n, k;       /* op(A) is m x k, op(B) is k x n */
+  bool trans_a, trans_b; /* Gemm's transA / transB (always false for MatMul) */
+  int a_rank, b_rank;    /* the operands' own ranks */
+  int batch_rank;        /* Y's batch dims */
   int64_t batch_dims[NR_MAX_RANK];
-  int64_t a_batch[NR_MAX_RANK], b_batch[NR_MAX_RANK]; /* A's / B's extent along each
+  int64_t a_batch[NR_MAX_RANK], b_batch[NR_MAX_RANK];   /* A's / B's extent along each
                                                        * batch dim (1: broadcast) */
   int64_t a_stride[NR_MAX_RANK], b_stride[NR_MAX_RANK]; /* elements per step along
                                                          * each batch dim; 0: broadcast */
-  int64_t batch;            /* product of batch_dims */
-  int64_t a_batch_count, b_batch_count; /* products of a_batch, b_batch */
-  float alpha, beta;        /* 1, 1 for MatMul */
-  nr_gemm_addend add;       /* input 2 */
+  int64_t batch;                                        /* product of batch_dims */
+  int64_t a_batch_count, b_batch_count;                 /* products of a_batch, b_batch */
+  float alpha, beta;                                    /* 1, 1 for MatMul */
+  nr_gemm_addend add;                                   /* input 2 */
   int64_t add_rows, add_cols; /* its extents over the product: 1 or m, 1 or n */
-  bool residual;            /* input 3 (fused ops): R, Y's shape */
-  nr_act act;               /* fused ops' activation (NONE otherwise) */
+  bool residual;              /* input 3 (fused ops): R, Y's shape */
+  nr_act act;                 /* fused ops' activation (NONE otherwise) */
   float act_a, act_b;
 } nr_gemm_desc;
 
@@ -99,7 +99,7 @@ enum { NR_ATTN_DESC_MASK_NONE, NR_ATTN_DESC_MASK_FLOAT, NR_ATTN_DESC_MASK_BOOL }
  * qk_matmul_output, an optional float (additive) or bool mask that broadcasts to
  * [B, Hq, S, T] and has T as its last dim, is_causal; no empty dims. */
 typedef struct nr_attn_desc {
-  int rank;                           /* 3 or 4 */
+  int rank; /* 3 or 4 */
   int64_t b, hq, hkv, s, t, d, dv;
   int64_t qs[3], ks[3], vs[3], ys[3]; /* batch, head, row strides (elements) */
   int mask;                           /* NR_ATTN_DESC_MASK_* */

@@ -126,7 +126,8 @@ static bool create_entry(const nr_gemm_step_params *p, int64_t rows, onednn_entr
 
 /* The cached entry for `rows` rows of p (copied to *out); *owned when it must be
  * destroyed after use. */
-static bool get_entry(const nr_gemm_step_params *p, int64_t rows, onednn_entry *out, bool *owned) {
+static bool get_entry(const nr_gemm_step_params *p, int64_t rows, onednn_entry *out,
+                      bool *owned) {
   pthread_mutex_lock(&cache_mu);
   bool ok = true;
   *owned = false;

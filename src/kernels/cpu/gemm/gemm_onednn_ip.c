@@ -39,7 +39,8 @@ bool gemm_onednn_ip_fits(const nr_gemm_step_params *p) {
          p->bias != GEMM_BIAS_PACKED_ROW && p->bias != GEMM_BIAS_IN_ROW;
 }
 
-static bool eltwise_kind(const nr_gemm_step_params *p, dnnl_alg_kind_t *alg, float *a, float *b) {
+static bool eltwise_kind(const nr_gemm_step_params *p, dnnl_alg_kind_t *alg, float *a,
+                         float *b) {
   *a = 0, *b = 0;
   switch ((nr_act)p->act) {
   case NR_ACT_RELU: *alg = dnnl_eltwise_relu; return true;

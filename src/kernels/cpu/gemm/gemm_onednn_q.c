@@ -59,8 +59,9 @@ static void md2(dnnl_memory_desc_t *md, int64_t r, int64_t c, dnnl_data_type_t t
 
 /* dst = post_ops(scales * (xq - zp) w + bias'), post-ops sum (residual) then
  * activation. */
-static dnnl_primitive_attr_t matmul_attr(const nr_gemm_step_params *p, const nr_onednn_q_key *k,
-                                         const float *scales, bool *manual) {
+static dnnl_primitive_attr_t matmul_attr(const nr_gemm_step_params *p,
+                                         const nr_onednn_q_key *k, const float *scales,
+                                         bool *manual) {
   dnnl_primitive_attr_t attr = NULL;
   dnnl_post_ops_t po = NULL;
   int32_t zp = k->x_zp;
@@ -115,7 +116,8 @@ static bool create(const nr_onednn_q_key *k, const float *scales, dnnl_engine_t 
 }
 
 /* Bands of rows of A and C. */
-static nr_onednn_q_geom matmul_geom(const nr_gemm_step_params *p, const nr_onednn_q_head *h) {
+static nr_onednn_q_geom matmul_geom(const nr_gemm_step_params *p,
+                                    const nr_onednn_q_head *h) {
   return (nr_onednn_q_geom){.images = 1,
                             .body = p->m * p->k,
                             .x_image = p->m * p->k,

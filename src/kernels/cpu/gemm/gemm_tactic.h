@@ -72,8 +72,8 @@ typedef struct gemm_product {
 void gemm_product_get(const nr_exec_args *x, const nr_gemm_step_params *p, int64_t i,
                       gemm_product *out);
 /* The epilogue of product i (r from gemm_product_get). */
-void gemm_epilogue_get(const nr_exec_args *x, const nr_gemm_step_params *p, const float *r,
-                       nr_epilogue *ep);
+void gemm_epilogue_get(const nr_exec_args *x, const nr_gemm_step_params *p,
+                       const float *r, nr_epilogue *ep);
 
 /* Prepare: beta * C (input 2, constant) broadcast to the M (GEMM_BIAS_PACKED_ROW) or
  * N (GEMM_BIAS_PACKED_COL) floats the epilogue adds, written to out. */

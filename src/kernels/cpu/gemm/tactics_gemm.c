@@ -36,7 +36,8 @@ bool gemm_node_is_gemm(const nr_node *n) { return nr_gemm_desc_is_node(n); }
 
 /* A runtime C is used in place, so it must not need scaling or broadcasting; a
  * constant one is pre-scaled by beta into the packed data (gemm_bias_build). */
-static bool gemm_addend(const gemm_view *v, const nr_gemm_desc *d, nr_gemm_step_params *p) {
+static bool gemm_addend(const gemm_view *v, const nr_gemm_desc *d,
+                        nr_gemm_step_params *p) {
   bool is_const = v->is_const[2];
   switch (d->add) {
   case NR_GEMM_ADD_NONE: return true;
@@ -116,7 +117,8 @@ void gemm_view_from_graph(const nr_graph *g, const nr_node *n, gemm_view *v) {
   v->node = n;
   nr_node_io_from_graph(g, n, &v->io);
   for (int i = 0; i < 4 && i < n->n_inputs; i++)
-    v->is_const[i] = n->inputs[i] >= 0 && (g->tensors[n->inputs[i]].flags & NR_TENSOR_CONST);
+    v->is_const[i] = n->inputs[i] >= 0 &&
+                     (g->tensors[n->inputs[i]].flags & NR_TENSOR_CONST);
 }
 
 /* ---- run-time helpers ------------------------------------------------------------ */
@@ -159,8 +161,8 @@ void gemm_product_get(const nr_exec_args *x, const nr_gemm_step_params *p, int64
     o->r = (const float *)x->in[3] + i * p->m * p->n;
 }
 
-void gemm_epilogue_get(const nr_exec_args *x, const nr_gemm_step_params *p, const float *r,
-                       nr_epilogue *ep) {
+void gemm_epilogue_get(const nr_exec_args *x, const nr_gemm_step_params *p,
+                       const float *r, nr_epilogue *ep) {
   memset(ep, 0, sizeof *ep);
   switch (p->bias) {
   case GEMM_BIAS_PACKED_ROW: ep->bias_per_row = true; /* fall through */
@@ -501,8 +503,7 @@ static bool knob_applies(const nr_graph *g, const nr_node *n) {
   if (!gemm_node_is_gemm(n))
     return false;
   gemm_view_from_graph(g, n, &v);
-  return gemm_analyze(&v, &p) &&
-         !nr_fate_recognized(g, n) && !nr_horizontal_absorbs(g, n);
+  return gemm_analyze(&v, &p) && !nr_fate_recognized(g, n) && !nr_horizontal_absorbs(g, n);
 }
 
 static bool node_problem(const nr_graph *g, const nr_node *n, nr_gemm_step_params *p) {
