@@ -5,6 +5,7 @@
 #include "util/error.h"
 
 #include <assert.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -120,6 +121,36 @@ const nr_slot *nr_step_out(const nr_tactic_ctx *c, int i) {
   if (i < 0 || i >= c->step->n_out || c->step->out[i] < 0)
     return NULL;
   return &c->plan->slots[c->step->out[i]];
+}
+
+_Static_assert(NR_STEP_MAX_IO <= NR_DESC_MAX_IO, "a step's operands must fit nr_node_io");
+
+static void io_value(const nr_slot *s, nr_value *v) {
+  memset(v, 0, sizeof *v);
+  v->dtype = s->dtype;
+  v->rank = s->rank;
+  memcpy(v->dims, s->dims, sizeof v->dims);
+}
+
+void nr_node_io_from_slots(int n_in, const nr_slot *const *in, int n_out,
+                           const nr_slot *const *out, nr_node_io *io) {
+  memset(io, 0, offsetof(nr_node_io, in));
+  io->n_in = n_in, io->n_out = n_out;
+  for (int i = 0; i < n_in && i < NR_DESC_MAX_IO; i++)
+    if ((io->has_in[i] = in[i] != NULL))
+      io_value(in[i], &io->in[i]);
+  for (int o = 0; o < n_out && o < NR_DESC_MAX_IO; o++)
+    if ((io->has_out[o] = out[o] != NULL))
+      io_value(out[o], &io->out[o]);
+}
+
+void nr_node_io_from_ctx(const nr_tactic_ctx *c, nr_node_io *io) {
+  const nr_slot *in[NR_STEP_MAX_IO], *out[NR_STEP_MAX_IO];
+  for (int i = 0; i < c->step->n_in; i++)
+    in[i] = nr_step_in(c, i);
+  for (int o = 0; o < c->step->n_out; o++)
+    out[o] = nr_step_out(c, o);
+  nr_node_io_from_slots(c->step->n_in, in, c->step->n_out, out, io);
 }
 
 const void *nr_slot_data(const nr_plan *p, const nr_slot *s) {

@@ -9,6 +9,7 @@
 #ifndef NR_PLAN_TACTIC_H
 #define NR_PLAN_TACTIC_H
 
+#include "ir/node_desc.h"
 #include "plan/plan.h"
 #include "util/cpu.h"
 
@@ -69,6 +70,13 @@ const nr_slot *nr_step_in(const nr_tactic_ctx *c, int i);
 const nr_slot *nr_step_out(const nr_tactic_ctx *c, int i);
 /* Data of constant input i at build time (NULL if not constant). */
 const void *nr_step_const(const nr_tactic_ctx *c, int i);
+
+/* The shapes of a step's slots (in[0..n_in), out[0..n_out): NULL where absent) as
+ * the operand list node_desc.h's parse functions read; the counts are the step's. */
+void nr_node_io_from_slots(int n_in, const nr_slot *const *in, int n_out,
+                           const nr_slot *const *out, nr_node_io *io);
+/* ... of the step a tactic is asked about. */
+void nr_node_io_from_ctx(const nr_tactic_ctx *c, nr_node_io *io);
 
 /* What a tactic sees at run time. */
 typedef struct nr_exec_args {

@@ -1,13 +1,13 @@
 /* cuda_attn.c - ONNX Attention (opset 23+; what recognize.attention makes of a model's
  * MatMul/Softmax/MatMul pattern) on the GPU with the fused kernel of kernels_attn.cu.
  *
- * Key decision: the same subset as the CPU tactic (nr_f32_attention__*), decided the
- * same way from the slots: fp32, 3-D inputs ([B, S, heads * D], read in place with a
+ * Key decision: the same subset as the CPU tactic (nr_f32_attention__*), decided by
+ * the same description (ir/node_desc.h) of the slots: fp32, 3-D inputs ([B, S, heads * D], read in place with a
  * head stride of D) or 4-D, grouped-query heads, an optional float or bool mask that
  * broadcasts to [B, Hq, S, T] with T as its last dim, is_causal, scale (default
  * 1/sqrt(D)); no KV cache, softcap, windows or qk_matmul_output. Anything else fails
- * the CUDA build with the node's name. The geometry is recomputed from the slots at
- * run time (a few integer operations), so the params hold only what the node's
+ * the CUDA build with the node's name. The geometry (the node's nr_attn_desc, as the
+ * CPU tactic reads it) is recomputed from the slots at run time (a few integer operations), so the params hold only what the node's
  * attributes say.
  *
  * nr_cuda_f32_attention has two kernels, chosen per launch by the global knob
@@ -26,10 +26,9 @@
 #include "backends/cuda/cuda_internal.h"
 #include "backends/cuda/cuda_knobs.h"
 
-#include <math.h>
 #include <string.h>
 
-enum { IN_Q, IN_K, IN_V, IN_MASK, IN_PAST_K };
+enum { IN_Q, IN_K, IN_V, IN_MASK };
 
 /* A plain fp32 tensor (or fp16 too, when half) with no empty dim. */
 static bool fl(const nr_slot *s, bool half) {
@@ -42,88 +41,33 @@ static bool fl(const nr_slot *s, bool half) {
   return true;
 }
 
-static void strides(int64_t *st, bool three, int64_t heads, int64_t seq, int64_t hd) {
-  st[0] = heads * seq * hd;
-  st[1] = three ? hd : seq * hd;
-  st[2] = three ? heads * hd : hd;
-}
-
-static bool qkv(const nr_node *n, const nr_slot *q, const nr_slot *k, const nr_slot *v,
-                bool half, nr_cuda_attn *g) {
-  if (!fl(q, half) || !fl(k, half) || !fl(v, half) || (q->rank != 3 && q->rank != 4) ||
-      k->rank != q->rank || v->rank != q->rank)
-    return false;
-  bool three = q->rank == 3;
-  int sd = three ? 1 : 2, hd = q->rank - 1;
-  g->hq = three ? nr_attr_int(n, "q_num_heads", 0) : q->dims[1];
-  g->hkv = three ? nr_attr_int(n, "kv_num_heads", 0) : k->dims[1];
-  if (g->hq < 1 || g->hkv < 1 || g->hq % g->hkv)
-    return false;
-  g->b = q->dims[0], g->s = q->dims[sd], g->t = k->dims[sd];
-  g->d = three ? q->dims[hd] / g->hq : q->dims[hd];
-  g->dv = three ? v->dims[hd] / g->hkv : v->dims[hd];
-  if (three && (q->dims[hd] % g->hq || k->dims[hd] != g->d * g->hkv || v->dims[hd] % g->hkv))
-    return false;
-  if (!three && (k->dims[1] != v->dims[1] || k->dims[3] != g->d))
-    return false;
-  if (k->dims[0] != g->b || v->dims[0] != g->b || v->dims[sd] != g->t || g->dv > 256)
-    return false;
-  strides(g->qs, three, g->hq, g->s, g->d);
-  strides(g->ks, three, g->hkv, g->t, g->d);
-  strides(g->vs, three, g->hkv, g->t, g->dv);
-  strides(g->ys, three, g->hq, g->s, g->dv);
-  return true;
-}
-
-static bool mask_of(const nr_slot *m, nr_cuda_attn *g) {
-  memset(g->ms, 0, sizeof g->ms);
-  g->mask = 0;
-  if (!m)
-    return true;
-  if (m->layout != NR_LAYOUT_PLAIN || m->rank < 1 || m->rank > 4 ||
-      m->dims[m->rank - 1] != g->t ||
-      (m->dtype != NR_DTYPE_FLOAT && m->dtype != NR_DTYPE_BOOL))
-    return false;
-  int64_t full[4] = {g->b, g->hq, g->s, g->t}, st[4] = {0}, s = 1;
-  for (int d = 3, e = m->rank - 1; e >= 0; d--, e--) {
-    if (m->dims[e] != 1 && m->dims[e] != full[d])
-      return false;
-    st[d] = m->dims[e] == 1 ? 0 : s;
-    s *= m->dims[e];
-  }
-  if (st[3] != 1) /* the kernel reads keys contiguously */
-    return false;
-  memcpy(g->ms, st, sizeof g->ms);
-  g->mask = m->dtype == NR_DTYPE_BOOL ? 2 : 1;
-  return true;
-}
-
+/* The kernels' geometry from the node's description (ir/node_desc.h, the one the CPU
+ * tactic reads), when these kernels run it: Q, K, V, Y plain fp32 (or fp16 too, when
+ * half), a mask read along contiguous keys, Dv <= 256, and for the tensor-core kernel
+ * head sizes that are multiples of 16 up to 128 with the scores fitting shared
+ * memory. */
 static bool geom(const nr_node *n, const nr_step *st, const nr_slot *const *in,
                  const nr_slot *const *out, bool half, nr_cuda_attn *g) {
   memset(g, 0, sizeof *g);
-  if (!n || strcmp(n->op_type, "Attention") || (n->domain && n->domain[0]) || n->opset < 23 ||
-      st->n_in < 3 || nr_attr_float(n, "softcap", 0.0f) != 0.0f ||
-      nr_attr_int(n, "left_window_size", -1) != -1 ||
-      nr_attr_int(n, "right_window_size", -1) != -1)
+  if (!n || st->n_in < 3 || !fl(in[IN_Q], half) || !fl(in[IN_K], half) ||
+      !fl(in[IN_V], half) || st->n_out < 1 || !fl(out[0], half))
     return false;
-  for (int i = IN_PAST_K; i < st->n_in; i++)
-    if (in[i])
-      return false;
-  for (int o = 1; o < st->n_out; o++)
-    if (out[o])
-      return false;
-  if (!qkv(n, in[IN_Q], in[IN_K], in[IN_V], half, g) ||
-      !mask_of(st->n_in > IN_MASK ? in[IN_MASK] : NULL, g))
+  const nr_slot *m = st->n_in > IN_MASK ? in[IN_MASK] : NULL;
+  if (m && m->layout != NR_LAYOUT_PLAIN)
     return false;
-  const nr_slot *y = st->n_out > 0 ? out[0] : NULL;
-  int64_t want = g->b * g->hq * g->s * g->dv, have = 1;
-  for (int d = 0; y && d < y->rank; d++)
-    have *= y->dims[d];
-  const nr_attr *sc = nr_node_attr(n, "scale");
-  g->scale = sc ? sc->f : (float)(1.0 / sqrt((double)g->d));
-  g->causal = nr_attr_int(n, "is_causal", 0) != 0;
-  if (!fl(y, half) || y->rank != in[IN_Q]->rank || have != want)
-    return false;
+  nr_node_io io;
+  nr_attn_desc d;
+  nr_node_io_from_slots(st->n_in, in, st->n_out, out, &io);
+  if (nr_attn_desc_parse(n, &io, &d, NULL) || d.dv > 256 || (d.mask && d.ms[3] != 1))
+    return false; /* the kernel reads keys contiguously */
+  g->b = d.b, g->hq = d.hq, g->hkv = d.hkv, g->s = d.s, g->t = d.t;
+  g->d = d.d, g->dv = d.dv;
+  g->mask = d.mask, g->causal = d.causal, g->scale = d.scale;
+  memcpy(g->qs, d.qs, sizeof g->qs);
+  memcpy(g->ks, d.ks, sizeof g->ks);
+  memcpy(g->vs, d.vs, sizeof g->vs);
+  memcpy(g->ys, d.ys, sizeof g->ys);
+  memcpy(g->ms, d.ms, sizeof g->ms);
   return !half || (g->d % 16 == 0 && g->dv % 16 == 0 && g->d <= 128 && g->dv <= 128 &&
                    nr_cuda_attention_tc_smem(g->d, g->dv, g->t) <= NR_CUDA_ATTN_TC_SMEM_MAX);
 }

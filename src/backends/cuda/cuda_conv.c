@@ -106,7 +106,7 @@ static bool geom_of(const nr_tactic_ctx *c, conv_params *p) {
   p->io = (uint8_t)((is_half(x) ? CONV_X_HALF : 0) | (is_half(y) ? CONV_Y_HALF : 0) |
                     (is_half(r) ? CONV_R_HALF : 0));
   nr_act act = NR_ACT_NONE;
-  if (is_fused(n) && !nr_cuda_fused_act(n, &act, &p->act_a, &p->act_b))
+  if (is_fused(n) && !nr_fused_act_read(n, &act, &p->act_a, &p->act_b))
     return false;
   p->act = (uint8_t)act;
   return true;

@@ -72,79 +72,77 @@ static nr_status reshape_run(const nr_exec_args *a) {
 
 /* ---- Concat and Split ------------------------------------------------------------------ */
 
-static bool pieces_fit(const nr_slot *whole, const nr_slot *const *pieces, int n, int axis) {
-  int64_t sum = 0;
-  if (axis < 0 || axis >= whole->rank)
-    return false;
-  for (int i = 0; i < n; i++) {
-    if (!pieces[i] || pieces[i]->rank != whole->rank)
-      return false;
-    for (int d = 0; d < whole->rank; d++)
-      if (d != axis && pieces[i]->dims[d] != whole->dims[d])
-        return false;
-    sum += pieces[i]->dims[axis];
-  }
-  return sum == whole->dims[axis];
+/* The node's description (ir/node_desc.h, as the CPU copies read it) from the step's
+ * slots. */
+static bool pieces_of(const nr_node *n, const nr_step *st, const nr_slot *const *in,
+                      const nr_slot *const *out, nr_concat_desc *d) {
+  nr_node_io io;
+  nr_node_io_from_slots(st->n_in, in, st->n_out, out, &io);
+  bool concat = !strcmp(n->op_type, "Concat");
+  return !(concat ? nr_concat_desc_parse(n, &io, d, NULL)
+                  : nr_split_desc_parse(n, &io, d, NULL));
+}
+
+static bool ctx_pieces(const nr_tactic_ctx *c, nr_concat_desc *d) {
+  const nr_slot *in[NR_STEP_MAX_IO], *out[NR_STEP_MAX_IO];
+  for (int i = 0; i < c->step->n_in; i++)
+    in[i] = nr_step_in(c, i);
+  for (int o = 0; o < c->step->n_out; o++)
+    out[o] = nr_step_out(c, o);
+  return pieces_of(c->node, c->step, in, out, d);
 }
 
 static bool concat_supports(const nr_tactic_ctx *c) {
-  const nr_slot *y = nr_step_out(c, 0), *p[NR_STEP_MAX_IO];
-  if (!all_plain(c, 0, c->step->n_in - 1) || c->step->n_out != 1)
-    return false;
-  for (int i = 0; i < c->step->n_in; i++)
-    p[i] = nr_step_in(c, i);
-  return pieces_fit(y, p, c->step->n_in, axis_of(c->node, y->rank, 0));
+  nr_concat_desc d;
+  return all_plain(c, 0, c->step->n_in - 1) && c->step->n_out == 1 && ctx_pieces(c, &d);
 }
 
 static bool split_supports(const nr_tactic_ctx *c) {
-  const nr_slot *x = nr_step_in(c, 0), *p[NR_STEP_MAX_IO];
-  if (!all_plain(c, 0, 0))
-    return false;
-  for (int o = 0; o < c->step->n_out; o++)
-    p[o] = nr_step_out(c, o);
-  return pieces_fit(x, p, c->step->n_out, axis_of(c->node, x->rank, 0));
+  nr_split_desc d;
+  return all_plain(c, 0, 0) && ctx_pieces(c, &d);
 }
 
-/* The view of piece (dims of `piece`) inside `whole` at `at` along axis. */
-static nr_cuda_copy piece_view(const nr_slot *whole, const nr_slot *piece, bool to_whole,
-                               int axis, int64_t at, int64_t *whole_off) {
-  nr_cuda_copy v = {.rank = whole->rank, .es = (int)nr_dtype_size(whole->dtype)};
-  int64_t ws[NR_MAX_RANK], ps[NR_MAX_RANK];
-  strides_of(whole, ws);
-  strides_of(piece, ps);
-  for (int d = 0; d < whole->rank; d++) {
-    v.dims[d] = piece->dims[d];
-    v.is[d] = to_whole ? ps[d] : ws[d];
-    v.os[d] = to_whole ? ws[d] : ps[d];
+/* Piece i as [outer, extent, inner] inside the whole's [outer, total, inner], at
+ * offset[i] along the axis (*whole_off, in bytes). */
+static nr_cuda_copy piece_view(const nr_concat_desc *d, int i, int es, bool to_whole,
+                               int64_t *whole_off) {
+  int64_t ps[3] = {d->extent[i] * d->inner, d->inner, 1};
+  int64_t ws[3] = {d->total * d->inner, d->inner, 1};
+  nr_cuda_copy v = {.rank = 3, .es = es, .dims = {d->outer, d->extent[i], d->inner}};
+  for (int e = 0; e < 3; e++) {
+    v.is[e] = to_whole ? ps[e] : ws[e];
+    v.os[e] = to_whole ? ws[e] : ps[e];
   }
-  *whole_off = at * ws[axis] * v.es;
+  *whole_off = d->offset[i] * d->inner * es;
   return v;
 }
 
 static nr_status concat_run(const nr_exec_args *a) {
-  const nr_slot *y = a->out_slot[0];
-  int axis = axis_of(a->node, y->rank, 0);
-  int64_t at = 0, off;
+  nr_concat_desc d;
+  if (!pieces_of(a->node, a->step, a->in_slot, a->out_slot, &d))
+    return nr_errorf(a->err, NR_ERR_INTERNAL, "%s: unexpected shapes",
+                     a->step->tactic->id);
+  int es = (int)nr_dtype_size(a->out_slot[0]->dtype);
+  int64_t off;
   nr_status st = NR_OK;
-  for (int i = 0; !st && i < a->step->n_in; i++) {
-    nr_cuda_copy v = piece_view(y, a->in_slot[i], true, axis, at, &off);
+  for (int i = 0; !st && i < d.n_pieces; i++) {
+    nr_cuda_copy v = piece_view(&d, i, es, true, &off);
     st = copy(a, v, (char *)a->out[0] + off, a->in[i]);
-    at += a->in_slot[i]->dims[axis];
   }
   return st;
 }
 
 static nr_status split_run(const nr_exec_args *a) {
-  const nr_slot *x = a->in_slot[0];
-  int axis = axis_of(a->node, x->rank, 0);
-  int64_t at = 0, off;
+  nr_split_desc d;
+  if (!pieces_of(a->node, a->step, a->in_slot, a->out_slot, &d))
+    return nr_errorf(a->err, NR_ERR_INTERNAL, "%s: unexpected shapes",
+                     a->step->tactic->id);
+  int es = (int)nr_dtype_size(a->in_slot[0]->dtype);
+  int64_t off;
   nr_status st = NR_OK;
-  for (int o = 0; !st && o < a->step->n_out; o++) {
-    if (!a->out_slot[o])
-      continue;
-    nr_cuda_copy v = piece_view(x, a->out_slot[o], false, axis, at, &off);
+  for (int o = 0; !st && o < d.n_pieces; o++) {
+    nr_cuda_copy v = piece_view(&d, o, es, false, &off);
     st = copy(a, v, a->out[o], (const char *)a->in[0] + off);
-    at += a->out_slot[o]->dims[axis];
   }
   return st;
 }

@@ -55,7 +55,7 @@ static bool geom_of(const nr_tactic_ctx *c, bool half, nr_cuda_dwconv *p) {
     return false;
   nr_act act = NR_ACT_NONE;
   float a0 = 0, a1 = 0;
-  if (is_fused(n) && !nr_cuda_fused_act(n, &act, &a0, &a1))
+  if (is_fused(n) && !nr_fused_act_read(n, &act, &a0, &a1))
     return false;
   *p = (nr_cuda_dwconv){
       .n = (int32_t)x->dims[0], .c = (int32_t)ch, .h = (int32_t)x->dims[2],

@@ -393,18 +393,3 @@ nr_status nr_cuda_epilogue(const nr_cuda_epi *e, const void *x, const float *bia
     p.step[p.n_steps++] = (nr_cuda_ew_step){nr_cuda_ew_act(e->act), -1, 0, 0, e->a, e->b};
   return nr_cuda_check(nr_cuda_ew_launch(&p, ops, y, s), err, "epilogue kernel");
 }
-
-bool nr_cuda_fused_act(const nr_node *n, nr_act *act, float *a, float *b) {
-  if (!nr_act_from_name(nr_attr_string(n, "activation", "none"), act))
-    return false;
-  float da = 0, db = 0;
-  if (*act == NR_ACT_CLIP)
-    da = -FLT_MAX, db = FLT_MAX;
-  else if (*act == NR_ACT_LEAKY_RELU)
-    da = 0.01f;
-  else if (*act == NR_ACT_HARD_SIGMOID)
-    da = 0.2f, db = 0.5f;
-  *a = nr_attr_float(n, "act_alpha", da);
-  *b = nr_attr_float(n, "act_beta", db);
-  return true;
-}

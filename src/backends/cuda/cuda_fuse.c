@@ -84,7 +84,7 @@ static bool bare_product(const nr_plan *p, const nr_step *st) {
   const nr_node *n = &p->graph->nodes[st->node];
   nr_act act = NR_ACT_NONE;
   float a, b;
-  return nr_cuda_fused_act(n, &act, &a, &b) && act == NR_ACT_NONE;
+  return nr_fused_act_read(n, &act, &a, &b) && act == NR_ACT_NONE;
 }
 
 /* Whether step j is the fp32 elementwise tactic on a plain Add. */

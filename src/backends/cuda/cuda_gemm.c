@@ -6,8 +6,9 @@
  *
  * Key decision: nnroute's tensors are row-major and cuBLAS is column-major, so every
  * product is computed transposed: D^T = op(B)^T op(A)^T, i.e. cuBLAS's "A" is our B
- * and its "B" is our A, and the bias runs along cuBLAS's rows. A node is reduced once
- * to (M, N, K, batch, strides, transposes, alpha) plus an addend: a bias vector along
+ * and its "B" is our A, and the bias runs along cuBLAS's rows. A node's description
+ * (nr_gemm_desc, ir/node_desc.h, the one the CPU tactics read) is reduced once to
+ * (M, N, K, batch, strides, transposes, alpha) plus an addend: a bias vector along
  * N (packed at build time, beta applied), a constant full matrix (packed likewise)
  * or a residual input. Constant operands for fp16 are converted at build time into
  * the packed data; activations are converted into scratch per run. Which of the
@@ -32,7 +33,7 @@
 
 enum { ADD_NONE, ADD_BIAS, ADD_CMAT, ADD_RES }; /* what is added to alpha*AB */
 
-typedef struct gemm_params {
+typedef struct cuda_gemm_params {
   int32_t m, n, k, batch;
   int32_t sa, sb, sd;     /* batch strides (elements); 0: shared operand */
   float alpha, act_a, act_b;
@@ -44,15 +45,11 @@ typedef struct gemm_params {
   uint8_t io;             /* GEMM_*_HALF: which activations are fp16 */
   uint8_t gelu_epi;       /* cuBLASLt's GELU epilogue (tanh form) runs the GELU */
   uint8_t pad;
-} gemm_params;
+} cuda_gemm_params;
 
 enum { GEMM_A_HALF = 1, GEMM_B_HALF = 2, GEMM_Y_HALF = 4, GEMM_R_HALF = 8 };
 
-_Static_assert(sizeof(gemm_params) <= NR_TACTIC_PARAMS, "gemm params too big");
-
-static bool is_fused(const nr_node *n, const char *op) {
-  return n->domain && !strcmp(n->domain, "nnroute") && !strcmp(n->op_type, op);
-}
+_Static_assert(sizeof(cuda_gemm_params) <= NR_TACTIC_PARAMS, "gemm params too big");
 
 static uint64_t align256(uint64_t v) { return (v + 255) & ~(uint64_t)255; }
 
@@ -72,108 +69,89 @@ static bool half_io(const nr_tactic_ctx *c) {
   return c->step->tactic && c->step->tactic->precision == NR_PREC_FP16;
 }
 
-static int64_t count(const nr_slot *s) {
-  int64_t n = 1;
-  for (int d = 0; d < s->rank; d++)
-    n *= s->dims[d];
-  return n;
-}
-
-/* MatMul shapes: A [..., M, K] (or [K]), B [..., K, N] (or [K]); batch dims must be
- * B's shared (B 2-D: folded into M), equal, or A's shared (A 2-D). */
-static bool matmul_geom(const nr_slot *a, const nr_slot *b, const nr_slot *y,
-                        gemm_params *p) {
-  int64_t m = a->rank == 1 ? 1 : a->dims[a->rank - 2], k = a->dims[a->rank - 1];
-  int64_t kb = b->rank == 1 ? b->dims[0] : b->dims[b->rank - 2];
-  int64_t n = b->rank == 1 ? 1 : b->dims[b->rank - 1];
-  if (k != kb || a->rank < 1 || b->rank < 1)
-    return false;
-  int64_t ba = a->rank > 2 ? count(a) / (m * k) : 1, bb = b->rank > 2 ? count(b) / (k * n) : 1;
+/* MatMul batches: B shared (no batch of its own: A's batch folded into M, A being
+ * contiguous), A shared, or equal batch dims of equal-rank operands; strided batches
+ * are all cuBLAS runs. */
+static bool matmul_geom(const nr_gemm_desc *d, cuda_gemm_params *p) {
+  int64_t m = d->m, k = d->k, n = d->n;
+  int64_t ba = d->a_batch_count, bb = d->b_batch_count;
   if (m * k == 0 || k * n == 0)
     return false;
-  if (bb == 1) { /* B shared: fold A's batch into M (A is contiguous) */
+  if (bb == 1) {
     m *= ba;
     p->batch = 1;
   } else if (ba == 1) {
     p->batch = (int32_t)bb, p->sa = 0, p->sb = (int32_t)(k * n);
   } else {
-    if (a->rank != b->rank || ba != bb)
+    if (d->a_rank != d->b_rank)
       return false;
-    for (int d = 0; d < a->rank - 2; d++)
-      if (a->dims[d] != b->dims[d])
+    for (int i = 0; i < d->batch_rank; i++)
+      if (d->a_batch[i] != d->b_batch[i])
         return false;
     p->batch = (int32_t)ba, p->sa = (int32_t)(m * k), p->sb = (int32_t)(k * n);
   }
   p->m = (int32_t)m, p->n = (int32_t)n, p->k = (int32_t)k;
   p->sd = (int32_t)(m * n);
   p->alpha = 1.0f;
-  return count(y) == (int64_t)p->batch * m * n && m * n * (int64_t)p->batch < INT32_MAX;
+  return m * n * (int64_t)p->batch < INT32_MAX;
 }
 
-static bool gemm_geom(const nr_node *node, const nr_slot *a, const nr_slot *b,
-                      gemm_params *p) {
-  if (a->rank != 2 || b->rank != 2)
+static bool gemm_geom(const nr_gemm_desc *d, cuda_gemm_params *p) {
+  if (d->m * d->n >= INT32_MAX)
     return false;
-  p->ta = nr_attr_int(node, "transA", 0) != 0;
-  p->tb = nr_attr_int(node, "transB", 0) != 0;
-  int64_t m = p->ta ? a->dims[1] : a->dims[0], k = p->ta ? a->dims[0] : a->dims[1];
-  int64_t kb = p->tb ? b->dims[1] : b->dims[0], n = p->tb ? b->dims[0] : b->dims[1];
-  if (k != kb || m * n >= INT32_MAX)
-    return false;
-  p->m = (int32_t)m, p->n = (int32_t)n, p->k = (int32_t)k, p->batch = 1;
-  p->alpha = nr_attr_float(node, "alpha", 1.0f);
+  p->ta = d->trans_a, p->tb = d->trans_b;
+  p->m = (int32_t)d->m, p->n = (int32_t)d->n, p->k = (int32_t)d->k, p->batch = 1;
+  p->alpha = d->alpha;
   return true;
 }
 
 /* The addend of a Gemm's C (const: packed later; non-const: full [M, N] with beta 1). */
-static bool gemm_c(const nr_tactic_ctx *c, const nr_slot *cs, gemm_params *p) {
-  float beta = nr_attr_float(c->node, "beta", 1.0f);
-  if (!cs || beta == 0.0f)
+static bool gemm_c(const nr_tactic_ctx *c, const nr_gemm_desc *d, cuda_gemm_params *p) {
+  const nr_slot *cs = nr_step_in(c, 2);
+  if (d->add == NR_GEMM_ADD_NONE || d->beta == 0.0f)
     return true;
-  if (!fl_plain(cs, half_io(c) && !nr_step_const(c, 2)) || cs->rank > 2)
-    return false;
-  int64_t r = cs->rank == 2 ? cs->dims[0] : 1, cc = cs->rank >= 1 ? cs->dims[cs->rank - 1] : 1;
-  if ((r != 1 && r != p->m) || (cc != 1 && cc != p->n))
+  if (!fl_plain(cs, half_io(c) && !nr_step_const(c, 2)))
     return false;
   if (nr_step_const(c, 2)) {
-    p->add = r == 1 ? ADD_BIAS : ADD_CMAT;
+    p->add = d->add_rows == 1 ? ADD_BIAS : ADD_CMAT;
     return true;
   }
-  if (r != p->m || cc != p->n || beta != 1.0f)
+  if (d->add_rows != d->m || d->add_cols != d->n || d->beta != 1.0f)
     return false;
   p->add = ADD_RES, p->res_in = 2;
   return true;
 }
 
-/* Reduces the step's node to params; false when these tactics cannot run it. */
-static bool geom_of(const nr_tactic_ctx *c, gemm_params *p) {
+/* Reduces the step's node to its description and params; false when these tactics
+ * cannot run it. */
+static bool geom_of(const nr_tactic_ctx *c, nr_gemm_desc *d, cuda_gemm_params *p) {
   const nr_node *n = c->node;
   const nr_slot *a = nr_step_in(c, 0), *b = nr_step_in(c, 1), *y = nr_step_out(c, 0);
   bool h = half_io(c);
   memset(p, 0, sizeof *p);
   if (!n || !fl_plain(a, h) || !fl_plain(b, h) || !fl_plain(y, h) || c->step->n_out != 1)
     return false;
-  bool gemm = !strcmp(n->op_type, "Gemm") || is_fused(n, "FusedGemm");
-  bool fused = is_fused(n, "FusedGemm") || is_fused(n, "FusedMatMul");
-  if (gemm ? !gemm_geom(n, a, b, p) : !matmul_geom(a, b, y, p))
+  nr_node_io io;
+  nr_node_io_from_ctx(c, &io);
+  if (!nr_gemm_desc_is_node(n) || nr_gemm_desc_parse(n, &io, d, NULL))
+    return false;
+  bool gemm = d->op == NR_GEMM_OP_GEMM || d->op == NR_GEMM_OP_FUSED_GEMM;
+  if (gemm ? !gemm_geom(d, p) : !matmul_geom(d, p))
     return false;
   p->a_const = nr_step_const(c, 0) != NULL;
   p->b_const = nr_step_const(c, 1) != NULL;
-  const nr_slot *third = c->step->n_in > 2 ? nr_step_in(c, 2) : NULL;
-  const nr_slot *r = c->step->n_in > 3 ? nr_step_in(c, 3) : NULL;
-  nr_act act = NR_ACT_NONE;
-  if (fused && !nr_cuda_fused_act(n, &act, &p->act_a, &p->act_b))
-    return false;
-  p->act = (uint8_t)act;
-  if (gemm && !gemm_c(c, third, p))
+  const nr_slot *third = d->add != NR_GEMM_ADD_NONE ? nr_step_in(c, 2) : NULL;
+  const nr_slot *r = d->residual ? nr_step_in(c, 3) : NULL;
+  p->act = (uint8_t)d->act, p->act_a = d->act_a, p->act_b = d->act_b;
+  if (gemm && !gemm_c(c, d, p))
     return false;
   if (!gemm && third) { /* FusedMatMul's Bias: N floats, constant */
-    if (!f32_plain(third) || count(third) != p->n || !nr_step_const(c, 2))
+    if (!f32_plain(third) || !nr_step_const(c, 2))
       return false;
     p->has_bias = 1;
   }
   if (r) {
-    if (!fl_plain(r, h) || count(r) != count(y) || p->add == ADD_RES || p->add == ADD_CMAT)
+    if (!fl_plain(r, h) || p->add == ADD_RES || p->add == ADD_CMAT)
       return false;
     if (p->add == ADD_BIAS)
       p->has_bias = 1;
@@ -183,12 +161,13 @@ static bool geom_of(const nr_tactic_ctx *c, gemm_params *p) {
     p->has_bias = 1, p->add = ADD_NONE;
   p->io = (uint8_t)((is_half(a) ? GEMM_A_HALF : 0) | (is_half(b) ? GEMM_B_HALF : 0) |
                     (is_half(y) ? GEMM_Y_HALF : 0) |
-                    (p->add == ADD_RES && is_half(nr_step_in(c, p->res_in)) ? GEMM_R_HALF : 0));
+                    (p->add == ADD_RES && is_half(nr_step_in(c, p->res_in)) ? GEMM_R_HALF
+                                                                            : 0));
   return true;
 }
 
 /* The residual is added by the epilogue pass, not as cuBLAS's C (whose type is D's). */
-static bool res_apart(const gemm_params *p) {
+static bool res_apart(const cuda_gemm_params *p) {
   return p->add == ADD_RES && !(p->io & GEMM_R_HALF) != !(p->io & GEMM_Y_HALF);
 }
 
@@ -202,7 +181,7 @@ typedef struct packed_layout {
   uint64_t a_half, b_half, bias, bias_half, cmat, size;
 } packed_layout;
 
-static packed_layout packed_of(const gemm_params *p, nr_precision prec) {
+static packed_layout packed_of(const cuda_gemm_params *p, nr_precision prec) {
   packed_layout l = {0};
   uint64_t at = 0;
   int64_t na = (int64_t)p->m * p->k * (p->sa ? p->batch : 1);
@@ -222,7 +201,8 @@ typedef struct scratch_layout {
   uint64_t a_half, b_half, work, size;
 } scratch_layout;
 
-static scratch_layout scratch_of(const gemm_params *p, nr_precision prec, uint64_t work) {
+static scratch_layout scratch_of(const cuda_gemm_params *p, nr_precision prec,
+                                 uint64_t work) {
   scratch_layout s = {0};
   uint64_t at = 0;
   bool half = prec == NR_PREC_FP16;
@@ -240,24 +220,22 @@ static scratch_layout scratch_of(const gemm_params *p, nr_precision prec, uint64
 static void to_half(const float *x, uint16_t *y, int64_t n);
 
 /* The bias vector (beta * C broadcast to N, or FusedMatMul's Bias) into dst. */
-static void pack_bias(const nr_tactic_ctx *c, const gemm_params *p, float *dst) {
-  const nr_slot *cs = nr_step_in(c, 2);
+static void pack_bias(const nr_tactic_ctx *c, const nr_gemm_desc *d,
+                      const cuda_gemm_params *p, float *dst) {
   const float *src = nr_step_const(c, 2);
-  bool gemm = !strcmp(c->node->op_type, "Gemm") || is_fused(c->node, "FusedGemm");
-  float beta = gemm ? nr_attr_float(c->node, "beta", 1.0f) : 1.0f;
-  int64_t cols = cs->rank >= 1 ? cs->dims[cs->rank - 1] : 1;
+  bool gemm = d->op == NR_GEMM_OP_GEMM || d->op == NR_GEMM_OP_FUSED_GEMM;
+  float beta = gemm ? d->beta : 1.0f;
   for (int64_t j = 0; j < p->n; j++)
-    dst[j] = beta * src[cols == 1 ? 0 : j];
+    dst[j] = beta * src[d->add_cols == 1 ? 0 : j];
 }
 
-static void pack_cmat(const nr_tactic_ctx *c, const gemm_params *p, float *dst) {
-  const nr_slot *cs = nr_step_in(c, 2);
+static void pack_cmat(const nr_tactic_ctx *c, const nr_gemm_desc *d,
+                      const cuda_gemm_params *p, float *dst) {
   const float *src = nr_step_const(c, 2);
-  float beta = nr_attr_float(c->node, "beta", 1.0f);
-  int64_t rows = cs->rank == 2 ? cs->dims[0] : 1, cols = cs->rank >= 1 ? cs->dims[cs->rank - 1] : 1;
+  int64_t rows = d->add_rows, cols = d->add_cols;
   for (int64_t i = 0; i < p->m; i++)
     for (int64_t j = 0; j < p->n; j++)
-      dst[i * p->n + j] = beta * src[(rows == 1 ? 0 : i) * cols + (cols == 1 ? 0 : j)];
+      dst[i * p->n + j] = d->beta * src[(rows == 1 ? 0 : i) * cols + (cols == 1 ? 0 : j)];
 }
 
 static int32_t knob_algo(const nr_tactic_ctx *c) {
@@ -265,12 +243,13 @@ static int32_t knob_algo(const nr_tactic_ctx *c) {
   return v ? (int32_t)strtol(v, NULL, 10) : 0;
 }
 
-static nr_status lt_count(const nr_tactic_ctx *c, const gemm_params *p, uint64_t work,
-                          int *n_algos);
+static nr_status lt_count(const nr_tactic_ctx *c, const cuda_gemm_params *p,
+                          uint64_t work, int *n_algos);
 
 static nr_status gemm_prepare(const nr_tactic_ctx *c, nr_plan *plan, nr_step *step) {
-  gemm_params p;
-  if (!geom_of(c, &p))
+  cuda_gemm_params p;
+  nr_gemm_desc d;
+  if (!geom_of(c, &d, &p))
     return nr_errorf(c->err, NR_ERR_INTERNAL, "node no longer supported");
   nr_precision prec = step->tactic->precision;
   bool lt = !strcmp(step->tactic->algo, "cublaslt");
@@ -303,18 +282,18 @@ static nr_status gemm_prepare(const nr_tactic_ctx *c, nr_plan *plan, nr_step *st
   if (prec == NR_PREC_FP16 && p.b_const)
     to_half(nr_step_const(c, 1), (uint16_t *)(buf + pl.b_half), nb);
   if (p.has_bias)
-    pack_bias(c, &p, (float *)(buf + pl.bias));
+    pack_bias(c, &d, &p, (float *)(buf + pl.bias));
   if (p.has_bias && (p.io & GEMM_Y_HALF))
     to_half((const float *)(buf + pl.bias), (uint16_t *)(buf + pl.bias_half), p.n);
   if (p.add == ADD_CMAT && !(p.io & GEMM_Y_HALF))
-    pack_cmat(c, &p, (float *)(buf + pl.cmat));
+    pack_cmat(c, &d, &p, (float *)(buf + pl.cmat));
   if (p.add == ADD_CMAT && (p.io & GEMM_Y_HALF)) {
     float *tmp = malloc(sizeof(float) * (size_t)p.m * (size_t)p.n + 1);
     if (!tmp) {
       free(buf);
       return nr_errorf(c->err, NR_ERR_NOMEM, "out of memory packing a GEMM");
     }
-    pack_cmat(c, &p, tmp);
+    pack_cmat(c, &d, &p, tmp);
     to_half(tmp, (uint16_t *)(buf + pl.cmat), (int64_t)p.m * p.n);
     free(tmp);
   }
@@ -364,8 +343,9 @@ static void to_half(const float *x, uint16_t *y, int64_t n) {
 }
 
 static bool gemm_supports(const nr_tactic_ctx *c) {
-  gemm_params p;
-  return geom_of(c, &p);
+  cuda_gemm_params p;
+  nr_gemm_desc d;
+  return geom_of(c, &d, &p);
 }
 
 /* ---- cuBLASLt --------------------------------------------------------------------------- */
@@ -410,8 +390,8 @@ static cublasLtMatrixLayout_t lt_layout(cudaDataType t, uint64_t rows, uint64_t 
 }
 
 /* Descriptors of the product; bias (device pointer or NULL) goes into the epilogue. */
-static cublasStatus_t lt_describe(const gemm_params *p, nr_precision prec, const void *bias,
-                                  bool has_c, lt_state *s) {
+static cublasStatus_t lt_describe(const cuda_gemm_params *p, nr_precision prec,
+                                  const void *bias, bool has_c, lt_state *s) {
   cublasComputeType_t ct = prec == NR_PREC_TF32 ? CUBLAS_COMPUTE_32F_FAST_TF32
                                                 : CUBLAS_COMPUTE_32F;
   cudaDataType in = prec == NR_PREC_FP16 ? CUDA_R_16F : CUDA_R_32F;
@@ -481,8 +461,8 @@ static cublasStatus_t lt_heuristic(cublasLtHandle_t h, const lt_state *s, uint64
 
 /* Build time: how many algorithms the heuristic offers for this product (the bias
  * pointer is a placeholder: only its presence shapes the epilogue). */
-static nr_status lt_count(const nr_tactic_ctx *c, const gemm_params *p, uint64_t work,
-                          int *n_algos) {
+static nr_status lt_count(const nr_tactic_ctx *c, const cuda_gemm_params *p,
+                          uint64_t work, int *n_algos) {
   nr_error herr = {0};
   cublasLtHandle_t h = nr_cuda_build_lt(&herr);
   if (!h)
@@ -513,7 +493,7 @@ static const void *packed_at(const nr_exec_args *a, uint64_t off) {
 
 /* The operands cuBLAS reads: for fp16, constants from the packed data and activations
  * converted into scratch (the conversion only with convert). */
-static nr_status half_operands(const nr_exec_args *a, const gemm_params *p,
+static nr_status half_operands(const nr_exec_args *a, const cuda_gemm_params *p,
                                const void **pa, const void **pb, bool convert) {
   nr_precision prec = a->step->tactic->precision;
   *pa = a->in[0], *pb = a->in[1];
@@ -547,7 +527,7 @@ static nr_status half_operands(const nr_exec_args *a, const gemm_params *p,
 
 /* What cuBLASLt left undone, in place on the output: the residual when it is not
  * cuBLAS's C, and an activation its epilogue does not have. */
-static nr_status post_act(const nr_exec_args *a, const gemm_params *p) {
+static nr_status post_act(const nr_exec_args *a, const cuda_gemm_params *p) {
   int yh = (p->io & GEMM_Y_HALF) != 0;
   nr_cuda_epi e = {(int64_t)p->m * p->batch, p->n, 1, yh, (nr_act)p->act, p->act_a, p->act_b,
                    yh, (p->io & GEMM_R_HALF) != 0};
@@ -556,13 +536,14 @@ static nr_status post_act(const nr_exec_args *a, const gemm_params *p) {
 }
 
 /* cuBLAS's C: the residual, the packed constant matrix, or D itself (beta 0). */
-static const void *lt_c(const nr_exec_args *a, const gemm_params *p, const packed_layout *pl) {
+static const void *lt_c(const nr_exec_args *a, const cuda_gemm_params *p,
+                        const packed_layout *pl) {
   if (p->add == ADD_RES && !res_apart(p))
     return a->in[p->res_in];
   return p->add == ADD_CMAT ? packed_at(a, pl->cmat) : a->out[0];
 }
 
-static const void *lt_bias(const nr_exec_args *a, const gemm_params *p,
+static const void *lt_bias(const nr_exec_args *a, const cuda_gemm_params *p,
                            const packed_layout *pl) {
   if (!p->has_bias)
     return NULL;
@@ -570,7 +551,7 @@ static const void *lt_bias(const nr_exec_args *a, const gemm_params *p,
 }
 
 static nr_status lt_run(const nr_exec_args *a) {
-  gemm_params p;
+  cuda_gemm_params p;
   memcpy(&p, a->step->params, sizeof p);
   nr_precision prec = a->step->tactic->precision;
   nr_cuda_step_state *ss = nr_cuda_step(a);
@@ -618,7 +599,7 @@ static nr_status lt_run(const nr_exec_args *a) {
 /* ---- cuBLAS ------------------------------------------------------------------------------ */
 
 static nr_status blas_run(const nr_exec_args *a) {
-  gemm_params p;
+  cuda_gemm_params p;
   memcpy(&p, a->step->params, sizeof p);
   nr_precision prec = a->step->tactic->precision;
   const void *pa, *pb;

@@ -15,6 +15,7 @@
 
 #include "backends/backend.h"
 #include "backends/cuda/cuda_kernels.h"
+#include "ir/node_desc.h"
 #include "kernels/act.h"
 #include "plan/pass.h"
 #include "util/error.h"
@@ -119,9 +120,6 @@ typedef struct nr_cuda_epi {
 } nr_cuda_epi;
 nr_status nr_cuda_epilogue(const nr_cuda_epi *e, const void *x, const float *bias,
                            const void *res, void *y, cudaStream_t s, nr_error *err);
-/* Reads a fused op's activation (activation, act_alpha, act_beta with the reference's
- * defaults); false for an unknown name. */
-bool nr_cuda_fused_act(const nr_node *n, nr_act *act, float *a, float *b);
 
 /* ---- the tactic rows' functions (one file per family) ------------------------------------ */
 

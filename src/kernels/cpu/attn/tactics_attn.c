@@ -3,7 +3,8 @@
  * recognize.attention produces, or a model's own) and the family's knobs
  * (attention.tactic, attention.kv_block).
  *
- * Key decision: one geometry function (attn_geom_of) reads Q, K, V, the mask and Y as
+ * Key decision: the node's description (nr_attn_desc, ir/node_desc.h, which the CUDA
+ * tactic reads too) is the one geometry, read from Q, K, V, the mask and Y as
  * nr_values, so the same code decides supports() from plan slots, the knobs' applies()
  * from graph tensors and the run's strides. 3-D inputs ([B, S, heads * D], heads from
  * q_num_heads / kv_num_heads) are read in place with a head stride of D, which is what
@@ -22,142 +23,39 @@
 #include "util/error.h"
 #include "util/threadpool.h"
 
-#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
 enum { IN_Q, IN_K, IN_V, IN_MASK, IN_PAST_K, IN_PAST_V, IN_NONPAD };
 
-typedef struct attn_geom {
-  int64_t b, hq, hkv, s, t, d, dv;
-  int64_t qs[3], ks[3], vs[3], ys[3]; /* batch, head, row strides (elements) */
-  int mask;                           /* NR_ATTN_MASK_* */
-  int64_t ms[3];                      /* mask strides over batch, q head, query row */
-} attn_geom;
+typedef nr_attn_desc attn_geom;
+
+_Static_assert((int)NR_ATTN_DESC_MASK_FLOAT == (int)NR_ATTN_MASK_FLOAT &&
+                   (int)NR_ATTN_DESC_MASK_BOOL == (int)NR_ATTN_MASK_BOOL,
+               "the description's mask kinds are the kernel's");
 
 /* ---- geometry ----------------------------------------------------------------------- */
 
-static void strides(int64_t *st, bool three_d, int64_t heads, int64_t seq, int64_t hd) {
-  st[0] = heads * seq * hd;
-  st[1] = three_d ? hd : seq * hd;
-  st[2] = three_d ? heads * hd : hd;
-}
-
-static bool known(const nr_value *v) {
-  if (!v || v->rank < 0)
+/* The node's description (ir/node_desc.h) when these tactics run it: Q, K, V and Y in
+ * float32. */
+static bool attn_geom_of(const nr_node *n, const nr_node_io *io, attn_geom *g) {
+  if (!n || nr_attn_desc_parse(n, io, g, NULL))
     return false;
-  for (int d = 0; d < v->rank; d++)
-    if (v->dims[d] < 1)
+  for (int i = IN_Q; i <= IN_V; i++)
+    if (nr_node_io_in(io, i)->dtype != NR_DTYPE_FLOAT)
       return false;
-  return true;
-}
-
-static bool is_f32(const nr_value *v) { return known(v) && v->dtype == NR_DTYPE_FLOAT; }
-
-/* Heads and sizes of Q/K/V (3-D or 4-D, all the same rank). */
-static bool qkv_dims(const nr_node *n, const nr_value *q, const nr_value *k,
-                     const nr_value *v, attn_geom *g) {
-  if (!is_f32(q) || !is_f32(k) || !is_f32(v) || (q->rank != 3 && q->rank != 4) ||
-      k->rank != q->rank || v->rank != q->rank)
-    return false;
-  bool three = q->rank == 3;
-  int sd = three ? 1 : 2, hd = q->rank - 1;
-  g->hq = three ? nr_attr_int(n, "q_num_heads", 0) : q->dims[1];
-  g->hkv = three ? nr_attr_int(n, "kv_num_heads", 0) : k->dims[1];
-  if (g->hq < 1 || g->hkv < 1 || g->hq % g->hkv)
-    return false;
-  g->b = q->dims[0], g->s = q->dims[sd], g->t = k->dims[sd];
-  g->d = three ? q->dims[hd] / g->hq : q->dims[hd];
-  g->dv = three ? v->dims[hd] / g->hkv : v->dims[hd];
-  if (three && (q->dims[hd] % g->hq || k->dims[hd] != g->d * g->hkv ||
-                v->dims[hd] % g->hkv))
-    return false;
-  if (!three && (k->dims[1] != v->dims[1] || k->dims[3] != g->d))
-    return false;
-  if (k->dims[0] != g->b || v->dims[0] != g->b || v->dims[sd] != g->t)
-    return false;
-  strides(g->qs, three, g->hq, g->s, g->d);
-  strides(g->ks, three, g->hkv, g->t, g->d);
-  strides(g->vs, three, g->hkv, g->t, g->dv);
-  strides(g->ys, three, g->hq, g->s, g->dv);
-  return true;
-}
-
-/* A float or bool mask broadcastable to [B, Hq, S, T] whose last dim is T. */
-static bool mask_dims(const nr_value *m, attn_geom *g) {
-  g->mask = NR_ATTN_MASK_NONE;
-  memset(g->ms, 0, sizeof g->ms);
-  if (!m)
-    return true;
-  if (!known(m) || m->rank < 1 || m->rank > 4 || m->dims[m->rank - 1] != g->t ||
-      (m->dtype != NR_DTYPE_FLOAT && m->dtype != NR_DTYPE_BOOL))
-    return false;
-  int64_t full[4] = {g->b, g->hq, g->s, g->t}, st[4] = {0}, s = 1;
-  for (int d = 3, e = m->rank - 1; e >= 0; d--, e--) {
-    if (m->dims[e] != 1 && m->dims[e] != full[d])
-      return false;
-    st[d] = m->dims[e] == 1 ? 0 : s;
-    s *= m->dims[e];
-  }
-  memcpy(g->ms, st, sizeof g->ms);
-  g->mask = m->dtype == NR_DTYPE_BOOL ? NR_ATTN_MASK_BOOL : NR_ATTN_MASK_FLOAT;
-  return true;
-}
-
-static bool attrs_ok(const nr_node *n) {
-  return nr_attr_float(n, "softcap", 0.0f) == 0.0f &&
-         nr_attr_int(n, "left_window_size", -1) == -1 &&
-         nr_attr_int(n, "right_window_size", -1) == -1;
-}
-
-/* in[i] / out[o]: the node's tensors (NULL when absent). */
-static bool attn_geom_of(const nr_node *n, const nr_value *const *in, int n_in,
-                         const nr_value *const *out, int n_out, attn_geom *g) {
-  memset(g, 0, sizeof *g);
-  if (!n || strcmp(n->op_type, "Attention") || n->domain[0] || n->opset < 23 ||
-      n_in < 3 || !attrs_ok(n))
-    return false;
-  for (int i = IN_PAST_K; i < n_in; i++)
-    if (in[i])
-      return false;
-  for (int o = 1; o < n_out; o++)
-    if (out[o])
-      return false;
-  if (!qkv_dims(n, in[IN_Q], in[IN_K], in[IN_V], g) ||
-      !mask_dims(n_in > IN_MASK ? in[IN_MASK] : NULL, g))
-    return false;
-  const nr_value *y = n_out > 0 ? out[0] : NULL;
-  int64_t want = g->b * g->hq * g->s * g->dv, have = 1;
-  for (int d = 0; y && d < y->rank; d++)
-    have *= y->dims[d];
-  return is_f32(y) && y->rank == in[IN_Q]->rank && have == want;
-}
-
-static void slot_value(const nr_slot *s, nr_value *v) {
-  memset(v, 0, sizeof *v);
-  v->dtype = s->dtype;
-  v->rank = s->rank;
-  memcpy(v->dims, s->dims, sizeof v->dims);
+  return nr_node_io_out(io, 0)->dtype == NR_DTYPE_FLOAT;
 }
 
 /* The geometry of a step from its slots (build time or run time). */
 static bool step_geom(const nr_node *n, const nr_step *st, const nr_slot *const *in_slot,
                       const nr_slot *const *out_slot, attn_geom *g) {
-  nr_value vin[NR_STEP_MAX_IO], vout[NR_STEP_MAX_IO];
-  const nr_value *in[NR_STEP_MAX_IO] = {0}, *out[NR_STEP_MAX_IO] = {0};
+  nr_node_io io;
   for (int i = 0; i < st->n_in; i++)
-    if (in_slot[i]) {
-      if (in_slot[i]->layout != NR_LAYOUT_PLAIN)
-        return false;
-      slot_value(in_slot[i], &vin[i]);
-      in[i] = &vin[i];
-    }
-  for (int o = 0; o < st->n_out; o++)
-    if (out_slot[o]) {
-      slot_value(out_slot[o], &vout[o]);
-      out[o] = &vout[o];
-    }
-  return attn_geom_of(n, in, st->n_in, out, st->n_out, g);
+    if (in_slot[i] && in_slot[i]->layout != NR_LAYOUT_PLAIN)
+      return false;
+  nr_node_io_from_slots(st->n_in, in_slot, st->n_out, out_slot, &io);
+  return attn_geom_of(n, &io, g);
 }
 
 /* ---- the tactic ---------------------------------------------------------------------- */
@@ -207,13 +105,13 @@ static nr_status attn_prepare(const nr_tactic_ctx *c, nr_plan *plan, nr_step *st
   if (!step_geom(c->node, step, in, out, &g))
     return nr_errorf(c->err, NR_ERR_INTERNAL, "%s: node no longer supported",
                      step->tactic->id);
-  const nr_attr *sc = nr_node_attr(c->node, "scale");
   attn_params p = {
-      .cfg = {.scale = sc ? sc->f : (float)(1.0 / sqrt((double)g.d)),
+      .cfg = {.scale = g.scale,
               .kv_block = kv_block_of(c),
-              .math = nr_route_is(c->route, NR_KNOB_ELTWISE_MATH, NULL, "fast") ? NR_VMATH_FAST
-                                                                           : NR_VMATH_ACCURATE,
-              .causal = nr_attr_int(c->node, "is_causal", 0) != 0,
+              .math = nr_route_is(c->route, NR_KNOB_ELTWISE_MATH, NULL, "fast")
+                          ? NR_VMATH_FAST
+                          : NR_VMATH_ACCURATE,
+              .causal = g.causal,
               .mask = (uint8_t)g.mask},
   };
   int t = nr_threads_or_online(c->threads);
@@ -322,9 +220,8 @@ const nr_tactic nr_tactics_cpu_attn[] = {
 
 /* ---- knobs ---------------------------------------------------------------------------- */
 
-static const nr_value *tensor(const nr_graph *g, const nr_node *n, int i, bool out) {
-  int t = out ? (i < n->n_outputs ? n->outputs[i] : -1)
-              : (i < n->n_inputs ? n->inputs[i] : -1);
+static const nr_value *tensor(const nr_graph *g, const nr_node *n, int i) {
+  int t = i < n->n_inputs ? n->inputs[i] : -1;
   return t >= 0 ? &g->tensors[t].value : NULL;
 }
 
@@ -335,20 +232,15 @@ static int64_t fused_keys(const nr_graph *g, const nr_node *n) {
   if (!n)
     return 0;
   if (!strcmp(n->op_type, "Attention") && !n->domain[0]) {
-    const nr_value *in[NR_STEP_MAX_IO] = {0}, *out[NR_STEP_MAX_IO] = {0};
+    nr_node_io io;
     attn_geom geo;
-    if (n->n_inputs > NR_STEP_MAX_IO || n->n_outputs > NR_STEP_MAX_IO)
-      return 0;
-    for (int i = 0; i < n->n_inputs; i++)
-      in[i] = tensor(g, n, i, false);
-    for (int o = 0; o < n->n_outputs; o++)
-      out[o] = tensor(g, n, o, true);
-    return attn_geom_of(n, in, n->n_inputs, out, n->n_outputs, &geo) ? geo.t : 0;
+    nr_node_io_from_graph(g, n, &io);
+    return attn_geom_of(n, &io, &geo) ? geo.t : 0;
   }
   const nr_knob_def *rz = nr_knob_def_of(NR_KNOB_RECOGNIZE_ATTENTION);
-  if (!rz || !rz->applies || !rz->applies(g, n) || !tensor(g, n, 0, false))
+  if (!rz || !rz->applies || !rz->applies(g, n) || !tensor(g, n, 0))
     return 0;
-  const nr_value *sc = tensor(g, n, 0, false); /* the scores [B, H, S, T] */
+  const nr_value *sc = tensor(g, n, 0); /* the scores [B, H, S, T] */
   return sc->rank == 4 ? sc->dims[3] : 0;
 }
 

@@ -12,6 +12,7 @@
  * inputs of a Concat and the outputs of a Split or Slice that are contiguous pieces of
  * one buffer at the same addresses, and these steps then move nothing. Unlike the
  * reference tactic they never clear their outputs first, which is what makes that safe. */
+#include "ir/node_desc.h"
 #include "plan/tactic.h"
 #include "util/error.h"
 #include "util/threadpool.h"
@@ -164,48 +165,38 @@ static bool all_plain(const nr_tactic_ctx *c, int in_first, int in_last) {
   return c->step->n_out >= 1;
 }
 
-static int norm_axis(const nr_node *n, int rank, int64_t dflt) {
-  int64_t a = nr_attr_int(n, "axis", dflt);
-  return (int)(a < 0 ? a + rank : a);
-}
-
 static bool reshape_supports(const nr_tactic_ctx *c) {
   return all_plain(c, 0, 0) && nr_step_out(c, 0)->nbytes == nr_step_in(c, 0)->nbytes;
 }
 
-/* Concat / Split: the pieces have the whole's rank and dims except along the axis,
- * where they add up. whole is output 0 (Concat) or input 0 (Split). */
-static bool pieces_fit(const nr_slot *whole, const nr_slot *const *pieces, int n, int axis) {
-  int64_t sum = 0;
-  if (axis < 0 || axis >= whole->rank)
-    return false;
-  for (int i = 0; i < n; i++) {
-    if (!pieces[i] || pieces[i]->rank != whole->rank)
-      return false;
-    for (int d = 0; d < whole->rank; d++)
-      if (d != axis && pieces[i]->dims[d] != whole->dims[d])
-        return false;
-    sum += pieces[i]->dims[axis];
-  }
-  return sum == whole->dims[axis];
+/* Concat / Split: the node's description (ir/node_desc.h, as the CUDA copies read it)
+ * from the step's slots. */
+static bool pieces_of(const nr_node *n, const nr_step *st, const nr_slot *const *in,
+                      const nr_slot *const *out, nr_concat_desc *d) {
+  nr_node_io io;
+  nr_node_io_from_slots(st->n_in, in, st->n_out, out, &io);
+  bool concat = !strcmp(n->op_type, "Concat");
+  return !(concat ? nr_concat_desc_parse(n, &io, d, NULL)
+                  : nr_split_desc_parse(n, &io, d, NULL));
+}
+
+static bool ctx_pieces(const nr_tactic_ctx *c, nr_concat_desc *d) {
+  const nr_slot *in[NR_STEP_MAX_IO], *out[NR_STEP_MAX_IO];
+  for (int i = 0; i < c->step->n_in; i++)
+    in[i] = nr_step_in(c, i);
+  for (int o = 0; o < c->step->n_out; o++)
+    out[o] = nr_step_out(c, o);
+  return pieces_of(c->node, c->step, in, out, d);
 }
 
 static bool concat_supports(const nr_tactic_ctx *c) {
-  const nr_slot *y = nr_step_out(c, 0), *pieces[NR_STEP_MAX_IO];
-  if (!all_plain(c, 0, c->step->n_in - 1) || c->step->n_out != 1)
-    return false;
-  for (int i = 0; i < c->step->n_in; i++)
-    pieces[i] = nr_step_in(c, i);
-  return pieces_fit(y, pieces, c->step->n_in, norm_axis(c->node, y->rank, 0));
+  nr_concat_desc d;
+  return all_plain(c, 0, c->step->n_in - 1) && c->step->n_out == 1 && ctx_pieces(c, &d);
 }
 
 static bool split_supports(const nr_tactic_ctx *c) {
-  const nr_slot *x = nr_step_in(c, 0), *pieces[NR_STEP_MAX_IO];
-  if (!all_plain(c, 0, 0))
-    return false;
-  for (int o = 0; o < c->step->n_out; o++)
-    pieces[o] = nr_step_out(c, o);
-  return pieces_fit(x, pieces, c->step->n_out, norm_axis(c->node, x->rank, 0));
+  nr_split_desc d;
+  return all_plain(c, 0, 0) && ctx_pieces(c, &d);
 }
 
 static bool transpose_perm(const nr_tactic_ctx *c, int64_t *perm) {
@@ -327,44 +318,45 @@ static nr_status reshape_run(const nr_exec_args *a) {
   return NR_OK;
 }
 
-/* Concat and Split: piece i of the whole sits at offset `at` along the axis. */
-static cp_view piece_view(const nr_slot *whole, const nr_slot *piece, int axis, bool to_whole,
-                          int64_t at, int64_t *whole_off) {
-  cp_view v = {.rank = whole->rank};
-  int64_t ws[NR_MAX_RANK], ps[NR_MAX_RANK];
-  strides_of(whole, ws);
-  strides_of(piece, ps);
-  for (int d = 0; d < whole->rank; d++) {
-    v.dims[d] = piece->dims[d];
-    v.is[d] = to_whole ? ps[d] : ws[d];
-    v.os[d] = to_whole ? ws[d] : ps[d];
+/* Concat and Split: piece i as [outer, extent, inner] inside the whole's
+ * [outer, total, inner], at offset[i] along the axis (*whole_off, in elements). */
+static cp_view piece_view(const nr_concat_desc *d, int i, bool to_whole,
+                          int64_t *whole_off) {
+  int64_t ps[3] = {d->extent[i] * d->inner, d->inner, 1};
+  int64_t ws[3] = {d->total * d->inner, d->inner, 1};
+  cp_view v = {.rank = 3, .dims = {d->outer, d->extent[i], d->inner}};
+  for (int e = 0; e < 3; e++) {
+    v.is[e] = to_whole ? ps[e] : ws[e];
+    v.os[e] = to_whole ? ws[e] : ps[e];
   }
-  *whole_off = at * ws[axis];
+  *whole_off = d->offset[i] * d->inner;
   return v;
 }
 
 static nr_status concat_run(const nr_exec_args *a) {
-  const nr_slot *y = a->out_slot[0];
-  int axis = norm_axis(a->node, y->rank, 0);
-  size_t es = nr_dtype_size(y->dtype);
-  int64_t at = 0, off;
-  for (int i = 0; i < a->step->n_in; i++) {
-    cp_view v = piece_view(y, a->in_slot[i], axis, true, at, &off);
+  nr_concat_desc d;
+  if (!pieces_of(a->node, a->step, a->in_slot, a->out_slot, &d))
+    return nr_errorf(a->err, NR_ERR_INTERNAL, "%s: unexpected shapes",
+                     a->step->tactic->id);
+  size_t es = nr_dtype_size(a->out_slot[0]->dtype);
+  int64_t off;
+  for (int i = 0; i < d.n_pieces; i++) {
+    cp_view v = piece_view(&d, i, true, &off);
     cp_run(a, (char *)a->out[0] + (size_t)off * es, a->in[i], es, v);
-    at += a->in_slot[i]->dims[axis];
   }
   return NR_OK;
 }
 
 static nr_status split_run(const nr_exec_args *a) {
-  const nr_slot *x = a->in_slot[0];
-  int axis = norm_axis(a->node, x->rank, 0);
-  size_t es = nr_dtype_size(x->dtype);
-  int64_t at = 0, off;
-  for (int o = 0; o < a->step->n_out; o++) {
-    cp_view v = piece_view(x, a->out_slot[o], axis, false, at, &off);
+  nr_split_desc d;
+  if (!pieces_of(a->node, a->step, a->in_slot, a->out_slot, &d))
+    return nr_errorf(a->err, NR_ERR_INTERNAL, "%s: unexpected shapes",
+                     a->step->tactic->id);
+  size_t es = nr_dtype_size(a->in_slot[0]->dtype);
+  int64_t off;
+  for (int o = 0; o < d.n_pieces; o++) {
+    cp_view v = piece_view(&d, o, false, &off);
     cp_run(a, a->out[o], (const char *)a->in[0] + (size_t)off * es, es, v);
-    at += a->out_slot[o]->dims[axis];
   }
   return NR_OK;
 }

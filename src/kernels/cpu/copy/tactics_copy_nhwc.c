@@ -7,10 +7,14 @@
  * (a piece's dims are the whole's but for the channels). In NHWC a channel piece is a
  * run of C_i floats in every pixel, so a Split or Concat is one memcpy per (pixel,
  * piece), parallel over pixels; the memory pass never makes these views (a channel
- * piece of an NHWC tensor is not contiguous), so every byte is moved, once. The
+ * piece of an NHWC tensor is not contiguous), so every byte is moved, once. Which
+ * nodes those are is the node's nr_concat_desc (ir/node_desc.h, as the PLAIN copies
+ * read it) with the channels as its axis; run() then walks the slots' channel counts
+ * (it needs no node, so hand-built steps run too). The
  * horizontal pass's Split after a merged conv (resnet50's layer1.0 conv1 and
  * downsample) stays in an int8 or conv.layout=nhwc chain that way, where the PLAIN
  * nr_copy_split would cost a reorder on each side. */
+#include "ir/node_desc.h"
 #include "plan/tactic.h"
 #include "util/error.h"
 #include "util/threadpool.h"
@@ -23,47 +27,50 @@ static bool is_f32_4d(const nr_slot *s) {
   return s && s->dtype == NR_DTYPE_FLOAT && s->rank == 4;
 }
 
-static bool channel_axis(const nr_node *n) {
-  int64_t a = nr_attr_int(n, "axis", 0);
-  return a == 1 || a == -3;
+/* The node's description (ir/node_desc.h) when it splits or joins the channels of
+ * float32 4-D tensors. */
+static bool channel_pieces(const nr_node *n, const nr_step *st, const nr_slot *const *in,
+                           const nr_slot *const *out, nr_concat_desc *d) {
+  nr_node_io io;
+  bool split = !strcmp(n->op_type, "Split");
+  const nr_slot *const *pieces = split ? out : in;
+  int count = split ? st->n_out : st->n_in;
+  if (!is_f32_4d(split ? in[0] : out[0]))
+    return false;
+  for (int i = 0; i < count; i++)
+    if (!is_f32_4d(pieces[i]))
+      return false;
+  nr_node_io_from_slots(st->n_in, in, st->n_out, out, &io);
+  nr_status e = split ? nr_split_desc_parse(n, &io, d, NULL)
+                      : nr_concat_desc_parse(n, &io, d, NULL);
+  return !e && d->axis == 1;
 }
 
-/* The pieces have the whole's dims but for the channels, which add up. */
-static bool pieces_fit(const nr_slot *whole, const nr_slot *const *pieces, int n) {
-  int64_t sum = 0;
-  if (!is_f32_4d(whole) || n < 1)
-    return false;
-  for (int i = 0; i < n; i++) {
-    const nr_slot *s = pieces[i];
-    if (!is_f32_4d(s) || s->dims[0] != whole->dims[0] || s->dims[2] != whole->dims[2] ||
-        s->dims[3] != whole->dims[3])
-      return false;
-    sum += s->dims[1];
-  }
-  return sum == whole->dims[1];
+static bool ctx_pieces(const nr_tactic_ctx *c, nr_concat_desc *d) {
+  const nr_slot *in[NR_STEP_MAX_IO], *out[NR_STEP_MAX_IO];
+  for (int i = 0; i < c->step->n_in; i++)
+    in[i] = nr_step_in(c, i);
+  for (int o = 0; o < c->step->n_out; o++)
+    out[o] = nr_step_out(c, o);
+  return channel_pieces(c->node, c->step, in, out, d);
 }
 
 static bool split_supports(const nr_tactic_ctx *c) {
-  const nr_slot *pieces[NR_STEP_MAX_IO];
-  if (!c->node || !channel_axis(c->node) || c->step->n_out < 1)
-    return false;
-  for (int o = 0; o < c->step->n_out; o++)
-    pieces[o] = nr_step_out(c, o);
-  return pieces_fit(nr_step_in(c, 0), pieces, c->step->n_out) &&
+  nr_split_desc d;
+  return c->node && c->step->n_out >= 1 && ctx_pieces(c, &d) &&
          nr_step_input_arrives(c, 0, NR_LAYOUT_NHWC);
 }
 
 static bool concat_supports(const nr_tactic_ctx *c) {
-  const nr_slot *pieces[NR_STEP_MAX_IO];
-  if (!c->node || !channel_axis(c->node) || c->step->n_out != 1)
+  nr_concat_desc d;
+  if (!c->node || c->step->n_out != 1)
     return false;
   for (int i = 0; i < c->step->n_in; i++) {
-    pieces[i] = nr_step_in(c, i);
-    if (!pieces[i] || pieces[i]->kind == NR_SLOT_CONST ||
-        !nr_step_input_arrives(c, i, NR_LAYOUT_NHWC))
+    const nr_slot *s = nr_step_in(c, i);
+    if (!s || s->kind == NR_SLOT_CONST || !nr_step_input_arrives(c, i, NR_LAYOUT_NHWC))
       return false;
   }
-  return pieces_fit(nr_step_out(c, 0), pieces, c->step->n_in);
+  return ctx_pieces(c, &d);
 }
 
 static nr_status none_prepare(const nr_tactic_ctx *c, nr_plan *plan, nr_step *step) {

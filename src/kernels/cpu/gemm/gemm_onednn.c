@@ -34,7 +34,7 @@
 #define BAND_MIN_ROWS 16
 
 typedef struct onednn_entry {
-  gemm_params key;
+  nr_gemm_step_params key;
   int64_t rows; /* of the band */
   dnnl_primitive_t prim;
   dnnl_memory_desc_t src, wei, bias, dst;
@@ -71,7 +71,7 @@ static void md2(dnnl_memory_desc_t *md, int64_t r, int64_t c, int64_t sr, int64_
 
 /* Creates the primitive of `rows` rows of p into e (the calling thread's OpenMP team
  * size is 1); false on any oneDNN failure. */
-static bool create_entry(const gemm_params *p, int64_t rows, onednn_entry *e) {
+static bool create_entry(const nr_gemm_step_params *p, int64_t rows, onednn_entry *e) {
   memset(e, 0, sizeof *e);
   e->key = *p;
   e->rows = rows;
@@ -126,7 +126,8 @@ static bool create_entry(const gemm_params *p, int64_t rows, onednn_entry *e) {
 
 /* The cached entry for `rows` rows of p (copied to *out); *owned when it must be
  * destroyed after use. */
-static bool get_entry(const gemm_params *p, int64_t rows, onednn_entry *out, bool *owned) {
+static bool get_entry(const nr_gemm_step_params *p, int64_t rows, onednn_entry *out,
+                      bool *owned) {
   pthread_mutex_lock(&cache_mu);
   bool ok = true;
   *owned = false;
@@ -155,7 +156,7 @@ static bool get_entry(const gemm_params *p, int64_t rows, onednn_entry *out, boo
  * on any oneDNN failure. */
 static bool run_band(const onednn_entry *e, const gemm_product *pr, const float *bias,
                      int64_t r0, void *pad) {
-  const gemm_params *p = &e->key;
+  const nr_gemm_step_params *p = &e->key;
   bool ta = p->flags & GEMM_F_TA, row_bias = p->bias == GEMM_BIAS_PACKED_ROW ||
                                              p->bias == GEMM_BIAS_IN_ROW;
   dnnl_memory_desc_t sp_md;
@@ -209,7 +210,7 @@ static void plan_release(band_plan *b) {
     dnnl_primitive_destroy(b->last.prim);
 }
 
-static bool plan_bands(const gemm_params *p, int threads, band_plan *b) {
+static bool plan_bands(const nr_gemm_step_params *p, int threads, band_plan *b) {
   memset(b, 0, sizeof *b);
   int64_t bands = p->m / BAND_MIN_ROWS < threads ? p->m / BAND_MIN_ROWS : threads;
   bands = bands < 1 ? 1 : bands;
@@ -229,7 +230,7 @@ static bool plan_bands(const gemm_params *p, int threads, band_plan *b) {
   return true;
 }
 
-nr_status gemm_onednn_scratch(const gemm_params *p, int threads, uint64_t *bytes,
+nr_status gemm_onednn_scratch(const nr_gemm_step_params *p, int threads, uint64_t *bytes,
                               nr_error *err) {
   band_plan b;
   if (!plan_bands(p, threads, &b))
@@ -263,7 +264,7 @@ static void band_task(void *arg, int64_t begin, int64_t end, int thread) {
 }
 
 nr_status gemm_onednn_run(const nr_exec_args *x) {
-  gemm_params p;
+  nr_gemm_step_params p;
   memcpy(&p, x->step->params, sizeof p);
   /* An engine run on more threads than it was built for has scratch for fewer bands:
    * as many as fit. */

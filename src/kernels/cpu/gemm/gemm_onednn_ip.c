@@ -21,7 +21,7 @@
 #define IP_CACHE 128
 
 typedef struct ip_entry {
-  gemm_params key;
+  nr_gemm_step_params key;
   int team; /* OpenMP threads it was created for */
   dnnl_primitive_t prim, wreorder;
   dnnl_memory_desc_t src, user_w, prim_w, bias, dst;
@@ -33,13 +33,14 @@ static ip_entry ip_cache[IP_CACHE];
 static int ip_n;
 static dnnl_engine_t ip_engine;
 
-bool gemm_onednn_ip_fits(const gemm_params *p) {
+bool gemm_onednn_ip_fits(const nr_gemm_step_params *p) {
   return !(p->flags & (GEMM_F_BATCHED | GEMM_F_TA)) && (p->flags & GEMM_F_B_CONST) &&
          p->m > 0 && p->n > 0 && p->k > 0 && p->alpha == 1.0f &&
          p->bias != GEMM_BIAS_PACKED_ROW && p->bias != GEMM_BIAS_IN_ROW;
 }
 
-static bool eltwise_kind(const gemm_params *p, dnnl_alg_kind_t *alg, float *a, float *b) {
+static bool eltwise_kind(const nr_gemm_step_params *p, dnnl_alg_kind_t *alg, float *a,
+                         float *b) {
   *a = 0, *b = 0;
   switch ((nr_act)p->act) {
   case NR_ACT_RELU: *alg = dnnl_eltwise_relu; return true;
@@ -58,7 +59,7 @@ static void md2(dnnl_memory_desc_t *md, int64_t r, int64_t c, int64_t sr, int64_
   dnnl_memory_desc_init_by_strides(md, 2, dims, dnnl_f32, strides);
 }
 
-static bool build(const gemm_params *p, ip_entry *e) {
+static bool build(const nr_gemm_step_params *p, ip_entry *e) {
   memset(e, 0, sizeof *e);
   e->key = *p;
   bool tb = p->flags & GEMM_F_TB; /* B stored [N, K] */
@@ -110,7 +111,7 @@ static bool build(const gemm_params *p, ip_entry *e) {
 
 /* The cached entry for p; NULL when oneDNN cannot build it. Entries live for the
  * process (a full cache builds one that the caller must not keep: *owned). */
-static bool lookup(const gemm_params *p, int team, ip_entry *out, bool *owned) {
+static bool lookup(const nr_gemm_step_params *p, int team, ip_entry *out, bool *owned) {
   pthread_mutex_lock(&ip_mu);
   bool ok = ip_engine || dnnl_engine_create(&ip_engine, dnnl_cpu, 0) == dnnl_success;
   *owned = false;
@@ -143,7 +144,7 @@ static void release(ip_entry *e, bool owned) {
   }
 }
 
-nr_status gemm_onednn_ip_scratch(const gemm_params *p, int team, uint64_t *bytes,
+nr_status gemm_onednn_ip_scratch(const nr_gemm_step_params *p, int team, uint64_t *bytes,
                                  nr_error *err) {
   ip_entry e;
   bool owned;
@@ -182,7 +183,7 @@ static bool execute(const ip_entry *e, const gemm_product *pr, const float *bias
 }
 
 nr_status gemm_onednn_ip_run(const nr_exec_args *x) {
-  gemm_params p;
+  nr_gemm_step_params p;
   memcpy(&p, x->step->params, sizeof p);
   ip_entry e;
   bool owned;

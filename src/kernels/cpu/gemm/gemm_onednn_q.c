@@ -21,7 +21,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-static bool fits(const gemm_params *p) {
+static bool fits(const nr_gemm_step_params *p) {
   return (p->flags & GEMM_F_B_CONST) && !(p->flags & (GEMM_F_A_CONST | GEMM_F_TA |
                                                       GEMM_F_BATCHED)) &&
          p->m > 0 && p->n > 0 && p->k > 0 && p->n <= INT32_MAX &&
@@ -29,18 +29,18 @@ static bool fits(const gemm_params *p) {
          p->alpha != 0.0f && isfinite(p->alpha) && isfinite(p->beta);
 }
 
-static bool analyze(const nr_tactic_ctx *c, gemm_params *p) {
+static bool analyze(const nr_tactic_ctx *c, nr_gemm_step_params *p) {
   gemm_view v;
   gemm_view_from_ctx(c, &v);
   return gemm_analyze(&v, p) && fits(p);
 }
 
 bool nr_gemm_onednn_q_supports(const nr_tactic_ctx *c) {
-  gemm_params p;
+  nr_gemm_step_params p;
   return analyze(c, &p);
 }
 
-static void matmul_key(const gemm_params *p, const nr_onednn_q_head *h,
+static void matmul_key(const nr_gemm_step_params *p, const nr_onednn_q_head *h,
                        nr_onednn_q_key *k) {
   memset(k, 0, sizeof *k);
   k->kind = NR_ONEDNN_Q_MATMUL;
@@ -59,8 +59,9 @@ static void md2(dnnl_memory_desc_t *md, int64_t r, int64_t c, dnnl_data_type_t t
 
 /* dst = post_ops(scales * (xq - zp) w + bias'), post-ops sum (residual) then
  * activation. */
-static dnnl_primitive_attr_t matmul_attr(const gemm_params *p, const nr_onednn_q_key *k,
-                                         const float *scales, bool *manual) {
+static dnnl_primitive_attr_t matmul_attr(const nr_gemm_step_params *p,
+                                         const nr_onednn_q_key *k, const float *scales,
+                                         bool *manual) {
   dnnl_primitive_attr_t attr = NULL;
   dnnl_post_ops_t po = NULL;
   int32_t zp = k->x_zp;
@@ -89,7 +90,7 @@ static dnnl_primitive_attr_t matmul_attr(const gemm_params *p, const nr_onednn_q
 static bool create(const nr_onednn_q_key *k, const float *scales, dnnl_engine_t eng,
                    uint32_t rows, nr_onednn_q_band *band, dnnl_memory_desc_t *w_md,
                    dnnl_memory_desc_t *b_md, bool *manual) {
-  gemm_params p;
+  nr_gemm_step_params p;
   memcpy(&p, k->rec, sizeof p);
   dnnl_memory_desc_t wany;
   md2(&band->xq_md, rows, p.k, dnnl_u8, dnnl_ab);
@@ -115,7 +116,8 @@ static bool create(const nr_onednn_q_key *k, const float *scales, dnnl_engine_t 
 }
 
 /* Bands of rows of A and C. */
-static nr_onednn_q_geom matmul_geom(const gemm_params *p, const nr_onednn_q_head *h) {
+static nr_onednn_q_geom matmul_geom(const nr_gemm_step_params *p,
+                                    const nr_onednn_q_head *h) {
   return (nr_onednn_q_geom){.images = 1,
                             .body = p->m * p->k,
                             .x_image = p->m * p->k,
@@ -126,7 +128,7 @@ static nr_onednn_q_geom matmul_geom(const gemm_params *p, const nr_onednn_q_head
 
 /* Output scales alpha s_x s_w[j]; the bias beta C[j] (Gemm) or C[j] (FusedMatMul),
  * divided by them. */
-static void scales_bias(const nr_tactic_ctx *c, const gemm_params *p, float xs,
+static void scales_bias(const nr_tactic_ctx *c, const nr_gemm_step_params *p, float xs,
                         const float *sw, float *scales, float *bias) {
   const float *cb = p->bias != GEMM_BIAS_NONE ? nr_step_const(c, 2) : NULL;
   const nr_slot *cs = nr_step_in(c, 2);
@@ -143,7 +145,7 @@ static void scales_bias(const nr_tactic_ctx *c, const gemm_params *p, float xs,
 
 nr_status nr_gemm_onednn_q_prepare(const nr_tactic_ctx *c, nr_plan *plan, nr_step *st) {
   char node[256];
-  gemm_params p;
+  nr_gemm_step_params p;
   if (!analyze(c, &p))
     return nr_errorf(c->err, NR_ERR_INTERNAL, "%s: %s cannot run it",
                      nr_node_describe(c->node, node, sizeof node), st->tactic->id);
@@ -198,7 +200,7 @@ nr_status nr_gemm_onednn_q_run(const nr_exec_args *a) {
   const nr_onednn_q_head *h = nr_onednn_q_head_get(a, who);
   if (!h)
     return a->err ? a->err->status : NR_ERR_INVALID_ARGUMENT;
-  gemm_params p;
+  nr_gemm_step_params p;
   memcpy(&p, a->step->params, sizeof p);
   nr_onednn_q_key k;
   matmul_key(&p, h, &k);

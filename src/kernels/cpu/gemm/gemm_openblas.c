@@ -10,7 +10,7 @@
 #include <string.h>
 
 nr_status gemm_openblas_run(const nr_exec_args *x) {
-  gemm_params p;
+  nr_gemm_step_params p;
   memcpy(&p, x->step->params, sizeof p);
   if (p.m <= 0 || p.n <= 0)
     return NR_OK;

@@ -34,7 +34,7 @@ enum {
 enum { GEMM_RES_NONE, GEMM_RES_C, GEMM_RES_R }; /* input 2 * beta, input 3 */
 
 /* The step params record (step->params), identical for every engine. */
-typedef struct gemm_params {
+typedef struct nr_gemm_step_params {
   nr_gemm_cfg cfg;
   int64_t m, n, k;  /* per product; m covers the flattened batch unless BATCHED */
   int32_t batch;    /* products (1 unless BATCHED) */
@@ -43,27 +43,21 @@ typedef struct gemm_params {
   uint32_t bias_off; /* float offset of a packed bias in the packed data */
   uint16_t threads;  /* threads the scratch was sized for */
   uint8_t op, flags, act, split, bias, resid;
-} gemm_params;
+} nr_gemm_step_params;
 
-_Static_assert(sizeof(gemm_params) <= NR_TACTIC_PARAMS, "gemm params too big");
+_Static_assert(sizeof(nr_gemm_step_params) <= NR_TACTIC_PARAMS, "gemm params too big");
 
-/* One operand as the analysis sees it. */
-typedef struct gemm_view_in {
-  bool present, is_const;
-  nr_dtype dtype;
-  int rank;
-  int64_t dims[NR_MAX_RANK];
-} gemm_view_in;
-
+/* A node's operands as the analysis sees them: their shapes (ir/node_desc.h) and
+ * which of inputs 0-3 are constants. */
 typedef struct gemm_view {
   const nr_node *node;
-  gemm_view_in in[4];
-  nr_dtype out_dtype;
+  nr_node_io io;
+  bool is_const[4];
 } gemm_view;
 
 /* Fills p (not cfg, split, threads, bias_off) for the node; false when no GEMM tactic
  * can run it (non-float, unknown shapes, an unsupported broadcast of C, ...). */
-bool gemm_analyze(const gemm_view *v, gemm_params *p);
+bool gemm_analyze(const gemm_view *v, nr_gemm_step_params *p);
 /* The view of a step's node from plan slots. */
 void gemm_view_from_ctx(const nr_tactic_ctx *c, gemm_view *v);
 /* The view of a graph node from its tensors (for knob valid()). */
@@ -75,26 +69,26 @@ typedef struct gemm_product {
   const float *a, *b, *r; /* b is packed when GEMM_F_PB */
   float *c;
 } gemm_product;
-void gemm_product_get(const nr_exec_args *x, const gemm_params *p, int64_t i,
+void gemm_product_get(const nr_exec_args *x, const nr_gemm_step_params *p, int64_t i,
                       gemm_product *out);
 /* The epilogue of product i (r from gemm_product_get). */
-void gemm_epilogue_get(const nr_exec_args *x, const gemm_params *p, const float *r,
-                       nr_epilogue *ep);
+void gemm_epilogue_get(const nr_exec_args *x, const nr_gemm_step_params *p,
+                       const float *r, nr_epilogue *ep);
 
 /* Prepare: beta * C (input 2, constant) broadcast to the M (GEMM_BIAS_PACKED_ROW) or
  * N (GEMM_BIAS_PACKED_COL) floats the epilogue adds, written to out. */
-void gemm_bias_build(const nr_tactic_ctx *c, const gemm_params *p, float *out);
+void gemm_bias_build(const nr_tactic_ctx *c, const nr_gemm_step_params *p, float *out);
 
 /* Engines other than the nnroute kernels (gemm_openblas.c, gemm_onednn.c). */
 nr_status gemm_openblas_run(const nr_exec_args *x);
 nr_status gemm_onednn_run(const nr_exec_args *x);
 /* onednn_matmul's scratch on `threads` threads: one scratchpad per row band. */
-nr_status gemm_onednn_scratch(const gemm_params *p, int threads, uint64_t *bytes,
+nr_status gemm_onednn_scratch(const nr_gemm_step_params *p, int threads, uint64_t *bytes,
                               nr_error *err);
 /* oneDNN inner product (gemm_onednn_ip.c): a 2-D product with constant B, bias per
  * column, alpha 1; the scratch its weight reorder needs; the run. */
-bool gemm_onednn_ip_fits(const gemm_params *p);
-nr_status gemm_onednn_ip_scratch(const gemm_params *p, int team, uint64_t *bytes,
+bool gemm_onednn_ip_fits(const nr_gemm_step_params *p);
+nr_status gemm_onednn_ip_scratch(const nr_gemm_step_params *p, int team, uint64_t *bytes,
                                  nr_error *err);
 nr_status gemm_onednn_ip_run(const nr_exec_args *x);
 

@@ -32,181 +32,93 @@
 
 /* ---- analysis -------------------------------------------------------------------- */
 
-bool gemm_node_is_gemm(const nr_node *n) {
-  if (!n->domain[0])
-    return !strcmp(n->op_type, "Gemm") || !strcmp(n->op_type, "MatMul");
-  return !strcmp(n->domain, NR_DOMAIN) &&
-         (!strcmp(n->op_type, "FusedGemm") || !strcmp(n->op_type, "FusedMatMul"));
-}
+bool gemm_node_is_gemm(const nr_node *n) { return nr_gemm_desc_is_node(n); }
 
-static int64_t count_of(const gemm_view_in *x) {
-  int64_t c = 1;
-  for (int d = 0; d < x->rank; d++)
-    c *= x->dims[d];
-  return c;
-}
-
-static bool shape_ok(const gemm_view_in *x) {
-  if (!x->present)
-    return true;
-  if (x->dtype != NR_DTYPE_FLOAT || x->rank < 0)
-    return false;
-  for (int d = 0; d < x->rank; d++)
-    if (x->dims[d] < 0)
-      return false;
-  return true;
-}
-
-/* Gemm's C: a column bias (varies along N only), a row bias ([M, 1]) or a full
- * residual ([M, N]). A constant bias is pre-scaled by beta into the packed data; a
- * runtime one is used in place, so it must not need scaling or broadcasting. */
-static bool gemm_c(const gemm_view_in *c, gemm_params *p) {
-  if (!c->present)
-    return true;
-  int64_t cnt = count_of(c), d0 = c->rank > 0 ? c->dims[0] : 1;
-  int64_t d1 = c->rank > 1 ? c->dims[1] : 1;
-  bool col = c->rank == 0 || (c->rank == 1 && (d0 == p->n || d0 == 1)) ||
-             (c->rank == 2 && d0 == 1 && (d1 == p->n || d1 == 1));
-  bool row = c->rank == 2 && d0 == p->m && d1 == 1;
-  bool full = c->rank == 2 && d0 == p->m && d1 == p->n;
-  if (col || row) {
-    p->bias = c->is_const ? (col ? GEMM_BIAS_PACKED_COL : GEMM_BIAS_PACKED_ROW)
-                          : (col ? GEMM_BIAS_IN_COL : GEMM_BIAS_IN_ROW);
-    return c->is_const || (p->beta == 1.0f && cnt == (col ? p->n : p->m));
-  }
-  if (full) {
-    p->resid = GEMM_RES_C;
-    return true;
+/* A runtime C is used in place, so it must not need scaling or broadcasting; a
+ * constant one is pre-scaled by beta into the packed data (gemm_bias_build). */
+static bool gemm_addend(const gemm_view *v, const nr_gemm_desc *d,
+                        nr_gemm_step_params *p) {
+  bool is_const = v->is_const[2];
+  switch (d->add) {
+  case NR_GEMM_ADD_NONE: return true;
+  case NR_GEMM_ADD_COL:
+    p->bias = is_const ? GEMM_BIAS_PACKED_COL : GEMM_BIAS_IN_COL;
+    return is_const || (p->beta == 1.0f && d->add_cols == d->n);
+  case NR_GEMM_ADD_ROW:
+    p->bias = is_const ? GEMM_BIAS_PACKED_ROW : GEMM_BIAS_IN_ROW;
+    return is_const || p->beta == 1.0f;
+  case NR_GEMM_ADD_FULL: p->resid = GEMM_RES_C; return true;
   }
   return false;
 }
 
-static bool analyze_gemm(const gemm_view *v, gemm_params *p) {
-  const gemm_view_in *a = &v->in[0], *b = &v->in[1];
-  if (a->rank != 2 || b->rank != 2)
-    return false;
-  p->flags |= nr_attr_int(v->node, "transA", 0) ? GEMM_F_TA : 0;
-  p->flags |= nr_attr_int(v->node, "transB", 0) ? GEMM_F_TB : 0;
-  p->m = a->dims[p->flags & GEMM_F_TA ? 1 : 0];
-  p->k = a->dims[p->flags & GEMM_F_TA ? 0 : 1];
-  p->n = b->dims[p->flags & GEMM_F_TB ? 0 : 1];
-  if (b->dims[p->flags & GEMM_F_TB ? 1 : 0] != p->k)
-    return false;
-  p->alpha = nr_attr_float(v->node, "alpha", 1.0f);
-  p->beta = nr_attr_float(v->node, "beta", 1.0f);
-  p->batch = 1;
-  return gemm_c(&v->in[2], p);
-}
-
-static bool analyze_matmul(const gemm_view *v, gemm_params *p) {
-  const gemm_view_in *a = &v->in[0], *b = &v->in[1];
-  if (a->rank < 1 || b->rank < 1)
-    return false;
-  p->k = a->dims[a->rank - 1];
-  p->n = b->rank == 1 ? 1 : b->dims[b->rank - 1];
-  if ((b->rank == 1 ? b->dims[0] : b->dims[b->rank - 2]) != p->k)
-    return false;
-  p->alpha = 1, p->beta = 1, p->batch = 1;
-  if (b->rank <= 2) { /* fold A's batch into M */
-    p->m = 1;
-    for (int d = 0; d + 1 < a->rank; d++)
-      p->m *= a->dims[d];
-  } else { /* one product per element of the broadcast batch */
-    p->m = a->rank == 1 ? 1 : a->dims[a->rank - 2];
-    int ar = a->rank > 2 ? a->rank - 2 : 0, br = b->rank - 2;
-    int yr = ar > br ? ar : br;
-    int64_t yb = 1;
-    for (int d = 0; d < yr; d++) {
-      int64_t ad = d - (yr - ar) >= 0 ? a->dims[d - (yr - ar)] : 1;
-      int64_t bd = d - (yr - br) >= 0 ? b->dims[d - (yr - br)] : 1;
-      if (ad != bd && ad != 1 && bd != 1)
-        return false;
-      yb *= ad > bd ? ad : bd;
-    }
-    if (yb > INT32_MAX)
+/* The record's shape of the products: a MatMul whose B has no batch dims folds A's
+ * batch into M; otherwise one product per element of Y's batch. */
+static bool products_of(const nr_gemm_desc *d, nr_gemm_step_params *p) {
+  p->m = d->m, p->n = d->n, p->k = d->k, p->batch = 1;
+  p->alpha = d->alpha, p->beta = d->beta;
+  p->flags |= d->trans_a ? GEMM_F_TA : 0;
+  p->flags |= d->trans_b ? GEMM_F_TB : 0;
+  bool matmul = d->op == NR_GEMM_OP_MATMUL || d->op == NR_GEMM_OP_FUSED_MATMUL;
+  if (matmul && d->b_rank <= 2) {
+    p->m = d->m * d->batch;
+  } else if (matmul) {
+    if (d->batch > INT32_MAX)
       return false;
-    p->batch = (int32_t)yb;
+    p->batch = (int32_t)d->batch;
     p->flags |= GEMM_F_BATCHED;
   }
-  const gemm_view_in *bias = &v->in[2];
-  if (bias->present) {
-    if (count_of(bias) != p->n)
-      return false;
-    p->bias = bias->is_const ? GEMM_BIAS_PACKED_COL : GEMM_BIAS_IN_COL;
-  }
   return true;
 }
 
-bool gemm_analyze(const gemm_view *v, gemm_params *p) {
+static bool float_operands(const gemm_view *v) {
+  for (int i = 0; i < 4; i++) {
+    const nr_value *x = nr_node_io_in(&v->io, i);
+    if (x && x->dtype != NR_DTYPE_FLOAT)
+      return false;
+  }
+  const nr_value *y = nr_node_io_out(&v->io, 0);
+  return y && y->dtype == NR_DTYPE_FLOAT;
+}
+
+bool gemm_analyze(const gemm_view *v, nr_gemm_step_params *p) {
   memset(p, 0, sizeof *p);
-  const nr_node *n = v->node;
-  if (!gemm_node_is_gemm(n) || v->out_dtype != NR_DTYPE_FLOAT)
+  nr_gemm_desc d;
+  if (!gemm_node_is_gemm(v->node) || !float_operands(v) ||
+      nr_gemm_desc_parse(v->node, &v->io, &d, NULL) || !products_of(&d, p) ||
+      !gemm_addend(v, &d, p))
     return false;
-  for (int i = 0; i < 4; i++)
-    if (!shape_ok(&v->in[i]))
+  p->op = (uint8_t)d.op;
+  p->flags |= v->is_const[0] ? GEMM_F_A_CONST : 0;
+  p->flags |= v->is_const[1] ? GEMM_F_B_CONST : 0;
+  p->act = (uint8_t)d.act;
+  p->act_a = d.act_a;
+  p->act_b = d.act_b;
+  if (d.residual) {
+    if (p->resid != GEMM_RES_NONE)
       return false;
-  if (!v->in[0].present || !v->in[1].present)
-    return false;
-  bool fused = n->domain[0] != 0, is_gemm = strstr(n->op_type, "Gemm") != NULL;
-  p->op = is_gemm ? (fused ? GEMM_OP_FUSED_GEMM : GEMM_OP_GEMM)
-                  : (fused ? GEMM_OP_FUSED_MATMUL : GEMM_OP_MATMUL);
-  if (!(is_gemm ? analyze_gemm(v, p) : analyze_matmul(v, p)))
-    return false;
-  p->flags |= v->in[0].is_const ? GEMM_F_A_CONST : 0;
-  p->flags |= v->in[1].is_const ? GEMM_F_B_CONST : 0;
-  if (fused) {
-    nr_act act = NR_ACT_NONE;
-    if (!nr_act_from_name(nr_attr_string(n, "activation", "none"), &act))
-      return false;
-    p->act = (uint8_t)act;
-    p->act_a = nr_attr_float(n, "act_alpha", 0.0f);
-    p->act_b = nr_attr_float(n, "act_beta", 0.0f);
-    if (v->in[3].present) {
-      if (p->resid != GEMM_RES_NONE || count_of(&v->in[3]) != p->batch * p->m * p->n)
-        return false;
-      p->resid = GEMM_RES_R;
-    }
+    p->resid = GEMM_RES_R;
   }
   return true;
-}
-
-static void view_in_slot(gemm_view_in *o, const nr_slot *s) {
-  memset(o, 0, sizeof *o);
-  if (!s)
-    return;
-  o->present = true;
-  o->is_const = s->kind == NR_SLOT_CONST;
-  o->dtype = s->dtype;
-  o->rank = s->rank;
-  memcpy(o->dims, s->dims, sizeof o->dims);
 }
 
 void gemm_view_from_ctx(const nr_tactic_ctx *c, gemm_view *v) {
   memset(v, 0, sizeof *v);
   v->node = c->node;
-  for (int i = 0; i < 4; i++)
-    view_in_slot(&v->in[i], nr_step_in(c, i));
-  const nr_slot *o = nr_step_out(c, 0);
-  v->out_dtype = o ? o->dtype : NR_DTYPE_UNDEFINED;
+  nr_node_io_from_ctx(c, &v->io);
+  for (int i = 0; i < 4; i++) {
+    const nr_slot *s = nr_step_in(c, i);
+    v->is_const[i] = s && s->kind == NR_SLOT_CONST;
+  }
 }
 
 void gemm_view_from_graph(const nr_graph *g, const nr_node *n, gemm_view *v) {
   memset(v, 0, sizeof *v);
   v->node = n;
-  for (int i = 0; i < 4 && i < n->n_inputs; i++) {
-    if (n->inputs[i] < 0)
-      continue;
-    const nr_tensor *t = &g->tensors[n->inputs[i]];
-    gemm_view_in *o = &v->in[i];
-    o->present = true;
-    o->is_const = (t->flags & NR_TENSOR_CONST) != 0;
-    o->dtype = t->value.dtype;
-    o->rank = t->value.rank;
-    memcpy(o->dims, t->value.dims, sizeof o->dims);
-  }
-  v->out_dtype = n->n_outputs > 0 && n->outputs[0] >= 0
-                     ? g->tensors[n->outputs[0]].value.dtype
-                     : NR_DTYPE_UNDEFINED;
+  nr_node_io_from_graph(g, n, &v->io);
+  for (int i = 0; i < 4 && i < n->n_inputs; i++)
+    v->is_const[i] = n->inputs[i] >= 0 &&
+                     (g->tensors[n->inputs[i]].flags & NR_TENSOR_CONST);
 }
 
 /* ---- run-time helpers ------------------------------------------------------------ */
@@ -229,7 +141,7 @@ static void batch_index(const nr_slot *as, const nr_slot *bs, int64_t i, int64_t
   }
 }
 
-void gemm_product_get(const nr_exec_args *x, const gemm_params *p, int64_t i,
+void gemm_product_get(const nr_exec_args *x, const nr_gemm_step_params *p, int64_t i,
                       gemm_product *o) {
   int64_t ai = 0, bi = 0;
   if (p->flags & GEMM_F_BATCHED)
@@ -249,8 +161,8 @@ void gemm_product_get(const nr_exec_args *x, const gemm_params *p, int64_t i,
     o->r = (const float *)x->in[3] + i * p->m * p->n;
 }
 
-void gemm_epilogue_get(const nr_exec_args *x, const gemm_params *p, const float *r,
-                       nr_epilogue *ep) {
+void gemm_epilogue_get(const nr_exec_args *x, const nr_gemm_step_params *p,
+                       const float *r, nr_epilogue *ep) {
   memset(ep, 0, sizeof *ep);
   switch (p->bias) {
   case GEMM_BIAS_PACKED_ROW: ep->bias_per_row = true; /* fall through */
@@ -268,7 +180,7 @@ void gemm_epilogue_get(const nr_exec_args *x, const gemm_params *p, const float 
 
 /* ---- prepare: shared by every engine ------------------------------------------------ */
 
-void gemm_bias_build(const nr_tactic_ctx *c, const gemm_params *p, float *out) {
+void gemm_bias_build(const nr_tactic_ctx *c, const nr_gemm_step_params *p, float *out) {
   const nr_slot *cs = nr_step_in(c, 2);
   const float *src = nr_step_const(c, 2);
   int64_t cnt = 1;
@@ -293,7 +205,7 @@ static int default_threads(const nr_step *st) {
 
 /* Packs constant operands (pack_ops) and the bias into the engine; fills step. */
 static nr_status prepare_common(const nr_tactic_ctx *c, nr_plan *plan, nr_step *st,
-                                gemm_params *p, bool pack_ops) {
+                                nr_gemm_step_params *p, bool pack_ops) {
   int64_t bs_batch = 1;
   if (pack_ops && (p->flags & GEMM_F_B_CONST)) {
     p->flags |= GEMM_F_PB;
@@ -348,7 +260,7 @@ static nr_status prepare_common(const nr_tactic_ctx *c, nr_plan *plan, nr_step *
 /* The 1-row kernels only run problems with few rows (M = 1 is their point). */
 static bool nn_supports(const nr_tactic_ctx *c, int uk) {
   gemm_view v;
-  gemm_params p;
+  nr_gemm_step_params p;
   gemm_view_from_ctx(c, &v);
   if (!gemm_analyze(&v, &p))
     return false;
@@ -363,7 +275,7 @@ static int knob_int(const nr_tactic_ctx *c, nr_knob_id id, int dflt) {
 
 static nr_status nn_prepare(const nr_tactic_ctx *c, nr_plan *plan, nr_step *st, int uk) {
   gemm_view v;
-  gemm_params p;
+  nr_gemm_step_params p;
   gemm_view_from_ctx(c, &v);
   if (!gemm_analyze(&v, &p))
     return nr_errorf(c->err, NR_ERR_INTERNAL, "gemm: node %s not supported", c->node->name);
@@ -397,7 +309,7 @@ static nr_status nn_prepare(const nr_tactic_ctx *c, nr_plan *plan, nr_step *st, 
 
 typedef struct batch_job {
   const nr_exec_args *x;
-  const gemm_params *p;
+  const nr_gemm_step_params *p;
   size_t per_thread;
 } batch_job;
 
@@ -422,7 +334,7 @@ static void epilogue_pass(const nr_epilogue *ep, int64_t m, int64_t n, float *c,
   nr_parallel_for(pool, m, grain, threads, ep_task, &j);
 }
 
-static void run_product(const nr_exec_args *x, const gemm_params *p, int64_t i,
+static void run_product(const nr_exec_args *x, const nr_gemm_step_params *p, int64_t i,
                         void *scratch, nr_threadpool *pool, int threads) {
   gemm_product pr;
   nr_epilogue ep;
@@ -449,7 +361,7 @@ static void batch_task(void *arg, int64_t begin, int64_t end, int thread) {
 }
 
 static nr_status nn_run(const nr_exec_args *x) {
-  gemm_params p;
+  nr_gemm_step_params p;
   memcpy(&p, x->step->params, sizeof p);
   int t = nr_threadpool_size(x->pool);
   if (x->step->threads > 0 && x->step->threads < t)
@@ -482,14 +394,14 @@ static nr_status nn_run(const nr_exec_args *x) {
 
 static bool lib_supports(const nr_tactic_ctx *c) {
   gemm_view v;
-  gemm_params p;
+  nr_gemm_step_params p;
   gemm_view_from_ctx(c, &v);
   return gemm_analyze(&v, &p);
 }
 
 static bool onednn_supports(const nr_tactic_ctx *c) {
   gemm_view v;
-  gemm_params p;
+  nr_gemm_step_params p;
   gemm_view_from_ctx(c, &v);
   return gemm_analyze(&v, &p) && !(p.flags & GEMM_F_BATCHED) && p.m > 0 && p.n > 0 &&
          p.k > 0;
@@ -497,7 +409,7 @@ static bool onednn_supports(const nr_tactic_ctx *c) {
 
 static nr_status lib_prepare(const nr_tactic_ctx *c, nr_plan *plan, nr_step *st) {
   gemm_view v;
-  gemm_params p;
+  nr_gemm_step_params p;
   gemm_view_from_ctx(c, &v);
   if (!gemm_analyze(&v, &p))
     return nr_errorf(c->err, NR_ERR_INTERNAL, "gemm: node %s not supported", c->node->name);
@@ -509,27 +421,27 @@ static nr_status lib_prepare(const nr_tactic_ctx *c, nr_plan *plan, nr_step *st)
 /* onednn_matmul: lib_prepare, then room for its bands' scratchpads. */
 static nr_status onednn_prepare(const nr_tactic_ctx *c, nr_plan *plan, nr_step *st) {
   nr_status s = lib_prepare(c, plan, st);
-  gemm_params q;
+  nr_gemm_step_params q;
   memcpy(&q, st->params, sizeof q); /* the record as run() will read it */
   return s ? s : gemm_onednn_scratch(&q, nr_extlib_build_threads(c), &st->scratch, c->err);
 }
 
 static bool ip_supports(const nr_tactic_ctx *c) {
   gemm_view v;
-  gemm_params p;
+  nr_gemm_step_params p;
   gemm_view_from_ctx(c, &v);
   return gemm_analyze(&v, &p) && gemm_onednn_ip_fits(&p);
 }
 
 static nr_status ip_prepare(const nr_tactic_ctx *c, nr_plan *plan, nr_step *st) {
   gemm_view v;
-  gemm_params p;
+  nr_gemm_step_params p;
   gemm_view_from_ctx(c, &v);
   if (!gemm_analyze(&v, &p))
     return nr_errorf(c->err, NR_ERR_INTERNAL, "gemm: node %s not supported", c->node->name);
   set_threads(c, st);
   nr_status s = prepare_common(c, plan, st, &p, false);
-  gemm_params q;
+  nr_gemm_step_params q;
   memcpy(&q, st->params, sizeof q); /* the record as run() will read it */
   return s ? s : gemm_onednn_ip_scratch(&q, nr_extlib_build_threads(c), &st->scratch,
                                         c->err);
@@ -587,15 +499,14 @@ const nr_tactic nr_tactics_gemm[] = {
  * attention). */
 static bool knob_applies(const nr_graph *g, const nr_node *n) {
   gemm_view v;
-  gemm_params p;
+  nr_gemm_step_params p;
   if (!gemm_node_is_gemm(n))
     return false;
   gemm_view_from_graph(g, n, &v);
-  return v.out_dtype == NR_DTYPE_FLOAT && gemm_analyze(&v, &p) &&
-         !nr_fate_recognized(g, n) && !nr_horizontal_absorbs(g, n);
+  return gemm_analyze(&v, &p) && !nr_fate_recognized(g, n) && !nr_horizontal_absorbs(g, n);
 }
 
-static bool node_problem(const nr_graph *g, const nr_node *n, gemm_params *p) {
+static bool node_problem(const nr_graph *g, const nr_node *n, nr_gemm_step_params *p) {
   gemm_view v;
   gemm_view_from_graph(g, n, &v);
   return gemm_analyze(&v, p);
@@ -603,7 +514,7 @@ static bool node_problem(const nr_graph *g, const nr_node *n, gemm_params *p) {
 
 /* A constant operand the nnroute tactics pack at build time (prepare_common). */
 static bool applies_prepack(const nr_graph *g, const nr_node *n) {
-  gemm_params p;
+  nr_gemm_step_params p;
   if (!knob_applies(g, n) || !node_problem(g, n, &p))
     return false;
   return (p.flags & GEMM_F_B_CONST) ||
@@ -613,7 +524,7 @@ static bool applies_prepack(const nr_graph *g, const nr_node *n) {
 /* Something for the epilogue to do: the node's own bias / residual / activation, or
  * the bias Add and activation fuse.gemm_act gives it at the default route. */
 static bool applies_epilogue(const nr_graph *g, const nr_node *n) {
-  gemm_params p;
+  nr_gemm_step_params p;
   if (!knob_applies(g, n) || !node_problem(g, n, &p))
     return false;
   if (p.bias != GEMM_BIAS_NONE || p.resid != GEMM_RES_NONE || p.act != NR_ACT_NONE)
@@ -631,7 +542,7 @@ static const char tactic_values[] = "auto"
 /* Values in table order: auto, the micro-kernels, openblas, onednn matmul, onednn
  * inner product. */
 static uint64_t tactic_valid(const nr_graph *g, const nr_node *n) {
-  gemm_params p;
+  nr_gemm_step_params p;
   uint64_t bits = 1;
   if (!node_problem(g, n, &p))
     return bits;
@@ -672,20 +583,20 @@ static const int kc_vals[] = {128, 256, 384, 512}, mc_vals[] = {48, 72, 96, 144}
                  nc_vals[] = {256, 512, 1024, 2048, 4096};
 
 static uint64_t kc_valid(const nr_graph *g, const nr_node *n) {
-  gemm_params p;
+  nr_gemm_step_params p;
   if (!node_problem(g, n, &p))
     return 1;
   return below(kc_vals, 4, p.k, 1, nr_gemm_default_cfg(p.m, p.n, p.k).kc);
 }
 static uint64_t mc_valid(const nr_graph *g, const nr_node *n) {
-  gemm_params p;
+  nr_gemm_step_params p;
   if (!node_problem(g, n, &p))
     return 1;
   nr_gemm_cfg c = nr_gemm_default_cfg(p.m, p.n, p.k);
   return below(mc_vals, 4, p.m, nr_gemm_ukernel_get(c.ukernel)->mr, c.mc);
 }
 static uint64_t nc_valid(const nr_graph *g, const nr_node *n) {
-  gemm_params p;
+  nr_gemm_step_params p;
   if (!node_problem(g, n, &p))
     return 1;
   nr_gemm_cfg c = nr_gemm_default_cfg(p.m, p.n, p.k);

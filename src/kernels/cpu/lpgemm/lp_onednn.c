@@ -228,20 +228,20 @@ static bool execute(const prim_entry *e, const void *src, const void *packed,
 
 /* ---- inner product ------------------------------------------------------------------- */
 
-static bool ip_problem(const nr_tactic_ctx *c, gemm_params *p) {
+static bool ip_problem(const nr_tactic_ctx *c, nr_gemm_step_params *p) {
   gemm_view v;
   gemm_view_from_ctx(c, &v);
   return gemm_analyze(&v, p) && gemm_onednn_ip_fits(p);
 }
 
-static prim_key ip_key(const gemm_params *p) {
+static prim_key ip_key(const nr_gemm_step_params *p) {
   prim_key k = {KEY_IP, {p->m, p->n, p->k, p->bias != GEMM_BIAS_NONE,
                          (p->flags & GEMM_F_TB) != 0}};
   return k;
 }
 
 bool lp_onednn_ip_supports(const nr_tactic_ctx *c) {
-  gemm_params p;
+  nr_gemm_step_params p;
   return ip_problem(c, &p);
 }
 
@@ -254,7 +254,7 @@ static nr_status prep_fail(const nr_tactic_ctx *c, const nr_step *st, nr_status 
 
 /* Packed data: descriptor, weights in the primitive's format, then the packed bias. */
 nr_status lp_onednn_ip_prepare(const nr_tactic_ctx *c, nr_plan *plan, nr_step *st) {
-  gemm_params p;
+  nr_gemm_step_params p;
   if (!ip_problem(c, &p))
     return prep_fail(c, st, NR_ERR_INTERNAL, "cannot run it");
   prim_key key = ip_key(&p);
@@ -284,7 +284,7 @@ nr_status lp_onednn_ip_prepare(const nr_tactic_ctx *c, nr_plan *plan, nr_step *s
 }
 
 nr_status lp_onednn_ip_run(const nr_exec_args *x) {
-  gemm_params p, q;
+  nr_gemm_step_params p, q;
   memcpy(&p, x->step->params, sizeof p);
   prim_key key = ip_key(&p);
   const prim_entry *e = run_lookup(x, &key, "onednn_bf16_inner_product");

@@ -70,12 +70,12 @@ static nr_lpgemm_cfg make_cfg(const nr_tactic_ctx *c, int uk, int64_t m, int64_t
 /* ---- Gemm, MatMul, FusedGemm, FusedMatMul ---------------------------------------------- */
 
 /* A single product with constant B: what the narrow B packing needs. */
-static bool gemm_fits(const gemm_params *p) {
+static bool gemm_fits(const nr_gemm_step_params *p) {
   return (p->flags & GEMM_F_B_CONST) && !(p->flags & GEMM_F_BATCHED) && p->m > 0 &&
          p->n > 0 && p->k > 0;
 }
 
-static bool gemm_problem(const nr_tactic_ctx *c, gemm_params *p) {
+static bool gemm_problem(const nr_tactic_ctx *c, nr_gemm_step_params *p) {
   gemm_view v;
   gemm_view_from_ctx(c, &v);
   return gemm_analyze(&v, p) && gemm_fits(p);
@@ -83,7 +83,7 @@ static bool gemm_problem(const nr_tactic_ctx *c, gemm_params *p) {
 
 /* The 1-row kernels only run products of a few rows (as the fp32 family). */
 static bool lp_gemm_supports(const nr_tactic_ctx *c, int uk) {
-  gemm_params p;
+  nr_gemm_step_params p;
   return gemm_problem(c, &p) && (nr_lpgemm_ukernel_get(uk)->mr > 1 || p.m <= 4);
 }
 
@@ -96,7 +96,7 @@ static int step_threads(const nr_tactic_ctx *c, nr_step *st) {
 
 /* The packed data: narrow B (nr_lpgemm_pack_b), then the packed bias at bias_off. */
 static nr_status pack_gemm(const nr_tactic_ctx *c, nr_plan *plan, nr_step *st,
-                           gemm_params *p, nr_lpgemm_cfg cfg) {
+                           nr_gemm_step_params *p, nr_lpgemm_cfg cfg) {
   size_t pb = (nr_lpgemm_packed_b_size(cfg, p->k, p->n) + 63) / 64 * 64;
   bool packed_bias = p->bias == GEMM_BIAS_PACKED_COL || p->bias == GEMM_BIAS_PACKED_ROW;
   size_t blen = packed_bias ? (size_t)(p->bias == GEMM_BIAS_PACKED_ROW ? p->m : p->n) : 0;
@@ -122,7 +122,7 @@ static nr_status pack_gemm(const nr_tactic_ctx *c, nr_plan *plan, nr_step *st,
 
 static nr_status lp_gemm_prepare(const nr_tactic_ctx *c, nr_plan *plan, nr_step *st,
                                  int uk) {
-  gemm_params p;
+  nr_gemm_step_params p;
   if (!gemm_problem(c, &p)) {
     char b[256];
     return nr_errorf(c->err, NR_ERR_INTERNAL, "%s: %s cannot run it",
@@ -145,7 +145,7 @@ static nr_status lp_gemm_prepare(const nr_tactic_ctx *c, nr_plan *plan, nr_step 
 }
 
 static nr_status lp_gemm_run(const nr_exec_args *x) {
-  gemm_params p, q;
+  nr_gemm_step_params p, q;
   memcpy(&p, x->step->params, sizeof p);
   int t = nr_threadpool_size(x->pool);
   if (x->step->threads > 0 && x->step->threads < t)
@@ -378,7 +378,7 @@ bool nr_lowp_supports_node(const nr_graph *g, const nr_node *n, nr_precision p) 
     return false;
   if (gemm_node_is_gemm(n)) {
     gemm_view v;
-    gemm_params gp;
+    nr_gemm_step_params gp;
     gemm_view_from_graph(g, n, &v);
     return gemm_analyze(&v, &gp) && gemm_fits(&gp);
   }

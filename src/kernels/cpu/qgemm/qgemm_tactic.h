@@ -1,7 +1,7 @@
 /* qgemm_tactic.h - what the int8 tactics (tactics_qgemm.c, qconv.c) share: the record
  * at the start of a step's packed data and the conv run functions.
  *
- * Key decision: the step params stay the fp32 family's own record (gemm_params from
+ * Key decision: the step params stay the fp32 family's own record (nr_gemm_step_params from
  * gemm_tactic.h, conv_p from conv_internal.h, each exactly 64 bytes and filled by the
  * same parsers), with the int8 blocking (nr_qgemm_cfg, the same four uint16 as
  * nr_gemm_cfg) in its cfg slot, so the fp32 run-time helpers (batch walk, epilogue,

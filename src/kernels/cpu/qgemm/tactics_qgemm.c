@@ -141,7 +141,7 @@ static int default_threads(const nr_step *st) {
 
 /* ---- Gemm / MatMul on the W_B kernels ---------------------------------------------- */
 
-static bool gemm_problem(const nr_tactic_ctx *c, gemm_params *p) {
+static bool gemm_problem(const nr_tactic_ctx *c, nr_gemm_step_params *p) {
   gemm_view v;
   gemm_view_from_ctx(c, &v);
   return gemm_analyze(&v, p) && (p->flags & GEMM_F_B_CONST) &&
@@ -163,12 +163,12 @@ static bool tile_fits(int uk, int64_t m, int64_t n, int64_t k) {
 }
 
 static bool gemm_supports(const nr_tactic_ctx *c, int uk) {
-  gemm_params p;
+  nr_gemm_step_params p;
   return gemm_problem(c, &p) && tile_fits(uk, p.m, p.n, p.k);
 }
 
 /* beta * C of Gemm (FusedMatMul's bias: beta is 1) as the per-channel or per-row bias. */
-static void gemm_bias(const nr_tactic_ctx *c, const gemm_params *p, qt_weights *w,
+static void gemm_bias(const nr_tactic_ctx *c, const nr_gemm_step_params *p, qt_weights *w,
                       float **row) {
   if (p->bias != GEMM_BIAS_PACKED_COL && p->bias != GEMM_BIAS_PACKED_ROW)
     return;
@@ -189,7 +189,7 @@ static void gemm_bias(const nr_tactic_ctx *c, const gemm_params *p, qt_weights *
 }
 
 static nr_status gemm_prepare(const nr_tactic_ctx *c, nr_plan *plan, nr_step *st, int uk) {
-  gemm_params p;
+  nr_gemm_step_params p;
   if (!gemm_problem(c, &p))
     return qt_fail(c, NR_ERR_INTERNAL, "not an int8 GEMM this tactic runs");
   const nr_qgemm_ukernel *u = nr_qgemm_ukernel_get(uk);
@@ -230,7 +230,7 @@ static nr_status gemm_prepare(const nr_tactic_ctx *c, nr_plan *plan, nr_step *st
 }
 
 static nr_status gemm_run(const nr_exec_args *x) {
-  gemm_params p;
+  nr_gemm_step_params p;
   memcpy(&p, x->step->params, sizeof p);
   int t = nr_threadpool_size(x->pool);
   if (x->step->threads > 0 && x->step->threads < t)
