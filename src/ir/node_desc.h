@@ -19,8 +19,9 @@
 
 #include "ir/act.h"
 #include "ir/ir.h"
+#include "ir/op.h"
 
-#define NR_DESC_MAX_IO 16 /* inputs or outputs a description reads */
+#define NR_DESC_MAX_IO NR_OP_MAX_IO /* inputs or outputs a description reads */
 
 /* The shapes of a node's operands. An absent operand (index past the count, or an
  * empty name) has has_in / has_out false. */
