@@ -119,7 +119,11 @@ static nr_status read_shape(nr_onnx_ctx *ctx, const Onnx__TensorShapeProto *sp,
   for (size_t i = 0; i < sp->n_dim; i++) {
     const Onnx__TensorShapeProto__Dimension *d = sp->dim[i];
     t->value.dims[i] = NR_DIM_UNKNOWN;
-    if (d->value_case == ONNX__TENSOR_SHAPE_PROTO__DIMENSION__VALUE_DIM_VALUE) {
+    /* -1 is what several exporters (Paddle2ONNX among them) write for a free
+     * dimension, and ONNX Runtime reads it so: it stays unknown, as an unnamed
+     * dim_param would. Other negative values are an error. */
+    if (d->value_case == ONNX__TENSOR_SHAPE_PROTO__DIMENSION__VALUE_DIM_VALUE &&
+        d->dim_value != -1) {
       if (d->dim_value < 0)
         return nr_errorf(ctx->err, NR_ERR_INVALID_MODEL, "%s has negative dim %lld at axis %zu",
                          what, (long long)d->dim_value, i);

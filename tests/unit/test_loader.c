@@ -393,6 +393,16 @@ NR_TEST(loader_rejects_bad_graphs) {
   x_type->tensor_type->elem_type = 1;
   x_type->tensor_type->shape->dim[1]->dim_value = -2;
   EXPECT_FAIL(m, NULL, 0, NR_ERR_INVALID_MODEL, "'X'");
+  /* -1, the exporters' spelling of a free dim, loads as an unknown dim */
+  x_type->tensor_type->shape->dim[1]->dim_value = -1;
+  {
+    nr_graph *g1 = NULL;
+    nr_error e1;
+    nr_status st1 = load_model(&a, m, NULL, 0, &g1, &e1);
+    CHECK(st1 == NR_OK, "dim -1: %s", e1.message);
+    CHECK(g1 && g1->tensors[g1->inputs[0]].value.dims[1] == NR_DIM_UNKNOWN, "dim -1 is free");
+    nr_graph_destroy(g1);
+  }
   x_type->tensor_type->shape->dim[1]->dim_value = 3;
   g->node[0]->op_type = lm_str(&a, "");
   EXPECT_FAIL(m, NULL, 0, NR_ERR_INVALID_MODEL, "op_type");
