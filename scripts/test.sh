@@ -19,6 +19,9 @@
 #   check       tests/models/check_models.sh: engines built along the default route vs
 #               ONNX Runtime
 #   reference   the same through the reference executor (nnroute run --reference)
+#   zoo         the model zoo (bench/models/zoo.py, zoo_packaged.py: 34 files, cached in
+#               NR_BUILD_DIR/zoo) with ONNX Runtime references; tests/models/check_zoo.sh:
+#               every model built along the default route and compared with ONNX Runtime
 #   routes      tests/models/check_routes.sh: 20 seeded random routes per model, each
 #               built, run and compared with ONNX Runtime within its knobs' error bound
 #   knobs       docs/knobs.md matches `nnroute knobs --markdown`; nnroute check-knobs on
@@ -120,6 +123,13 @@ do_models() {
     .venv/bin/python bench/models/ort_reference.py "$build/models"
 }
 
+do_zoo() {
+  /usr/bin/python3 bench/models/zoo.py "$build/zoo" &&
+    /usr/bin/python3 bench/models/zoo_packaged.py "$build/zoo" &&
+    .venv/bin/python bench/models/ort_reference.py "$build/zoo" &&
+    NNROUTE=$build/nnroute bash tests/models/check_zoo.sh "$build/zoo"
+}
+
 do_check() {
   NNROUTE=$build/nnroute NR_MODELS_OUT=$build/models-out \
     bash tests/models/check_models.sh "$build/models"
@@ -179,6 +189,7 @@ stage cli "build bootstrap" do_cli
 stage models "bootstrap" do_models
 stage check "build models" do_check
 stage reference "build models" do_reference
+stage zoo "build models" do_zoo
 stage routes "build models" do_routes
 stage knobs "build models" do_knobs
 stage tune "build models" do_tune
