@@ -26,22 +26,9 @@
 
 static int idx_of(const nr_graph *g, const nr_node *n) { return (int)(n - g->nodes); }
 
-/* Node inputs reading tensor t (up to max of the nodes stored in out); the count. */
-static int reader_nodes(const nr_graph *g, int t, int *out, int max) {
-  int c = 0;
-  for (int k = 0; k < g->n_nodes; k++)
-    for (int i = 0; i < g->nodes[k].n_inputs; i++)
-      if (g->nodes[k].inputs[i] == t) {
-        if (c < max)
-          out[c] = k;
-        c++;
-      }
-  return c;
-}
-
 /* Readers of t as eltwise_fuse counts them: node inputs plus graph outputs. */
 static int readers_of(const nr_graph *g, int t) {
-  int c = reader_nodes(g, t, NULL, 0);
+  int c = nr_pu_reader_nodes(g, NULL, t, NULL, 0);
   for (int i = 0; i < g->n_outputs; i++)
     c += g->outputs[i] == t;
   return c;
@@ -62,7 +49,7 @@ static int near_nodes(const nr_graph *g, int k, int *out) {
         cand[nc++] = g->tensors[nd->inputs[i]].producer;
     for (int o = 0; o < nd->n_outputs && nc < 24; o++)
       if (nd->outputs[o] >= 0) {
-        int r[8], m = reader_nodes(g, nd->outputs[o], r, 8);
+        int r[8], m = nr_pu_reader_nodes(g, NULL, nd->outputs[o], r, 8);
         for (int i = 0; i < m && i < 8 && nc < 32; i++)
           cand[nc++] = r[i];
       }
@@ -92,7 +79,7 @@ static bool recognized_tail(const nr_graph *g, const nr_node *n, int depth) {
     if (x < 0 || c < 0 || !(g->tensors[c].flags & NR_TENSOR_CONST))
       continue;
     int p = g->tensors[x].producer, readers[2];
-    if (p < 0 || reader_nodes(g, x, readers, 2) != 1)
+    if (p < 0 || nr_pu_reader_nodes(g, NULL, x, readers, 2) != 1)
       continue;
     if (probe_recognized(g, &g->nodes[p]) || recognized_tail(g, &g->nodes[p], depth + 1))
       return true;

@@ -153,6 +153,24 @@ void nr_node_io_from_ctx(const nr_tactic_ctx *c, nr_node_io *io) {
   nr_node_io_from_slots(c->step->n_in, in, c->step->n_out, out, io);
 }
 
+bool nr_step_pieces(const nr_node *n, const nr_step *st, const nr_slot *const *in,
+                    const nr_slot *const *out, nr_concat_desc *d) {
+  nr_node_io io;
+  nr_node_io_from_slots(st->n_in, in, st->n_out, out, &io);
+  bool concat = !strcmp(n->op_type, "Concat");
+  return !(concat ? nr_concat_desc_parse(n, &io, d, NULL)
+                  : nr_split_desc_parse(n, &io, d, NULL));
+}
+
+bool nr_step_pieces_ctx(const nr_tactic_ctx *c, nr_concat_desc *d) {
+  const nr_slot *in[NR_STEP_MAX_IO], *out[NR_STEP_MAX_IO];
+  for (int i = 0; i < c->step->n_in; i++)
+    in[i] = nr_step_in(c, i);
+  for (int o = 0; o < c->step->n_out; o++)
+    out[o] = nr_step_out(c, o);
+  return nr_step_pieces(c->node, c->step, in, out, d);
+}
+
 const void *nr_slot_data(const nr_plan *p, const nr_slot *s) {
   if (!s || (s->kind != NR_SLOT_CONST && s->kind != NR_SLOT_ABSORBED))
     return NULL;

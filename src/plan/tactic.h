@@ -77,6 +77,12 @@ void nr_node_io_from_slots(int n_in, const nr_slot *const *in, int n_out,
                            const nr_slot *const *out, nr_node_io *io);
 /* ... of the step a tactic is asked about. */
 void nr_node_io_from_ctx(const nr_tactic_ctx *c, nr_node_io *io);
+/* The pieces of Concat or Split node n (nr_concat_desc / nr_split_desc) from a step's
+ * slots; false when the description refuses them. nr_step_pieces_ctx reads the step
+ * a tactic is asked about. */
+bool nr_step_pieces(const nr_node *n, const nr_step *st, const nr_slot *const *in,
+                    const nr_slot *const *out, nr_concat_desc *d);
+bool nr_step_pieces_ctx(const nr_tactic_ctx *c, nr_concat_desc *d);
 
 /* What a tactic sees at run time. */
 typedef struct nr_exec_args {

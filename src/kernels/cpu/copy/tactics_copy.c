@@ -169,34 +169,15 @@ static bool reshape_supports(const nr_tactic_ctx *c) {
   return all_plain(c, 0, 0) && nr_step_out(c, 0)->nbytes == nr_step_in(c, 0)->nbytes;
 }
 
-/* Concat / Split: the node's description (ir/node_desc.h, as the CUDA copies read it)
- * from the step's slots. */
-static bool pieces_of(const nr_node *n, const nr_step *st, const nr_slot *const *in,
-                      const nr_slot *const *out, nr_concat_desc *d) {
-  nr_node_io io;
-  nr_node_io_from_slots(st->n_in, in, st->n_out, out, &io);
-  bool concat = !strcmp(n->op_type, "Concat");
-  return !(concat ? nr_concat_desc_parse(n, &io, d, NULL)
-                  : nr_split_desc_parse(n, &io, d, NULL));
-}
-
-static bool ctx_pieces(const nr_tactic_ctx *c, nr_concat_desc *d) {
-  const nr_slot *in[NR_STEP_MAX_IO], *out[NR_STEP_MAX_IO];
-  for (int i = 0; i < c->step->n_in; i++)
-    in[i] = nr_step_in(c, i);
-  for (int o = 0; o < c->step->n_out; o++)
-    out[o] = nr_step_out(c, o);
-  return pieces_of(c->node, c->step, in, out, d);
-}
-
 static bool concat_supports(const nr_tactic_ctx *c) {
   nr_concat_desc d;
-  return all_plain(c, 0, c->step->n_in - 1) && c->step->n_out == 1 && ctx_pieces(c, &d);
+  return all_plain(c, 0, c->step->n_in - 1) && c->step->n_out == 1 &&
+         nr_step_pieces_ctx(c, &d);
 }
 
 static bool split_supports(const nr_tactic_ctx *c) {
   nr_split_desc d;
-  return all_plain(c, 0, 0) && ctx_pieces(c, &d);
+  return all_plain(c, 0, 0) && nr_step_pieces_ctx(c, &d);
 }
 
 static bool transpose_perm(const nr_tactic_ctx *c, int64_t *perm) {
@@ -335,7 +316,7 @@ static cp_view piece_view(const nr_concat_desc *d, int i, bool to_whole,
 
 static nr_status concat_run(const nr_exec_args *a) {
   nr_concat_desc d;
-  if (!pieces_of(a->node, a->step, a->in_slot, a->out_slot, &d))
+  if (!nr_step_pieces(a->node, a->step, a->in_slot, a->out_slot, &d))
     return nr_errorf(a->err, NR_ERR_INTERNAL, "%s: unexpected shapes",
                      a->step->tactic->id);
   size_t es = nr_dtype_size(a->out_slot[0]->dtype);
@@ -349,7 +330,7 @@ static nr_status concat_run(const nr_exec_args *a) {
 
 static nr_status split_run(const nr_exec_args *a) {
   nr_split_desc d;
-  if (!pieces_of(a->node, a->step, a->in_slot, a->out_slot, &d))
+  if (!nr_step_pieces(a->node, a->step, a->in_slot, a->out_slot, &d))
     return nr_errorf(a->err, NR_ERR_INTERNAL, "%s: unexpected shapes",
                      a->step->tactic->id);
   size_t es = nr_dtype_size(a->in_slot[0]->dtype);
