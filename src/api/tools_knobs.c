@@ -217,10 +217,12 @@ static nr_status need_space(const nr_knob_list *l, nr_error *err) {
 nr_status nr_knob_list_parse_route(const nr_knob_list *l, const char *route, int *choice,
                                    nr_error *err) {
   nr_status st = need_space(l, err);
-  for (int i = 0; !st && i < l->n; i++)
+  if (st)
+    return st;
+  for (int i = 0; i < l->n; i++)
     choice[i] = l->knobs[i].dflt;
   nr_route r = {&l->impl->space, choice};
-  return st ? st : nr_route_parse(&r, route ? route : "", err);
+  return nr_route_parse(&r, route ? route : "", err);
 }
 
 nr_status nr_knob_list_parse_expr(const nr_knob_list *l, const char *expr,
