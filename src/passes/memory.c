@@ -32,7 +32,7 @@
  *                   source and destination coincide. Reshape-like outputs are their
  *                   input; the inputs of a Concat whose axis has nothing outer to it
  *                   (batch-1 channel concat) are pieces of its output; such outputs of
- *                   a Split or unit-step Slice are pieces of its input. In-place reuse
+ *                   a Split or Slice are pieces of its input. In-place reuse
  *                   then asks the whole group of slots sharing bytes to die, not one.
  *
  * The functions below are reachable from tests through nr_memory_plan(). */
@@ -292,17 +292,21 @@ static void view_pieces(nr_plan *p, uint64_t *delta, int k) {
       run = axis >= 0 && axis < xs->rank && prod_dims(xs, 0, axis) == 1;
       off = at;
       at += ys->nbytes;
-    } else { /* nr_copy_slice: starts in the params; contiguous when every dim before
-              * the first sliced one is 1 and every dim after it is whole */
-      const int32_t *start = (const int32_t *)st->params;
+    } else { /* nr_copy_slice: nr_slice_params; contiguous when every axis of more
+              * than one element steps by 1, every dim before the first sliced one is
+              * 1 and every dim after it is whole */
+      nr_slice_params sp;
+      memcpy(&sp, st->params, sizeof sp);
       int first = -1;
       run = ys->rank == xs->rank;
       for (int d = 0; run && d < xs->rank; d++) {
-        if (first < 0 && ys->dims[d] != xs->dims[d])
+        if (ys->dims[d] > 1 && nr_slice_step(&sp, d) != 1)
+          run = false;
+        else if (first < 0 && ys->dims[d] != xs->dims[d])
           first = d;
         else if (first >= 0 && ys->dims[d] != xs->dims[d])
           run = false;
-        off += (uint64_t)start[d] * prod_dims(xs, d + 1, xs->rank) * es;
+        off += (uint64_t)sp.start[d] * prod_dims(xs, d + 1, xs->rank) * es;
       }
       run = run && (first < 0 || prod_dims(xs, 0, first) == 1);
     }

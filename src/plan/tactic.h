@@ -84,6 +84,18 @@ bool nr_step_pieces(const nr_node *n, const nr_step *st, const nr_slot *const *i
                     const nr_slot *const *out, nr_concat_desc *d);
 bool nr_step_pieces_ctx(const nr_tactic_ctx *c, nr_concat_desc *d);
 
+/* The params record of a Slice step (the CPU and CUDA copy tactics store it; the
+ * memory pass reads it): per axis the first index and the step, for every step a
+ * constant Slice takes, negative ones included. An axis whose step reads 0 steps by
+ * 1 (nr_slice_step). */
+typedef struct nr_slice_params {
+  int32_t start[NR_MAX_RANK], step[NR_MAX_RANK];
+} nr_slice_params;
+/* Fills *p for the Slice step a tactic is asked about; false when an argument is not
+ * a constant integer list or the plan's output shape is not what they give. */
+bool nr_step_slice(const nr_tactic_ctx *c, nr_slice_params *p);
+int32_t nr_slice_step(const nr_slice_params *p, int d);
+
 /* What a tactic sees at run time. */
 typedef struct nr_exec_args {
   const nr_plan *plan;

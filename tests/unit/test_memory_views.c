@@ -144,3 +144,65 @@ NR_TEST(memory_views_end_to_end) {
     nr_graph_destroy(g);
   }
 }
+
+/* A Slice with step 2 along channels, or one that reverses the last axis, is a strided
+ * piece of its input: its output keeps its own bytes with views on, and the engine
+ * still computes what the reference does. */
+NR_TEST(memory_views_strided_slice) {
+  static const int64_t cases[2][4] = {{1, 4, 1, 2}, {-1, -100, 3, -1}}; /* s, e, axis, step */
+  for (int c = 0; c < 2; c++) {
+    int64_t xd[4] = {1, 4, 5, 6};
+    nr_graph *g = tg_graph(13);
+    int x = tg_input(g, "x", 4, xd);
+    int a = NODE(g, "Relu", "relu", x);
+    int s = NODE(g, "Slice", "slice", a, ints(g, "ss", 1, &cases[c][0]),
+                 ints(g, "se", 1, &cases[c][1]), ints(g, "sa", 1, &cases[c][2]),
+                 ints(g, "st", 1, &cases[c][3]));
+    int y = NODE(g, "Neg", "neg", s);
+    g->outputs = malloc(sizeof(int));
+    g->outputs[0] = y, g->n_outputs = 1;
+    g->tensors[y].flags |= NR_TENSOR_OUTPUT;
+    nr_error err = {0};
+    REQUIRE(!nr_graph_toposort(g, &err) && !nr_graph_bind_ops(g, &err) &&
+                !nr_graph_infer(g, &err) && !nr_compiler_name_nodes(g, &err),
+            "%s", err.message);
+    nr_value xv = {0}, want = {0};
+    nr_value_alloc(&xv, NR_DTYPE_FLOAT, 4, xd, NULL);
+    nr_rng rng = nr_rng_make(78);
+    for (int i = 0; i < 120; i++)
+      ((float *)xv.data)[i] = (float)nr_rng_int(&rng, 0, 2000) / 500.0f - 2.0f;
+    REQUIRE(!nr_ref_exec(g, &xv, &want, &err), "%s", err.message);
+    nr_route r = {0};
+    nr_knob_space space = {0};
+    nr_plan *p = NULL;
+    nr_context *ctx = NULL;
+    REQUIRE(!nr_knob_space_build(g, &space, &err) && !nr_route_init(&r, &space, &err) &&
+                !nr_compile(g, &r, 1, NULL, &p, &err),
+            "case %d: %s", c, err.message);
+    const nr_slot *as = slot_named(p, "relu_out"), *ss = slot_named(p, "slice_out");
+    int k = 0;
+    while (k < p->n_steps && strcmp(p->steps[k].tactic->op_type, "Slice"))
+      k++;
+    CHECK(k < p->n_steps && !strcmp(p->steps[k].tactic->id, "nr_copy_slice"),
+          "case %d: the Slice is not on nr_copy_slice", c);
+    CHECK(as && ss && ss->alias_of < 0 && (ss->offset >= as->offset + as->nbytes ||
+                                           ss->offset + ss->nbytes <= as->offset),
+          "case %d: a strided slice shares its input's bytes", c);
+    nr_engine e = {.plan = p, .threads = 1};
+    nr_buffer bin = {NR_DTYPE_FLOAT, 4, {1, 4, 5, 6}, xv.data}, out = {0};
+    CHECK(!nr_context_create(&e, 1, &ctx, &err) && !nr_context_run(ctx, &bin, &out, &err),
+          "case %d: %s", c, err.message);
+    CHECK(out.data && nr_value_count(&want) == (int64_t)(out.dims[0] * out.dims[1] *
+                                                          out.dims[2] * out.dims[3]) &&
+              !memcmp(out.data, want.data, nr_value_nbytes(&want)),
+          "case %d: output differs from the reference", c);
+    nr_buffer_free(&out);
+    nr_context_destroy(ctx);
+    nr_plan_destroy(p);
+    nr_route_free(&r);
+    nr_knob_space_free(&space);
+    nr_value_free(&xv);
+    nr_value_free(&want);
+    nr_graph_destroy(g);
+  }
+}

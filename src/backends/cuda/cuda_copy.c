@@ -130,98 +130,16 @@ static nr_status split_run(const nr_exec_args *a) {
 
 /* ---- Slice ------------------------------------------------------------------------------ */
 
-typedef struct slice_params {
-  int32_t start[NR_MAX_RANK], step[NR_MAX_RANK];
-} slice_params;
-
-_Static_assert(sizeof(slice_params) <= NR_TACTIC_PARAMS, "slice params too big");
-
-/* Input list i (starts 1, ends 2, axes 3, steps 4; attributes before opset 10) as
- * int64; *n = -1 when absent; false when not a readable constant. */
-static bool slice_list(const nr_tactic_ctx *c, int i, const char *attr, int64_t *out,
-                       int *n) {
-  *n = -1;
-  if (c->node->opset < 10) {
-    size_t cnt;
-    const int64_t *v = nr_attr_ints(c->node, attr, &cnt);
-    if (v && cnt <= NR_MAX_RANK) {
-      memcpy(out, v, cnt * sizeof *v);
-      *n = (int)cnt;
-    }
-    return !v || cnt <= NR_MAX_RANK;
-  }
-  const nr_slot *s = nr_step_in(c, i);
-  if (!s)
-    return true;
-  const void *d = nr_step_const(c, i);
-  int64_t cnt = s->rank == 1 ? s->dims[0] : -1;
-  if (!d || cnt < 0 || cnt > NR_MAX_RANK ||
-      (s->dtype != NR_DTYPE_INT64 && s->dtype != NR_DTYPE_INT32))
-    return false;
-  for (int64_t k = 0; k < cnt; k++)
-    out[k] = s->dtype == NR_DTYPE_INT64 ? ((const int64_t *)d)[k] : ((const int32_t *)d)[k];
-  *n = (int)cnt;
-  return true;
-}
-
-static int64_t clamp64(int64_t v, int64_t lo, int64_t hi) {
-  return v < lo ? lo : v > hi ? hi : v;
-}
-
-/* ONNX Slice semantics for one axis: the first index and the count. */
-static int64_t slice_axis(int64_t dim, int64_t s, int64_t e, int64_t step, int64_t *first) {
-  s += s < 0 ? dim : 0;
-  e += e < 0 ? dim : 0;
-  if (step > 0) {
-    s = clamp64(s, 0, dim);
-    e = clamp64(e, 0, dim);
-    *first = s;
-    return e > s ? (e - s + step - 1) / step : 0;
-  }
-  s = clamp64(s, -1, dim - 1);
-  e = clamp64(e, -1, dim - 1);
-  *first = s;
-  return s > e ? (s - e - step - 1) / -step : 0;
-}
-
-static bool slice_resolve(const nr_tactic_ctx *c, slice_params *p) {
-  const nr_slot *x = nr_step_in(c, 0), *y = nr_step_out(c, 0);
-  int64_t st[NR_MAX_RANK], en[NR_MAX_RANK], ax[NR_MAX_RANK], sp[NR_MAX_RANK];
-  int ns, ne, na, nt;
-  if (!all_plain(c, 0, 0) || !y || y->rank != x->rank || c->step->n_out != 1 ||
-      !slice_list(c, 1, "starts", st, &ns) || !slice_list(c, 2, "ends", en, &ne) ||
-      !slice_list(c, 3, "axes", ax, &na) || !slice_list(c, 4, "steps", sp, &nt) ||
-      ns < 0 || ne != ns || (na >= 0 && na != ns) || (nt >= 0 && nt != ns))
-    return false;
-  for (int d = 0; d < x->rank; d++)
-    p->start[d] = 0, p->step[d] = 1;
-  int64_t want[NR_MAX_RANK];
-  memcpy(want, x->dims, sizeof want);
-  for (int i = 0; i < ns; i++) {
-    int64_t a = na >= 0 ? ax[i] : i, step = nt >= 0 ? sp[i] : 1, first;
-    a += a < 0 ? x->rank : 0;
-    if (a < 0 || a >= x->rank || step == 0 || step > INT32_MAX || step < -INT32_MAX)
-      return false;
-    want[a] = slice_axis(x->dims[a], st[i], en[i], step, &first);
-    if (first > INT32_MAX)
-      return false;
-    p->start[a] = (int32_t)first;
-    p->step[a] = (int32_t)step;
-  }
-  for (int d = 0; d < x->rank; d++)
-    if (want[d] != y->dims[d])
-      return false;
-  return true;
-}
+_Static_assert(sizeof(nr_slice_params) <= NR_TACTIC_PARAMS, "slice params too big");
 
 static bool slice_supports(const nr_tactic_ctx *c) {
-  slice_params p;
-  return slice_resolve(c, &p);
+  nr_slice_params p;
+  return all_plain(c, 0, 0) && nr_step_slice(c, &p);
 }
 
 static nr_status slice_prepare(const nr_tactic_ctx *c, nr_plan *plan, nr_step *step) {
-  slice_params p;
-  if (!slice_resolve(c, &p))
+  nr_slice_params p;
+  if (!nr_step_slice(c, &p))
     return nr_errorf(c->err, NR_ERR_INTERNAL, "slice no longer supported");
   memcpy(step->params, &p, sizeof p);
   return NR_OK;
@@ -229,14 +147,14 @@ static nr_status slice_prepare(const nr_tactic_ctx *c, nr_plan *plan, nr_step *s
 
 static nr_status slice_run(const nr_exec_args *a) {
   const nr_slot *x = a->in_slot[0], *y = a->out_slot[0];
-  slice_params p;
+  nr_slice_params p;
   memcpy(&p, a->step->params, sizeof p);
   int64_t xs[NR_MAX_RANK], ys[NR_MAX_RANK], off = 0;
   strides_of(x, xs);
   strides_of(y, ys);
   nr_cuda_copy v = {.rank = x->rank, .es = (int)nr_dtype_size(x->dtype)};
   for (int d = 0; d < x->rank; d++) {
-    v.dims[d] = y->dims[d], v.is[d] = xs[d] * p.step[d], v.os[d] = ys[d];
+    v.dims[d] = y->dims[d], v.is[d] = xs[d] * nr_slice_step(&p, d), v.os[d] = ys[d];
     off += (int64_t)p.start[d] * xs[d];
   }
   return copy(a, v, a->out[0], (const char *)a->in[0] + off * v.es);

@@ -1,6 +1,6 @@
 /* tactics_copy.c - the data-movement tactics: Reshape, Flatten, Squeeze, Unsqueeze and
  * Identity (nr_copy_reshape), Concat (nr_copy_concat), Split (nr_copy_split), Slice
- * with unit steps (nr_copy_slice) and Transpose (nr_copy_transpose), for any dtype the
+ * with any constant steps (nr_copy_slice) and Transpose (nr_copy_transpose), for any dtype the
  * plan stores, PLAIN.
  *
  * Key decision: every one of them is a strided copy, described once (cp_view: dims with
@@ -204,83 +204,17 @@ static bool transpose_supports(const nr_tactic_ctx *c) {
 
 /* ---- Slice ------------------------------------------------------------------------- */
 
-/* Slice with every step 1 and constant arguments: where each axis starts (the output's
- * dims give the counts). Before opset 10 the arguments are attributes. */
-typedef struct slice_params {
-  int32_t start[NR_MAX_RANK];
-} slice_params;
-
-_Static_assert(sizeof(slice_params) <= NR_TACTIC_PARAMS, "slice params too big");
-
-/* List i (1 starts, 3 axes, 4 steps) as int64; n = -1 when absent, false when not
- * readable (not constant, not an integer list). */
-static bool slice_list(const nr_tactic_ctx *c, int i, const char *attr, int64_t *out,
-                       int *n) {
-  *n = -1;
-  if (c->node->opset < 10) {
-    size_t cnt;
-    const int64_t *a = nr_attr_ints(c->node, attr, &cnt);
-    if (a && cnt <= NR_MAX_RANK) {
-      memcpy(out, a, cnt * sizeof *a);
-      *n = (int)cnt;
-    }
-    return !a || cnt <= NR_MAX_RANK;
-  }
-  const nr_slot *s = nr_step_in(c, i);
-  if (!s)
-    return true;
-  const void *d = nr_step_const(c, i);
-  int64_t cnt = s->rank == 1 ? s->dims[0] : -1;
-  if (!d || cnt < 0 || cnt > NR_MAX_RANK ||
-      (s->dtype != NR_DTYPE_INT64 && s->dtype != NR_DTYPE_INT32))
-    return false;
-  for (int64_t k = 0; k < cnt; k++)
-    out[k] = s->dtype == NR_DTYPE_INT64 ? ((const int64_t *)d)[k] : ((const int32_t *)d)[k];
-  *n = (int)cnt;
-  return true;
-}
-
-static int64_t clamp(int64_t v, int64_t lo, int64_t hi) { return v < lo ? lo : v > hi ? hi : v; }
-
-static bool slice_resolve(const nr_tactic_ctx *c, slice_params *p) {
-  const nr_slot *x = nr_step_in(c, 0), *y = nr_step_out(c, 0);
-  int64_t starts[NR_MAX_RANK], ends[NR_MAX_RANK], axes[NR_MAX_RANK], steps[NR_MAX_RANK];
-  int64_t want[NR_MAX_RANK];
-  int ns, ne, na, nt;
-  if (!all_plain(c, 0, 0) || !y || y->rank != x->rank || c->step->n_out != 1 ||
-      !slice_list(c, 1, "starts", starts, &ns) || !slice_list(c, 2, "ends", ends, &ne) ||
-      !slice_list(c, 3, "axes", axes, &na) || !slice_list(c, 4, "steps", steps, &nt) ||
-      ns < 0 || ne != ns || (na >= 0 && na != ns) || (nt >= 0 && nt != ns))
-    return false;
-  memset(p, 0, sizeof *p);
-  memcpy(want, x->dims, sizeof want);
-  for (int i = 0; i < ns; i++) {
-    int64_t ax = na >= 0 ? axes[i] : i;
-    ax += ax < 0 ? x->rank : 0;
-    if (ax < 0 || ax >= x->rank || (nt >= 0 && steps[i] != 1))
-      return false;
-    int64_t dim = x->dims[ax];
-    int64_t s = clamp(starts[i] < 0 ? starts[i] + dim : starts[i], 0, dim);
-    int64_t e = clamp(ends[i] < 0 ? ends[i] + dim : ends[i], 0, dim);
-    if (s > INT32_MAX)
-      return false;
-    p->start[ax] = (int32_t)s;
-    want[ax] = e > s ? e - s : 0;
-  }
-  for (int d = 0; d < x->rank; d++) /* the plan's output is what these arguments give */
-    if (y->dims[d] != want[d])
-      return false;
-  return true;
-}
+/* Slice with constant arguments, any steps (plan/slice.c reads them). */
+_Static_assert(sizeof(nr_slice_params) <= NR_TACTIC_PARAMS, "slice params too big");
 
 static bool slice_supports(const nr_tactic_ctx *c) {
-  slice_params p;
-  return slice_resolve(c, &p);
+  nr_slice_params p;
+  return all_plain(c, 0, 0) && nr_step_slice(c, &p);
 }
 
 static nr_status slice_prepare(const nr_tactic_ctx *c, nr_plan *plan, nr_step *step) {
-  slice_params p;
-  if (!slice_resolve(c, &p))
+  nr_slice_params p;
+  if (!nr_step_slice(c, &p))
     return nr_errorf(c->err, NR_ERR_INTERNAL, "%s: slice no longer supported",
                      step->tactic->id);
   memcpy(step->params, &p, sizeof p);
@@ -344,14 +278,14 @@ static nr_status split_run(const nr_exec_args *a) {
 
 static nr_status slice_run(const nr_exec_args *a) {
   const nr_slot *x = a->in_slot[0], *y = a->out_slot[0];
-  slice_params p;
+  nr_slice_params p;
   memcpy(&p, a->step->params, sizeof p);
   int64_t xs[NR_MAX_RANK], ys[NR_MAX_RANK], off = 0;
   strides_of(x, xs);
   strides_of(y, ys);
   cp_view v = {.rank = x->rank};
   for (int d = 0; d < x->rank; d++) {
-    v.dims[d] = y->dims[d], v.is[d] = xs[d], v.os[d] = ys[d];
+    v.dims[d] = y->dims[d], v.is[d] = xs[d] * nr_slice_step(&p, d), v.os[d] = ys[d];
     off += (int64_t)p.start[d] * xs[d];
   }
   size_t es = nr_dtype_size(x->dtype);
