@@ -5,9 +5,12 @@
  * graph (so knobs resolve through a real knob space and route), a plan of slots and
  * one step by hand, then calls supports(), prepare() and run() directly. Buffers
  * carry guard bytes on both sides; data comes from a printed seed. */
+#include "compiler/compile.h"
+#include "engine/engine.h"
 #include "plan/knob_internal.h"
 #include "plan/tactic.h"
 #include "cpuop.h"
+#include "graph_build.h"
 #include "kernels/cpu/eltwise/vmath.h"
 #include "kernels/ref/executor.h"
 #include "passes/pass_util.h"
@@ -128,8 +131,8 @@ NR_TEST(cpu_eltwise_clip_inputs) {
   bool consts[] = {false, true, true};
   const nr_value *ins[] = {&xi, &l, &h}, *ins_nomin[] = {&xi, NULL, &h},
                  *ins_bad[] = {&xi, &l2, &h};
-  const nr_value *const *cases[] = {ins, ins_nomin};
-  for (int c = 0; c < 2; c++) {
+  const nr_value *const *cases[] = {ins, ins_nomin, ins_bad}; /* ins_bad: min 1 */
+  for (int c = 0; c < 3; c++) {
     cpuop o;
     REQUIRE(!cpuop_init(&o, "Clip", 13, 0, NULL, 3, cases[c], consts, 1, &y, ""));
     REQUIRE(cpuop_supports(&o, "nr_f32_vclip__portable"));
@@ -141,10 +144,7 @@ NR_TEST(cpu_eltwise_clip_inputs) {
     nr_value_free(&ref);
     cpuop_free(&o);
   }
-  cpuop o; /* bounds that exclude 0 would break NCHW8C padding: not this tactic's */
-  REQUIRE(!cpuop_init(&o, "Clip", 13, 0, NULL, 3, ins_bad, consts, 1, &y, ""));
-  CHECK(!cpuop_supports(&o, "nr_f32_vclip__portable"));
-  cpuop_free(&o);
+  cpuop o;
   bool notconst[] = {false, false, true};
   REQUIRE(!cpuop_init(&o, "Clip", 13, 0, NULL, 3, ins, notconst, 1, &y, ""));
   CHECK(!cpuop_supports(&o, "nr_f32_vclip__portable"));
@@ -459,6 +459,58 @@ static nr_graph *conv_relu_graph(void) {
     return NULL;
   }
   return g;
+}
+
+/* Conv (6 output channels) -> Clip(min 1) with the fusion off: bounds that exclude 0
+ * would write 1 into the padding channels of a blocked input, so the Clip step runs on
+ * a PLAIN input (the layout pass reorders), and the engine matches the reference. */
+NR_TEST(cpu_eltwise_clip_off_zero_stays_plain) {
+  nr_graph *g = tg_graph(13);
+  int64_t xd[4] = {1, 5, 12, 12}, wd[4] = {6, 5, 3, 3}, one = 1;
+  int x = lg_tensor(g, "x", NR_TENSOR_INPUT, 4, xd), w = lg_tensor(g, "w", NR_TENSOR_CONST, 4, wd);
+  int lo = lg_tensor(g, "lo", NR_TENSOR_CONST, 0, &one);
+  ((float *)g->tensors[lo].value.data)[0] = 1.0f;
+  nr_value xin = {0};
+  nr_value_alloc(&xin, NR_DTYPE_FLOAT, 4, xd, NULL);
+  for (int64_t i = 0; i < nr_value_count(&xin); i++) /* conv outputs around 1 */
+    ((float *)xin.data)[i] = (float)((i * 37) % 101) / 20.0f - 2.0f;
+  int c = nr_graph_add_tensor(g, "c", 0), y = nr_graph_add_tensor(g, "y", 0);
+  nr_pu_add_node(g, "conv", "Conv", "", 2, (int[]){x, w}, 1, &c);
+  nr_pu_add_node(g, "clip", "Clip", "", 2, (int[]){c, lo}, 1, &y);
+  g->outputs = malloc(sizeof(int));
+  g->outputs[0] = y, g->n_outputs = 1;
+  g->tensors[y].flags |= NR_TENSOR_OUTPUT;
+  nr_error err = {0};
+  REQUIRE(!nr_graph_toposort(g, &err) && !nr_graph_bind_ops(g, &err) &&
+              !nr_graph_infer(g, &err) && !nr_compiler_name_nodes(g, &err),
+          "%s", err.message);
+  tg_built b;
+  REQUIRE(!tg_compile(g, "-fuse.conv_act=none", 1, NULL, &b, &err), "%s", err.message);
+  int k = 0;
+  while (k < b.plan->n_steps && !(b.plan->steps[k].tactic->op_type &&
+                                  !strcmp(b.plan->steps[k].tactic->op_type, "Clip")))
+    k++;
+  REQUIRE(k < b.plan->n_steps, "no Clip step");
+  const nr_step *st = &b.plan->steps[k];
+  CHECK(b.plan->slots[st->in[0]].layout == NR_LAYOUT_PLAIN,
+        "Clip(min 1) on %s reads a %s input", st->tactic->id,
+        nr_layout_name(b.plan->slots[st->in[0]].layout));
+  nr_value want = {0};
+  nr_value *xv = &xin;
+  REQUIRE(!nr_ref_exec(g, xv, &want, &err), "%s", err.message);
+  nr_engine e = {.plan = b.plan, .threads = 1};
+  nr_context *ctx = NULL;
+  nr_buffer bin = {NR_DTYPE_FLOAT, 4, {1, 5, 12, 12}, xv->data}, out = {0};
+  CHECK(!nr_context_create(&e, 1, &ctx, &err) && !nr_context_run(ctx, &bin, &out, &err),
+        "%s", err.message);
+  CHECK(out.data && cpuop_err(out.data, want.data, nr_value_count(&want), 1e-5, 1e-5) <= 1,
+        "engine differs from the reference");
+  nr_buffer_free(&out);
+  nr_context_destroy(ctx);
+  nr_value_free(&want);
+  nr_value_free(&xin);
+  tg_built_free(&b);
+  nr_graph_destroy(g);
 }
 
 NR_TEST(cpu_eltwise_listing_skips_fused_nodes) {

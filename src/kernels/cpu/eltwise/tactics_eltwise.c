@@ -111,7 +111,9 @@ static bool unary_supports(const nr_tactic_ctx *c) {
   const char *op = c->node->op_type;
   if (!strcmp(op, "Clip")) {
     float lo, hi;
-    return clip_bounds(c, &lo, &hi) && lo <= 0.0f && hi >= 0.0f;
+    /* a blocked input's padding channels hold 0 and must keep it */
+    return clip_bounds(c, &lo, &hi) &&
+           ((lo <= 0.0f && hi >= 0.0f) || !nr_step_input_arrives(c, 0, NR_LAYOUT_NCHW8C));
   }
   if (!strcmp(op, "Gelu")) {
     const char *ap = nr_attr_string(c->node, "approximate", "none");
