@@ -176,7 +176,8 @@ def run_info_text(meta):
         f"- threads {', '.join(map(str, st['threads']))}; batch 1; {st['rounds']} rounds "
         f"of ORT, default, tuned; each {st['warmup_ms']:g} ms warm-up + "
         f"{st['duration_ms']:g} ms (at least {st['min_iters']} runs); inputs: nnroute "
-        f"bench's seed {st['seed']}, the same tensors for both runtimes",
+        f"bench's seed {st['seed']} (zoo models with saved inputs: those), the same "
+        f"tensors for both runtimes",
         f"- tuned engines: {tune}",
         f"- measured peak (bench/perf/peak_flops.c, best of start and end): {peaks}; "
         f"\"% peak\" is against {meta['peak']['isa_reference']}",

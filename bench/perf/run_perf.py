@@ -31,7 +31,10 @@ unless --output is given, so a developer's check never overwrites the committed 
 The model zoo (bench/models/zoo.py, zoo_packaged.py) is measured the same way:
 `--models-dir build/zoo --models all` takes every NAME_opNN.onnx there. A zoo model's
 sidecar NAME_opNN.zoo.json pins the shapes of inputs the file leaves dynamic; they are
-passed to `nnroute build`/`tune` as --shape and given to ONNX Runtime.
+passed to `nnroute build`/`tune` as --shape and given to ONNX Runtime. Where the zoo
+saved a model's inputs (NAME_opNN/<input>.npy), both systems are timed on that data
+(`nnroute bench --inputs-dir`) instead of random values, which would put token ids and
+type ids out of range.
 """
 import argparse
 import datetime
@@ -39,6 +42,7 @@ import hashlib
 import json
 import os
 import platform
+import re
 import shlex
 import subprocess
 import sys
@@ -273,6 +277,21 @@ def shape_args(path):
             for x in ("--shape", f"{k}={'x'.join(map(str, v))}")]
 
 
+def safe_name(name):
+    """nnroute's file-safe form of a tensor name (cli_util.c's nr_cli_safe_name)."""
+    out = re.sub(r"[^A-Za-z0-9._-]", "_", name)
+    return "_" if out in (".", "..") else out
+
+
+def data_dir(path, specs):
+    """The folder of the model's own inputs (the zoo's NAME/<input>.npy beside
+    NAME.onnx) when it holds every input, else None: both systems then time that data
+    instead of random values (token ids and masks that random values put out of range)."""
+    d = path.parent / path.stem
+    ok = d.is_dir() and all((d / f"{safe_name(n)}.npy").exists() for n, _, _ in specs)
+    return d if ok else None
+
+
 def build_default(a, model, path, threads):
     """Returns (engine path, inspect dict, error)."""
     out = Path(a.work_dir) / "default" / f"{model}_t{threads}.nre"
@@ -328,11 +347,13 @@ def tuned_engine(a, help_text, model, path, threads):
 
 # ---- measurement -------------------------------------------------------------------------
 
-def nnroute_round(a, engine, threads):
+def nnroute_round(a, engine, threads, inputs):
     """One `nnroute bench` round: (median ms, error)."""
     cmd = [a.nnroute, "bench", str(engine), "--threads", str(threads), "--json",
            "--warmup-ms", f"{a.warmup_ms:g}", "--duration-ms", f"{a.duration_ms:g}",
            "--min-iters", str(a.min_iters), "--seed", str(a.seed)]
+    if inputs:
+        cmd += ["--inputs-dir", str(inputs)]
     rc, out, err = sh(cmd, BENCH_TIMEOUT_S)
     if rc:
         return None, "bench " + first_error_line(rc, err, out)
@@ -372,8 +393,12 @@ def prepare(a, model, path, threads, tune_help, tune_why):
              else [(n, d, pinned.get(n, s))
                    for n, d, s in ort_runner.graph_input_specs(str(path))])
     timer = None
+    inputs = data_dir(path, specs)
+    row["inputs"] = str(inputs) if inputs else "random"
     try:
-        timer = ort_runner.OrtTimer(str(path), threads, ort_runner.bench_inputs(specs, a.seed))
+        feeds = ({n: np.load(inputs / f"{safe_name(n)}.npy") for n, _, _ in specs} if inputs
+                 else ort_runner.bench_inputs(specs, a.seed))
+        timer = ort_runner.OrtTimer(str(path), threads, feeds)
     except Exception as e:
         row["ort"]["error"] = f"ORT session: {str(e).splitlines()[0][:200]}"
     return row, timer, info
@@ -390,7 +415,8 @@ def measure_row(a, row, timer):
             if s == "ort":
                 v, err = ort_round(timer, a)
             else:
-                v, err = nnroute_round(a, ROOT / d["engine"], threads)
+                v, err = nnroute_round(a, ROOT / d["engine"], threads, row.get("inputs")
+                                       if row.get("inputs") != "random" else None)
             d["rounds"].append(v)
             if err:
                 d["error"] = err

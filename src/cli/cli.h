@@ -41,6 +41,9 @@ nr_status nr_cli_calibration(nr_model *m, const char *spec, nr_calibration **out
                              nr_error *err);
 /* Fills v with seeded random data suited to its dtype. */
 void nr_cli_random_fill(nr_value *v, uint64_t *state);
+/* DIR/<name>.npy (the name made safe for a file name, nr_cli_safe_name). */
+nr_status nr_cli_read_dir_tensor(const char *dir, const char *name, nr_value *v,
+                                 nr_error *err);
 /* Warns on stderr about every step of e on the reference tactic and counts them
  * (cli_refwarn.c); step_ms: per-step times of a run (shares), or NULL. */
 void nr_cli_warn_reference(const nr_engine *e, const double *step_ms);

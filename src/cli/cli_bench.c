@@ -23,7 +23,7 @@
 #define MAX_SHAPES 64
 
 typedef struct bench_args {
-  const char *path, *route, *shapes[MAX_SHAPES], *calibration;
+  const char *path, *route, *shapes[MAX_SHAPES], *calibration, *inputs_dir;
   int n_shapes, threads, min_iters;
   double warmup_ms, duration_ms;
   uint64_t seed;
@@ -58,7 +58,7 @@ static void bench_usage(FILE *f) {
           "                     [--threads N] [--warmup-ms MS] [--duration-ms MS]\n"
           "                     [--min-iters N] [--seed N] [--json]\n"
           "                     [--profile [--top N]] [--calibration SPEC]\n"
-          "                     [--device cpu|cuda] [--flush-l2]\n\n"
+          "                     [--device cpu|cuda] [--flush-l2] [--inputs-dir DIR]\n\n"
           "Times inferences of ENGINE (a file from `nnroute build`) or of MODEL (.onnx,\n"
           "built first along ROUTE for N threads) on seeded random inputs: warm-up for\n"
           "MS ms (default 200), then measure for at least --duration-ms (default 1000)\n"
@@ -74,7 +74,10 @@ static void bench_usage(FILE *f) {
           "--device cuda builds MODEL for the GPU; a GPU engine reports the device time\n"
           "per inference (CUDA events around the steps: gpu_*_ms in --json) beside the\n"
           "host-visible latency, and rotates 4 input sets; --flush-l2 also evicts the\n"
-          "GPU's L2 before every timed run (not timed).\n");
+          "GPU's L2 before every timed run (not timed).\n"
+          "--inputs-dir times on DIR/<input>.npy instead of random data (token ids and\n"
+          "masks that random values would put out of range); a MODEL's input shapes\n"
+          "come from those files, an ENGINE's must match them.\n");
 }
 
 static int parse_args(int argc, char **argv, bench_args *a) {
@@ -87,6 +90,8 @@ static int parse_args(int argc, char **argv, bench_args *a) {
       exit(0);
     } else if (!strcmp(arg, "--calibration") && v) {
       a->calibration = argv[++i];
+    } else if (!strcmp(arg, "--inputs-dir") && v) {
+      a->inputs_dir = argv[++i];
     } else if (!strcmp(arg, "--device") && v) {
       if (!nr_device_parse(argv[++i], &a->device)) {
         fprintf(stderr, "nnroute bench: --device '%s': cpu or cuda\n", argv[i]);
@@ -150,6 +155,15 @@ static int get_engine(const bench_args *a, nr_engine **e, nr_error *err) {
   int rc = 0;
   for (int s = 0; !rc && s < a->n_shapes; s++)
     rc = nr_cli_apply_shape(m, a->shapes[s], err);
+  for (int i = 0; !rc && a->inputs_dir && i < nr_model_input_count(m); i++) {
+    nr_io_info info;
+    nr_value v = {0};
+    nr_model_input_info(m, i, &info);
+    if (nr_cli_read_dir_tensor(a->inputs_dir, info.name, &v, err) ||
+        nr_model_set_input_shape(m, info.name, v.rank, v.dims, err))
+      rc = nr_cli_fail(err);
+    nr_value_free(&v);
+  }
   nr_calibration *calib = NULL;
   if (!rc && nr_cli_calibration(m, a->calibration, &calib, err))
     rc = nr_cli_fail(err);
@@ -167,9 +181,30 @@ static void free_buffers(nr_buffer *b, int n) {
   free(b);
 }
 
-/* Seeded random inputs for every engine input. */
-static nr_status make_inputs(const nr_engine *e, uint64_t seed, nr_buffer **out,
-                             nr_error *err) {
+/* Input i from --inputs-dir: its file, which must have the engine's dtype and dims. */
+static nr_status dir_input(const char *dir, const nr_io_info *info, nr_value *v,
+                           nr_error *err) {
+  nr_status st = nr_cli_read_dir_tensor(dir, info->name, v, err);
+  if (st)
+    return st;
+  nr_dtype dt = v->dtype;
+  int rank = v->rank;
+  bool same = dt == info->dtype && rank == info->rank;
+  for (int d = 0; same && d < rank; d++)
+    same = v->dims[d] == info->dims[d];
+  if (same)
+    return NR_OK;
+  nr_value_free(v);
+  return nr_errorf(err, NR_ERR_SHAPE,
+                   "--inputs-dir %s: input '%s' is %s of rank %d there; the engine takes %s "
+                   "of rank %d with other dims",
+                   dir, info->name, nr_dtype_name(dt), rank,
+                   nr_dtype_name(info->dtype), info->rank);
+}
+
+/* Every engine input: from --inputs-dir, else seeded random. */
+static nr_status make_inputs(const nr_engine *e, const char *dir, uint64_t seed,
+                             nr_buffer **out, nr_error *err) {
   int n = nr_engine_input_count(e);
   nr_buffer *in = calloc((size_t)n + 1, sizeof *in);
   if (!in)
@@ -179,13 +214,14 @@ static nr_status make_inputs(const nr_engine *e, uint64_t seed, nr_buffer **out,
     nr_io_info info;
     nr_value v = {0};
     nr_status st = nr_engine_input_info(e, i, &info);
-    if (!st)
-      st = nr_value_alloc(&v, info.dtype, info.rank, info.dims, err);
+    if (!st && dir)
+      st = dir_input(dir, &info, &v, err);
+    else if (!st && !(st = nr_value_alloc(&v, info.dtype, info.rank, info.dims, err)))
+      nr_cli_random_fill(&v, &state);
     if (st) {
       free_buffers(in, n);
       return st;
     }
-    nr_cli_random_fill(&v, &state);
     in[i] = (nr_buffer){v.dtype, v.rank, {0}, v.data};
     memcpy(in[i].dims, v.dims, sizeof in[i].dims);
   }
@@ -457,7 +493,7 @@ int nr_cli_bench(int argc, char **argv) {
     st = nr_errorf(&err, NR_ERR_NOMEM, "out of memory");
   for (int k = 0; !st && k < n_sets; k++) {
     nr_buffer *set = NULL;
-    st = make_inputs(e, a.seed + (uint64_t)k, &set, &err);
+    st = make_inputs(e, a.inputs_dir, a.seed + (uint64_t)k, &set, &err);
     if (!st)
       memcpy(in + k * n_in, set, sizeof *in * (size_t)n_in);
     free(set); /* the data now belongs to in[] */

@@ -141,14 +141,6 @@ static int parse(int argc, char **argv, check_args *a) {
   return 0;
 }
 
-static nr_status read_dir_tensor(const char *dir, const char *name, nr_value *v,
-                                 nr_error *err) {
-  char safe[256], path[4096];
-  nr_cli_safe_name(name, safe, sizeof safe);
-  snprintf(path, sizeof path, "%s/%s.npy", dir, safe);
-  return nr_npy_read(path, v, err);
-}
-
 /* Inputs from --inputs-dir or seeded random; fixes the model's input shapes. */
 static nr_status make_inputs(nr_model *m, const check_args *a, nr_value *vals,
                              nr_buffer *ins, nr_error *err) {
@@ -158,7 +150,7 @@ static nr_status make_inputs(nr_model *m, const check_args *a, nr_value *vals,
     nr_model_input_info(m, i, &info);
     nr_status st;
     if (a->inputs_dir) {
-      st = read_dir_tensor(a->inputs_dir, info.name, &vals[i], err);
+      st = nr_cli_read_dir_tensor(a->inputs_dir, info.name, &vals[i], err);
       if (!st)
         st = nr_model_set_input_shape(m, info.name, vals[i].rank, vals[i].dims, err);
     } else {
@@ -182,7 +174,7 @@ static nr_status make_expected(nr_model *m, const check_args *a, const nr_buffer
     nr_io_info info;
     nr_model_output_info(m, o, &info);
     nr_value v = {0};
-    nr_status st = read_dir_tensor(a->expect_dir, info.name, &v, err);
+    nr_status st = nr_cli_read_dir_tensor(a->expect_dir, info.name, &v, err);
     if (st)
       return st;
     want[o] = (nr_buffer){v.dtype, v.rank, {0}, v.data};

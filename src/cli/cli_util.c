@@ -96,6 +96,14 @@ void nr_cli_random_fill(nr_value *v, uint64_t *state) {
   }
 }
 
+nr_status nr_cli_read_dir_tensor(const char *dir, const char *name, nr_value *v,
+                                 nr_error *err) {
+  char safe[256], path[4096];
+  nr_cli_safe_name(name, safe, sizeof safe);
+  snprintf(path, sizeof path, "%s/%s.npy", dir, safe);
+  return nr_npy_read(path, v, err);
+}
+
 int nr_cli_apply_shape(nr_model *m, const char *spec, nr_error *err) {
   const char *dims_text;
   char *name = nr_cli_split_assign(spec, &dims_text);

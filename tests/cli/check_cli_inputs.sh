@@ -13,7 +13,7 @@
 # name-based file win, and refuses a missing, extra or contradicting file naming it
 # and the input; `build` and `bench` take the free dims from a --calibration folder,
 # an explicit --shape wins and data that contradicts it is refused, and without data
-# `--shape` is still the way; `tune --reference` takes them from the pairs (a short
+# `--shape` is still the way; `bench --inputs-dir` times on name-based .npy files; `tune --reference` takes them from the pairs (a short
 # fast search, and --dry-run). Prints `N passed, N failed`; exit status non-zero when
 # any check failed.
 set -uo pipefail
@@ -153,6 +153,19 @@ expect "build: contradicting calibration data is refused" 1 "contra/input_0.pb" 
 expect "bench: shapes from a --calibration folder" 0 -- "${nr[@]}" bench "$m" \
   --calibration "$work/flat" --warmup-ms 5 --duration-ms 20 --min-iters 2 --json
 if grep -q '"median_ms"' "$work/out"; then ok "bench: JSON printed"; else bad "bench: JSON printed"; fi
+mkdir -p "$work/npys"
+"$py" -c 'import sys, numpy as np; w = sys.argv[1]
+np.save(f"{w}/npys/x.npy", np.load(f"{w}/named/x.npy"))
+np.save(f"{w}/npys/bias_0.npy", np.full((1, 4, 1, 1), 0.5, np.float32))' "$work"
+expect "bench --inputs-dir: a model takes its shapes from the files" 0 -- "${nr[@]}" bench \
+  "$m" --inputs-dir "$work/npys" --warmup-ms 5 --duration-ms 20 --min-iters 2 --json
+if grep -q '"median_ms"' "$work/out"; then ok "bench --inputs-dir: JSON printed"
+else bad "bench --inputs-dir: JSON printed"; fi
+expect "bench --inputs-dir: an engine refuses files of another shape, naming the input" 1 \
+  "'x'" "$work/npys" -- "${nr[@]}" bench "$work/calib.nre" --inputs-dir "$work/npys" \
+  --warmup-ms 5 --duration-ms 20 --min-iters 2
+expect "bench --inputs-dir: a missing file is named" 1 "bias_0.npy" -- "${nr[@]}" bench \
+  "$m" --inputs-dir "$work/named" --warmup-ms 5 --duration-ms 20 --min-iters 2
 
 # ---- tune --reference --------------------------------------------------------------
 expect "tune --dry-run --reference" 0 -- "${nr[@]}" tune "$m" --reference "$work/sets" \
