@@ -25,6 +25,13 @@ enum {
 };
 extern const nr_knob_def nr_knobs_fuse[];
 
+/* nr_knobs_taps[], conv_taps.c */
+enum {
+  NR_KNOB_TAPS_TRIM = NR_KNOB_ID_BASE(taps), /* taps.trim */
+  NR_KNOB_TAPS_END
+};
+extern const nr_knob_def nr_knobs_taps[];
+
 /* nr_knobs_eltwise_fuse[], fuse_eltwise.c */
 enum {
   NR_KNOB_ELTWISE_FUSE = NR_KNOB_ID_BASE(eltwise_fuse), /* eltwise.fuse */

@@ -112,6 +112,16 @@ int nr_pu_add_node(nr_graph *g, const char *name, const char *op_type, const cha
 
 nr_status nr_pu_copy_attr(nr_graph *g, int k, const nr_attr *a, nr_error *err) {
   nr_node *n = &g->nodes[k];
+  for (int i = 0; i < n->n_attrs; i++) /* an attribute of that name: replaced */
+    if (n->attrs[i].name && !strcmp(n->attrs[i].name, a->name)) {
+      nr_attr copy;
+      nr_status st = nr_attr_copy(&copy, a, err);
+      if (!st) {
+        nr_attr_free(&n->attrs[i]);
+        n->attrs[i] = copy;
+      }
+      return st;
+    }
   nr_attr *at = realloc(n->attrs, sizeof *at * (size_t)(n->n_attrs + 1));
   if (!at)
     return nr_errorf(err, NR_ERR_NOMEM, "out of memory adding attribute '%s'", a->name);

@@ -37,7 +37,8 @@ bool nr_pu_is_op(const nr_node *n, const char *op_type); /* ai.onnx op of that t
  * outputs are copied. Returns its index, or -1 on allocation failure. */
 int nr_pu_add_node(nr_graph *g, const char *name, const char *op_type, const char *domain,
                    int n_in, const int *ins, int n_out, const int *outs);
-/* Appends a copy of attribute a to node k (by index: pointers move on add). */
+/* Sets attribute a on node k (by index: pointers move on add): a copy of a replaces the
+ * attribute of that name, or is appended. The nr_pu_set_attr_* below go through it. */
 nr_status nr_pu_copy_attr(nr_graph *g, int k, const nr_attr *a, nr_error *err);
 nr_status nr_pu_set_attr_int(nr_graph *g, int k, const char *name, int64_t v, nr_error *err);
 nr_status nr_pu_set_attr_float(nr_graph *g, int k, const char *name, float v, nr_error *err);

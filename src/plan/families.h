@@ -8,7 +8,7 @@
 
 /* Knob tables. */
 #define NR_KNOB_FAMILIES(X)                                                            \
-  X(compile) X(fold) X(fuse) X(eltwise_fuse) X(recognize) X(horizontal) X(transpose)   \
+  X(compile) X(fold) X(fuse) X(taps) X(eltwise_fuse) X(recognize) X(horizontal) X(transpose)   \
   X(layout) X(memory) X(precision) X(gemm) X(conv) X(cpu_eltwise) X(cpu_norm) X(cpu_attn)   \
   X(cuda) X(int8_chain) X(fault)
 
@@ -34,7 +34,7 @@
 
 /* Graph passes (rewrite the logical graph), in order. */
 #define NR_GRAPH_PASSES(X)                                                             \
-  X(fold) X(qdq) X(fuse_bn) X(recognize) X(transpose) X(horizontal) X(fuse_act)       \
+  X(fold) X(qdq) X(fuse_bn) X(conv_taps) X(recognize) X(transpose) X(horizontal) X(fuse_act)       \
   X(eltwise_fuse)
 
 /* Plan passes (after the plan skeleton exists), in order. cuda_half (CUDA builds):

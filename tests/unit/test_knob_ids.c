@@ -26,7 +26,7 @@
 
 /* One past each family's last id, in families.h order. */
 static const nr_knob_id family_ends[] = {
-    NR_KNOB_COMPILE_END,     NR_KNOB_FOLD_END,        NR_KNOB_FUSE_END,
+    NR_KNOB_COMPILE_END,     NR_KNOB_FOLD_END,        NR_KNOB_FUSE_END,        NR_KNOB_TAPS_END,
     NR_KNOB_ELTWISE_FUSE_END, NR_KNOB_RECOGNIZE_END,  NR_KNOB_HORIZONTAL_END,
     NR_KNOB_TRANSPOSE_END,   NR_KNOB_LAYOUT_END,      NR_KNOB_MEMORY_END,
     NR_KNOB_PRECISION_END,   NR_KNOB_GEMM_END,        NR_KNOB_CONV_END,
