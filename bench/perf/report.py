@@ -173,7 +173,9 @@ def run_info_text(meta):
         f"{v['nnroute_libs']}",
         f"- onnxruntime {v['onnxruntime']} (CPU EP, ORT_ENABLE_ALL, intra-op = threads, "
         f"inter-op 1, sequential); onnx {v['onnx']}, numpy {v['numpy']}, python {v['python']}",
-        f"- threads {', '.join(map(str, st['threads']))}; batch 1; {st['rounds']} rounds "
+        f"- threads {', '.join(map(str, st['threads']))}; batch 1"
+        + (f"; {st['jobs']} models at a time, each process pinned to its own cores"
+           if st.get("jobs", 1) > 1 else "") + f"; {st['rounds']} rounds "
         f"of ORT, default, tuned; each {st['warmup_ms']:g} ms warm-up + "
         f"{st['duration_ms']:g} ms (at least {st['min_iters']} runs); inputs: nnroute "
         f"bench's seed {st['seed']} (zoo models with saved inputs: those), the same "

@@ -35,6 +35,10 @@ passed to `nnroute build`/`tune` as --shape and given to ONNX Runtime. Where the
 saved a model's inputs (NAME_opNN/<input>.npy), both systems are timed on that data
 (`nnroute bench --inputs-dir`) instead of random values, which would put token ids and
 type ids out of range.
+
+On a many-core host `--jobs N` measures N models at once, each in its own process pinned
+(taskset) to its own max(--threads) cores; ratios are still taken per round inside each
+process, and the parent measures the peak and writes the one report.
 """
 import argparse
 import datetime
@@ -125,6 +129,11 @@ def parse_args():
     ap.add_argument("--peak-flops", help="nr_peak_flops binary (default: next to nnroute "
                                          "in bench/, else compiled into --work-dir)")
     ap.add_argument("--output", help="markdown file (full: docs/performance.md)")
+    ap.add_argument("--jobs", type=int, default=1,
+                    help="measure models in N processes at once, each pinned to its own "
+                         "max(--threads) cores (a many-core host); rounds stay interleaved "
+                         "inside each process")
+    ap.add_argument("--rows-out", help=argparse.SUPPRESS)  # a --jobs worker's rows
     a = ap.parse_args()
     mode = MODES["quick" if a.quick else "full"]
     a.opsets = [int(x) for x in a.opsets.split(",")] if a.opsets else mode["opsets"]
@@ -486,6 +495,45 @@ def count_flops(path):
     return c["flops"]
 
 
+def run_jobs(a):
+    """--jobs: the models dealt round-robin to a.jobs worker processes, each pinned with
+    taskset to its own max(threads) cores; returns their rows and one inspect sample."""
+    width = max(a.threads)
+    cpus = sorted(os.sched_getaffinity(0))
+    if a.jobs * width > len(cpus):
+        sys.exit(f"run_perf: --jobs {a.jobs} x {width} threads needs {a.jobs * width} CPUs; "
+                 f"this process may use {len(cpus)}")
+    argv = [x for x in sys.argv[1:]]
+    for opt in ("--jobs", "--models", "--work-dir", "--output"):
+        while opt in argv:
+            i = argv.index(opt)
+            del argv[i:i + 2]
+    procs = []
+    for j in range(a.jobs):
+        models = a.models[j::a.jobs]
+        if not models:
+            continue
+        work = Path(a.work_dir) / f"job{j}"
+        work.mkdir(parents=True, exist_ok=True)
+        mine = ",".join(str(c) for c in cpus[j * width:(j + 1) * width])
+        cmd = ["taskset", "-c", mine, sys.executable, __file__] + argv + [
+            "--models", ",".join(models), "--work-dir", str(work),
+            "--rows-out", str(work / "rows.json")]
+        log(f"job {j}: cores {mine}: {len(models)} models")
+        procs.append((subprocess.Popen(cmd), work / "rows.json"))
+    rows, sample = [], None
+    for proc, out in procs:
+        proc.wait()
+        if proc.returncode or not out.exists():
+            sys.exit(f"run_perf: a --jobs worker failed (exit {proc.returncode})")
+        got = json.loads(out.read_text())
+        rows += got["rows"]
+        sample = sample or got["sample"]
+    order = {m: i for i, m in enumerate(a.models)}
+    rows.sort(key=lambda r: (order.get(r["model"], 0), r["threads"]))
+    return rows, sample
+
+
 def main():
     a = parse_args()
     Path(a.work_dir).mkdir(parents=True, exist_ok=True)
@@ -493,6 +541,10 @@ def main():
     if rc:
         sys.exit(f"run_perf: {a.nnroute} has no working `bench` command; build nnroute "
                  "first (or pass --nnroute / set NNROUTE)")
+    if a.rows_out:  # a --jobs worker: measure, hand the rows back, nothing else
+        rows, sample = run_all(a, *tune_support(a))
+        Path(a.rows_out).write_text(json.dumps({"rows": rows, "sample": sample}))
+        return
     machine = cpu_info()
     if max(a.threads) > (machine["cpus"] or 1):
         log(f"warning: {max(a.threads)} threads on {machine['cpus']} CPUs oversubscribes")
@@ -508,7 +560,7 @@ def main():
         budget = f"{a.tune_budget:g} s" if a.tune_budget else "the tuner's default budget"
         log(f"engines not cached in {display(Path(a.work_dir) / 'tuned')}/ are tuned first, "
             f"each for up to {budget}; --no-tune skips the column")
-    rows, sample = run_all(a, tune_help, tune_why)
+    rows, sample = run_jobs(a) if a.jobs > 1 else run_all(a, tune_help, tune_why)
     peak, best = merge_peaks(peak_start, measure_peak(peak_exe, a.threads))
     peak = {"isa_reference": PEAK_ISA, "results": peak}
     machine["load_end"] = " ".join(f"{x:.2f}" for x in os.getloadavg())
@@ -523,7 +575,8 @@ def main():
         "date": datetime.datetime.now().astimezone().strftime("%Y-%m-%d %H:%M %Z"),
         "command": " ".join([entry] + [shlex.quote(x) for x in sys.argv[1:]]),
         "machine": machine, "versions": versions(a.nnroute, sample, git),
-        "settings": {"threads": a.threads, "rounds": a.rounds, "warmup_ms": a.warmup_ms,
+        "settings": {"threads": a.threads, "jobs": a.jobs, "rounds": a.rounds,
+                     "warmup_ms": a.warmup_ms,
                      "duration_ms": a.duration_ms, "min_iters": a.min_iters,
                      "seed": a.seed, "tune": tune_desc},
         "peak": peak, "ort_call_floor_ms": floor,
