@@ -31,6 +31,7 @@ Run with Debian's interpreter (python3-torch 1.13, torchvision 0.14):
 A file that already exists is skipped unless --force is given; --list prints the table.
 """
 import argparse
+import inspect
 import json
 import math
 import os
@@ -45,6 +46,13 @@ from torchvision.models import convnext as tv_convnext
 from torchvision.models import resnet as tv_resnet
 from torchvision.models import swin_transformer as tv_swin
 from torchvision.models import vision_transformer as tv_vit
+
+# torch >= 2.5 exports through dynamo by default (onnxscript-optimised graphs, external
+# data); the zoo is defined by the TorchScript exporter that Debian's torch 1.13 uses, so
+# newer torches are asked for that one too.
+TORCHSCRIPT_EXPORTER = ({"dynamo": False}
+                        if "dynamo" in inspect.signature(torch.onnx.export).parameters
+                        else {})
 
 SEED = 20240601
 BN_BATCHES = 4      # forward passes used to re-estimate BatchNorm statistics
@@ -631,7 +639,8 @@ def export(model, spec, path, opset):
     # export; with gradients enabled it runs, and exports, the plain MatMul/Softmax path.
     torch.onnx.export(model, example(spec["inputs"]), tmp, opset_version=opset,
                       input_names=[i[0] for i in spec["inputs"]],
-                      output_names=spec["outputs"], do_constant_folding=True)
+                      output_names=spec["outputs"], do_constant_folding=True,
+                      **TORCHSCRIPT_EXPORTER)
     os.replace(tmp, path)
 
 
