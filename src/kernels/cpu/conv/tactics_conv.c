@@ -128,7 +128,12 @@ static bool igemm_fits(const conv_p *p) {
   return p->group == 1 && taps > 1 && taps <= NR_CONV_IGEMM_MAX_TAPS &&
          p->sh * p->sw <= 64 && nr_conv_igemm_scratch(p) <= (256u << 20);
 }
-SUPPORTS(sup_igemm, igemm_fits(p) && !wino_preferred(c, p))
+/* Not for a dilated window: its taps read rows of the padded copy that no other tap
+ * shares, and the copy (C planes) is streamed once per tap. DeepLabV3's ASPP conv
+ * (960 -> 256 channels, 3x3, dilation 12 on 20x20) took 2.3x im2col's time and 2.7x
+ * onednn's in the model (nnroute bench --profile, 1 thread, conv.algo pinned per node);
+ * the zoo has no other dilated conv. */
+SUPPORTS(sup_igemm, igemm_fits(p) && p->dh == 1 && p->dw == 1 && !wino_preferred(c, p))
 /* sp: igemm's windows where the output plane is small (at most 16 x 16) and there are
  * enough channels for its 32-channel panels and its reduction to pay (measured against
  * igemm: docs/performance-notes.md, small planes). Ahead of igemm in priority, so
