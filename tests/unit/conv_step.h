@@ -4,6 +4,9 @@
  * plan over slots X, W, B, R, Y, and running one tactic row's supports(), prepare()
  * and run() on it with guard floats around every buffer it touches.
  *
+ * The other conv-tactic tests (test_conv_tactics.c, test_conv_pw.c, test_qgemm_tactics.c,
+ * test_onednn_q.c) build their one-step plans with conv_step_make too.
+ *
  * Key decision: the plan is built by hand rather than compiled from a graph, so the
  * tactic under test runs even where the select pass would pick another one, and a test
  * may rewrite the step's record between prepare() and run() (a K block or a tile that
@@ -52,10 +55,25 @@ typedef struct conv_step {
   nr_slot slots[5];
   nr_step step;
   nr_node node;
-  nr_attr attrs[8];
+  nr_attr attrs[10];
   int64_t pads[4], st[2], dl[2];
 } conv_step;
 
+/* What conv_step_make builds beyond the case, for the tests of other tactic families
+ * (test_conv_tactics.c, test_conv_pw.c, test_qgemm_tactics.c, test_onednn_q.c). */
+typedef struct conv_step_opts {
+  bool fused;           /* a FusedConv step (4 inputs, activation attributes), else Conv */
+  const char *name;     /* the node's name; NULL: "conv" */
+  nr_layout layout;     /* X's, R's and Y's slots */
+  const nr_attr *extra; /* attributes after the window's, before the activation's */
+  int n_extra;          /* at most 3 */
+} conv_step_opts;
+
+/* The one-step plan of case k with W's and B's floats copied into plan.weights; Y's
+ * dims are the case's (conv_case_oh / _ow). */
+void conv_step_make(conv_step *cs, const conv_case *k, const float *w, const float *b,
+                    const conv_step_opts *o);
+/* ... with the step conv_case_fused picks. */
 void conv_step_build(conv_step *cs, const conv_case *k, const float *w, const float *b);
 void conv_step_free(conv_step *cs);
 bool conv_case_fused(const conv_case *k);
