@@ -58,8 +58,8 @@ static int window_attrs(conv_step *cs, const conv_case *k) {
   return 4;
 }
 
-bool conv_case_reference(const conv_case *k, const float *x, const float *w, const float *b,
-                         const float *r, float *y) {
+bool conv_case_conv(const conv_case *k, const float *x, const float *w, const float *b,
+                    float *y) {
   int64_t xd[4] = {k->n, k->c, k->h, k->w}, bd[1] = {k->m};
   int64_t wd[4] = {k->m, k->c / one(k->group), k->kh, k->kw};
   nr_value vx = make_value(NR_DTYPE_FLOAT, 4, xd, x), vw = make_value(NR_DTYPE_FLOAT, 4, wd, w);
@@ -71,9 +71,16 @@ bool conv_case_reference(const conv_case *k, const float *x, const float *w, con
   nr_error err = {0};
   if (run_one("Conv", 13, na, cs.attrs, k->bias ? 3 : 2, ins, &out, &err))
     return false;
-  int64_t n = nr_value_count(&out);
-  memcpy(y, out.data, sizeof(float) * (size_t)n);
+  memcpy(y, out.data, sizeof(float) * (size_t)nr_value_count(&out));
   nr_value_free(&out);
+  return true;
+}
+
+bool conv_case_reference(const conv_case *k, const float *x, const float *w, const float *b,
+                         const float *r, float *y) {
+  if (!conv_case_conv(k, x, w, b, y))
+    return false;
+  int64_t n = conv_case_yn(k);
   for (int64_t i = 0; r && i < n; i++)
     y[i] += r[i];
   nr_act_apply_ref(k->act, k->act_a, k->act_b, y, n);

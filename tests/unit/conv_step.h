@@ -43,6 +43,20 @@ int64_t conv_case_yn(const conv_case *k);
 /* "n1 c64 56x56 m64 k3x3 s1x1 d1x1 pad 1,1,1,1 g1 bias1 res0 relu" into buf. */
 const char *conv_case_text(const conv_case *k, char *buf, size_t cap);
 
+/* The conv_case of a test's own case record k with symmetric pads: any struct with
+ * int fields n, c, h, w, m, kh, kw, sh, sw, ph, pw, dh, dw, group and bool bias, res
+ * and an nr_act act (test_conv_tactics.c, test_qgemm_tactics.c, test_onednn_q.c);
+ * act_a and act_b are left 0 for the caller. */
+#define CONV_CASE_SYMMETRIC(k)                                                          \
+  ((conv_case){.n = (k)->n, .c = (k)->c, .h = (k)->h, .w = (k)->w, .m = (k)->m,         \
+               .kh = (k)->kh, .kw = (k)->kw, .sh = (k)->sh, .sw = (k)->sw, .dh = (k)->dh, \
+               .dw = (k)->dw, .pt = (k)->ph, .pl = (k)->pw, .pb = (k)->ph, .pr = (k)->pw, \
+               .group = (k)->group, .bias = (k)->bias, .res = (k)->res, .act = (k)->act})
+
+/* Y = Conv(X, W, B) of case k (B when k->bias) by the reference executor, y holding
+ * conv_case_yn(k) floats. False when the reference refuses the case. */
+bool conv_case_conv(const conv_case *k, const float *x, const float *w, const float *b,
+                    float *y);
 /* Y = act(Conv(X, W, B) + R) by the reference executor and act.c's scalar rules (r
  * may be NULL). False when the reference refuses the case. */
 bool conv_case_reference(const conv_case *k, const float *x, const float *w, const float *b,

@@ -54,33 +54,18 @@ static bool guard_ok(const float *p, int64_t n) { return guard_intact(p, n, GUAR
 static float act_a(nr_act a) { return a == NR_ACT_CLIP ? -0.25f : a == NR_ACT_LEAKY_RELU ? 0.1f : 0.2f; }
 static float act_b(nr_act a) { return a == NR_ACT_CLIP ? 0.75f : 0.5f; }
 
-/* Y = act(Conv(X, W, B) + R) through the reference executor and nr_act_apply_ref. */
-static bool reference(const pw_case *k, const float *x, const float *w, const float *b,
-                      const float *r, float *y) {
-  int64_t xd[4] = {k->n, k->c, k->h, k->w}, wd[4] = {k->m, k->c, 1, 1}, bd[1] = {k->m};
-  nr_value vx = make_value(NR_DTYPE_FLOAT, 4, xd, x), vw = make_value(NR_DTYPE_FLOAT, 4, wd, w);
-  nr_value vb = make_value(NR_DTYPE_FLOAT, 1, bd, b);
-  const nr_value *ins[3] = {&vx, &vw, &vb};
-  int64_t st[2] = {k->sh, k->sw};
-  nr_attr at[1] = {attr_ints("strides", 2, st)};
-  nr_value out;
-  nr_error err = {0};
-  if (run_one("Conv", 13, 1, at, k->bias ? 3 : 2, ins, &out, &err))
-    return false;
-  int64_t n = nr_value_count(&out);
-  memcpy(y, out.data, sizeof(float) * (size_t)n);
-  nr_value_free(&out);
-  for (int64_t i = 0; r && i < n; i++)
-    y[i] += r[i];
-  nr_act_apply_ref(k->act, act_a(k->act), act_b(k->act), y, n);
-  return true;
-}
-
 /* Case k as conv_step.h's: a 1x1 kernel, no padding, the node's act parameters. */
 static conv_case step_case(const pw_case *k) {
   return (conv_case){.n = k->n, .c = k->c, .h = k->h, .w = k->w, .m = k->m, .kh = 1,
                      .kw = 1, .sh = k->sh, .sw = k->sw, .bias = k->bias, .res = k->res,
                      .act = k->act, .act_a = act_a(k->act), .act_b = act_b(k->act)};
+}
+
+/* Y = act(Conv(X, W, B) + R) through the reference executor and nr_act_apply_ref. */
+static bool reference(const pw_case *k, const float *x, const float *w, const float *b,
+                      const float *r, float *y) {
+  conv_case cc = step_case(k);
+  return conv_case_reference(&cc, x, w, b, r, y);
 }
 
 /* One FusedConv (or Conv) step "pw" over slots X, W, B, R, Y (conv_step_make). */

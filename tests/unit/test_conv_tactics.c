@@ -40,26 +40,23 @@ static float act_alpha(nr_act a) {
   return a == NR_ACT_LEAKY_RELU ? 0.1f : a == NR_ACT_CLIP ? -0.5f : 0.2f;
 }
 
-/* Reference: Conv through the reference executor, then residual and activation. */
+/* Case k as conv_step.h's, with the node's activation parameters. */
+static conv_case step_case(const tac_case *k) {
+  conv_case cc = CONV_CASE_SYMMETRIC(k);
+  cc.act_a = act_alpha(k->act), cc.act_b = 0.5f;
+  return cc;
+}
+
+/* Reference: Conv through the reference executor (conv_step.h), then residual and
+ * activation; ydims gets Y's dims. */
 static bool reference(const tac_case *k, const float *x, const float *w, const float *b,
-                      const float *r, float *y, const int64_t *ydims) {
-  int64_t xd[4] = {k->n, k->c, k->h, k->w}, wd[4] = {k->m, k->c / k->group, k->kh, k->kw};
-  int64_t bd[1] = {k->m};
-  nr_value vx = make_value(NR_DTYPE_FLOAT, 4, xd, x), vw = make_value(NR_DTYPE_FLOAT, 4, wd, w);
-  nr_value vb = make_value(NR_DTYPE_FLOAT, 1, bd, b);
-  const nr_value *ins[3] = {&vx, &vw, k->bias ? &vb : NULL};
-  int64_t pads[4] = {k->ph, k->pw, k->ph, k->pw}, st[2] = {k->sh, k->sw},
-          dl[2] = {k->dh, k->dw};
-  nr_attr at[4] = {attr_ints("pads", 4, pads), attr_ints("strides", 2, st),
-                   attr_ints("dilations", 2, dl), attr_i("group", k->group)};
-  nr_value out;
-  nr_error err = {0};
-  if (run_one("Conv", 13, 4, at, k->bias ? 3 : 2, ins, &out, &err))
+                      const float *r, float *y, int64_t *ydims) {
+  conv_case cc = step_case(k);
+  if (!conv_case_conv(&cc, x, w, b, y))
     return false;
-  int64_t n = nr_value_count(&out);
-  memcpy(y, out.data, sizeof(float) * (size_t)n);
-  memcpy((void *)ydims, out.dims, sizeof(int64_t) * 4);
-  nr_value_free(&out);
+  int64_t yd[4] = {cc.n, cc.m, conv_case_oh(&cc), conv_case_ow(&cc)};
+  memcpy(ydims, yd, sizeof yd);
+  int64_t n = conv_case_yn(&cc);
   if (r)
     for (int64_t i = 0; i < n; i++)
       y[i] += r[i];
@@ -71,11 +68,7 @@ static bool reference(const tac_case *k, const float *x, const float *w, const f
  * reference's). */
 static void build(conv_step *hs, const tac_case *k, const float *w, const float *b,
                   bool fused) {
-  conv_case cc = {.n = k->n, .c = k->c, .h = k->h, .w = k->w, .m = k->m, .kh = k->kh,
-                  .kw = k->kw, .sh = k->sh, .sw = k->sw, .dh = k->dh, .dw = k->dw,
-                  .pt = k->ph, .pl = k->pw, .pb = k->ph, .pr = k->pw, .group = k->group,
-                  .bias = k->bias, .res = k->res, .act = k->act,
-                  .act_a = act_alpha(k->act), .act_b = 0.5f};
+  conv_case cc = step_case(k);
   conv_step_make(hs, &cc, w, b, &(conv_step_opts){.fused = fused});
 }
 

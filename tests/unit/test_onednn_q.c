@@ -161,15 +161,18 @@ static void act_params(nr_act a, float *aa, float *bb) {
   *bb = a == NR_ACT_CLIP ? 6.0f : 0.5f;
 }
 
+/* Case k as conv_step.h's, with the node's activation parameters. */
+static conv_case step_case(const qconv_case *k) {
+  conv_case cc = CONV_CASE_SYMMETRIC(k);
+  act_params(k->act, &cc.act_a, &cc.act_b);
+  return cc;
+}
+
 /* The one-step plan "qconv" (conv_step.h) in NHWC, the activation's grid as the node's
  * QDQ attributes. */
 static void build(conv_step *hs, const qconv_case *k, const float *w, const float *b,
                   bool fused, float xs, int zp) {
-  conv_case cc = {.n = k->n, .c = k->c, .h = k->h, .w = k->w, .m = k->m, .kh = k->kh,
-                  .kw = k->kw, .sh = k->sh, .sw = k->sw, .dh = k->dh, .dw = k->dw,
-                  .pt = k->ph, .pl = k->pw, .pb = k->ph, .pr = k->pw, .group = k->group,
-                  .bias = k->bias, .res = k->res, .act = k->act};
-  act_params(k->act, &cc.act_a, &cc.act_b);
+  conv_case cc = step_case(k);
   nr_attr grid[2] = {attr_f("nr_x_scale", xs), attr_i("nr_x_zero_point", zp)};
   conv_step_make(hs, &cc, w, b,
                  &(conv_step_opts){.fused = fused, .name = "qconv",
@@ -225,29 +228,8 @@ static void conv_reference(const conv_data *d, float xs, int zp, float *want_q,
 
 /* The fp32 result: Conv through the reference executor, residual, activation. */
 static bool conv_fp32(const conv_data *d, float *y) {
-  const qconv_case *k = d->k;
-  int64_t xd[4] = {k->n, k->c, k->h, k->w}, wd[4] = {k->m, k->c / k->group, k->kh, k->kw};
-  int64_t bd[1] = {k->m};
-  nr_value vx = make_value(NR_DTYPE_FLOAT, 4, xd, d->x);
-  nr_value vw = make_value(NR_DTYPE_FLOAT, 4, wd, d->w);
-  nr_value vb = make_value(NR_DTYPE_FLOAT, 1, bd, d->b);
-  const nr_value *ins[3] = {&vx, &vw, &vb};
-  int64_t pads[4] = {k->ph, k->pw, k->ph, k->pw}, st[2] = {k->sh, k->sw}, dl[2] = {k->dh, k->dw};
-  nr_attr at[4] = {attr_ints("pads", 4, pads), attr_ints("strides", 2, st),
-                   attr_ints("dilations", 2, dl), attr_i("group", k->group)};
-  nr_value out;
-  nr_error err = {0};
-  if (run_one("Conv", 13, 4, at, k->bias ? 3 : 2, ins, &out, &err))
-    return false;
-  int64_t n = nr_value_count(&out);
-  memcpy(y, out.data, sizeof(float) * (size_t)n);
-  nr_value_free(&out);
-  float aa, bb;
-  act_params(k->act, &aa, &bb);
-  for (int64_t i = 0; k->res && i < n; i++)
-    y[i] += d->r[i];
-  nr_act_apply_ref(k->act, aa, bb, y, n);
-  return true;
+  conv_case cc = step_case(d->k);
+  return conv_case_reference(&cc, d->x, d->w, d->b, d->k->res ? d->r : NULL, y);
 }
 
 /* Compares got with both references; returns the first index that fails, or -1. */

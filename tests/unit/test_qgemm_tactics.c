@@ -75,30 +75,25 @@ typedef struct qconv_case {
   nr_act act;
 } qconv_case;
 
-/* Conv (+ residual + activation) through the reference executor. */
+/* Case k as conv_step.h's, with the node's activation parameters. */
+static conv_case step_case(const qconv_case *k) {
+  conv_case cc = CONV_CASE_SYMMETRIC(k);
+  cc.act_a = k->act == NR_ACT_CLIP ? -0.25f : 0.1f, cc.act_b = 0.5f;
+  return cc;
+}
+
+/* Conv (+ residual + activation) through the reference executor (conv_step.h). */
 static bool conv_reference(const qconv_case *k, const float *x, const float *w,
                            const float *b, const float *r, float *y, int64_t *ydims) {
-  int64_t xd[4] = {k->n, k->c, k->h, k->w}, wd[4] = {k->m, k->c / k->group, k->kh, k->kw};
-  int64_t bd[1] = {k->m};
-  nr_value vx = make_value(NR_DTYPE_FLOAT, 4, xd, x),
-           vw = make_value(NR_DTYPE_FLOAT, 4, wd, w);
-  nr_value vb = make_value(NR_DTYPE_FLOAT, 1, bd, b);
-  const nr_value *ins[3] = {&vx, &vw, k->bias ? &vb : NULL};
-  int64_t pads[4] = {k->ph, k->pw, k->ph, k->pw}, st[2] = {k->sh, k->sw},
-          dl[2] = {k->dh, k->dw};
-  nr_attr at[4] = {attr_ints("pads", 4, pads), attr_ints("strides", 2, st),
-                   attr_ints("dilations", 2, dl), attr_i("group", k->group)};
-  nr_value out;
-  nr_error err = {0};
-  if (run_one("Conv", 13, 4, at, k->bias ? 3 : 2, ins, &out, &err))
+  conv_case cc = step_case(k);
+  if (!conv_case_conv(&cc, x, w, b, y))
     return false;
-  int64_t n = nr_value_count(&out);
-  memcpy(y, out.data, sizeof(float) * (size_t)n);
-  memcpy(ydims, out.dims, sizeof(int64_t) * 4);
-  nr_value_free(&out);
+  int64_t yd[4] = {cc.n, cc.m, conv_case_oh(&cc), conv_case_ow(&cc)};
+  memcpy(ydims, yd, sizeof yd);
+  int64_t n = conv_case_yn(&cc);
   for (int64_t i = 0; r && i < n; i++)
     y[i] += r[i];
-  nr_act_apply(k->act, k->act == NR_ACT_CLIP ? -0.25f : 0.1f, 0.5f, y, n);
+  nr_act_apply(k->act, cc.act_a, 0.5f, y, n);
   return true;
 }
 
@@ -111,11 +106,7 @@ typedef struct qharness {
 static void qconv_build(qharness *hs, const qconv_case *k, const float *x, const float *w,
                         const float *b, bool fused) {
   memset(hs, 0, sizeof *hs);
-  conv_case cc = {.n = k->n, .c = k->c, .h = k->h, .w = k->w, .m = k->m, .kh = k->kh,
-                  .kw = k->kw, .sh = k->sh, .sw = k->sw, .dh = k->dh, .dw = k->dw,
-                  .pt = k->ph, .pl = k->pw, .pb = k->ph, .pr = k->pw, .group = k->group,
-                  .bias = k->bias, .res = k->res, .act = k->act,
-                  .act_a = k->act == NR_ACT_CLIP ? -0.25f : 0.1f, .act_b = 0.5f};
+  conv_case cc = step_case(k);
   conv_step_make(&hs->cs, &cc, w, b, &(conv_step_opts){.fused = fused});
   nr_error err = {0};
   nr_calib_observe(&hs->calib, "X", x, (size_t)conv_case_xn(&cc), &err);
