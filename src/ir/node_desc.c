@@ -101,6 +101,24 @@ bool nr_fused_act_read(const nr_node *n, nr_act *act, float *a, float *b) {
   return true;
 }
 
+/* Inputs past the operator's max_in must be absent. */
+static nr_status no_inputs_past(const nr_node *n, const nr_node_io *io, int max_in,
+                                nr_error *err) {
+  for (int i = max_in; i < io->n_in; i++)
+    if (nr_node_io_in(io, i))
+      return fail(err, NR_ERR_INVALID_MODEL, n, "input %d (at most %d inputs)", i, max_in);
+  return NR_OK;
+}
+
+/* A fused op's activation, refused when its name is unknown. */
+static nr_status fused_act(const nr_node *n, nr_act *act, float *a, float *b,
+                           nr_error *err) {
+  if (!nr_fused_act_read(n, act, a, b))
+    return fail(err, NR_ERR_INVALID_MODEL, n, "unknown activation '%s'",
+                nr_attr_string(n, "activation", ""));
+  return NR_OK;
+}
+
 /* ---- Gemm, MatMul, FusedGemm, FusedMatMul ----------------------------------------- */
 
 bool nr_gemm_desc_is_node(const nr_node *n) {
@@ -205,11 +223,9 @@ static nr_status gemm_extras(const nr_node *n, const nr_node_io *io, nr_gemm_des
                              nr_error *err) {
   const nr_value *c = nr_node_io_in(io, 2), *r = nr_node_io_in(io, 3);
   bool fused = d->op == NR_GEMM_OP_FUSED_GEMM || d->op == NR_GEMM_OP_FUSED_MATMUL;
-  int max_in = fused ? 4 : d->op == NR_GEMM_OP_GEMM ? 3 : 2;
-  for (int i = max_in; i < io->n_in; i++)
-    if (nr_node_io_in(io, i))
-      return fail(err, NR_ERR_INVALID_MODEL, n, "input %d (at most %d inputs)", i, max_in);
-  nr_status st = NR_OK;
+  nr_status st = no_inputs_past(n, io, fused ? 4 : d->op == NR_GEMM_OP_GEMM ? 3 : 2, err);
+  if (st)
+    return st;
   if (c && is_gemm_op(d->op))
     st = gemm_c(n, c, d, err);
   else if (c) { /* FusedMatMul's Bias: one value per column */
@@ -224,10 +240,7 @@ static nr_status gemm_extras(const nr_node *n, const nr_node_io *io, nr_gemm_des
     return fail(err, NR_ERR_INVALID_MODEL, n, "R has %lld values, Y %lld",
                 (long long)count_of(r), (long long)(d->batch * d->m * d->n));
   d->residual = r != NULL;
-  if (fused && !nr_fused_act_read(n, &d->act, &d->act_a, &d->act_b))
-    return fail(err, NR_ERR_INVALID_MODEL, n, "unknown activation '%s'",
-                nr_attr_string(n, "activation", ""));
-  return NR_OK;
+  return fused ? fused_act(n, &d->act, &d->act_a, &d->act_b, err) : NR_OK;
 }
 
 nr_status nr_gemm_desc_parse(const nr_node *n, const nr_node_io *io, nr_gemm_desc *d,
@@ -487,10 +500,7 @@ static nr_status conv_epilogue(const nr_node *n, const nr_node_io *io, const nr_
     return fail(err, NR_ERR_INVALID_MODEL, n, "R has %lld values, Y %lld",
                 (long long)count_of(r), (long long)count_of(y));
   d->bias = b != NULL, d->residual = r != NULL;
-  if (d->fused && !nr_fused_act_read(n, &d->act, &d->act_a, &d->act_b))
-    return fail(err, NR_ERR_INVALID_MODEL, n, "unknown activation '%s'",
-                nr_attr_string(n, "activation", ""));
-  return NR_OK;
+  return d->fused ? fused_act(n, &d->act, &d->act_a, &d->act_b, err) : NR_OK;
 }
 
 nr_status nr_conv_desc_parse(const nr_node *n, const nr_node_io *io, nr_conv_desc *d,
@@ -503,9 +513,9 @@ nr_status nr_conv_desc_parse(const nr_node *n, const nr_node_io *io, nr_conv_des
   if (!counts_fit(io) || io->n_out != 1)
     return fail(err, NR_ERR_INVALID_MODEL, n, "%d inputs, %d outputs", io->n_in,
                 io->n_out);
-  for (int i = max_in; i < io->n_in; i++)
-    if (nr_node_io_in(io, i))
-      return fail(err, NR_ERR_INVALID_MODEL, n, "input %d (at most %d inputs)", i, max_in);
+  nr_status st = no_inputs_past(n, io, max_in, err);
+  if (st)
+    return st;
   const nr_value *x = nr_node_io_in(io, 0), *w = nr_node_io_in(io, 1);
   const nr_value *y = nr_node_io_out(io, 0);
   if (!x || !w || !y)
@@ -515,7 +525,7 @@ nr_status nr_conv_desc_parse(const nr_node *n, const nr_node_io *io, nr_conv_des
       return fail(err, NR_ERR_UNSUPPORTED, n, "input %d has an unknown shape", i);
   if (!known(y))
     return fail(err, NR_ERR_UNSUPPORTED, n, "Y has an unknown shape");
-  nr_status st = conv_channels(n, x, w, d, err);
+  st = conv_channels(n, x, w, d, err);
   if (!st)
     st = conv_window(n, x, w, y, d, err);
   if (!st)
