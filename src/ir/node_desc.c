@@ -101,6 +101,24 @@ bool nr_fused_act_read(const nr_node *n, nr_act *act, float *a, float *b) {
   return true;
 }
 
+/* Inputs past the operator's max_in must be absent. */
+static nr_status no_inputs_past(const nr_node *n, const nr_node_io *io, int max_in,
+                                nr_error *err) {
+  for (int i = max_in; i < io->n_in; i++)
+    if (nr_node_io_in(io, i))
+      return fail(err, NR_ERR_INVALID_MODEL, n, "input %d (at most %d inputs)", i, max_in);
+  return NR_OK;
+}
+
+/* A fused op's activation, refused when its name is unknown. */
+static nr_status fused_act(const nr_node *n, nr_act *act, float *a, float *b,
+                           nr_error *err) {
+  if (!nr_fused_act_read(n, act, a, b))
+    return fail(err, NR_ERR_INVALID_MODEL, n, "unknown activation '%s'",
+                nr_attr_string(n, "activation", ""));
+  return NR_OK;
+}
+
 /* ---- Gemm, MatMul, FusedGemm, FusedMatMul ----------------------------------------- */
 
 bool nr_gemm_desc_is_node(const nr_node *n) {
@@ -205,11 +223,9 @@ static nr_status gemm_extras(const nr_node *n, const nr_node_io *io, nr_gemm_des
                              nr_error *err) {
   const nr_value *c = nr_node_io_in(io, 2), *r = nr_node_io_in(io, 3);
   bool fused = d->op == NR_GEMM_OP_FUSED_GEMM || d->op == NR_GEMM_OP_FUSED_MATMUL;
-  int max_in = fused ? 4 : d->op == NR_GEMM_OP_GEMM ? 3 : 2;
-  for (int i = max_in; i < io->n_in; i++)
-    if (nr_node_io_in(io, i))
-      return fail(err, NR_ERR_INVALID_MODEL, n, "input %d (at most %d inputs)", i, max_in);
-  nr_status st = NR_OK;
+  nr_status st = no_inputs_past(n, io, fused ? 4 : d->op == NR_GEMM_OP_GEMM ? 3 : 2, err);
+  if (st)
+    return st;
   if (c && is_gemm_op(d->op))
     st = gemm_c(n, c, d, err);
   else if (c) { /* FusedMatMul's Bias: one value per column */
@@ -224,10 +240,7 @@ static nr_status gemm_extras(const nr_node *n, const nr_node_io *io, nr_gemm_des
     return fail(err, NR_ERR_INVALID_MODEL, n, "R has %lld values, Y %lld",
                 (long long)count_of(r), (long long)(d->batch * d->m * d->n));
   d->residual = r != NULL;
-  if (fused && !nr_fused_act_read(n, &d->act, &d->act_a, &d->act_b))
-    return fail(err, NR_ERR_INVALID_MODEL, n, "unknown activation '%s'",
-                nr_attr_string(n, "activation", ""));
-  return NR_OK;
+  return fused ? fused_act(n, &d->act, &d->act_a, &d->act_b, err) : NR_OK;
 }
 
 nr_status nr_gemm_desc_parse(const nr_node *n, const nr_node_io *io, nr_gemm_desc *d,
@@ -430,4 +443,92 @@ nr_status nr_split_desc_parse(const nr_node *n, const nr_node_io *io, nr_split_d
   for (int o = 0; o < io->n_out; o++)
     p[o] = nr_node_io_out(io, o);
   return pieces(n, nr_node_io_in(io, 0), p, io->n_out, d, err);
+}
+
+/* ---- Conv, FusedConv -------------------------------------------------------------- */
+
+bool nr_conv_desc_is_node(const nr_node *n) {
+  if (!n)
+    return false;
+  return (!strcmp(n->op_type, "Conv") && is_domain(n, "")) ||
+         (!strcmp(n->op_type, "FusedConv") && is_domain(n, NR_DOMAIN));
+}
+
+/* X [N, C, in...] and W [M, C / group, kernel...]: ranks, channels, groups. */
+static nr_status conv_channels(const nr_node *n, const nr_value *x, const nr_value *w,
+                               nr_conv_desc *d, nr_error *err) {
+  if (x->rank < 3)
+    return fail(err, NR_ERR_INVALID_MODEL, n, "X has rank %d (at least 3)", x->rank);
+  if (w->rank != x->rank)
+    return fail(err, NR_ERR_INVALID_MODEL, n, "W has rank %d, X has rank %d", w->rank,
+                x->rank);
+  d->batch = x->dims[0], d->in_c = x->dims[1], d->out_c = w->dims[0];
+  d->group = nr_attr_int(n, "group", 1);
+  if (d->group < 1 || d->in_c != w->dims[1] * d->group || d->out_c % d->group)
+    return fail(err, NR_ERR_INVALID_MODEL, n,
+                "group %lld does not fit X's %lld channels and W [%lld, %lld, ...]",
+                (long long)d->group, (long long)d->in_c, (long long)w->dims[0],
+                (long long)w->dims[1]);
+  return NR_OK;
+}
+
+/* The window against W's kernel and X's sizes; Y must be [N, M, out...]. */
+static nr_status conv_window(const nr_node *n, const nr_value *x, const nr_value *w,
+                             const nr_value *y, nr_conv_desc *d, nr_error *err) {
+  nr_error werr = {0};
+  nr_op_ctx oc = {.node = n, .err = &werr};
+  int nsp = x->rank - 2;
+  if (nr_window_read(&oc, nsp, w->dims + 2, &d->win) ||
+      nr_window_forward(&oc, &d->win, x->dims + 2))
+    return nr_errorf(err, NR_ERR_INVALID_MODEL, "%s", werr.message);
+  bool fits = y->rank == x->rank && y->dims[0] == d->batch && y->dims[1] == d->out_c;
+  for (int i = 0; fits && i < nsp; i++)
+    fits = y->dims[2 + i] == d->win.out[i];
+  if (!fits)
+    return fail(err, NR_ERR_INVALID_MODEL, n, "Y is not [N, M, the window's outputs]");
+  return NR_OK;
+}
+
+/* B, R and the activation. */
+static nr_status conv_epilogue(const nr_node *n, const nr_node_io *io, const nr_value *y,
+                               nr_conv_desc *d, nr_error *err) {
+  const nr_value *b = nr_node_io_in(io, 2), *r = nr_node_io_in(io, 3);
+  if (b && count_of(b) != d->out_c)
+    return fail(err, NR_ERR_INVALID_MODEL, n, "B has %lld values, M is %lld",
+                (long long)count_of(b), (long long)d->out_c);
+  if (r && count_of(r) != count_of(y))
+    return fail(err, NR_ERR_INVALID_MODEL, n, "R has %lld values, Y %lld",
+                (long long)count_of(r), (long long)count_of(y));
+  d->bias = b != NULL, d->residual = r != NULL;
+  return d->fused ? fused_act(n, &d->act, &d->act_a, &d->act_b, err) : NR_OK;
+}
+
+nr_status nr_conv_desc_parse(const nr_node *n, const nr_node_io *io, nr_conv_desc *d,
+                             nr_error *err) {
+  memset(d, 0, sizeof *d);
+  if (!nr_conv_desc_is_node(n))
+    return nr_errorf(err, NR_ERR_INVALID_ARGUMENT, "not a Conv/FusedConv node");
+  d->fused = is_domain(n, NR_DOMAIN);
+  int max_in = d->fused ? 4 : 3;
+  if (!counts_fit(io) || io->n_out != 1)
+    return fail(err, NR_ERR_INVALID_MODEL, n, "%d inputs, %d outputs", io->n_in,
+                io->n_out);
+  nr_status st = no_inputs_past(n, io, max_in, err);
+  if (st)
+    return st;
+  const nr_value *x = nr_node_io_in(io, 0), *w = nr_node_io_in(io, 1);
+  const nr_value *y = nr_node_io_out(io, 0);
+  if (!x || !w || !y)
+    return fail(err, NR_ERR_INVALID_MODEL, n, "X, W and Y are required");
+  for (int i = 0; i < max_in; i++)
+    if (nr_node_io_in(io, i) && !known(nr_node_io_in(io, i)))
+      return fail(err, NR_ERR_UNSUPPORTED, n, "input %d has an unknown shape", i);
+  if (!known(y))
+    return fail(err, NR_ERR_UNSUPPORTED, n, "Y has an unknown shape");
+  st = conv_channels(n, x, w, d, err);
+  if (!st)
+    st = conv_window(n, x, w, y, d, err);
+  if (!st)
+    st = conv_epilogue(n, io, y, d, err);
+  return st;
 }

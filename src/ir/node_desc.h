@@ -2,7 +2,8 @@
  * tactics (src/kernels/cpu/) and the CUDA backend (src/backends/cuda/) alike: a
  * Gemm / MatMul / nnroute.FusedGemm / nnroute.FusedMatMul as products plus an
  * epilogue (nr_gemm_desc), an ONNX Attention (nr_attn_desc), a Concat or a Split as
- * pieces along one axis (nr_concat_desc).
+ * pieces along one axis (nr_concat_desc), a Conv / nnroute.FusedConv as a resolved
+ * window plus an epilogue (nr_conv_desc).
  *
  * Key decision: a description is derived from the node's attributes and its operands'
  * shapes only (nr_node_io: dtype, rank, dims; no data, no constness, no layout), so it
@@ -20,6 +21,7 @@
 #include "ir/act.h"
 #include "ir/ir.h"
 #include "ir/op.h"
+#include "ir/window.h"
 
 #define NR_DESC_MAX_IO NR_OP_MAX_IO /* inputs or outputs a description reads */
 
@@ -132,5 +134,27 @@ nr_status nr_concat_desc_parse(const nr_node *n, const nr_node_io *io, nr_concat
 /* Split: input 0 is the whole, the outputs the pieces (axis default 0). */
 nr_status nr_split_desc_parse(const nr_node *n, const nr_node_io *io, nr_split_desc *d,
                               nr_error *err);
+
+/* ---- Conv, FusedConv ------------------------------------------------------------------ */
+
+/* Y = act(Conv(X, W) + B + R) over X [N, C, in...], W [M, C / group, kernel...], Y
+ * [N, M, out...], with nsp = win.nsp spatial dims (1 or more). The window is resolved
+ * (ir/window.h): auto_pad turned into concrete begin / end pads, out[] the output
+ * sizes, which Y's dims match. B (input 2) has M values; R (input 3, FusedConv only)
+ * Y's count; act, act_a, act_b are FusedConv's (nr_fused_act_read; NONE for Conv).
+ * What it covers: known shapes of every present operand. */
+typedef struct nr_conv_desc {
+  bool fused;                    /* nnroute.FusedConv */
+  int64_t batch, in_c, out_c;    /* N, C, M */
+  int64_t group;                 /* C and M split into group groups */
+  nr_window win;                 /* kernel, stride, dil, pad_b, pad_e, in, out */
+  bool bias, residual;           /* inputs 2 and 3 present */
+  nr_act act;
+  float act_a, act_b;
+} nr_conv_desc;
+
+bool nr_conv_desc_is_node(const nr_node *n);
+nr_status nr_conv_desc_parse(const nr_node *n, const nr_node_io *io, nr_conv_desc *d,
+                             nr_error *err);
 
 #endif

@@ -58,8 +58,8 @@ static int window_attrs(conv_step *cs, const conv_case *k) {
   return 4;
 }
 
-bool conv_case_reference(const conv_case *k, const float *x, const float *w, const float *b,
-                         const float *r, float *y) {
+bool conv_case_conv(const conv_case *k, const float *x, const float *w, const float *b,
+                    float *y) {
   int64_t xd[4] = {k->n, k->c, k->h, k->w}, bd[1] = {k->m};
   int64_t wd[4] = {k->m, k->c / one(k->group), k->kh, k->kw};
   nr_value vx = make_value(NR_DTYPE_FLOAT, 4, xd, x), vw = make_value(NR_DTYPE_FLOAT, 4, wd, w);
@@ -71,24 +71,30 @@ bool conv_case_reference(const conv_case *k, const float *x, const float *w, con
   nr_error err = {0};
   if (run_one("Conv", 13, na, cs.attrs, k->bias ? 3 : 2, ins, &out, &err))
     return false;
-  int64_t n = nr_value_count(&out);
-  memcpy(y, out.data, sizeof(float) * (size_t)n);
+  memcpy(y, out.data, sizeof(float) * (size_t)nr_value_count(&out));
   nr_value_free(&out);
+  return true;
+}
+
+bool conv_case_reference(const conv_case *k, const float *x, const float *w, const float *b,
+                         const float *r, float *y) {
+  if (!conv_case_conv(k, x, w, b, y))
+    return false;
+  int64_t n = conv_case_yn(k);
   for (int64_t i = 0; r && i < n; i++)
     y[i] += r[i];
   nr_act_apply_ref(k->act, k->act_a, k->act_b, y, n);
   return true;
 }
 
-/* The node and slots; `fused` picks FusedConv (4 inputs, activation attributes). */
-static void build(conv_step *cs, const conv_case *k, const float *w, const float *b,
-                  bool fused) {
-  memset(cs, 0, sizeof *cs);
+/* Slots X, W, B, R, Y of case k, the constants in cs->plan.weights. */
+static void build_slots(conv_step *cs, const conv_case *k, const float *w, const float *b,
+                        nr_layout l) {
   int64_t xd[4] = {k->n, k->c, k->h, k->w};
   int64_t wd[4] = {k->m, k->c / one(k->group), k->kh, k->kw};
   int64_t yd[4] = {k->n, k->m, conv_case_oh(k), conv_case_ow(k)};
   nr_slot *s = cs->slots;
-  s[0] = (nr_slot){.name = "X", .dtype = NR_DTYPE_FLOAT, .rank = 4};
+  s[0] = (nr_slot){.name = "X", .dtype = NR_DTYPE_FLOAT, .rank = 4, .layout = l};
   memcpy(s[0].dims, xd, sizeof xd);
   s[1] = (nr_slot){.name = "W", .dtype = NR_DTYPE_FLOAT, .rank = 4, .kind = NR_SLOT_CONST};
   memcpy(s[1].dims, wd, sizeof wd);
@@ -97,27 +103,42 @@ static void build(conv_step *cs, const conv_case *k, const float *w, const float
   s[2] = (nr_slot){.name = "B", .dtype = NR_DTYPE_FLOAT, .rank = 1, .kind = NR_SLOT_CONST};
   s[2].dims[0] = k->m;
   nr_plan_add_weights(&cs->plan, b, sizeof(float) * (size_t)k->m, &s[2].offset, NULL);
-  s[3] = (nr_slot){.name = "R", .dtype = NR_DTYPE_FLOAT, .rank = 4};
+  s[3] = (nr_slot){.name = "R", .dtype = NR_DTYPE_FLOAT, .rank = 4, .layout = l};
   memcpy(s[3].dims, yd, sizeof yd);
   s[4] = s[3];
   s[4].name = "Y";
   cs->plan.slots = s;
   cs->plan.n_slots = 5;
+}
+
+void conv_step_make(conv_step *cs, const conv_case *k, const float *w, const float *b,
+                    const conv_step_opts *o) {
+  memset(cs, 0, sizeof *cs);
+  build_slots(cs, k, w, b, o->layout);
   int na = window_attrs(cs, k);
-  if (fused) {
+  for (int i = 0; i < o->n_extra; i++)
+    cs->attrs[na++] = o->extra[i];
+  if (o->fused) {
     cs->attrs[na++] = attr_s("activation", nr_act_name(k->act));
     cs->attrs[na++] = attr_f("act_alpha", k->act_a);
     cs->attrs[na++] = attr_f("act_beta", k->act_b);
   }
-  cs->node = (nr_node){.name = "conv", .op_type = fused ? "FusedConv" : "Conv",
-                       .domain = fused ? NR_DOMAIN : "", .opset = fused ? 1 : 13,
+  cs->node = (nr_node){.name = (char *)(o->name ? o->name : "conv"),
+                       .op_type = o->fused ? "FusedConv" : "Conv",
+                       .domain = o->fused ? NR_DOMAIN : "", .opset = o->fused ? 1 : 13,
                        .n_attrs = na, .attrs = cs->attrs};
   nr_step *st = &cs->step;
-  st->n_in = fused ? 4 : 3;
+  st->n_in = o->fused ? 4 : 3;
   st->n_out = 1;
   st->in[0] = 0, st->in[1] = 1, st->in[2] = k->bias ? 2 : -1;
-  st->in[3] = fused && k->res ? 3 : -1;
+  st->in[3] = o->fused && k->res ? 3 : -1;
   st->out[0] = 4;
+}
+
+/* The node and slots; `fused` picks FusedConv (4 inputs, activation attributes). */
+static void build(conv_step *cs, const conv_case *k, const float *w, const float *b,
+                  bool fused) {
+  conv_step_make(cs, k, w, b, &(conv_step_opts){.fused = fused});
 }
 
 void conv_step_build(conv_step *cs, const conv_case *k, const float *w, const float *b) {

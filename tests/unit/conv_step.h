@@ -4,6 +4,9 @@
  * plan over slots X, W, B, R, Y, and running one tactic row's supports(), prepare()
  * and run() on it with guard floats around every buffer it touches.
  *
+ * The other conv-tactic tests (test_conv_tactics.c, test_conv_pw.c, test_qgemm_tactics.c,
+ * test_onednn_q.c) build their one-step plans with conv_step_make too.
+ *
  * Key decision: the plan is built by hand rather than compiled from a graph, so the
  * tactic under test runs even where the select pass would pick another one, and a test
  * may rewrite the step's record between prepare() and run() (a K block or a tile that
@@ -40,6 +43,20 @@ int64_t conv_case_yn(const conv_case *k);
 /* "n1 c64 56x56 m64 k3x3 s1x1 d1x1 pad 1,1,1,1 g1 bias1 res0 relu" into buf. */
 const char *conv_case_text(const conv_case *k, char *buf, size_t cap);
 
+/* The conv_case of a test's own case record k with symmetric pads: any struct with
+ * int fields n, c, h, w, m, kh, kw, sh, sw, ph, pw, dh, dw, group and bool bias, res
+ * and an nr_act act (test_conv_tactics.c, test_qgemm_tactics.c, test_onednn_q.c);
+ * act_a and act_b are left 0 for the caller. */
+#define CONV_CASE_SYMMETRIC(k)                                                          \
+  ((conv_case){.n = (k)->n, .c = (k)->c, .h = (k)->h, .w = (k)->w, .m = (k)->m,         \
+               .kh = (k)->kh, .kw = (k)->kw, .sh = (k)->sh, .sw = (k)->sw, .dh = (k)->dh, \
+               .dw = (k)->dw, .pt = (k)->ph, .pl = (k)->pw, .pb = (k)->ph, .pr = (k)->pw, \
+               .group = (k)->group, .bias = (k)->bias, .res = (k)->res, .act = (k)->act})
+
+/* Y = Conv(X, W, B) of case k (B when k->bias) by the reference executor, y holding
+ * conv_case_yn(k) floats. False when the reference refuses the case. */
+bool conv_case_conv(const conv_case *k, const float *x, const float *w, const float *b,
+                    float *y);
 /* Y = act(Conv(X, W, B) + R) by the reference executor and act.c's scalar rules (r
  * may be NULL). False when the reference refuses the case. */
 bool conv_case_reference(const conv_case *k, const float *x, const float *w, const float *b,
@@ -52,10 +69,25 @@ typedef struct conv_step {
   nr_slot slots[5];
   nr_step step;
   nr_node node;
-  nr_attr attrs[8];
+  nr_attr attrs[10];
   int64_t pads[4], st[2], dl[2];
 } conv_step;
 
+/* What conv_step_make builds beyond the case, for the tests of other tactic families
+ * (test_conv_tactics.c, test_conv_pw.c, test_qgemm_tactics.c, test_onednn_q.c). */
+typedef struct conv_step_opts {
+  bool fused;           /* a FusedConv step (4 inputs, activation attributes), else Conv */
+  const char *name;     /* the node's name; NULL: "conv" */
+  nr_layout layout;     /* X's, R's and Y's slots */
+  const nr_attr *extra; /* attributes after the window's, before the activation's */
+  int n_extra;          /* at most 3 */
+} conv_step_opts;
+
+/* The one-step plan of case k with W's and B's floats copied into plan.weights; Y's
+ * dims are the case's (conv_case_oh / _ow). */
+void conv_step_make(conv_step *cs, const conv_case *k, const float *w, const float *b,
+                    const conv_step_opts *o);
+/* ... with the step conv_case_fused picks. */
 void conv_step_build(conv_step *cs, const conv_case *k, const float *w, const float *b);
 void conv_step_free(conv_step *cs);
 bool conv_case_fused(const conv_case *k);

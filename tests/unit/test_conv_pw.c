@@ -25,6 +25,7 @@
 #include "kernels/act.h"
 #include "kernels/cpu/conv/conv_internal.h"
 #include "plan/tactic.h"
+#include "conv_step.h"
 #include "op_test.h"
 #include "util/threadpool.h"
 #include "unit.h"
@@ -53,73 +54,25 @@ static bool guard_ok(const float *p, int64_t n) { return guard_intact(p, n, GUAR
 static float act_a(nr_act a) { return a == NR_ACT_CLIP ? -0.25f : a == NR_ACT_LEAKY_RELU ? 0.1f : 0.2f; }
 static float act_b(nr_act a) { return a == NR_ACT_CLIP ? 0.75f : 0.5f; }
 
+/* Case k as conv_step.h's: a 1x1 kernel, no padding, the node's act parameters. */
+static conv_case step_case(const pw_case *k) {
+  return (conv_case){.n = k->n, .c = k->c, .h = k->h, .w = k->w, .m = k->m, .kh = 1,
+                     .kw = 1, .sh = k->sh, .sw = k->sw, .bias = k->bias, .res = k->res,
+                     .act = k->act, .act_a = act_a(k->act), .act_b = act_b(k->act)};
+}
+
 /* Y = act(Conv(X, W, B) + R) through the reference executor and nr_act_apply_ref. */
 static bool reference(const pw_case *k, const float *x, const float *w, const float *b,
                       const float *r, float *y) {
-  int64_t xd[4] = {k->n, k->c, k->h, k->w}, wd[4] = {k->m, k->c, 1, 1}, bd[1] = {k->m};
-  nr_value vx = make_value(NR_DTYPE_FLOAT, 4, xd, x), vw = make_value(NR_DTYPE_FLOAT, 4, wd, w);
-  nr_value vb = make_value(NR_DTYPE_FLOAT, 1, bd, b);
-  const nr_value *ins[3] = {&vx, &vw, &vb};
-  int64_t st[2] = {k->sh, k->sw};
-  nr_attr at[1] = {attr_ints("strides", 2, st)};
-  nr_value out;
-  nr_error err = {0};
-  if (run_one("Conv", 13, 1, at, k->bias ? 3 : 2, ins, &out, &err))
-    return false;
-  int64_t n = nr_value_count(&out);
-  memcpy(y, out.data, sizeof(float) * (size_t)n);
-  nr_value_free(&out);
-  for (int64_t i = 0; r && i < n; i++)
-    y[i] += r[i];
-  nr_act_apply_ref(k->act, act_a(k->act), act_b(k->act), y, n);
-  return true;
+  conv_case cc = step_case(k);
+  return conv_case_reference(&cc, x, w, b, r, y);
 }
 
-/* One FusedConv (or Conv) step over slots X, W, B, R, Y, built by hand. */
-typedef struct harness {
-  nr_plan plan;
-  nr_slot slots[5];
-  nr_step step;
-  nr_node node;
-  nr_attr attrs[5];
-  int64_t st[2];
-} harness;
-
-static void build(harness *hs, const pw_case *k, const float *w, const float *b, bool fused) {
-  memset(hs, 0, sizeof *hs);
-  int64_t xd[4] = {k->n, k->c, k->h, k->w}, wd[4] = {k->m, k->c, 1, 1};
-  int64_t yd[4] = {k->n, k->m, out_dim(k->h, k->sh), out_dim(k->w, k->sw)};
-  nr_slot *s = hs->slots;
-  s[0] = (nr_slot){.name = "X", .dtype = NR_DTYPE_FLOAT, .rank = 4};
-  memcpy(s[0].dims, xd, sizeof xd);
-  s[1] = (nr_slot){.name = "W", .dtype = NR_DTYPE_FLOAT, .rank = 4, .kind = NR_SLOT_CONST};
-  memcpy(s[1].dims, wd, sizeof wd);
-  nr_plan_add_weights(&hs->plan, w, sizeof(float) * (size_t)(k->m * k->c), &s[1].offset, NULL);
-  s[2] = (nr_slot){.name = "B", .dtype = NR_DTYPE_FLOAT, .rank = 1, .kind = NR_SLOT_CONST};
-  s[2].dims[0] = k->m;
-  nr_plan_add_weights(&hs->plan, b, sizeof(float) * (size_t)k->m, &s[2].offset, NULL);
-  s[3] = (nr_slot){.name = "R", .dtype = NR_DTYPE_FLOAT, .rank = 4};
-  memcpy(s[3].dims, yd, sizeof yd);
-  s[4] = s[3];
-  s[4].name = "Y";
-  hs->plan.slots = s;
-  hs->plan.n_slots = 5;
-  hs->st[0] = k->sh, hs->st[1] = k->sw;
-  int na = 0;
-  hs->attrs[na++] = attr_ints("strides", 2, hs->st);
-  if (fused) {
-    hs->attrs[na++] = attr_s("activation", nr_act_name(k->act));
-    hs->attrs[na++] = attr_f("act_alpha", act_a(k->act));
-    hs->attrs[na++] = attr_f("act_beta", act_b(k->act));
-  }
-  hs->node = (nr_node){.name = "pw", .op_type = fused ? "FusedConv" : "Conv",
-                       .domain = fused ? NR_DOMAIN : "", .opset = fused ? 1 : 13,
-                       .n_attrs = na, .attrs = hs->attrs};
-  hs->step.n_in = fused ? 4 : 3;
-  hs->step.n_out = 1;
-  hs->step.in[0] = 0, hs->step.in[1] = 1, hs->step.in[2] = k->bias ? 2 : -1;
-  hs->step.in[3] = fused && k->res ? 3 : -1;
-  hs->step.out[0] = 4;
+/* One FusedConv (or Conv) step "pw" over slots X, W, B, R, Y (conv_step_make). */
+static void build(conv_step *hs, const pw_case *k, const float *w, const float *b,
+                  bool fused) {
+  conv_case cc = step_case(k);
+  conv_step_make(hs, &cc, w, b, &(conv_step_opts){.fused = fused, .name = "pw"});
 }
 
 static const nr_tactic *row(const char *id, const char *op) {
@@ -145,7 +98,7 @@ static void run_case(nr_test_state *t, const pw_case *k, int tile, int kc, uint8
   float *b = random_floats(k->m, &sd), *rv = random_floats(yn, &sd);
   memcpy(x, xv, sizeof(float) * (size_t)xn);
   memcpy(r, rv, sizeof(float) * (size_t)yn);
-  harness hs;
+  conv_step hs;
   build(&hs, k, w, b, fused);
   nr_error err = {0};
   nr_tactic_ctx c = {&hs.plan, &hs.node, &hs.step, NULL, &err};
@@ -276,21 +229,10 @@ NR_TEST(test_conv_pw_strides_and_batches) {
   nr_threadpool_destroy(pool);
 }
 
-/* The tactic the default route runs (the highest priority among the rows this
- * machine's ISA allows that support the step), as select.c picks it. */
+/* The tactic the default route runs on k's FusedConv (conv_step.h). */
 static const nr_tactic *default_row(const pw_case *k) {
-  unsigned sd = 3;
-  float *w = random_floats((int64_t)k->m * k->c, &sd), *b = random_floats(k->m, &sd);
-  harness hs;
-  build(&hs, k, w, b, true);
-  nr_tactic_ctx c = {&hs.plan, &hs.node, &hs.step, NULL, NULL};
-  const nr_tactic *best = NULL;
-  for (const nr_tactic *t = nr_tactics_conv; t->id; t++)
-    if (!(t->isa & ~nr_cpu_isa()) && !strcmp(t->op_type, "FusedConv") && t->supports(&c) &&
-        (!best || t->priority > best->priority))
-      best = t;
-  free(hs.plan.weights), free(w), free(b);
-  return best;
+  conv_case cc = step_case(k);
+  return conv_default_row(&cc);
 }
 
 /* AVX-512: pw runs every unpadded 1x1 (any stride). Otherwise the GEMM tactics do, as
@@ -309,13 +251,12 @@ NR_TEST(test_conv_pw_default_choice) {
   const nr_tactic *pw = row("nr_f32_conv_pw__avx512", "FusedConv");
   REQUIRE(pw, "no pw row");
   pw_case odd = {1, 8, 9, 9, 8, 2, 2, true, false, NR_ACT_NONE};
-  harness hs;
+  conv_step hs;
   unsigned sd = 4;
   float *w = random_floats(64, &sd), *bb = random_floats(8, &sd);
-  build(&hs, &odd, w, bb, true);
-  int64_t pads[4] = {1, 1, 1, 1};
-  hs.attrs[hs.node.n_attrs++] = attr_ints("pads", 4, pads);
-  hs.slots[3].dims[2] = hs.slots[3].dims[3] = hs.slots[4].dims[2] = hs.slots[4].dims[3] = 6;
+  conv_case padded = step_case(&odd);
+  padded.pt = padded.pl = padded.pb = padded.pr = 1; /* Y 6x6 */
+  conv_step_make(&hs, &padded, w, bb, &(conv_step_opts){.fused = true, .name = "pw"});
   nr_tactic_ctx c = {&hs.plan, &hs.node, &hs.step, NULL, NULL};
   CHECK(!pw->supports(&c), "pw claims a padded 1x1 conv");
   free(hs.plan.weights), free(w), free(bb);
@@ -355,7 +296,7 @@ NR_TEST(test_conv_pw_prepare_picks) {
     const pw_case *k = &want[i].k;
     unsigned sd = 8;
     float *w = random_floats((int64_t)k->m * k->c, &sd), *b = random_floats(k->m, &sd);
-    harness hs;
+    conv_step hs;
     build(&hs, k, w, b, true);
     nr_error err = {0};
     nr_tactic_ctx c = {&hs.plan, &hs.node, &hs.step, NULL, &err};
@@ -437,7 +378,7 @@ NR_TEST(test_conv_pw_oc_tile_default) {
     const pw_case *k = &want[i].k;
     unsigned sd = 9;
     float *w = random_floats((int64_t)k->m * k->c, &sd), *b = random_floats(k->m, &sd);
-    harness hs;
+    conv_step hs;
     build(&hs, k, w, b, true);
     nr_error err = {0};
     nr_tactic_ctx c = {&hs.plan, &hs.node, &hs.step, NULL, &err};

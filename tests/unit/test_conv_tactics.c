@@ -1,14 +1,15 @@
 /* test_conv_tactics.c - every conv tactic (nr_tactics_conv) against the reference
  * executor's Conv on shapes around its tiles and cases, and the reorders' round trips.
  *
- * Each case builds a minimal plan by hand (slots X, W, B, R, Y and one step), calls
- * supports(), prepare() and run() directly, with inputs converted to the tactic's
- * layout, guard bytes after every buffer, a 2-thread pool, and the seed in every
- * failure message. FusedConv's reference is Conv + residual + nr_act_apply. */
+ * Each case builds a minimal plan by hand (slots X, W, B, R, Y and one step, by
+ * conv_step.h's conv_step_make), calls supports(), prepare() and run() directly, with
+ * inputs converted to the tactic's layout, guard bytes after every buffer, a 2-thread
+ * pool, and the seed in every failure message. FusedConv's reference is Conv + residual + nr_act_apply. */
 #include "ir/fused.h"
 #include "kernels/act.h"
 #include "kernels/cpu/conv/conv_internal.h"
 #include "plan/tactic.h"
+#include "conv_step.h"
 #include "op_test.h"
 #include "util/threadpool.h"
 #include "unit.h"
@@ -22,11 +23,11 @@ extern const nr_tactic nr_tactics_conv[];
 #define GUARD 64
 static const float SENTINEL = 12345.678f;
 
-typedef struct conv_case {
+typedef struct tac_case {
   int n, c, h, w, m, kh, kw, sh, sw, ph, pw, dh, dw, group;
   bool bias, res;
   nr_act act;
-} conv_case;
+} tac_case;
 
 static float *guarded(int64_t n) { return guarded_floats(n, GUARD, SENTINEL); }
 static bool guard_ok(const float *p, int64_t n) { return guard_intact(p, n, GUARD, SENTINEL); }
@@ -34,92 +35,45 @@ static int64_t phys_count(nr_layout l, const int64_t *d) {
   return d[0] * (l == NR_LAYOUT_NCHW8C ? nr_ceil8(d[1]) : d[1]) * d[2] * d[3];
 }
 
-/* Reference: Conv through the reference executor, then residual and activation. */
-static bool reference(const conv_case *k, const float *x, const float *w, const float *b,
-                      const float *r, float *y, const int64_t *ydims) {
-  int64_t xd[4] = {k->n, k->c, k->h, k->w}, wd[4] = {k->m, k->c / k->group, k->kh, k->kw};
-  int64_t bd[1] = {k->m};
-  nr_value vx = make_value(NR_DTYPE_FLOAT, 4, xd, x), vw = make_value(NR_DTYPE_FLOAT, 4, wd, w);
-  nr_value vb = make_value(NR_DTYPE_FLOAT, 1, bd, b);
-  const nr_value *ins[3] = {&vx, &vw, k->bias ? &vb : NULL};
-  int64_t pads[4] = {k->ph, k->pw, k->ph, k->pw}, st[2] = {k->sh, k->sw},
-          dl[2] = {k->dh, k->dw};
-  nr_attr at[4] = {attr_ints("pads", 4, pads), attr_ints("strides", 2, st),
-                   attr_ints("dilations", 2, dl), attr_i("group", k->group)};
-  nr_value out;
-  nr_error err = {0};
-  if (run_one("Conv", 13, 4, at, k->bias ? 3 : 2, ins, &out, &err))
+/* The node's act_alpha for activation a (act_beta is 0.5). */
+static float act_alpha(nr_act a) {
+  return a == NR_ACT_LEAKY_RELU ? 0.1f : a == NR_ACT_CLIP ? -0.5f : 0.2f;
+}
+
+/* Case k as conv_step.h's, with the node's activation parameters. */
+static conv_case step_case(const tac_case *k) {
+  conv_case cc = CONV_CASE_SYMMETRIC(k);
+  cc.act_a = act_alpha(k->act), cc.act_b = 0.5f;
+  return cc;
+}
+
+/* Reference: Conv through the reference executor (conv_step.h), then residual and
+ * activation; ydims gets Y's dims. */
+static bool reference(const tac_case *k, const float *x, const float *w, const float *b,
+                      const float *r, float *y, int64_t *ydims) {
+  conv_case cc = step_case(k);
+  if (!conv_case_conv(&cc, x, w, b, y))
     return false;
-  int64_t n = nr_value_count(&out);
-  memcpy(y, out.data, sizeof(float) * (size_t)n);
-  memcpy((void *)ydims, out.dims, sizeof(int64_t) * 4);
-  nr_value_free(&out);
+  int64_t yd[4] = {cc.n, cc.m, conv_case_oh(&cc), conv_case_ow(&cc)};
+  memcpy(ydims, yd, sizeof yd);
+  int64_t n = conv_case_yn(&cc);
   if (r)
     for (int64_t i = 0; i < n; i++)
       y[i] += r[i];
-  float aa = k->act == NR_ACT_LEAKY_RELU ? 0.1f : k->act == NR_ACT_CLIP ? -0.5f : 0.2f;
-  float bb = k->act == NR_ACT_CLIP ? 0.5f : 0.5f;
-  nr_act_apply(k->act, aa, bb, y, n);
+  nr_act_apply(k->act, act_alpha(k->act), 0.5f, y, n);
   return true;
 }
 
-typedef struct harness {
-  nr_plan plan;
-  nr_slot slots[5];
-  nr_step step;
-  nr_graph *g;
-  nr_node node;
-  nr_attr attrs[8];
-  int64_t pads[4], st[2], dl[2];
-} harness;
-
-static void build(harness *hs, const conv_case *k, const float *w, const float *b,
-                  const int64_t *ydims, bool fused) {
-  memset(hs, 0, sizeof *hs);
-  nr_plan *p = &hs->plan;
-  int64_t xd[4] = {k->n, k->c, k->h, k->w}, wd[4] = {k->m, k->c / k->group, k->kh, k->kw};
-  int64_t wn = wd[0] * wd[1] * wd[2] * wd[3];
-  nr_slot *s = hs->slots;
-  s[0] = (nr_slot){.name = "X", .dtype = NR_DTYPE_FLOAT, .rank = 4};
-  memcpy(s[0].dims, xd, sizeof xd);
-  s[1] = (nr_slot){.name = "W", .dtype = NR_DTYPE_FLOAT, .rank = 4, .kind = NR_SLOT_CONST};
-  memcpy(s[1].dims, wd, sizeof wd);
-  nr_plan_add_weights(p, w, sizeof(float) * (size_t)wn, &s[1].offset, NULL);
-  s[2] = (nr_slot){.name = "B", .dtype = NR_DTYPE_FLOAT, .rank = 1, .kind = NR_SLOT_CONST};
-  s[2].dims[0] = k->m;
-  nr_plan_add_weights(p, b, sizeof(float) * (size_t)k->m, &s[2].offset, NULL);
-  s[3] = (nr_slot){.name = "R", .dtype = NR_DTYPE_FLOAT, .rank = 4};
-  memcpy(s[3].dims, ydims, sizeof(int64_t) * 4);
-  s[4] = s[3];
-  s[4].name = "Y";
-  p->slots = s;
-  p->n_slots = 5;
-  hs->pads[0] = hs->pads[2] = k->ph, hs->pads[1] = hs->pads[3] = k->pw;
-  hs->st[0] = k->sh, hs->st[1] = k->sw, hs->dl[0] = k->dh, hs->dl[1] = k->dw;
-  int na = 0;
-  hs->attrs[na++] = attr_ints("pads", 4, hs->pads);
-  hs->attrs[na++] = attr_ints("strides", 2, hs->st);
-  hs->attrs[na++] = attr_ints("dilations", 2, hs->dl);
-  hs->attrs[na++] = attr_i("group", k->group);
-  if (fused) {
-    hs->attrs[na++] = attr_s("activation", nr_act_name(k->act));
-    float aa = k->act == NR_ACT_LEAKY_RELU ? 0.1f : k->act == NR_ACT_CLIP ? -0.5f : 0.2f;
-    hs->attrs[na++] = attr_f("act_alpha", aa);
-    hs->attrs[na++] = attr_f("act_beta", 0.5f);
-  }
-  hs->node = (nr_node){.name = "conv", .op_type = fused ? "FusedConv" : "Conv",
-                       .domain = fused ? NR_DOMAIN : "", .opset = fused ? 1 : 13,
-                       .n_attrs = na, .attrs = hs->attrs};
-  nr_step *st = &hs->step;
-  st->node = 0;
-  st->n_in = fused ? 4 : 3;
-  st->n_out = 1;
-  st->in[0] = 0, st->in[1] = 1, st->in[2] = k->bias ? 2 : -1, st->in[3] = k->res ? 3 : -1;
-  st->out[0] = 4;
+/* The one-step plan of case k (conv_step.h; Y's dims from the window, as the
+ * reference's). */
+static void build(conv_step *hs, const tac_case *k, const float *w, const float *b,
+                  bool fused) {
+  conv_case cc = step_case(k);
+  conv_step_make(hs, &cc, w, b, &(conv_step_opts){.fused = fused});
 }
 
 /* Runs tactic t on case k; returns false when t does not support it. */
-static bool run_case(nr_test_state *t, const nr_tactic *tac, const conv_case *k,
+static bool run_case(nr_test_state *t, const nr_tactic *tac, const tac_case *k,
                      unsigned seed, nr_threadpool *pool) {
   unsigned sd = seed;
   int64_t xn = (int64_t)k->n * k->c * k->h * k->w;
@@ -129,7 +83,7 @@ static bool run_case(nr_test_state *t, const nr_tactic *tac, const conv_case *k,
   float *want = malloc(sizeof(float) * 4 * (size_t)(k->n * k->m * (k->h + 2 * k->ph) *
                                                    (k->w + 2 * k->pw) + 64));
   /* Y's shape first (residual needs it): reference without residual. */
-  conv_case k0 = *k;
+  tac_case k0 = *k;
   k0.act = NR_ACT_NONE;
   bool ok = reference(&k0, x, w, b, NULL, want, yd);
   int64_t yn = yd[0] * yd[1] * yd[2] * yd[3];
@@ -137,13 +91,13 @@ static bool run_case(nr_test_state *t, const nr_tactic *tac, const conv_case *k,
   if (ok)
     ok = reference(k, x, w, b, k->res ? r : NULL, want, yd);
   bool fused = strcmp(tac->op_type, "Conv") != 0;
-  harness hs;
+  conv_step hs;
   bool supported = false;
   if (!ok) {
     CHECK(ok, "reference failed, seed %u", seed);
     goto done;
   }
-  build(&hs, k, w, b, yd, fused);
+  build(&hs, k, w, b, fused);
   nr_error err = {0};
   nr_tactic_ctx c = {&hs.plan, &hs.node, &hs.step, NULL, &err};
   if (!tac->supports(&c))
@@ -204,7 +158,7 @@ done:
   return supported;
 }
 
-static const conv_case cases[] = {
+static const tac_case cases[] = {
     /* n c  h  w  m  kh kw sh sw ph pw dh dw g  bias res act */
     {1, 3, 7, 9, 5, 3, 3, 1, 1, 1, 1, 1, 1, 1, true, false, NR_ACT_NONE},
     {1, 16, 12, 12, 16, 3, 3, 1, 1, 1, 1, 1, 1, 1, true, true, NR_ACT_RELU},
@@ -262,7 +216,7 @@ NR_TEST(test_conv_tactics_vs_reference) {
     bool fused = strcmp(tac->op_type, "Conv") != 0;
     int ran = 0;
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
-      conv_case k = cases[i];
+      tac_case k = cases[i];
       if (!fused) {
         k.res = false;
         k.act = NR_ACT_NONE;
@@ -337,13 +291,12 @@ NR_TEST(test_conv_igemm_picks_tile) {
   const int ms[2] = {8, 24}, hs_[2] = {6, 4};
   const uint32_t want[2] = {1, 0};
   for (int i = 0; i < 2; i++) {
-    conv_case k = {1, 5, hs_[i], 6, ms[i], 3, 3, 1, 1, 1, 1, 1, 1, 1, true, false,
+    tac_case k = {1, 5, hs_[i], 6, ms[i], 3, 3, 1, 1, 1, 1, 1, 1, 1, true, false,
                    NR_ACT_NONE};
     unsigned sd = 5;
     float *w = random_floats((int64_t)k.m * k.c * 9, &sd), *b = random_floats(k.m, &sd);
-    int64_t yd[4] = {1, k.m, k.h, 6};
-    harness hs;
-    build(&hs, &k, w, b, yd, false);
+    conv_step hs;
+    build(&hs, &k, w, b, false);
     nr_error err = {0};
     nr_tactic_ctx c = {&hs.plan, &hs.node, &hs.step, NULL, &err};
     hs.step.tactic = tac;

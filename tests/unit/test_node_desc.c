@@ -9,14 +9,17 @@
  * add_rows x add_cols, alpha, beta, R, the activation). They must agree on every
  * element, and Y's element count must be the description's. Attention strides are
  * checked against the element formula of the 3-D and 4-D layouts, Concat / Split
- * pieces against a direct walk. Malformed nodes must be refused with
+ * pieces against a direct walk, Conv / FusedConv windows against pads and sizes
+ * worked out by hand (auto_pad, 1-D, dilation, groups). Malformed nodes must be refused with
  * NR_ERR_INVALID_MODEL and a message naming the node; valid ONNX outside what the
  * descriptions cover with NR_ERR_UNSUPPORTED. */
+#include "ir/fused.h"
 #include "ir/node_desc.h"
 #include "op_test.h"
 #include "rng.h"
 #include "unit.h"
 
+#include <float.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -539,4 +542,91 @@ NR_TEST(node_desc_concat_split_pieces) {
   make_io(&io, 3, (const int64_t(*)[9])in, 1, (const int64_t(*)[9])out);
   CHECK(nr_concat_desc_parse(&nf, &io, &d, NULL) == NR_ERR_INVALID_MODEL);
   CHECK(nr_split_desc_parse(&n, &io, &d, NULL) == NR_ERR_INVALID_ARGUMENT);
+}
+
+/* ---- Conv, FusedConv -------------------------------------------------------------- */
+
+/* parse of node n on X, W, B?, R? (rank -1: absent) into Y. */
+static nr_status conv_parse(const nr_node *n, int n_in, const int64_t (*in)[9],
+                            const int64_t *y, nr_conv_desc *d, nr_error *err) {
+  nr_node_io io;
+  make_io(&io, n_in, in, 1, (const int64_t(*)[9])y);
+  return nr_conv_desc_parse(n, &io, d, err);
+}
+
+NR_TEST(node_desc_conv_window_and_epilogue) {
+  /* FusedConv, 2 groups, SAME_UPPER at stride 2: H 9 -> 5 with pads 1 + 1, W 10 -> 5
+   * with 0 + 1 (the odd pad at the end); an unbounded clip */
+  int64_t st[2] = {2, 2};
+  nr_attr at[4] = {attr_ints("strides", 2, st), attr_i("group", 2),
+                   attr_s("auto_pad", "SAME_UPPER"), attr_s("activation", "clip")};
+  nr_node n = make_node("FusedConv", NR_DOMAIN, 1, at, 4);
+  int64_t in[4][9] = {S4(2, 8, 9, 10), S4(12, 4, 3, 3), S1(12), S4(2, 12, 5, 5)};
+  int64_t y[9] = S4(2, 12, 5, 5);
+  nr_conv_desc d;
+  nr_error err = {0};
+  REQUIRE(conv_parse(&n, 4, (const int64_t(*)[9])in, y, &d, &err) == NR_OK, "%s",
+          err.message);
+  const nr_window *w = &d.win;
+  CHECK(d.fused && d.batch == 2 && d.in_c == 8 && d.out_c == 12 && d.group == 2);
+  CHECK(w->nsp == 2 && w->in[0] == 9 && w->in[1] == 10 && w->out[0] == 5 && w->out[1] == 5);
+  CHECK(w->kernel[0] == 3 && w->kernel[1] == 3 && w->stride[0] == 2 && w->dil[1] == 1);
+  CHECK(w->pad_b[0] == 1 && w->pad_e[0] == 1 && w->pad_b[1] == 0 && w->pad_e[1] == 1,
+        "pads %lld+%lld, %lld+%lld", (long long)w->pad_b[0], (long long)w->pad_e[0],
+        (long long)w->pad_b[1], (long long)w->pad_e[1]);
+  CHECK(d.bias && d.residual && d.act == NR_ACT_CLIP && d.act_a == -FLT_MAX &&
+        d.act_b == FLT_MAX);
+  /* Conv 1-D, dilation 2, pads 1 + 2: L 10 -> 10 + 3 - 5 + 1 = 9; no B, no activation */
+  int64_t dl[1] = {2}, pads[2] = {1, 2};
+  nr_attr a1[2] = {attr_ints("dilations", 1, dl), attr_ints("pads", 2, pads)};
+  nr_node c1 = make_node("Conv", "", 11, a1, 2);
+  int64_t in1[2][9] = {S3(1, 3, 10), S3(4, 3, 3)}, y1[9] = S3(1, 4, 9);
+  REQUIRE(conv_parse(&c1, 2, (const int64_t(*)[9])in1, y1, &d, &err) == NR_OK, "%s",
+          err.message);
+  CHECK(!d.fused && d.win.nsp == 1 && d.win.out[0] == 9 && d.win.pad_b[0] == 1 &&
+        d.win.pad_e[0] == 2 && d.win.dil[0] == 2 && !d.bias && !d.residual &&
+        d.act == NR_ACT_NONE);
+}
+
+NR_TEST(node_desc_conv_refuses) {
+  nr_attr g3[1] = {attr_i("group", 3)};
+  nr_node n = make_node("Conv", "", 11, g3, 1), plain = make_node("Conv", "", 11, NULL, 0);
+  int64_t in[3][9] = {S4(1, 8, 6, 6), S4(4, 4, 3, 3), S1(4)}, y[9] = S4(1, 4, 4, 4);
+  nr_conv_desc d;
+  nr_error err = {0};
+  /* 8 channels do not split into 3 groups of 4 */
+  CHECK(conv_parse(&n, 3, (const int64_t(*)[9])in, y, &d, &err) == NR_ERR_INVALID_MODEL);
+  CHECK(strstr(err.message, "node 'n0'") != NULL, "%s", err.message);
+  /* W expects 4 channels per group, X has 8 in one group */
+  CHECK(conv_parse(&plain, 3, (const int64_t(*)[9])in, y, &d, NULL) ==
+        NR_ERR_INVALID_MODEL);
+  /* with 2 groups it fits; then a wrong Y, a wrong B, a 4th input on Conv */
+  nr_attr g2[1] = {attr_i("group", 2)};
+  nr_node ok = make_node("Conv", "", 11, g2, 1);
+  REQUIRE(conv_parse(&ok, 3, (const int64_t(*)[9])in, y, &d, &err) == NR_OK, "%s",
+          err.message);
+  int64_t y5[9] = S4(1, 4, 5, 4);
+  CHECK(conv_parse(&ok, 3, (const int64_t(*)[9])in, y5, &d, NULL) == NR_ERR_INVALID_MODEL);
+  int64_t bad_b[3][9] = {S4(1, 8, 6, 6), S4(4, 4, 3, 3), S1(5)};
+  CHECK(conv_parse(&ok, 3, (const int64_t(*)[9])bad_b, y, &d, NULL) ==
+        NR_ERR_INVALID_MODEL);
+  int64_t four[4][9] = {S4(1, 8, 6, 6), S4(4, 4, 3, 3), S1(4), S4(1, 4, 4, 4)};
+  CHECK(conv_parse(&ok, 4, (const int64_t(*)[9])four, y, &d, NULL) ==
+        NR_ERR_INVALID_MODEL);
+  /* a kernel larger than the padded input; W of another rank */
+  int64_t big[2][9] = {S4(1, 8, 2, 2), S4(4, 4, 3, 3)}, ybig[9] = S4(1, 4, 1, 1);
+  CHECK(conv_parse(&ok, 2, (const int64_t(*)[9])big, ybig, &d, &err) ==
+        NR_ERR_INVALID_MODEL);
+  CHECK(strstr(err.message, "node 'n0'") != NULL, "%s", err.message);
+  int64_t r3[2][9] = {S4(1, 8, 6, 6), S3(4, 4, 3)};
+  CHECK(conv_parse(&ok, 2, (const int64_t(*)[9])r3, y, &d, NULL) == NR_ERR_INVALID_MODEL);
+  /* unknown shapes are outside what it covers; an unknown activation is malformed */
+  int64_t unk[2][9] = {S4(1, 8, -1, 6), S4(4, 4, 3, 3)};
+  CHECK(conv_parse(&ok, 2, (const int64_t(*)[9])unk, y, &d, NULL) == NR_ERR_UNSUPPORTED);
+  nr_attr act[2] = {attr_i("group", 2), attr_s("activation", "wobble")};
+  nr_node fa = make_node("FusedConv", NR_DOMAIN, 1, act, 2);
+  CHECK(conv_parse(&fa, 3, (const int64_t(*)[9])in, y, &d, NULL) == NR_ERR_INVALID_MODEL);
+  nr_node gemm = make_node("Gemm", "", 13, NULL, 0);
+  CHECK(conv_parse(&gemm, 3, (const int64_t(*)[9])in, y, &d, NULL) ==
+        NR_ERR_INVALID_ARGUMENT);
 }

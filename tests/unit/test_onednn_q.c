@@ -25,6 +25,7 @@
 #include "kernels/cpu/conv/conv_internal.h"
 #include "kernels/cpu/onednn_q/onednn_q.h"
 #include "kernels/ref/executor.h"
+#include "conv_step.h"
 #include "op_test.h"
 #include "rng.h"
 #include "util/threadpool.h"
@@ -160,61 +161,22 @@ static void act_params(nr_act a, float *aa, float *bb) {
   *bb = a == NR_ACT_CLIP ? 6.0f : 0.5f;
 }
 
-typedef struct harness {
-  nr_plan plan;
-  nr_slot slots[5];
-  nr_step step;
-  nr_node node;
-  nr_attr attrs[10];
-  int64_t pads[4], st[2], dl[2];
-} harness;
+/* Case k as conv_step.h's, with the node's activation parameters. */
+static conv_case step_case(const qconv_case *k) {
+  conv_case cc = CONV_CASE_SYMMETRIC(k);
+  act_params(k->act, &cc.act_a, &cc.act_b);
+  return cc;
+}
 
-static void build(harness *hs, const qconv_case *k, const float *w, const float *b,
-                  const int64_t *yd, bool fused, float xs, int zp) {
-  memset(hs, 0, sizeof *hs);
-  nr_plan *p = &hs->plan;
-  int64_t xd[4] = {k->n, k->c, k->h, k->w}, wd[4] = {k->m, k->c / k->group, k->kh, k->kw};
-  nr_slot *s = hs->slots;
-  s[0] = (nr_slot){.name = "X", .dtype = NR_DTYPE_FLOAT, .rank = 4, .layout = NR_LAYOUT_NHWC};
-  memcpy(s[0].dims, xd, sizeof xd);
-  s[1] = (nr_slot){.name = "W", .dtype = NR_DTYPE_FLOAT, .rank = 4, .kind = NR_SLOT_CONST};
-  memcpy(s[1].dims, wd, sizeof wd);
-  nr_plan_add_weights(p, w, sizeof(float) * (size_t)(wd[0] * wd[1] * wd[2] * wd[3]),
-                      &s[1].offset, NULL);
-  s[2] = (nr_slot){.name = "B", .dtype = NR_DTYPE_FLOAT, .rank = 1, .kind = NR_SLOT_CONST};
-  s[2].dims[0] = k->m;
-  nr_plan_add_weights(p, b, sizeof(float) * (size_t)k->m, &s[2].offset, NULL);
-  s[3] = (nr_slot){.name = "R", .dtype = NR_DTYPE_FLOAT, .rank = 4, .layout = NR_LAYOUT_NHWC};
-  memcpy(s[3].dims, yd, sizeof(int64_t) * 4);
-  s[4] = s[3];
-  s[4].name = "Y";
-  p->slots = s;
-  p->n_slots = 5;
-  hs->pads[0] = hs->pads[2] = k->ph, hs->pads[1] = hs->pads[3] = k->pw;
-  hs->st[0] = k->sh, hs->st[1] = k->sw, hs->dl[0] = k->dh, hs->dl[1] = k->dw;
-  int na = 0;
-  hs->attrs[na++] = attr_ints("pads", 4, hs->pads);
-  hs->attrs[na++] = attr_ints("strides", 2, hs->st);
-  hs->attrs[na++] = attr_ints("dilations", 2, hs->dl);
-  hs->attrs[na++] = attr_i("group", k->group);
-  hs->attrs[na++] = attr_f("nr_x_scale", xs);
-  hs->attrs[na++] = attr_i("nr_x_zero_point", zp);
-  if (fused) {
-    float aa, bb;
-    act_params(k->act, &aa, &bb);
-    hs->attrs[na++] = attr_s("activation", nr_act_name(k->act));
-    hs->attrs[na++] = attr_f("act_alpha", aa);
-    hs->attrs[na++] = attr_f("act_beta", bb);
-  }
-  hs->node = (nr_node){.name = "qconv", .op_type = fused ? "FusedConv" : "Conv",
-                       .domain = fused ? NR_DOMAIN : "", .opset = fused ? 1 : 13,
-                       .n_attrs = na, .attrs = hs->attrs};
-  nr_step *st = &hs->step;
-  st->n_in = fused ? 4 : 3;
-  st->n_out = 1;
-  st->in[0] = 0, st->in[1] = 1, st->in[2] = k->bias ? 2 : -1;
-  st->in[3] = fused && k->res ? 3 : -1;
-  st->out[0] = 4;
+/* The one-step plan "qconv" (conv_step.h) in NHWC, the activation's grid as the node's
+ * QDQ attributes. */
+static void build(conv_step *hs, const qconv_case *k, const float *w, const float *b,
+                  bool fused, float xs, int zp) {
+  conv_case cc = step_case(k);
+  nr_attr grid[2] = {attr_f("nr_x_scale", xs), attr_i("nr_x_zero_point", zp)};
+  conv_step_make(hs, &cc, w, b,
+                 &(conv_step_opts){.fused = fused, .name = "qconv",
+                                   .layout = NR_LAYOUT_NHWC, .extra = grid, .n_extra = 2});
 }
 
 typedef struct conv_data {
@@ -266,29 +228,8 @@ static void conv_reference(const conv_data *d, float xs, int zp, float *want_q,
 
 /* The fp32 result: Conv through the reference executor, residual, activation. */
 static bool conv_fp32(const conv_data *d, float *y) {
-  const qconv_case *k = d->k;
-  int64_t xd[4] = {k->n, k->c, k->h, k->w}, wd[4] = {k->m, k->c / k->group, k->kh, k->kw};
-  int64_t bd[1] = {k->m};
-  nr_value vx = make_value(NR_DTYPE_FLOAT, 4, xd, d->x);
-  nr_value vw = make_value(NR_DTYPE_FLOAT, 4, wd, d->w);
-  nr_value vb = make_value(NR_DTYPE_FLOAT, 1, bd, d->b);
-  const nr_value *ins[3] = {&vx, &vw, &vb};
-  int64_t pads[4] = {k->ph, k->pw, k->ph, k->pw}, st[2] = {k->sh, k->sw}, dl[2] = {k->dh, k->dw};
-  nr_attr at[4] = {attr_ints("pads", 4, pads), attr_ints("strides", 2, st),
-                   attr_ints("dilations", 2, dl), attr_i("group", k->group)};
-  nr_value out;
-  nr_error err = {0};
-  if (run_one("Conv", 13, 4, at, k->bias ? 3 : 2, ins, &out, &err))
-    return false;
-  int64_t n = nr_value_count(&out);
-  memcpy(y, out.data, sizeof(float) * (size_t)n);
-  nr_value_free(&out);
-  float aa, bb;
-  act_params(k->act, &aa, &bb);
-  for (int64_t i = 0; k->res && i < n; i++)
-    y[i] += d->r[i];
-  nr_act_apply_ref(k->act, aa, bb, y, n);
-  return true;
+  conv_case cc = step_case(d->k);
+  return conv_case_reference(&cc, d->x, d->w, d->b, d->k->res ? d->r : NULL, y);
 }
 
 /* Compares got with both references; returns the first index that fails, or -1. */
@@ -315,7 +256,7 @@ static void bufs_free(run_bufs *rb) {
 }
 
 /* Runs the prepared tactic on NHWC copies of x and r; y comes back PLAIN in rb->back. */
-static nr_status run_nhwc(harness *hs, const conv_data *d, nr_threadpool *pool,
+static nr_status run_nhwc(conv_step *hs, const conv_data *d, nr_threadpool *pool,
                           run_bufs *rb, nr_error *err) {
   const qconv_case *k = d->k;
   rb->xn = (int64_t)k->n * k->c * k->h * k->w;
@@ -356,8 +297,8 @@ static uint32_t conv_case_run(nr_test_state *t, const qconv_case *k, bool fused,
   d.x = x, d.w = w, d.b = b, d.r = r;
   float lo = fminf(k->lo, 0), hi = fmaxf(k->hi, 0), xs = (hi - lo) / 255.0f;
   int zp = (int)lroundf(-lo / xs);
-  harness hs;
-  build(&hs, k, w, b, d.yd, fused, xs, zp);
+  conv_step hs;
+  build(&hs, k, w, b, fused, xs, zp);
   const nr_tactic *tac = find_row("onednn_conv_int8", fused ? "FusedConv" : "Conv");
   nr_error err = {0};
   nr_tactic_ctx c = {&hs.plan, &hs.node, &hs.step, NULL, &err, threads};
@@ -472,8 +413,8 @@ NR_TEST(onednn_q_conv_refuses_a_corrupted_record) {
   float *w = random_floats(8 * 8 * 9, &sd), *b = random_floats(8, &sd);
   float *x = random_floats(8 * 36, &sd), *r = random_floats(8 * 36, &sd);
   conv_data d = {&k, x, w, b, r, {1, 8, 6, 6}};
-  harness hs;
-  build(&hs, &k, w, b, d.yd, true, 1.0f / 255, 0);
+  conv_step hs;
+  build(&hs, &k, w, b, true, 1.0f / 255, 0);
   hs.step.tactic = find_row("onednn_conv_int8", "FusedConv");
   nr_error err = {0};
   nr_tactic_ctx c = {&hs.plan, &hs.node, &hs.step, NULL, &err};
@@ -520,8 +461,8 @@ NR_TEST(onednn_q_conv_record_recreates_its_primitive) {
   double *mag = malloc(sizeof(double) * 576 * 196), *bound = malloc(sizeof(double) * 576 * 196);
   nr_threadpool *pool = nr_threadpool_create(2);
   for (int threads = 1; threads <= 2; threads++) {
-    harness hs;
-    build(&hs, &k, w, b, d.yd, false, 2.0f / 255, 0);
+    conv_step hs;
+    build(&hs, &k, w, b, false, 2.0f / 255, 0);
     hs.step.tactic = find_row("onednn_conv_int8", "Conv");
     nr_error err = {0};
     nr_tactic_ctx c = {&hs.plan, &hs.node, &hs.step, NULL, &err, threads};

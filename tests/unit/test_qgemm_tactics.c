@@ -35,6 +35,7 @@ extern const nr_tactic nr_tactics_cpu_qgemm[];
 #include "kernels/cpu/conv/conv_internal.h"
 #include "kernels/cpu/qgemm/qgemm_tactic.h"
 #include "plan/quant.h"
+#include "conv_step.h"
 #include "op_test.h"
 
 static const qt_header *qt_hdr_of(const nr_tactic_ctx *c, const nr_step *st) {
@@ -74,89 +75,41 @@ typedef struct qconv_case {
   nr_act act;
 } qconv_case;
 
-/* Conv (+ residual + activation) through the reference executor. */
+/* Case k as conv_step.h's, with the node's activation parameters. */
+static conv_case step_case(const qconv_case *k) {
+  conv_case cc = CONV_CASE_SYMMETRIC(k);
+  cc.act_a = k->act == NR_ACT_CLIP ? -0.25f : 0.1f, cc.act_b = 0.5f;
+  return cc;
+}
+
+/* Conv (+ residual + activation) through the reference executor (conv_step.h). */
 static bool conv_reference(const qconv_case *k, const float *x, const float *w,
                            const float *b, const float *r, float *y, int64_t *ydims) {
-  int64_t xd[4] = {k->n, k->c, k->h, k->w}, wd[4] = {k->m, k->c / k->group, k->kh, k->kw};
-  int64_t bd[1] = {k->m};
-  nr_value vx = make_value(NR_DTYPE_FLOAT, 4, xd, x),
-           vw = make_value(NR_DTYPE_FLOAT, 4, wd, w);
-  nr_value vb = make_value(NR_DTYPE_FLOAT, 1, bd, b);
-  const nr_value *ins[3] = {&vx, &vw, k->bias ? &vb : NULL};
-  int64_t pads[4] = {k->ph, k->pw, k->ph, k->pw}, st[2] = {k->sh, k->sw},
-          dl[2] = {k->dh, k->dw};
-  nr_attr at[4] = {attr_ints("pads", 4, pads), attr_ints("strides", 2, st),
-                   attr_ints("dilations", 2, dl), attr_i("group", k->group)};
-  nr_value out;
-  nr_error err = {0};
-  if (run_one("Conv", 13, 4, at, k->bias ? 3 : 2, ins, &out, &err))
+  conv_case cc = step_case(k);
+  if (!conv_case_conv(&cc, x, w, b, y))
     return false;
-  int64_t n = nr_value_count(&out);
-  memcpy(y, out.data, sizeof(float) * (size_t)n);
-  memcpy(ydims, out.dims, sizeof(int64_t) * 4);
-  nr_value_free(&out);
+  int64_t yd[4] = {cc.n, cc.m, conv_case_oh(&cc), conv_case_ow(&cc)};
+  memcpy(ydims, yd, sizeof yd);
+  int64_t n = conv_case_yn(&cc);
   for (int64_t i = 0; r && i < n; i++)
     y[i] += r[i];
-  nr_act_apply(k->act, k->act == NR_ACT_CLIP ? -0.25f : 0.1f, 0.5f, y, n);
+  nr_act_apply(k->act, cc.act_a, 0.5f, y, n);
   return true;
 }
 
+/* The one-step plan (conv_step.h) and the calibration table with X's statistics. */
 typedef struct qharness {
-  nr_plan plan;
-  nr_slot slots[5];
-  nr_step step;
-  nr_node node;
-  nr_attr attrs[8];
-  int64_t pads[4], st[2], dl[2];
+  conv_step cs;
   nr_calib calib;
 } qharness;
 
 static void qconv_build(qharness *hs, const qconv_case *k, const float *x, const float *w,
-                        const float *b, const int64_t *yd, bool fused) {
+                        const float *b, bool fused) {
   memset(hs, 0, sizeof *hs);
-  nr_plan *p = &hs->plan;
-  int64_t xd[4] = {k->n, k->c, k->h, k->w}, wd[4] = {k->m, k->c / k->group, k->kh, k->kw};
-  nr_slot *s = hs->slots;
-  s[0] = (nr_slot){.name = "X", .dtype = NR_DTYPE_FLOAT, .rank = 4};
-  memcpy(s[0].dims, xd, sizeof xd);
-  s[1] = (nr_slot){.name = "W", .dtype = NR_DTYPE_FLOAT, .rank = 4, .kind = NR_SLOT_CONST};
-  memcpy(s[1].dims, wd, sizeof wd);
-  nr_plan_add_weights(p, w, sizeof(float) * (size_t)(wd[0] * wd[1] * wd[2] * wd[3]),
-                      &s[1].offset, NULL);
-  s[2] = (nr_slot){.name = "B", .dtype = NR_DTYPE_FLOAT, .rank = 1, .kind = NR_SLOT_CONST};
-  s[2].dims[0] = k->m;
-  nr_plan_add_weights(p, b, sizeof(float) * (size_t)k->m, &s[2].offset, NULL);
-  s[3] = (nr_slot){.name = "R", .dtype = NR_DTYPE_FLOAT, .rank = 4};
-  memcpy(s[3].dims, yd, sizeof(int64_t) * 4);
-  s[4] = s[3];
-  s[4].name = "Y";
-  p->slots = s;
-  p->n_slots = 5;
-  hs->pads[0] = hs->pads[2] = k->ph, hs->pads[1] = hs->pads[3] = k->pw;
-  hs->st[0] = k->sh, hs->st[1] = k->sw, hs->dl[0] = k->dh, hs->dl[1] = k->dw;
-  int na = 0;
-  hs->attrs[na++] = attr_ints("pads", 4, hs->pads);
-  hs->attrs[na++] = attr_ints("strides", 2, hs->st);
-  hs->attrs[na++] = attr_ints("dilations", 2, hs->dl);
-  hs->attrs[na++] = attr_i("group", k->group);
-  if (fused) {
-    hs->attrs[na++] = attr_s("activation", nr_act_name(k->act));
-    hs->attrs[na++] = attr_f("act_alpha", k->act == NR_ACT_CLIP ? -0.25f : 0.1f);
-    hs->attrs[na++] = attr_f("act_beta", 0.5f);
-  }
-  hs->node = (nr_node){.name = "conv",
-                       .op_type = fused ? "FusedConv" : "Conv",
-                       .domain = fused ? NR_DOMAIN : "",
-                       .opset = fused ? 1 : 13,
-                       .n_attrs = na,
-                       .attrs = hs->attrs};
-  hs->step = (nr_step){.node = 0,
-                       .n_in = fused ? 4 : 3,
-                       .n_out = 1,
-                       .in = {0, 1, k->bias ? 2 : -1, k->res ? 3 : -1},
-                       .out = {4}};
+  conv_case cc = step_case(k);
+  conv_step_make(&hs->cs, &cc, w, b, &(conv_step_opts){.fused = fused});
   nr_error err = {0};
-  nr_calib_observe(&hs->calib, "X", x, (size_t)(xd[0] * xd[1] * xd[2] * xd[3]), &err);
+  nr_calib_observe(&hs->calib, "X", x, (size_t)conv_case_xn(&cc), &err);
 }
 
 /* Runs tactic tac on case k; returns whether it supported it. */
@@ -180,61 +133,61 @@ static bool qconv_case_run(nr_test_state *t, const nr_tactic *tac, const qconv_c
   ok = ok && conv_reference(k, x, w, b, k->res ? r : NULL, want, yd);
   bool fused = strcmp(tac->op_type, "Conv") != 0;
   qharness hs;
-  qconv_build(&hs, k, x, w, b, yd, fused);
+  qconv_build(&hs, k, x, w, b, fused);
   if (!ok) {
     CHECK(false, "conv reference failed (seed %u)", seed);
     goto done;
   }
   nr_error err = {0};
-  nr_tactic_ctx c = {.plan = &hs.plan,
-                     .node = &hs.node,
-                     .step = &hs.step,
+  nr_tactic_ctx c = {.plan = &hs.cs.plan,
+                     .node = &hs.cs.node,
+                     .step = &hs.cs.step,
                      .err = &err,
                      .calib = &hs.calib};
   if (!tac->supports(&c))
     goto done;
   supported = true;
-  hs.step.tactic = tac;
-  if (tac->prepare(&c, &hs.plan, &hs.step)) {
+  hs.cs.step.tactic = tac;
+  if (tac->prepare(&c, &hs.cs.plan, &hs.cs.step)) {
     CHECK(false, "%s prepare: %s (seed %u)", tac->id, err.message, seed);
     goto done;
   }
   /* activations in the tactic's layout (NHWC tactics: X, R and Y reordered) */
   nr_layout l = tac->layout;
-  hs.slots[0].layout = hs.slots[3].layout = hs.slots[4].layout = l;
+  hs.cs.slots[0].layout = hs.cs.slots[3].layout = hs.cs.slots[4].layout = l;
   float *y = malloc(sizeof(float) * (size_t)(yn + GUARD)), *yl = y, *xl = x, *rl = r;
   float *xt = malloc(sizeof(float) * (size_t)xn), *wt = malloc(sizeof(float) * (size_t)wn);
   if (l != NR_LAYOUT_PLAIN) {
     xl = malloc(sizeof(float) * (size_t)xn), rl = malloc(sizeof(float) * (size_t)yn);
     yl = malloc(sizeof(float) * (size_t)(yn + GUARD));
-    nr_reorder_f32(x, NR_LAYOUT_PLAIN, xl, l, hs.slots[0].dims, NULL);
+    nr_reorder_f32(x, NR_LAYOUT_PLAIN, xl, l, hs.cs.slots[0].dims, NULL);
     nr_reorder_f32(r, NR_LAYOUT_PLAIN, rl, l, yd, NULL);
   }
   for (int i = 0; i < GUARD; i++)
     yl[yn + i] = 1234.5f;
-  uint8_t *scratch = alloc64(hs.step.scratch + GUARD);
-  memset(scratch + hs.step.scratch, 0x5a, GUARD);
-  void *in[4] = {xl, hs.plan.weights + hs.slots[1].offset,
-                 hs.plan.weights + hs.slots[2].offset, rl};
+  uint8_t *scratch = alloc64(hs.cs.step.scratch + GUARD);
+  memset(scratch + hs.cs.step.scratch, 0x5a, GUARD);
+  void *in[4] = {xl, hs.cs.plan.weights + hs.cs.slots[1].offset,
+                 hs.cs.plan.weights + hs.cs.slots[2].offset, rl};
   void *out[1] = {yl};
-  const nr_slot *ins[4] = {&hs.slots[0], &hs.slots[1], k->bias ? &hs.slots[2] : NULL,
-                           k->res ? &hs.slots[3] : NULL};
-  const nr_slot *outs[1] = {&hs.slots[4]};
-  nr_exec_args a = {.plan = &hs.plan,
-                    .step = &hs.step,
-                    .node = &hs.node,
+  const nr_slot *ins[4] = {&hs.cs.slots[0], &hs.cs.slots[1], k->bias ? &hs.cs.slots[2] : NULL,
+                           k->res ? &hs.cs.slots[3] : NULL};
+  const nr_slot *outs[1] = {&hs.cs.slots[4]};
+  nr_exec_args a = {.plan = &hs.cs.plan,
+                    .step = &hs.cs.step,
+                    .node = &hs.cs.node,
                     .in = in,
                     .out = out,
                     .in_slot = ins,
                     .out_slot = outs,
-                    .packed = hs.plan.weights + hs.step.packed_offset,
+                    .packed = hs.cs.plan.weights + hs.cs.step.packed_offset,
                     .scratch = scratch,
                     .pool = pool,
                     .err = &err};
   CHECK(tac->run(&a) == NR_OK, "%s run (seed %u)", tac->id, seed);
   bool guards = true;
   for (int i = 0; i < GUARD; i++)
-    guards &= yl[yn + i] == 1234.5f && scratch[hs.step.scratch + i] == 0x5a;
+    guards &= yl[yn + i] == 1234.5f && scratch[hs.cs.step.scratch + i] == 0x5a;
   CHECK(guards, "%s wrote past Y or its scratch (seed %u)", tac->id, seed);
   if (l != NR_LAYOUT_PLAIN) {
     nr_reorder_f32(yl, l, y, NR_LAYOUT_PLAIN, yd, NULL);
@@ -242,13 +195,13 @@ static bool qconv_case_run(nr_test_state *t, const nr_tactic *tac, const qconv_c
   }
   memcpy(xt, x, sizeof(float) * (size_t)xn);
   memcpy(wt, w, sizeof(float) * (size_t)wn);
-  dequantize_like(&c, &hs.step, xt, xn, wt, k->m, kk, kk, 1);
+  dequantize_like(&c, &hs.cs.step, xt, xn, wt, k->m, kk, kk, 1);
   conv_reference(k, xt, wt, b, k->res ? r : NULL, tight, yd);
   int64_t bad = -1;
   for (int64_t i = 0; i < yn && bad < 0; i++)
     if (!(fabsf(y[i] - tight[i]) <= 1e-5f * (float)kk * (1 + fabsf(tight[i]))))
       bad = i;
-  double rms = rel_rms(y, want, yn), rms_max = 0.02 * 255.0 / qt_hdr_of(&c, &hs.step)->qmax;
+  double rms = rel_rms(y, want, yn), rms_max = 0.02 * 255.0 / qt_hdr_of(&c, &hs.cs.step)->qmax;
   CHECK(
       bad < 0 && rms < rms_max,
       "%s: n%d c%d %dx%d m%d k%dx%d s%d,%d p%d,%d d%d,%d g%d bias%d res%d act %s: y[%lld] "
@@ -258,7 +211,7 @@ static bool qconv_case_run(nr_test_state *t, const nr_tactic *tac, const qconv_c
       bad >= 0 ? y[bad] : 0, bad >= 0 ? tight[bad] : 0, rms, seed);
   free(y), free(xt), free(wt), free(scratch);
 done:
-  free(hs.plan.weights);
+  free(hs.cs.plan.weights);
   for (int i = 0; i < hs.calib.n; i++)
     free(hs.calib.t[i].name);
   free(hs.calib.t);

@@ -20,7 +20,6 @@
  * weights), and a call cuDNN refuses falls back to convolution + epilogue. */
 #include "backends/cuda/cuda_internal.h"
 #include "backends/cuda/cuda_knobs.h"
-#include "kernels/ref/conv_util.h"
 #include "plan/compile_knobs.h"
 
 #include <stdlib.h>
@@ -43,17 +42,6 @@ static const char *const algo_names[] = {
     "implicit_gemm", "implicit_precomp_gemm", "gemm", "direct",
     "fft",           "fft_tiling",            "winograd", "winograd_nonfused"};
 
-static bool is_fused(const nr_node *n) {
-  return n->domain && !strcmp(n->domain, "nnroute") && !strcmp(n->op_type, "FusedConv");
-}
-
-static int64_t count(const nr_slot *s) {
-  int64_t k = 1;
-  for (int d = 0; d < s->rank; d++)
-    k *= s->dims[d];
-  return k;
-}
-
 static bool fits16(int64_t v) { return v >= 0 && v <= INT16_MAX; }
 
 static bool fl(const nr_slot *s, bool half) {
@@ -64,51 +52,45 @@ static bool is_half(const nr_slot *s) { return s && s->dtype == NR_DTYPE_FLOAT16
 
 /* ---- geometry ------------------------------------------------------------------------ */
 
+/* cuDNN's 2-D descriptors: symmetric pads, every size within int16. */
+static bool window_fits(const nr_window *w) {
+  for (int d = 0; d < 2; d++)
+    if (w->pad_b[d] != w->pad_e[d] || !fits16(w->pad_b[d]) || !fits16(w->stride[d]) ||
+        !fits16(w->dil[d]) || !fits16(w->kernel[d]))
+      return false;
+  return true;
+}
+
 static bool geom_of(const nr_tactic_ctx *c, conv_params *p) {
   const nr_node *n = c->node;
   const nr_slot *x = nr_step_in(c, 0), *w = nr_step_in(c, 1), *y = nr_step_out(c, 0);
-  const nr_slot *b = c->step->n_in > 2 ? nr_step_in(c, 2) : NULL;
-  const nr_slot *r = c->step->n_in > 3 ? nr_step_in(c, 3) : NULL;
+  const nr_slot *b = nr_step_in(c, 2), *r = nr_step_in(c, 3);
   /* fp16 activations only once the step has its fp16 tactic (prepare, run) */
   bool h = c->step->tactic && c->step->tactic->precision == NR_PREC_FP16;
   memset(p, 0, sizeof *p);
   if (!n || !x || !w || !y || x->rank != 4 || w->rank != 4 || y->rank != 4 ||
-      !fl(x, h) || w->dtype != NR_DTYPE_FLOAT || !fl(y, h) || !nr_step_const(c, 1) ||
-      c->step->n_out != 1)
+      !fl(x, h) || w->dtype != NR_DTYPE_FLOAT || !fl(y, h) || !nr_step_const(c, 1))
     return false;
-  nr_error err = {0};
-  nr_op_ctx oc = {.node = n, .err = &err};
-  nr_window win;
-  if (nr_window_read(&oc, 2, w->dims + 2, &win) || nr_window_forward(&oc, &win, x->dims + 2))
+  if ((b && (b->dtype != NR_DTYPE_FLOAT || !nr_step_const(c, 2))) || (r && !fl(r, h)))
     return false;
-  for (int d = 0; d < 2; d++)
-    if (win.pad_b[d] != win.pad_e[d] || !fits16(win.pad_b[d]) || !fits16(win.stride[d]) ||
-        !fits16(win.dil[d]) || !fits16(win.kernel[d]))
-      return false;
-  int64_t group = nr_attr_int(n, "group", 1);
-  if (group < 1 || x->dims[1] % group || w->dims[0] % group ||
-      w->dims[1] * group != x->dims[1] || y->dims[1] != w->dims[0] ||
-      y->dims[2] != win.out[0] || y->dims[3] != win.out[1] || y->dims[0] != x->dims[0])
+  nr_node_io io;
+  nr_node_io_from_ctx(c, &io);
+  nr_conv_desc d;
+  if (nr_conv_desc_parse(n, &io, &d, NULL) || !window_fits(&d.win))
     return false;
+  const nr_window *win = &d.win;
   *p = (conv_params){
-      .n = (int32_t)x->dims[0], .c = (int32_t)x->dims[1], .h = (int32_t)x->dims[2],
-      .w = (int32_t)x->dims[3], .m = (int32_t)w->dims[0], .oh = (int32_t)y->dims[2],
-      .ow = (int32_t)y->dims[3], .group = (int32_t)group,
-      .kh = (int16_t)win.kernel[0], .kw = (int16_t)win.kernel[1],
-      .sh = (int16_t)win.stride[0], .sw = (int16_t)win.stride[1],
-      .ph = (int16_t)win.pad_b[0], .pw = (int16_t)win.pad_b[1],
-      .dh = (int16_t)win.dil[0], .dw = (int16_t)win.dil[1]};
-  if (b && (b->dtype != NR_DTYPE_FLOAT || count(b) != p->m || !nr_step_const(c, 2)))
-    return false;
-  if (r && (!fl(r, h) || count(r) != count(y)))
-    return false;
-  p->has_bias = b != NULL, p->has_res = r != NULL;
+      .n = (int32_t)d.batch, .c = (int32_t)d.in_c, .h = (int32_t)win->in[0],
+      .w = (int32_t)win->in[1], .m = (int32_t)d.out_c, .oh = (int32_t)win->out[0],
+      .ow = (int32_t)win->out[1], .group = (int32_t)d.group,
+      .kh = (int16_t)win->kernel[0], .kw = (int16_t)win->kernel[1],
+      .sh = (int16_t)win->stride[0], .sw = (int16_t)win->stride[1],
+      .ph = (int16_t)win->pad_b[0], .pw = (int16_t)win->pad_b[1],
+      .dh = (int16_t)win->dil[0], .dw = (int16_t)win->dil[1],
+      .act_a = d.act_a, .act_b = d.act_b, .act = (uint8_t)d.act,
+      .has_bias = d.bias, .has_res = d.residual};
   p->io = (uint8_t)((is_half(x) ? CONV_X_HALF : 0) | (is_half(y) ? CONV_Y_HALF : 0) |
                     (is_half(r) ? CONV_R_HALF : 0));
-  nr_act act = NR_ACT_NONE;
-  if (is_fused(n) && !nr_fused_act_read(n, &act, &p->act_a, &p->act_b))
-    return false;
-  p->act = (uint8_t)act;
   return true;
 }
 

@@ -12,58 +12,50 @@
  * cost nothing). A residual input, dilation, other kernel sizes or strides, or a
  * channel multiplier other than 1 are left to cuDNN. */
 #include "backends/cuda/cuda_internal.h"
-#include "kernels/ref/conv_util.h"
 
 #include <stdlib.h>
 #include <string.h>
 
 _Static_assert(sizeof(nr_cuda_dwconv) <= NR_TACTIC_PARAMS, "dwconv params too big");
 
-static bool is_fused(const nr_node *n) {
-  return n->domain && !strcmp(n->domain, "nnroute") && !strcmp(n->op_type, "FusedConv");
-}
-
 static bool fl(const nr_slot *s, bool half) {
   return s && (s->dtype == NR_DTYPE_FLOAT || (half && s->dtype == NR_DTYPE_FLOAT16));
+}
+
+/* The kernel's cases of what nr_conv_desc describes: one filter per channel, a square
+ * 3x3 or 5x5 kernel, no dilation, stride 1 or 2 on both axes, begin pads up to 4. */
+static bool dw_fits(const nr_conv_desc *d) {
+  const nr_window *w = &d->win;
+  return d->group == d->in_c && d->out_c == d->in_c && w->kernel[0] == w->kernel[1] &&
+         (w->kernel[0] == 3 || w->kernel[0] == 5) && w->dil[0] == 1 && w->dil[1] == 1 &&
+         w->stride[0] == w->stride[1] && (w->stride[0] == 1 || w->stride[0] == 2) &&
+         w->pad_b[0] <= 4 && w->pad_b[1] <= 4 && d->batch * d->in_c <= INT32_MAX &&
+         w->in[0] * w->in[1] <= INT32_MAX;
 }
 
 static bool geom_of(const nr_tactic_ctx *c, bool half, nr_cuda_dwconv *p) {
   const nr_node *n = c->node;
   const nr_slot *x = nr_step_in(c, 0), *w = nr_step_in(c, 1), *y = nr_step_out(c, 0);
-  const nr_slot *b = c->step->n_in > 2 ? nr_step_in(c, 2) : NULL;
+  const nr_slot *b = nr_step_in(c, 2);
   memset(p, 0, sizeof *p);
   if (!n || !x || !w || !y || x->rank != 4 || w->rank != 4 || y->rank != 4 || !fl(x, half) ||
       !fl(y, half) || w->dtype != NR_DTYPE_FLOAT || !nr_step_const(c, 1) ||
-      c->step->n_out != 1 || (c->step->n_in > 3 && nr_step_in(c, 3)))
+      nr_step_in(c, 3))
     return false;
-  int64_t ch = x->dims[1];
-  if (nr_attr_int(n, "group", 1) != ch || w->dims[0] != ch || w->dims[1] != 1 ||
-      y->dims[1] != ch || y->dims[0] != x->dims[0] || w->dims[2] != w->dims[3] ||
-      (w->dims[2] != 3 && w->dims[2] != 5))
+  if (b && (b->dtype != NR_DTYPE_FLOAT || b->rank != 1 || !nr_step_const(c, 2)))
     return false;
-  if (b && (b->dtype != NR_DTYPE_FLOAT || b->rank != 1 || b->dims[0] != ch ||
-            !nr_step_const(c, 2)))
-    return false;
-  nr_error err = {0};
-  nr_op_ctx oc = {.node = n, .err = &err};
-  nr_window win;
-  if (nr_window_read(&oc, 2, w->dims + 2, &win) || nr_window_forward(&oc, &win, x->dims + 2) ||
-      win.dil[0] != 1 || win.dil[1] != 1 || win.stride[0] != win.stride[1] ||
-      (win.stride[0] != 1 && win.stride[0] != 2) || win.out[0] != y->dims[2] ||
-      win.out[1] != y->dims[3] || win.pad_b[0] > 4 || win.pad_b[1] > 4 ||
-      x->dims[0] * ch > INT32_MAX || x->dims[2] * x->dims[3] > INT32_MAX)
-    return false;
-  nr_act act = NR_ACT_NONE;
-  float a0 = 0, a1 = 0;
-  if (is_fused(n) && !nr_fused_act_read(n, &act, &a0, &a1))
+  nr_node_io io;
+  nr_node_io_from_ctx(c, &io);
+  nr_conv_desc d;
+  if (nr_conv_desc_parse(n, &io, &d, NULL) || !dw_fits(&d))
     return false;
   *p = (nr_cuda_dwconv){
-      .n = (int32_t)x->dims[0], .c = (int32_t)ch, .h = (int32_t)x->dims[2],
-      .w = (int32_t)x->dims[3], .oh = (int32_t)y->dims[2], .ow = (int32_t)y->dims[3],
-      .k = (int16_t)w->dims[2], .stride = (int16_t)win.stride[0],
-      .pad_t = (int16_t)win.pad_b[0], .pad_l = (int16_t)win.pad_b[1],
+      .n = (int32_t)d.batch, .c = (int32_t)d.in_c, .h = (int32_t)d.win.in[0],
+      .w = (int32_t)d.win.in[1], .oh = (int32_t)d.win.out[0], .ow = (int32_t)d.win.out[1],
+      .k = (int16_t)d.win.kernel[0], .stride = (int16_t)d.win.stride[0],
+      .pad_t = (int16_t)d.win.pad_b[0], .pad_l = (int16_t)d.win.pad_b[1],
       .x_half = x->dtype == NR_DTYPE_FLOAT16, .y_half = y->dtype == NR_DTYPE_FLOAT16,
-      .act = nr_cuda_ew_act(act), .p0 = a0, .p1 = a1};
+      .act = nr_cuda_ew_act(d.act), .p0 = d.act_a, .p1 = d.act_b};
   return true;
 }
 

@@ -13,7 +13,7 @@
  * picks for these ops: the fp16 pass, cuda_half.c, moves a step onto them when one
  * of its inputs became fp16; x and y are then fp16 or fp32 each, math fp32). */
 #include "backends/cuda/cuda_internal.h"
-#include "kernels/ref/conv_util.h"
+#include "ir/window.h"
 
 #include <string.h>
 

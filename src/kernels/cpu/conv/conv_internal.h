@@ -60,8 +60,6 @@ bool nr_conv_is_node(const nr_node *n);
 static inline const conv_p *conv_params(const nr_step *s) {
   return (const conv_p *)(const void *)s->params;
 }
-/* Reads FusedConv's activation attributes (NONE for plain Conv). */
-void nr_conv_read_act(const nr_node *n, nr_act *act, float *a, float *b);
 
 /* Epilogue on n contiguous outputs of one channel: y = act(y + bias + r) (r may be
  * NULL). Vectorizable for the common activations. */

@@ -4,13 +4,14 @@
  * plane, as a pass of its own for conv.epilogue=separate, and a residual added after a
  * kernel that could not fuse it).
  *
- * Key decision: nr_conv_parse is the single reading of a node, used by supports(),
- * prepare() and the knobs' valid() alike (tactics_conv.c), so they cannot disagree on
- * what a node is. */
+ * Key decision: nr_conv_parse is the CPU's single reading of a node, used by
+ * supports(), prepare() and the knobs' valid() alike (tactics_conv.c), so they cannot
+ * disagree on what a node is; what the node computes (channels, groups, the resolved
+ * window, bias, residual, activation) comes from ir/node_desc.h's nr_conv_desc, which
+ * the CUDA backend reads too, and only what the CPU kernels can run is checked here. */
 #include "kernels/cpu/conv/conv_internal.h"
 
-#include "ir/fused.h"
-#include "kernels/ref/conv_util.h"
+#include "ir/node_desc.h"
 #include "util/error.h"
 #include "util/threadpool.h"
 
@@ -20,64 +21,42 @@
 
 /* ---- parsing -------------------------------------------------------------------- */
 
-bool nr_conv_is_node(const nr_node *n) {
-  if (!n)
-    return false;
-  const char *d = n->domain ? n->domain : "";
-  return (!strcmp(n->op_type, "Conv") && !*d) ||
-         (!strcmp(n->op_type, "FusedConv") && !strcmp(d, NR_DOMAIN));
-}
-
-void nr_conv_read_act(const nr_node *n, nr_act *act, float *a, float *b) {
-  *act = NR_ACT_NONE;
-  *a = 0.0f;
-  *b = 0.0f;
-  if (strcmp(n->op_type, "FusedConv"))
-    return;
-  if (!nr_act_from_name(nr_attr_string(n, "activation", "none"), act))
-    *act = NR_ACT_COUNT; /* unknown: no tactic supports it */
-  float da = 0.0f, db = 0.0f;
-  switch (*act) {
-  case NR_ACT_CLIP: da = -INFINITY; db = INFINITY; break;
-  case NR_ACT_LEAKY_RELU: da = 0.01f; break;
-  case NR_ACT_HARD_SIGMOID: da = 0.2f; db = 0.5f; break;
-  default: break;
-  }
-  *a = nr_attr_float(n, "act_alpha", da);
-  *b = nr_attr_float(n, "act_beta", db);
-}
+bool nr_conv_is_node(const nr_node *n) { return nr_conv_desc_is_node(n); }
 
 static bool fits_u8(int64_t v, int64_t lo) { return v >= lo && v <= 255; }
 static bool fits_i32(int64_t v) { return v >= 1 && v <= INT32_MAX; }
 
-/* Window of the node against the slots' shapes; false if inconsistent. A 1-D window
- * (nsp 1: X is [N, C, L]) is read as the 2-D one of [N, C, 1, L]: kernel, stride,
- * dilation 1 and no padding along H. */
-static bool parse_window(const nr_tactic_ctx *c, const nr_slot *x, const nr_slot *w,
-                         const nr_slot *y, int nsp, conv_p *p) {
-  nr_window win;
-  nr_op_ctx oc = {.node = c->node, .graph = c->plan ? c->plan->graph : NULL};
-  if (nr_window_read(&oc, nsp, w->dims + 2, &win) ||
-      nr_window_forward(&oc, &win, x->dims + 2))
+/* The description's window in the record: 2-D, a 1-D one (nsp 1: X is [N, C, L])
+ * read as the 2-D one of [N, C, 1, L] (kernel, stride, dilation 1 and no padding
+ * along H); false when a size does not fit the record's bytes. */
+static bool window_of(const nr_conv_desc *d, conv_p *p) {
+  const nr_window *w = &d->win;
+  int h = w->nsp == 1 ? -1 : 0, x = w->nsp - 1; /* H (-1: none) and W's index */
+  int64_t kh = h < 0 ? 1 : w->kernel[h], sh = h < 0 ? 1 : w->stride[h];
+  int64_t dh = h < 0 ? 1 : w->dil[h], pt = h < 0 ? 0 : w->pad_b[h];
+  if (!fits_u8(kh, 1) || !fits_u8(w->kernel[x], 1) || !fits_u8(sh, 1) ||
+      !fits_u8(w->stride[x], 1) || !fits_u8(dh, 1) || !fits_u8(w->dil[x], 1) ||
+      !fits_u8(pt, 0) || !fits_u8(w->pad_b[x], 0))
     return false;
-  if (nsp == 1) {
-    win.kernel[1] = win.kernel[0], win.stride[1] = win.stride[0];
-    win.dil[1] = win.dil[0], win.pad_b[1] = win.pad_b[0], win.out[1] = win.out[0];
-    win.kernel[0] = win.stride[0] = win.dil[0] = win.out[0] = 1;
-    win.pad_b[0] = 0;
-  }
-  if (win.out[1] != y->dims[nsp + 1] || (nsp == 2 && win.out[0] != y->dims[2]))
-    return false;
-  if (!fits_u8(win.kernel[0], 1) || !fits_u8(win.kernel[1], 1) ||
-      !fits_u8(win.stride[0], 1) || !fits_u8(win.stride[1], 1) ||
-      !fits_u8(win.dil[0], 1) || !fits_u8(win.dil[1], 1) || !fits_u8(win.pad_b[0], 0) ||
-      !fits_u8(win.pad_b[1], 0))
-    return false;
-  p->kh = (uint8_t)win.kernel[0], p->kw = (uint8_t)win.kernel[1];
-  p->sh = (uint8_t)win.stride[0], p->sw = (uint8_t)win.stride[1];
-  p->dh = (uint8_t)win.dil[0], p->dw = (uint8_t)win.dil[1];
-  p->pt = (uint8_t)win.pad_b[0], p->pl = (uint8_t)win.pad_b[1];
+  p->kh = (uint8_t)kh, p->kw = (uint8_t)w->kernel[x];
+  p->sh = (uint8_t)sh, p->sw = (uint8_t)w->stride[x];
+  p->dh = (uint8_t)dh, p->dw = (uint8_t)w->dil[x];
+  p->pt = (uint8_t)pt, p->pl = (uint8_t)w->pad_b[x];
+  p->h = (int32_t)(h < 0 ? 1 : w->in[h]), p->w = (int32_t)w->in[x];
+  p->oh = (int32_t)(h < 0 ? 1 : w->out[h]), p->ow = (int32_t)w->out[x];
   return true;
+}
+
+/* FusedConv's activation. A clip without a bound keeps +-inf in the record, as the
+ * engines built before the description stored it (the description gives the
+ * reference's +-FLT_MAX, which clamps an infinite output). */
+static void act_of(const nr_node *n, const nr_conv_desc *d, conv_p *p) {
+  p->act = (uint8_t)d->act;
+  p->act_a = d->act_a, p->act_b = d->act_b;
+  if (d->act == NR_ACT_CLIP && !nr_node_attr(n, "act_alpha"))
+    p->act_a = -INFINITY;
+  if (d->act == NR_ACT_CLIP && !nr_node_attr(n, "act_beta"))
+    p->act_b = INFINITY;
 }
 
 /* Whether X, W and Y are float32 of rank `rank` (3 or 4). */
@@ -87,47 +66,40 @@ static bool f32_ranks(const nr_slot *x, const nr_slot *w, const nr_slot *y, int 
          y->rank == rank;
 }
 
-/* Logical dim d of [N, C, H, W] from a slot of rank 4, or of rank 3 read as H = 1. */
-static int64_t dim4(const nr_slot *s, int d) {
-  if (s->rank == 4)
-    return s->dims[d];
-  return d < 2 ? s->dims[d] : d == 2 ? 1 : s->dims[2];
-}
-
-static bool parse(const nr_tactic_ctx *c, conv_p *p, bool one_d) {
-  memset(p, 0, sizeof *p);
-  if (!nr_conv_is_node(c->node))
-    return false;
+/* What the CPU kernels can run on top of what the description says: float32 of rank
+ * 4 (3 with one_d), constant W and B, a 1-D B, R of Y's dims, sizes within int32. */
+static bool runnable(const nr_tactic_ctx *c, int rank) {
   const nr_slot *x = nr_step_in(c, 0), *w = nr_step_in(c, 1), *b = nr_step_in(c, 2);
   const nr_slot *r = nr_step_in(c, 3), *y = nr_step_out(c, 0);
-  int rank = x && x->rank == 3 && one_d ? 3 : 4;
   if (!f32_ranks(x, w, y, rank) || w->kind != NR_SLOT_CONST)
     return false;
-  if (b && (b->kind != NR_SLOT_CONST || b->dtype != NR_DTYPE_FLOAT || b->rank != 1 ||
-            b->dims[0] != w->dims[0]))
+  if (b && (b->kind != NR_SLOT_CONST || b->dtype != NR_DTYPE_FLOAT || b->rank != 1))
     return false;
   if (r && (r->dtype != NR_DTYPE_FLOAT || !nr_slot_same_dims(r, y)))
     return false;
   for (int d = 0; d < rank; d++)
     if (!fits_i32(x->dims[d]) || !fits_i32(y->dims[d]) || !fits_i32(w->dims[d]))
       return false;
-  int64_t group = nr_attr_int(c->node, "group", 1);
-  if (group < 1 || x->dims[1] % group || w->dims[0] % group ||
-      w->dims[1] * group != x->dims[1] || y->dims[1] != w->dims[0] || y->dims[0] != x->dims[0])
+  return true;
+}
+
+static bool parse(const nr_tactic_ctx *c, conv_p *p, bool one_d) {
+  memset(p, 0, sizeof *p);
+  if (!nr_conv_is_node(c->node))
     return false;
-  if (!parse_window(c, x, w, y, rank - 2, p))
+  const nr_slot *x = nr_step_in(c, 0), *r = nr_step_in(c, 3);
+  if (!runnable(c, x && x->rank == 3 && one_d ? 3 : 4))
     return false;
-  p->n = (int32_t)x->dims[0], p->c = (int32_t)x->dims[1];
-  p->h = (int32_t)dim4(x, 2), p->w = (int32_t)dim4(x, 3);
-  p->m = (int32_t)y->dims[1], p->oh = (int32_t)dim4(y, 2), p->ow = (int32_t)dim4(y, 3);
-  p->group = (int32_t)group;
-  nr_act act;
-  nr_conv_read_act(c->node, &act, &p->act_a, &p->act_b);
-  if (act >= NR_ACT_COUNT)
+  nr_node_io io;
+  nr_node_io_from_ctx(c, &io);
+  nr_conv_desc d;
+  if (nr_conv_desc_parse(c->node, &io, &d, NULL) || !window_of(&d, p))
     return false;
-  p->act = (uint8_t)act;
-  p->has_bias = b != NULL;
-  p->has_res = r != NULL;
+  p->n = (int32_t)d.batch, p->c = (int32_t)d.in_c, p->m = (int32_t)d.out_c;
+  p->group = (int32_t)d.group;
+  act_of(c->node, &d, p);
+  p->has_bias = d.bias;
+  p->has_res = d.residual;
   p->res_layout = r ? (uint8_t)r->layout : 0;
   return true;
 }

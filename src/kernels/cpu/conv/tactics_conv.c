@@ -12,7 +12,6 @@
 #include "passes/pass_util.h"
 
 #include "ir/fused.h"
-#include "kernels/ref/conv_util.h"
 #include "util/error.h"
 
 #include <math.h>

@@ -76,8 +76,11 @@ void gemm_epilogue_get(const nr_exec_args *x, const nr_gemm_step_params *p,
                        const float *r, nr_epilogue *ep);
 
 /* Prepare: beta * C (input 2, constant) broadcast to the M (GEMM_BIAS_PACKED_ROW) or
- * N (GEMM_BIAS_PACKED_COL) floats the epilogue adds, written to out. */
-void gemm_bias_build(const nr_tactic_ctx *c, const nr_gemm_step_params *p, float *out);
+ * N (GEMM_BIAS_PACKED_COL) floats the epilogue adds, written to out; C's extents come
+ * from the node's nr_gemm_desc (an error only where the description refuses the node,
+ * which supports() has already ruled out). */
+nr_status gemm_bias_build(const nr_tactic_ctx *c, const nr_gemm_step_params *p,
+                          float *out);
 
 /* Engines other than the nnroute kernels (gemm_openblas.c, gemm_onednn.c). */
 nr_status gemm_openblas_run(const nr_exec_args *x);

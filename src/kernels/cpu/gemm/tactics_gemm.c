@@ -180,16 +180,21 @@ void gemm_epilogue_get(const nr_exec_args *x, const nr_gemm_step_params *p,
 
 /* ---- prepare: shared by every engine ------------------------------------------------ */
 
-void gemm_bias_build(const nr_tactic_ctx *c, const nr_gemm_step_params *p, float *out) {
-  const nr_slot *cs = nr_step_in(c, 2);
+nr_status gemm_bias_build(const nr_tactic_ctx *c, const nr_gemm_step_params *p,
+                          float *out) {
+  gemm_view v;
+  gemm_view_from_ctx(c, &v);
+  nr_gemm_desc d;
+  nr_status st = nr_gemm_desc_parse(c->node, &v.io, &d, c->err);
+  if (st)
+    return st;
   const float *src = nr_step_const(c, 2);
-  int64_t cnt = 1;
-  for (int d = 0; d < cs->rank; d++)
-    cnt *= cs->dims[d];
+  bool scalar = d.add_rows * d.add_cols == 1; /* one value broadcast to all */
   int64_t len = p->bias == GEMM_BIAS_PACKED_ROW ? p->m : p->n;
   float beta = p->op == GEMM_OP_GEMM || p->op == GEMM_OP_FUSED_GEMM ? p->beta : 1.0f;
   for (int64_t i = 0; i < len; i++)
-    out[i] = beta * src[cnt == 1 ? 0 : i];
+    out[i] = beta * src[scalar ? 0 : i];
+  return NR_OK;
 }
 
 /* gemm.threads_max=1: the step runs on the calling thread (nn_run and the epilogue
@@ -238,9 +243,9 @@ static nr_status prepare_common(const nr_tactic_ctx *c, nr_plan *plan, nr_step *
                      (nr_gemm_operand){nr_step_const(c, 0), lda, p->flags & GEMM_F_TA, false},
                      buf);
     }
-    if (packed_bias)
-      gemm_bias_build(c, p, buf + p->bias_off);
-    nr_status s = nr_plan_add_weights(plan, buf, total, &st->packed_offset, c->err);
+    nr_status s = packed_bias ? gemm_bias_build(c, p, buf + p->bias_off) : NR_OK;
+    if (!s)
+      s = nr_plan_add_weights(plan, buf, total, &st->packed_offset, c->err);
     free(buf);
     if (s)
       return s;

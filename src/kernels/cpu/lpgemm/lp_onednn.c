@@ -270,9 +270,9 @@ nr_status lp_onednn_ip_prepare(const nr_tactic_ctx *c, nr_plan *plan, nr_step *s
     return prep_fail(c, st, NR_ERR_NOMEM, "cannot pack the bf16 weights");
   }
   p.bias_off = (uint32_t)(wb / sizeof(float));
-  if (packed_bias)
-    gemm_bias_build(c, &p, (float *)(buf + wb));
-  nr_status s = nr_plan_add_weights(plan, buf, total, &st->packed_offset, c->err);
+  nr_status s = packed_bias ? gemm_bias_build(c, &p, (float *)(buf + wb)) : NR_OK;
+  if (!s)
+    s = nr_plan_add_weights(plan, buf, total, &st->packed_offset, c->err);
   free(buf);
   st->packed_size = total;
   if (!s) /* run() reads W in oneDNN's format only */

@@ -110,9 +110,9 @@ static nr_status pack_gemm(const nr_tactic_ctx *c, nr_plan *plan, nr_step *st,
   nr_lpgemm_pack_b(cfg, p->k, p->n, b, (uint16_t *)buf);
   p->flags |= GEMM_F_PB;
   p->bias_off = (uint32_t)(pb / sizeof(float));
-  if (packed_bias)
-    gemm_bias_build(c, p, (float *)(buf + pb));
-  nr_status s = nr_plan_add_weights(plan, buf, total, &st->packed_offset, c->err);
+  nr_status s = packed_bias ? gemm_bias_build(c, p, (float *)(buf + pb)) : NR_OK;
+  if (!s)
+    s = nr_plan_add_weights(plan, buf, total, &st->packed_offset, c->err);
   free(buf);
   st->packed_size = total;
   if (!s) /* run() reads the packed W only */

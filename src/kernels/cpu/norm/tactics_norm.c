@@ -10,11 +10,11 @@
  * GlobalAveragePool over few large planes stays one task per plane. Pool windows are
  * resolved with the reference's nr_window code, so pads, ceil_mode and auto_pad agree
  * with the oracle by construction. */
+#include "ir/window.h"
 #include "kernels/cpu/eltwise/eltwise_knobs.h"
 #include "kernels/cpu/norm/norm.h"
 #include "kernels/cpu/norm/norm_knobs.h"
 #include "kernels/cpu/norm/norm_seq.h"
-#include "kernels/ref/conv_util.h"
 #include "passes/fate.h"
 #include "plan/tactic.h"
 #include "util/error.h"
