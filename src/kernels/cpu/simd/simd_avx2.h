@@ -40,6 +40,12 @@ static inline nr_vf nr_vf_fma(nr_vf a, nr_vf b, nr_vf c) {
 static inline nr_vf nr_vf_max(nr_vf a, nr_vf b) { return _mm256_max_ps(a, b); }
 static inline nr_vf nr_vf_min(nr_vf a, nr_vf b) { return _mm256_min_ps(a, b); }
 
+/* e in the lanes where a != b (ordered: a NaN lane compares equal to nothing and
+ * gives 0), 0 in the others. */
+static inline nr_vf nr_vf_keep_ne(nr_vf e, nr_vf a, nr_vf b) {
+  return _mm256_and_ps(e, _mm256_cmp_ps(a, b, _CMP_NEQ_OQ));
+}
+
 /* Lanes [0, n), n clamped to [0, 8]. */
 static inline nr_vm nr_vm_first(int64_t n) {
   int k = (int)(n < 0 ? 0 : n > 8 ? 8 : n);

@@ -42,6 +42,12 @@ static inline nr_vf nr_vf_fma(nr_vf a, nr_vf b, nr_vf c) {
 static inline nr_vf nr_vf_max(nr_vf a, nr_vf b) { return _mm512_max_ps(a, b); }
 static inline nr_vf nr_vf_min(nr_vf a, nr_vf b) { return _mm512_min_ps(a, b); }
 
+/* e in the lanes where a != b (ordered: a NaN lane compares equal to nothing and
+ * gives 0), 0 in the others. */
+static inline nr_vf nr_vf_keep_ne(nr_vf e, nr_vf a, nr_vf b) {
+  return _mm512_maskz_mov_ps(_mm512_cmp_ps_mask(a, b, _CMP_NEQ_OQ), e);
+}
+
 /* Lanes [0, n), n clamped to [0, 16]. */
 static inline nr_vm nr_vm_first(int64_t n) {
   return n >= 16 ? (__mmask16)0xFFFF : n <= 0 ? (__mmask16)0 : (__mmask16)((1u << n) - 1);
