@@ -1,7 +1,11 @@
 /* vmath_avx512.h - 16-lane exp for the *__avx512.c kernels (included only by files
  * compiled with the AVX-512 flags): vmath_avx2.h's two exps, same reduction, same
  * polynomials, lane for lane the same results. The 2^n scale is one vscalefps, which
- * rounds once as the AVX2 version's two multiplies do (the first is exact). */
+ * rounds once as the AVX2 version's two multiplies do (the first is exact).
+ *
+ * The exp is not shared with vmath_avx2.h over the nr_vf_* helpers: only its
+ * polynomials are common, the reduction (vrndscaleps) and the scale (vscalefps in
+ * place of vmath_avx2.h's two integer-built multiplies) are each ISA's own. */
 #ifndef NR_KERNELS_CPU_ELTWISE_VMATH_AVX512_H
 #define NR_KERNELS_CPU_ELTWISE_VMATH_AVX512_H
 
