@@ -2,9 +2,9 @@
  * nr_vf_* helpers for vmath_avx2.h and vmath_avx512.h (each includes its ISA's
  * kernels/cpu/simd/simd_<isa>.h first): e^r on the reduced range |r| <= ln2/2 as
  * 1 + r + r^2 P(r), P of degree 5 (accurate: Cephes' degree-7 exp) or 2 (fast: the
- * degree-4 least-squares fit, max rel error 6.2e-6). The range reduction and the 2^n scale stay per ISA:
- * vroundps and two integer-built multiplies at 8 lanes, vrndscaleps and vscalefps
- * at 16. */
+ * degree-4 least-squares fit, max rel error 6.2e-6). The range reduction and the 2^n
+ * scale stay per ISA: vroundps and two integer-built multiplies at 8 lanes,
+ * vrndscaleps and vscalefps at 16. */
 #ifndef NR_KERNELS_CPU_ELTWISE_VMATH_EXP_POLY_H
 #define NR_KERNELS_CPU_ELTWISE_VMATH_EXP_POLY_H
 
