@@ -29,7 +29,11 @@
  * inlining, so every tap-to-row assignment is resolved statically and the weights
  * are broadcast once per plane (25 of them for 5x5 with 8 accumulators do not all
  * fit the 32 zmm; the rest are FMA memory operands, which the load ports absorb).
- * Measured choices are in docs/performance-notes.md (band height, no prefetch). */
+ * Measured choices are in docs/performance-notes.md (band height, no prefetch).
+ *
+ * Not the AVX2 kernel at 16 lanes but another method (in place, masked loads, row
+ * bands, fused epilogue), so the two stay separate: it runs in 0.27-0.64 of the
+ * AVX2 kernel's time on conv_bench's depthwise shapes (nr_conv_bench --shape dw). */
 #include "kernels/cpu/conv/conv_internal.h"
 #include "kernels/cpu/eltwise/vmath_avx512.h"
 

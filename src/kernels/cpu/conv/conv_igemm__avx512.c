@@ -154,7 +154,7 @@ static inline __attribute__((always_inline)) void out_vec(const ig_out *o, int i
 
 /* out[MR][NV*16] = sum over channels ci and taps t of w[ci][t][MR] x x[ci*cs + toff[t]],
  * or with o, act(that + bias + R) written to Y through o. Always inlined with constant MR, NV, so the accumulators are registers. The tap loop
- * is not unrolled (see ukernel_avx512_template.h: unrolling spills with 24+ live
+ * is not unrolled (see gemm/ukernel_template.h: unrolling spills with 24+ live
  * accumulators). */
 static inline __attribute__((always_inline)) void
 tile_body(const int MR, const int NV, const float *restrict w, const float *restrict x,

@@ -9,9 +9,14 @@
  * so both tails keep relative accuracy. True divisions throughout.
  * Fast: exp with a degree-4 least-squares polynomial (max rel error 6.2e-6), tanh
  * with a 2-term odd polynomial below 0.4, divisions by rcp + one Newton step.
- * The measured bounds live in docs/kernels-eltwise-norm.md and the tests assert them. */
+ * The measured bounds live in docs/kernels-eltwise-norm.md and the tests assert them.
+ * The exp polynomials are vmath_exp_poly.h's, shared with vmath_avx512.h. */
 #ifndef NR_KERNELS_CPU_ELTWISE_VMATH_AVX2_H
 #define NR_KERNELS_CPU_ELTWISE_VMATH_AVX2_H
+
+#include "kernels/cpu/simd/simd_avx2.h"
+
+#include "kernels/cpu/eltwise/vmath_exp_poly.h"
 
 #include <immintrin.h>
 
@@ -40,25 +45,14 @@ static inline __m256 nr_v8_exp_reduce(__m256 x, __m256 *n) {
 
 static inline __m256 nr_v8_exp_acc(__m256 x) {
   __m256 n, r = nr_v8_exp_reduce(x, &n);
-  __m256 y = NR_V8(1.9875691500e-4f);
-  y = _mm256_fmadd_ps(y, r, NR_V8(1.3981999507e-3f));
-  y = _mm256_fmadd_ps(y, r, NR_V8(8.3334519073e-3f));
-  y = _mm256_fmadd_ps(y, r, NR_V8(4.1665795894e-2f));
-  y = _mm256_fmadd_ps(y, r, NR_V8(1.6666665459e-1f));
-  y = _mm256_fmadd_ps(y, r, NR_V8(5.0000001201e-1f));
-  y = _mm256_fmadd_ps(y, _mm256_mul_ps(r, r), _mm256_add_ps(r, NR_V8(1.0f)));
-  y = nr_v8_pow2_mul(y, n);
+  __m256 y = nr_v8_pow2_mul(nr_vf_exp_poly(r, 0), n);
   /* NaN in, NaN out (min/max above dropped it) */
   return _mm256_blendv_ps(y, x, _mm256_cmp_ps(x, x, _CMP_UNORD_Q));
 }
 
 static inline __m256 nr_v8_exp_fast(__m256 x) {
   __m256 n, r = nr_v8_exp_reduce(x, &n);
-  __m256 y = NR_V8(0.0409174029f);
-  y = _mm256_fmadd_ps(y, r, NR_V8(0.1675397596f));
-  y = _mm256_fmadd_ps(y, r, NR_V8(0.5000893097f));
-  y = _mm256_fmadd_ps(y, _mm256_mul_ps(r, r), _mm256_add_ps(r, NR_V8(1.0f)));
-  y = nr_v8_pow2_mul(y, n);
+  __m256 y = nr_v8_pow2_mul(nr_vf_exp_poly(r, 1), n);
   return _mm256_blendv_ps(y, x, _mm256_cmp_ps(x, x, _CMP_UNORD_Q));
 }
 

@@ -1,9 +1,17 @@
 /* vmath_avx512.h - 16-lane exp for the *__avx512.c kernels (included only by files
  * compiled with the AVX-512 flags): vmath_avx2.h's two exps, same reduction, same
  * polynomials, lane for lane the same results. The 2^n scale is one vscalefps, which
- * rounds once as the AVX2 version's two multiplies do (the first is exact). */
+ * rounds once as the AVX2 version's two multiplies do (the first is exact).
+ *
+ * Only the polynomials are shared with vmath_avx2.h (vmath_exp_poly.h, over the
+ * nr_vf_* helpers); the reduction (vrndscaleps) and the scale (vscalefps in place of
+ * vmath_avx2.h's two integer-built multiplies) are each ISA's own. */
 #ifndef NR_KERNELS_CPU_ELTWISE_VMATH_AVX512_H
 #define NR_KERNELS_CPU_ELTWISE_VMATH_AVX512_H
+
+#include "kernels/cpu/simd/simd_avx512.h"
+
+#include "kernels/cpu/eltwise/vmath_exp_poly.h"
 
 #include <immintrin.h>
 
@@ -15,22 +23,9 @@
 static inline __m512 nr_v16_exp_core(__m512 x, int fast) {
   __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(x, NR_V16(1.44269504088896341f)),
                                   _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-  __m512 r = _mm512_fnmadd_ps(n, NR_V16(0.693359375f), x), y;
+  __m512 r = _mm512_fnmadd_ps(n, NR_V16(0.693359375f), x);
   r = _mm512_fnmadd_ps(n, NR_V16(-2.12194440e-4f), r);
-  if (fast) {
-    y = NR_V16(0.0409174029f);
-    y = _mm512_fmadd_ps(y, r, NR_V16(0.1675397596f));
-    y = _mm512_fmadd_ps(y, r, NR_V16(0.5000893097f));
-  } else {
-    y = NR_V16(1.9875691500e-4f);
-    y = _mm512_fmadd_ps(y, r, NR_V16(1.3981999507e-3f));
-    y = _mm512_fmadd_ps(y, r, NR_V16(8.3334519073e-3f));
-    y = _mm512_fmadd_ps(y, r, NR_V16(4.1665795894e-2f));
-    y = _mm512_fmadd_ps(y, r, NR_V16(1.6666665459e-1f));
-    y = _mm512_fmadd_ps(y, r, NR_V16(5.0000001201e-1f));
-  }
-  y = _mm512_fmadd_ps(y, _mm512_mul_ps(r, r), _mm512_add_ps(r, NR_V16(1.0f)));
-  return _mm512_scalef_ps(y, n);
+  return _mm512_scalef_ps(nr_vf_exp_poly(r, fast), n);
 }
 
 static inline __m512 nr_v16_exp(__m512 x, int fast) {

@@ -2,7 +2,9 @@
  * masked tails): vcvtps2ph / vcvtph2ps for fp16, integer round-to-nearest-even on the
  * upper half for bf16 with NaN lanes taken aside. Bit-identical to the scalar
  * definitions in lpgemm.h (test_lowp.c). Only called where nr_cpu_isa() has
- * NR_ISA_AVX512. */
+ * NR_ISA_AVX512. Kept apart from lp_convert__avx2.c rather than one body over the
+ * nr_vf_* helpers: the work is integer (rounding on the bits, vpmovdw where AVX2
+ * packs and extracts) and the tails are k-masked here, scalar there. */
 #include "kernels/cpu/lpgemm/lpgemm_impl.h"
 
 #include <immintrin.h>

@@ -17,7 +17,10 @@
  * The NaN rule and the tie rule are pool__avx2.c's: a reduction starts from the
  * neutral value through the same vmaxps, so a NaN tap never enters it; outputs that
  * come out -inf are recomputed by the reference's rule; rows are reduced in window
- * order, then columns, as the AVX2 kernel does, so both give the same bits. */
+ * order, then columns, as the AVX2 kernel does, so both give the same bits.
+ *
+ * Written twice, not once over the nr_vf_* helpers: see the end of pool__avx2.c's
+ * opening comment (the shared version measured slower on AVX2). */
 #include "kernels/cpu/norm/norm.h"
 #include "kernels/cpu/norm/pool_util.h"
 

@@ -1,7 +1,11 @@
 /* quantize__avx512.c - nr_quantize_u8 with 64 floats per iteration (compiled for
  * AVX-512 F/BW; called only when nr_cpu_isa() has NR_ISA_AVX512). Clamping in float
  * before the conversion keeps values past the int32 range (and NaN, as 0) right; the
- * conversion rounds half to even (MXCSR default), as the portable loop does. */
+ * conversion rounds half to even (MXCSR default), as the portable loop does.
+ *
+ * Kept apart from quantize__avx2.c: beyond the 64-float loop (AVX2's at twice the
+ * width, but with another lane permutation) it has a 16-float and a byte-masked tail
+ * (vpmovusdb) where AVX2 hands the tail to the portable loop. */
 #include "kernels/cpu/onednn_q/onednn_q.h"
 
 #include <immintrin.h>

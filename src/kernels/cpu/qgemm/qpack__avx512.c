@@ -8,7 +8,11 @@
  * rounding commute; vmaxps returns its second operand on NaN, which becomes 0 as in
  * the scalar definition), converts with round-to-nearest-even (the MXCSR default,
  * like nearbyintf) and adds the zero point as an integer. A k group of 4 rows becomes
- * 16 words per step with two saturating packs to bytes and one in-lane byte shuffle. */
+ * 16 words per step with two saturating packs to bytes and one in-lane byte shuffle.
+ *
+ * Kept apart from qpack__avx2.c: the block tails are byte-masked loads and stores
+ * here and a zero-padded copy there (AVX2 has no byte masks), and the integer
+ * packs are not covered by the float nr_vf_* helpers. */
 #include "kernels/cpu/qgemm/qgemm_impl.h"
 
 #include <immintrin.h>
