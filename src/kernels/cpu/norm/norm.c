@@ -142,6 +142,13 @@ void nr_f32_affine_row__portable(const float *x, float *y, int64_t n, float m, f
     y[i] = fmaf(x[i] - m, a, b);
 }
 
+void nr_f32_affine_rows__portable(const float *x, float *y, int64_t rows, int64_t c,
+                                  const float *m, const float *a, const float *b) {
+  for (int64_t r = 0; r < rows; r++)
+    for (int64_t j = 0; j < c; j++)
+      y[r * c + j] = fmaf(x[r * c + j] - m[j], a[j], b[j]);
+}
+
 void nr_f32_groupnorm_rows__portable(const nr_groupnorm_cfg *c, const float *x,
                                      const float *scale, const float *bias, float *y,
                                      int64_t r0, int64_t rows) {

@@ -58,6 +58,13 @@ void nr_f32_affine_row__portable(const float *x, float *y, int64_t n, float m, f
                                  float b);
 void nr_f32_affine_row__avx2(const float *x, float *y, int64_t n, float m, float a, float b);
 
+/* The same over `rows` channels-last rows of c floats, channel j with m[j], a[j],
+ * b[j] (BatchNormalization in NHWC). */
+void nr_f32_affine_rows__portable(const float *x, float *y, int64_t rows, int64_t c,
+                                  const float *m, const float *a, const float *b);
+void nr_f32_affine_rows__avx2(const float *x, float *y, int64_t rows, int64_t c,
+                              const float *m, const float *a, const float *b);
+
 /* GroupNormalization (InstanceNormalization: groups = C, per channel) of an N x C x S
  * tensor seen as N * groups rows of cpg * s floats: each row's mean and variance (in
  * double; sequential unless reassoc, as the layernorm kernels), then each of its cpg

@@ -233,6 +233,15 @@ void nr_f32_affine_row__avx2(const float *x, float *y, int64_t n, float m, float
     store_n(y, i, n, _mm256_fmadd_ps(_mm256_sub_ps(load_fill(x, i, n, 0.0f), vm), va, vb));
 }
 
+void nr_f32_affine_rows__avx2(const float *x, float *y, int64_t rows, int64_t c,
+                              const float *m, const float *a, const float *b) {
+  for (int64_t r = 0; r < rows; r++, x += c, y += c)
+    for (int64_t j = 0; j < c; j += 8) {
+      __m256 v = _mm256_sub_ps(load_fill(x, j, c, 0.0f), load_fill(m, j, c, 0.0f));
+      store_n(y, j, c, _mm256_fmadd_ps(v, load_fill(a, j, c, 0.0f), load_fill(b, j, c, 0.0f)));
+    }
+}
+
 void nr_f32_groupnorm_rows__avx2(const nr_groupnorm_cfg *c, const float *x,
                                  const float *scale, const float *bias, float *y,
                                  int64_t r0, int64_t rows) {

@@ -1,7 +1,8 @@
 /* tactics_norm.c - the normalization family's tactics (Softmax, LogSoftmax,
- * LayerNormalization over trailing axes, inference BatchNormalization, Instance- and
- * GroupNormalization, GlobalAveragePool, ReduceMean over trailing axes, 2-D MaxPool
- * and AveragePool, all float32 PLAIN) and its knobs (softmax.algo,
+ * LayerNormalization over trailing axes, inference BatchNormalization (also NHWC),
+ * Instance- and GroupNormalization, GlobalAveragePool, ReduceMean over trailing axes,
+ * 2-D MaxPool and AveragePool, all float32 PLAIN unless named) and its knobs
+ * (softmax.algo,
  * layernorm.algo, pool.tactic, reduce.reassoc; the prepares also honour
  * eltwise.threads).
  *
@@ -409,6 +410,72 @@ static nr_status bn_run(const nr_exec_args *a) {
   return NR_OK;
 }
 
+/* The NHWC rows (nr_f32_batchnorm_nhwc__*): a rank-4 BatchNormalization the layout
+ * pass hands over in NHWC (after an NHWC conv, conv.layout=nhwc), so a chain of NHWC
+ * convs with a BatchNormalization between them needs no reorders around it. Its
+ * priority is above the PLAIN rows'; a PLAIN network never sees it. */
+static bool bn_nhwc_supports(const nr_tactic_ctx *c) {
+  const nr_slot *x = nr_step_in(c, 0), *y = nr_step_out(c, 0);
+  const nr_node *n = c->node;
+  if (!n || c->step->n_in != 5 || !is_f32(x) || !is_f32(y) || x->rank != 4 ||
+      !plain_same(x, y) || (n->opset >= 14 && nr_attr_int(n, "training_mode", 0)) ||
+      (n->opset < 9 && nr_attr_int(n, "spatial", 1) == 0) ||
+      !nr_step_input_arrives(c, 0, NR_LAYOUT_NHWC))
+    return false;
+  for (int o = 1; o < c->step->n_out; o++)
+    if (nr_step_out(c, o))
+      return false;
+  for (int i = 1; i < 5; i++)
+    if (!count_param(nr_step_in(c, i), x->dims[1]))
+      return false;
+  return true;
+}
+
+/* m, a and b of every channel in scratch (3 C floats), computed on every run since
+ * the parameters need not be constants. */
+static nr_status bn_nhwc_prepare(const nr_tactic_ctx *c, nr_plan *plan, nr_step *step) {
+  step->scratch = 3 * (uint64_t)nr_step_in(c, 0)->dims[1] * sizeof(float);
+  return bn_prepare(c, plan, step);
+}
+
+typedef struct bn_nhwc_job {
+  bool avx2;
+  const float *x, *m, *a, *b;
+  float *y;
+  int64_t c;
+} bn_nhwc_job;
+
+static void bn_nhwc_task(void *arg, int64_t begin, int64_t end, int thread) {
+  const bn_nhwc_job *j = arg;
+  const float *x = j->x + begin * j->c;
+  float *y = j->y + begin * j->c;
+  if (j->avx2)
+    nr_f32_affine_rows__avx2(x, y, end - begin, j->c, j->m, j->a, j->b);
+  else
+    nr_f32_affine_rows__portable(x, y, end - begin, j->c, j->m, j->a, j->b);
+}
+
+static nr_status bn_nhwc_run(const nr_exec_args *a) {
+  const nr_slot *x = a->in_slot[0];
+  if (x->layout != NR_LAYOUT_NHWC || a->out_slot[0]->layout != NR_LAYOUT_NHWC)
+    return nr_errorf(a->err, NR_ERR_INTERNAL, "%s: '%s' (%s) must arrive and leave in NHWC",
+                     a->step->tactic->id, x->name, nr_layout_name(x->layout));
+  float eps;
+  memcpy(&eps, a->step->params, sizeof eps);
+  int64_t ch = x->dims[1];
+  float *coef = a->scratch;
+  const float *scale = a->in[1], *bias = a->in[2], *mean = a->in[3], *var = a->in[4];
+  for (int64_t k = 0; k < ch; k++) {
+    coef[k] = mean[k];
+    coef[ch + k] = (float)(scale[k] / sqrt((double)var[k] + eps));
+    coef[2 * ch + k] = bias[k];
+  }
+  bn_nhwc_job j = {.avx2 = is_avx2(a), .x = a->in[0], .m = coef, .a = coef + ch,
+                   .b = coef + 2 * ch, .y = a->out[0], .c = ch};
+  run_rows(a, x->dims[0] * x->dims[2] * x->dims[3], ch, bn_nhwc_task, &j);
+  return NR_OK;
+}
+
 /* Groups and whether scale/bias are per channel: InstanceNormalization is C groups
  * per channel; GroupNormalization scales per group at opset 18, per channel from 21.
  * 0 groups when the node is not one these kernels run. */
@@ -574,6 +641,10 @@ const nr_tactic nr_tactics_cpu_norm[] = {
     ROWS("gavgpool", "GlobalAveragePool", gap_supports, gap_prepare, gap_run)
     ROWS("reduce_mean_tail", "ReduceMean", rmean_supports, rmean_prepare, rmean_run)
     ROWS("batchnorm", "BatchNormalization", bn_supports, bn_prepare, bn_run)
+    {"nr_f32_batchnorm_nhwc__avx2", "", "BatchNormalization", "nnroute", "vector",
+     NR_LAYOUT_NHWC, NR_ISA_AVX2, 22, bn_nhwc_supports, bn_nhwc_prepare, bn_nhwc_run},
+    {"nr_f32_batchnorm_nhwc__portable", "", "BatchNormalization", "nnroute", "vector",
+     NR_LAYOUT_NHWC, 0, 12, bn_nhwc_supports, bn_nhwc_prepare, bn_nhwc_run},
     ROWS("instancenorm", "InstanceNormalization", gn_supports, gn_prepare, gn_run)
     ROWS("groupnorm", "GroupNormalization", gn_supports, gn_prepare, gn_run)
     {"nr_f32_maxpool2d__avx512", "", "MaxPool", "nnroute", "vector", NR_LAYOUT_PLAIN,
