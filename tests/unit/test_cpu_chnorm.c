@@ -6,11 +6,11 @@
  * reduce.reassoc; plus the nodes they leave to the reference (training mode, groups
  * that do not divide C). Uses the one-step plan harness of cpuop.h and seeded data
  * (rng.h). */
-#include "plan/tactic.h"
 #include "cpuop.h"
+#include "plan/tactic.h"
 #include "rng.h"
-#include "util/threadpool.h"
 #include "unit.h"
+#include "util/threadpool.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -20,8 +20,8 @@ static const char *const ISAS[] = {"__avx2", "__portable"};
 
 /* Runs nr_f32_<stem><isa> on the node for both ISAs and compares output 0 with the
  * reference; expect: whether the tactic must take the node. */
-static void check(nr_test_state *t, const char *op, const char *stem, int opset, int n_attrs,
-                  const nr_attr *attrs, int n_in, const nr_value *const *ins,
+static void check(nr_test_state *t, const char *op, const char *stem, int opset,
+                  int n_attrs, const nr_attr *attrs, int n_in, const nr_value *const *ins,
                   const bool *consts, const nr_value *out, const char *route, double tol,
                   bool expect, nr_threadpool *pool, const char *what) {
   for (int k = 0; k < 2; k++) {
@@ -61,9 +61,9 @@ typedef struct shape_case {
 } shape_case;
 
 static const shape_case SHAPES[] = {
-    {2, {3, 17}},          {3, {1, 5, 1}},        {3, {2, 6, 7}},
-    {3, {1, 16, 33}},      {4, {1, 8, 8, 8}},     {4, {2, 12, 5, 9}},
-    {4, {1, 4, 31, 31}},   {5, {2, 6, 3, 4, 5}},  {4, {1, 64, 64, 64}},
+    {2, {3, 17}},        {3, {1, 5, 1}},       {3, {2, 6, 7}},
+    {3, {1, 16, 33}},    {4, {1, 8, 8, 8}},    {4, {2, 12, 5, 9}},
+    {4, {1, 4, 31, 31}}, {5, {2, 6, 3, 4, 5}}, {4, {1, 64, 64, 64}},
 };
 static const float EPS[] = {1e-5f, 1e-3f, 0.1f};
 
@@ -79,7 +79,8 @@ NR_TEST(cpu_chnorm_batchnorm) {
     p[2] = nr_rng_floats(&r, c, -2, 2);
     p[3] = nr_rng_floats(&r, c, 0, 3);
     p[3][0] = 0; /* a zero variance: eps alone */
-    nr_value xi = cpuop_fval(sc->rank, sc->dims, x), y = cpuop_fval(sc->rank, sc->dims, NULL);
+    nr_value xi = cpuop_fval(sc->rank, sc->dims, x),
+             y = cpuop_fval(sc->rank, sc->dims, NULL);
     nr_value pv[4];
     for (int i = 0; i < 4; i++)
       pv[i] = cpuop_fval(1, &c, p[i]);
@@ -91,12 +92,12 @@ NR_TEST(cpu_chnorm_batchnorm) {
       nr_attr at[] = {{.name = "epsilon", .type = NR_ATTR_FLOAT, .f = EPS[e]}};
       check(t, "BatchNormalization", "batchnorm", 15, 1, at, 5, ins, consts, &y, "", 2e-5,
             true, pool, what);
-      check(t, "BatchNormalization", "batchnorm", 9, 1, at, 5, ins, vars, &y, "", 2e-5, true,
-            pool, what);
+      check(t, "BatchNormalization", "batchnorm", 9, 1, at, 5, ins, vars, &y, "", 2e-5,
+            true, pool, what);
     }
     nr_attr train[] = {{.name = "training_mode", .type = NR_ATTR_INT, .i = 1}};
-    check(t, "BatchNormalization", "batchnorm", 15, 1, train, 5, ins, consts, &y, "", 2e-5,
-          false, pool, "BatchNormalization training_mode=1");
+    check(t, "BatchNormalization", "batchnorm", 15, 1, train, 5, ins, consts, &y, "",
+          2e-5, false, pool, "BatchNormalization training_mode=1");
     free(x);
     for (int i = 0; i < 4; i++)
       free(p[i]);
@@ -117,7 +118,8 @@ static void gn_case(nr_test_state *t, nr_threadpool *pool, const char *op, int o
         *bias = nr_rng_floats(&r, pc, -1, 1);
   for (int64_t i = 0; i < n && i < 40; i++)
     x[i] = 2.5f; /* a nearly constant first plane */
-  nr_value xi = cpuop_fval(sc->rank, sc->dims, x), y = cpuop_fval(sc->rank, sc->dims, NULL);
+  nr_value xi = cpuop_fval(sc->rank, sc->dims, x),
+           y = cpuop_fval(sc->rank, sc->dims, NULL);
   nr_value si = cpuop_fval(1, &pc, scale), bi = cpuop_fval(1, &pc, bias);
   const nr_value *ins[] = {&xi, &si, &bi};
   bool consts[3] = {false, true, true};
@@ -128,7 +130,8 @@ static void gn_case(nr_test_state *t, nr_threadpool *pool, const char *op, int o
   for (int k = 0; k < 2; k++) {
     char what[128];
     snprintf(what, sizeof what, "%s-%d rank %d C %lld groups %lld eps %g seed %llu", op,
-             opset, sc->rank, (long long)c, (long long)groups, eps, (unsigned long long)seed);
+             opset, sc->rank, (long long)c, (long long)groups, eps,
+             (unsigned long long)seed);
     check(t, op, stem, opset, n_at, at, 3, ins, consts, &y, ROUTES[k], k ? 2e-5 : 1e-5,
           expect, pool, what);
   }
@@ -148,8 +151,11 @@ NR_TEST(cpu_chnorm_instancenorm) {
 
 NR_TEST(cpu_chnorm_groupnorm) {
   nr_threadpool *pool = nr_threadpool_create(2);
-  static const shape_case G[] = {{3, {2, 12, 7}}, {4, {1, 32, 9, 9}}, {4, {2, 6, 5, 3}},
-                                 {5, {1, 8, 3, 3, 3}}, {4, {1, 64, 32, 32}}};
+  static const shape_case G[] = {{3, {2, 12, 7}},
+                                 {4, {1, 32, 9, 9}},
+                                 {4, {2, 6, 5, 3}},
+                                 {5, {1, 8, 3, 3, 3}},
+                                 {4, {1, 64, 32, 32}}};
   for (size_t s = 0; s < sizeof G / sizeof G[0]; s++)
     for (int g = 0; g < 4; g++)
       for (int opset = 18; opset <= 21; opset += 3) {

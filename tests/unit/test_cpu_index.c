@@ -6,12 +6,12 @@
  * negative ones, scalar and 2-D index tensors, float32 and int64 data, and an index
  * out of range (the step fails); Expand with broadcasts on every kind of dim. Uses the
  * one-step plan harness of cpuop.h with seeded data (rng.h). */
-#include "plan/tactic.h"
 #include "cpuop.h"
 #include "op_test.h"
+#include "plan/tactic.h"
 #include "rng.h"
-#include "util/threadpool.h"
 #include "unit.h"
+#include "util/threadpool.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -42,10 +42,10 @@ static void *data_of(nr_dtype dt, int64_t n, uint64_t seed) {
 
 /* Runs tactic id on the node and compares output 0 with the reference byte for byte;
  * expect: whether id must take the node. */
-static void check(nr_test_state *t, const char *id, const char *op, int opset, int n_attrs,
-                  const nr_attr *attrs, int n_in, const nr_value *const *ins,
-                  const bool *consts, const nr_value *out, bool expect, nr_threadpool *pool,
-                  const char *what) {
+static void check(nr_test_state *t, const char *id, const char *op, int opset,
+                  int n_attrs, const nr_attr *attrs, int n_in, const nr_value *const *ins,
+                  const bool *consts, const nr_value *out, bool expect,
+                  nr_threadpool *pool, const char *what) {
   cpuop *o = cpuop_new();
   REQUIRE(!cpuop_init(o, op, opset, n_attrs, attrs, n_in, ins, consts, 1, out, ""), "%s",
           what);
@@ -74,12 +74,12 @@ static const pad_case PADS[] = {
     {1, {9}, {2, 3}},
     {2, {4, 7}, {1, 0, 2, 5}},
     {3, {2, 5, 6}, {0, 1, 1, 0, 2, 1}},
-    {4, {1, 3, 8, 9}, {0, 0, 1, 2, 0, 0, 1, 2}},       /* the usual spatial pad */
-    {4, {2, 3, 6, 7}, {0, 0, -1, 2, 0, 1, 3, -2}},     /* crop and pad */
-    {4, {1, 2, 3, 4}, {0, 0, 5, 6, 0, 0, 4, 7}},       /* wider than the axis */
+    {4, {1, 3, 8, 9}, {0, 0, 1, 2, 0, 0, 1, 2}},   /* the usual spatial pad */
+    {4, {2, 3, 6, 7}, {0, 0, -1, 2, 0, 1, 3, -2}}, /* crop and pad */
+    {4, {1, 2, 3, 4}, {0, 0, 5, 6, 0, 0, 4, 7}},   /* wider than the axis */
     {5, {1, 2, 3, 4, 5}, {0, 1, 1, 0, 2, 0, 1, 0, 2, 1}},
-    {4, {1, 4, 33, 35}, {0, 0, 3, 3, 0, 0, 3, 3}},     /* big enough for threads */
-    {3, {2, 3, 4}, {0, 0, 0, 0, 0, 0}},                /* nothing to pad */
+    {4, {1, 4, 33, 35}, {0, 0, 3, 3, 0, 0, 3, 3}}, /* big enough for threads */
+    {3, {2, 3, 4}, {0, 0, 0, 0, 0, 0}},            /* nothing to pad */
 };
 static const char *const MODES[] = {"constant", "reflect", "edge", "wrap"};
 
@@ -97,14 +97,15 @@ static void pad_one(nr_test_state *t, nr_threadpool *pool, const pad_case *pc, i
   const nr_value *ins[3] = {&xi, &pads, &cvi};
   bool consts[3] = {false, true, true};
   char what[96];
-  snprintf(what, sizeof what, "Pad rank %d mode %s dtype %d seed %llu", r, MODES[mode], dt,
-           (unsigned long long)seed);
+  snprintf(what, sizeof what, "Pad rank %d mode %s dtype %d seed %llu", r, MODES[mode],
+           dt, (unsigned long long)seed);
   check(t, "nr_copy_pad", "Pad", 13, 1, &at, 3, ins, consts, &y, true, pool, what);
   check(t, "nr_copy_pad", "Pad", 13, 1, &at, 2, ins, consts, &y, true, pool, what);
   bool var_pads[3] = {false, false, true}; /* pads not constant: the reference */
   check(t, "nr_copy_pad", "Pad", 13, 1, &at, 2, ins, var_pads, &y, false, pool, what);
   if (dt == NR_DTYPE_FLOAT) { /* opset 2: pads and value as attributes */
-    nr_attr at2[3] = {at, attr_ints("pads", (size_t)(2 * r), pc->pads), attr_f("value", 1.5f)};
+    nr_attr at2[3] = {at, attr_ints("pads", (size_t)(2 * r), pc->pads),
+                      attr_f("value", 1.5f)};
     check(t, "nr_copy_pad", "Pad", 2, 3, at2, 1, ins, consts, &y, true, pool, what);
   }
   free(x);
@@ -123,8 +124,10 @@ NR_TEST(cpu_index_pad) {
   int64_t xd[3] = {2, 5, 6}, yd[3] = {2, 8, 7}, pv[4] = {1, 2, 0, 1}, av[2] = {-1, 1};
   int64_t pn[1] = {4}, an[1] = {2};
   void *x = data_of(NR_DTYPE_FLOAT, 60, 7);
-  nr_value xi = make_value(NR_DTYPE_FLOAT, 3, xd, x), y = make_value(NR_DTYPE_FLOAT, 3, yd, NULL);
-  nr_value pads = make_value(NR_DTYPE_INT64, 1, pn, pv), axes = make_value(NR_DTYPE_INT64, 1, an, av);
+  nr_value xi = make_value(NR_DTYPE_FLOAT, 3, xd, x),
+           y = make_value(NR_DTYPE_FLOAT, 3, yd, NULL);
+  nr_value pads = make_value(NR_DTYPE_INT64, 1, pn, pv),
+           axes = make_value(NR_DTYPE_INT64, 1, an, av);
   const nr_value *ins[4] = {&xi, &pads, NULL, &axes};
   bool consts[4] = {false, true, true, true};
   for (int m = 0; m < 4; m++) {
@@ -133,7 +136,8 @@ NR_TEST(cpu_index_pad) {
   }
   /* reflect with nothing left to copy from: the reference reports it */
   int64_t cd[2] = {3, 2}, cyd[2] = {3, 1}, cp[4] = {0, 1, 0, -2};
-  nr_value ci = make_value(NR_DTYPE_FLOAT, 2, cd, x), cy = make_value(NR_DTYPE_FLOAT, 2, cyd, NULL);
+  nr_value ci = make_value(NR_DTYPE_FLOAT, 2, cd, x),
+           cy = make_value(NR_DTYPE_FLOAT, 2, cyd, NULL);
   nr_value cpads = make_value(NR_DTYPE_INT64, 1, pn, cp);
   const nr_value *cins[2] = {&ci, &cpads};
   nr_attr refl = attr_s("mode", "reflect");
@@ -152,9 +156,9 @@ typedef struct gather_case {
 } gather_case;
 
 static const gather_case GATHERS[] = {
-    {2, {50, 16}, 0, 1, {7}},      /* an embedding lookup */
-    {2, {50, 16}, 0, 2, {2, 9}},   /* a batch of token ids */
-    {2, {30, 33}, 0, 0, {0}},      /* one row: a scalar index */
+    {2, {50, 16}, 0, 1, {7}},    /* an embedding lookup */
+    {2, {50, 16}, 0, 2, {2, 9}}, /* a batch of token ids */
+    {2, {30, 33}, 0, 0, {0}},    /* one row: a scalar index */
     {3, {4, 6, 5}, 1, 1, {3}},
     {3, {4, 6, 5}, -1, 2, {2, 2}},
     {4, {2, 3, 4, 5}, 2, 0, {0}},
@@ -187,8 +191,8 @@ static void gather_one(nr_test_state *t, nr_threadpool *pool, const gather_case 
   const nr_value *ins[2] = {&xi, &ii};
   bool consts[2] = {true, false};
   char what[96];
-  snprintf(what, sizeof what, "Gather rank %d axis %d dtype %d idx %d seed %llu", gc->rank,
-           gc->axis, dt, it, (unsigned long long)seed);
+  snprintf(what, sizeof what, "Gather rank %d axis %d dtype %d idx %d seed %llu",
+           gc->rank, gc->axis, dt, it, (unsigned long long)seed);
   check(t, "nr_copy_gather", "Gather", 13, 1, &at, 2, ins, consts, &y, true, pool, what);
   check(t, "nr_copy_gather", "Gather", 13, 1, &at, 2, ins, NULL, &y, true, pool, what);
   free(x);
@@ -205,7 +209,8 @@ NR_TEST(cpu_index_gather) {
   /* an index out of range fails the step instead of reading outside the table */
   int64_t xd[2] = {5, 3}, id[1] = {2}, yd[2] = {2, 3}, bad[2] = {1, 5};
   void *x = data_of(NR_DTYPE_FLOAT, 15, 9);
-  nr_value xi = make_value(NR_DTYPE_FLOAT, 2, xd, x), ii = make_value(NR_DTYPE_INT64, 1, id, bad);
+  nr_value xi = make_value(NR_DTYPE_FLOAT, 2, xd, x),
+           ii = make_value(NR_DTYPE_INT64, 1, id, bad);
   nr_value y = make_value(NR_DTYPE_FLOAT, 2, yd, NULL);
   const nr_value *ins[2] = {&xi, &ii};
   cpuop *o = cpuop_new();
@@ -248,7 +253,8 @@ NR_TEST(cpu_index_expand) {
       bool consts[2] = {false, true};
       char what[64];
       snprintf(what, sizeof what, "Expand case %zu dtype %d", c, dt);
-      check(t, "nr_copy_expand", "Expand", 13, 0, NULL, 2, ins, consts, &y, true, pool, what);
+      check(t, "nr_copy_expand", "Expand", 13, 0, NULL, 2, ins, consts, &y, true, pool,
+            what);
       free(x);
     }
   nr_threadpool_destroy(pool);

@@ -70,13 +70,15 @@ static int pad_mode(const nr_node *n) {
 static bool const_ints(const nr_tactic_ctx *c, int i, int64_t *out, int max, int *n) {
   const nr_slot *s = nr_step_in(c, i);
   const void *d = nr_step_const(c, i);
-  if (!s || !d || s->rank > 1 || (s->dtype != NR_DTYPE_INT64 && s->dtype != NR_DTYPE_INT32))
+  if (!s || !d || s->rank > 1 ||
+      (s->dtype != NR_DTYPE_INT64 && s->dtype != NR_DTYPE_INT32))
     return false;
   int64_t cnt = s->rank == 1 ? s->dims[0] : 1;
   if (cnt > max)
     return false;
   for (int64_t k = 0; k < cnt; k++)
-    out[k] = s->dtype == NR_DTYPE_INT64 ? ((const int64_t *)d)[k] : ((const int32_t *)d)[k];
+    out[k] = s->dtype == NR_DTYPE_INT64 ? ((const int64_t *)d)[k]
+                                        : ((const int32_t *)d)[k];
   *n = (int)cnt;
   return true;
 }
@@ -148,8 +150,8 @@ static bool pad_resolve(const nr_tactic_ctx *c, pad_rec *p) {
   for (int d = 0; d < x->rank; d++) {
     int64_t b = p->begin[d], e = p->end[d];
     int64_t kept = x->dims[d] - (b < 0 ? -b : 0) - (e < 0 ? -e : 0);
-    if (y->dims[d] != x->dims[d] + b + e || (p->mode != PAD_CONSTANT && kept <= 0 &&
-                                             (b > 0 || e > 0)))
+    if (y->dims[d] != x->dims[d] + b + e ||
+        (p->mode != PAD_CONSTANT && kept <= 0 && (b > 0 || e > 0)))
       return false; /* the reference reports what is wrong */
   }
   return true;
@@ -211,12 +213,13 @@ static void fill_elems(char *dst, const uint8_t *fill, size_t es, int64_t n) {
 }
 
 /* Output elements [o0, o1) of a row whose source row starts at src. */
-static void pad_ends(const pad_job *j, char *row, const char *src, int64_t o0, int64_t o1) {
+static void pad_ends(const pad_job *j, char *row, const char *src, int64_t o0,
+                     int64_t o1) {
   int last = j->rank - 1;
   for (int64_t o = o0; o < o1; o++) {
     int64_t s = pad_source(j->p->mode, o, j->xd[last], j->p->begin[last], j->p->end[last]);
-    memcpy(row + (size_t)o * j->es, s < 0 ? (const void *)j->p->fill : src + (size_t)s * j->es,
-           j->es);
+    memcpy(row + (size_t)o * j->es,
+           s < 0 ? (const void *)j->p->fill : src + (size_t)s * j->es, j->es);
   }
 }
 
@@ -241,7 +244,8 @@ static void pad_row(const pad_job *j, const int64_t *idx, char *row) {
     return;
   }
   pad_ends(j, row, src, 0, m0);
-  memcpy(row + (size_t)m0 * j->es, src + (size_t)(m0 - b) * j->es, (size_t)(m1 - m0) * j->es);
+  memcpy(row + (size_t)m0 * j->es, src + (size_t)(m0 - b) * j->es,
+         (size_t)(m1 - m0) * j->es);
   pad_ends(j, row, src, m1, w);
 }
 
@@ -266,8 +270,12 @@ static nr_status pad_run(const nr_exec_args *a) {
   const pad_rec *p = a->packed;
   if (!p || a->step->packed_size != sizeof *p || p->rank != x->rank || p->mode < 0 ||
       p->mode > PAD_WRAP)
-    return nr_errorf(a->err, NR_ERR_INTERNAL, "%s: bad packed record", a->step->tactic->id);
-  pad_job j = {.p = p, .x = a->in[0], .y = a->out[0], .es = nr_dtype_size(x->dtype),
+    return nr_errorf(a->err, NR_ERR_INTERNAL, "%s: bad packed record",
+                     a->step->tactic->id);
+  pad_job j = {.p = p,
+               .x = a->in[0],
+               .y = a->out[0],
+               .es = nr_dtype_size(x->dtype),
                .rank = x->rank};
   memcpy(j.xd, x->dims, sizeof j.xd);
   memcpy(j.yd, y->dims, sizeof j.yd);
@@ -357,16 +365,21 @@ static nr_status gather_run(const nr_exec_args *a) {
     inner *= x->dims[d];
   for (int d = 0; d < ind->rank; d++)
     n *= ind->dims[d];
-  gather_job j = {.x = a->in[0], .y = a->out[0], .ind = a->in[1],
-                  .i64 = ind->dtype == NR_DTYPE_INT64, .n = n, .dim = x->dims[axis],
+  gather_job j = {.x = a->in[0],
+                  .y = a->out[0],
+                  .ind = a->in[1],
+                  .i64 = ind->dtype == NR_DTYPE_INT64,
+                  .n = n,
+                  .dim = x->dims[axis],
                   .block = (size_t)inner * nr_dtype_size(x->dtype)};
   for (int64_t k = 0; k < n; k++) {
     int64_t i = index_at(&j, k);
     if (i < 0 || i >= j.dim)
-      return nr_errorf(a->err, NR_ERR_RUNTIME,
-                       "%s: index %lld at position %lld of '%s' is out of range [%lld, %lld)",
-                       a->step->tactic->id, (long long)(i < 0 ? i - j.dim : i), (long long)k,
-                       ind->name ? ind->name : "?", (long long)-j.dim, (long long)j.dim);
+      return nr_errorf(
+          a->err, NR_ERR_RUNTIME,
+          "%s: index %lld at position %lld of '%s' is out of range [%lld, %lld)",
+          a->step->tactic->id, (long long)(i < 0 ? i - j.dim : i), (long long)k,
+          ind->name ? ind->name : "?", (long long)-j.dim, (long long)j.dim);
   }
   if (outer * n > 0 && j.block > 0)
     run_rows(a, outer * n, (int64_t)j.block, gather_task, &j);
