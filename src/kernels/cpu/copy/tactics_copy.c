@@ -1,8 +1,8 @@
 /* tactics_copy.c - the data-movement tactics: Reshape, Flatten, Squeeze, Unsqueeze and
  * Identity (nr_copy_reshape), Concat (nr_copy_concat), Split (nr_copy_split), Slice
- * (nr_copy_slice with unit steps, nr_copy_slice_strided with others), Transpose
- * (nr_copy_transpose) and Expand (nr_copy_expand, a copy with stride 0 along the
- * broadcast dims), for any dtype the plan stores, PLAIN.
+ * with unit steps (nr_copy_slice), Transpose (nr_copy_transpose) and Expand
+ * (nr_copy_expand, a copy with stride 0 along the broadcast dims), for any dtype the
+ * plan stores, PLAIN.
  *
  * Key decision: every one of them is a strided copy, described once (cp_view: dims with
  * source and destination strides) and walked by one loop that first merges the dims
@@ -219,13 +219,10 @@ static bool expand_supports(const nr_tactic_ctx *c) {
 
 /* ---- Slice ------------------------------------------------------------------------- */
 
-/* Slice with constant arguments: where each axis starts and its step (the output's
- * dims give the counts). Before opset 10 the arguments are attributes. nr_copy_slice
- * takes the slices whose steps are all 1 (the memory pass reads their starts to make
- * contiguous ones views, src/passes/memory.c), nr_copy_slice_strided the others. */
+/* Slice with every step 1 and constant arguments: where each axis starts (the output's
+ * dims give the counts). Before opset 10 the arguments are attributes. */
 typedef struct slice_params {
   int32_t start[NR_MAX_RANK];
-  int32_t step[NR_MAX_RANK];
 } slice_params;
 
 _Static_assert(sizeof(slice_params) <= NR_TACTIC_PARAMS, "slice params too big");
@@ -271,28 +268,19 @@ static bool slice_resolve(const nr_tactic_ctx *c, slice_params *p) {
       ns < 0 || ne != ns || (na >= 0 && na != ns) || (nt >= 0 && nt != ns))
     return false;
   memset(p, 0, sizeof *p);
-  for (int d = 0; d < NR_MAX_RANK; d++)
-    p->step[d] = 1;
   memcpy(want, x->dims, sizeof want);
   for (int i = 0; i < ns; i++) {
     int64_t ax = na >= 0 ? axes[i] : i;
     ax += ax < 0 ? x->rank : 0;
-    int64_t step = nt >= 0 ? steps[i] : 1;
-    if (ax < 0 || ax >= x->rank || step == 0 || step > INT32_MAX || step < -INT32_MAX)
+    if (ax < 0 || ax >= x->rank || (nt >= 0 && steps[i] != 1))
       return false;
-    int64_t dim = x->dims[ax], s = starts[i] < 0 ? starts[i] + dim : starts[i];
-    int64_t e = ends[i] < 0 ? ends[i] + dim : ends[i];
-    if (step > 0) {
-      s = clamp(s, 0, dim), e = clamp(e, 0, dim);
-      want[ax] = e > s ? (e - s + step - 1) / step : 0;
-    } else { /* backwards from s down to e, exclusive */
-      s = clamp(s, 0, dim - 1), e = clamp(e, -1, dim - 1);
-      want[ax] = s > e ? (s - e - step - 1) / -step : 0;
-    }
-    if (s > INT32_MAX || s < 0)
+    int64_t dim = x->dims[ax];
+    int64_t s = clamp(starts[i] < 0 ? starts[i] + dim : starts[i], 0, dim);
+    int64_t e = clamp(ends[i] < 0 ? ends[i] + dim : ends[i], 0, dim);
+    if (s > INT32_MAX)
       return false;
     p->start[ax] = (int32_t)s;
-    p->step[ax] = (int32_t)step;
+    want[ax] = e > s ? e - s : 0;
   }
   for (int d = 0; d < x->rank; d++) /* the plan's output is what these arguments give */
     if (y->dims[d] != want[d])
@@ -300,21 +288,9 @@ static bool slice_resolve(const nr_tactic_ctx *c, slice_params *p) {
   return true;
 }
 
-static bool unit_steps(const slice_params *p) {
-  for (int d = 0; d < NR_MAX_RANK; d++)
-    if (p->step[d] != 1)
-      return false;
-  return true;
-}
-
 static bool slice_supports(const nr_tactic_ctx *c) {
   slice_params p;
-  return slice_resolve(c, &p) && unit_steps(&p);
-}
-
-static bool slice_strided_supports(const nr_tactic_ctx *c) {
-  slice_params p;
-  return slice_resolve(c, &p) && !unit_steps(&p);
+  return slice_resolve(c, &p);
 }
 
 static nr_status slice_prepare(const nr_tactic_ctx *c, nr_plan *plan, nr_step *step) {
@@ -390,7 +366,7 @@ static nr_status slice_run(const nr_exec_args *a) {
   strides_of(y, ys);
   cp_view v = {.rank = x->rank};
   for (int d = 0; d < x->rank; d++) {
-    v.dims[d] = y->dims[d], v.is[d] = xs[d] * p.step[d], v.os[d] = ys[d];
+    v.dims[d] = y->dims[d], v.is[d] = xs[d], v.os[d] = ys[d];
     off += (int64_t)p.start[d] * xs[d];
   }
   size_t es = nr_dtype_size(x->dtype);
@@ -447,7 +423,6 @@ const nr_tactic nr_tactics_cpu_copy[] = {
     COPY("nr_copy_concat", "Concat", concat_supports, none_prepare, concat_run)
     COPY("nr_copy_split", "Split", split_supports, none_prepare, split_run)
     COPY("nr_copy_slice", "Slice", slice_supports, slice_prepare, slice_run)
-    COPY("nr_copy_slice_strided", "Slice", slice_strided_supports, slice_prepare, slice_run)
     COPY("nr_copy_transpose", "Transpose", transpose_supports, none_prepare, transpose_run)
     COPY("nr_copy_expand", "Expand", expand_supports, none_prepare, expand_run)
     {0},
