@@ -13,13 +13,14 @@
  *     a Split piece; layout.propagate=off; a follower's supports() on such plans.
  *   split / concat steps run directly, with NHWC and PLAIN pieces, round trip.
  *   through the compiler: one graph with every NHWC tactic (MaxPool, Sigmoid, Split,
- *     Relu, Exp, Div, Concat, AveragePool, GlobalAveragePool, HardSigmoid, a
- *     squeeze-excitation Mul) between convs, built with conv.layout=nhwc: exactly two
- *     reorders (graph input and output), each NHWC row chosen, the result against the
- *     reference executor; with layout.propagate=off none of the rows is chosen and the
- *     result is the same; the default (PLAIN) route never picks them; and the same
- *     graph at precision int8 (oneDNN convs) keeps its chain with two reorders and
- *     agrees with the PLAIN-follower int8 build. */
+ *     Relu, Exp, Div, Concat, BatchNormalization, AveragePool, GlobalAveragePool,
+ *     HardSigmoid, a squeeze-excitation Mul) between convs, built with
+ *     conv.layout=nhwc: exactly two reorders (graph input and output), each NHWC row
+ *     chosen, the result against the reference executor; with layout.propagate=off
+ *     none of the rows is chosen and the result is the same; the default (PLAIN)
+ *     route never picks them; and the same graph at precision int8 (oneDNN convs)
+ *     keeps its chain with two reorders and agrees with the PLAIN-follower int8
+ *     build. */
 #include "compiler/compile.h"
 #include "engine/engine.h"
 #include "graph_build.h"
@@ -430,7 +431,8 @@ static int conv(gb *b, const char *name, int x, int64_t c, int64_t m, int64_t k)
 }
 
 /* x [2, 5, 13, 11] -> conv3x3 -> MaxPool 3x3/2 -> Sigmoid -> conv1x1 -> Split [9, 15]
- * -> (Relu | conv3x3 -> Exp) -> Div -> Concat(div, conv) -> AveragePool 3x2 (ceil,
+ * -> (Relu | conv3x3 -> Exp) -> Div -> Concat(div, conv) -> BatchNormalization (not
+ * after a conv: it stays a step) -> AveragePool 3x2 (ceil,
  * count_include_pad, asymmetric pads) -> GlobalAveragePool -> HardSigmoid ->
  * Mul(scale, pooled) -> conv1x1 -> y. */
 static int build_graph(gb *b) {
@@ -466,7 +468,13 @@ static int build_graph(gb *b) {
   nr_attr ap[5] = {attr_ints("kernel_shape", 2, k32), attr_ints("strides", 2, s21),
                    attr_ints("pads", 4, pa), attr_i("ceil_mode", 1),
                    attr_i("count_include_pad", 1)};
-  int avg = op1(b, "avgpool", "AveragePool", 1, &cat, 5, ap);
+  int bnp[4];
+  static const char *const bn_names[4] = {"bn_scale", "bn_b", "bn_mean", "bn_var"};
+  for (int i = 0; i < 4; i++)
+    bnp[i] = constant(b, bn_names[i], 1, (int64_t[]){18}, i == 3 ? 0.2f : -0.5f, 1.5f);
+  int bn = op1(b, "bn", "BatchNormalization", 5,
+               (int[]){cat, bnp[0], bnp[1], bnp[2], bnp[3]}, 0, NULL);
+  int avg = op1(b, "avgpool", "AveragePool", 1, &bn, 5, ap);
   int gap = op1(b, "gap", "GlobalAveragePool", 1, &avg, 0, NULL);
   int hs = op1(b, "hardsigmoid", "HardSigmoid", 1, &gap, 0, NULL);
   int mul = op1(b, "mul", "Mul", 2, (int[]){hs, avg}, 0, NULL);
@@ -560,8 +568,8 @@ NR_TEST(nhwc_chain_through_compiler) {
   int64_t yn = nr_value_count(&want), at;
   static const char *const rows[] = {"maxpool2d_nhwc", "vsigmoid_nhwc", "copy_split_nhwc",
                                      "vexp_nhwc", "vdiv_nhwc", "copy_concat_nhwc",
-                                     "avgpool2d_nhwc", "gavgpool_nhwc", "vhardsigmoid_nhwc",
-                                     "vmul_bcast_nhwc"};
+                                     "batchnorm_nhwc", "avgpool2d_nhwc", "gavgpool_nhwc",
+                                     "vhardsigmoid_nhwc", "vmul_bcast_nhwc"};
   static const char *const routes[3] = {
       "-conv.layout@*=nhwc -eltwise.fuse@*=off",
       "-conv.layout@*=nhwc -eltwise.fuse@*=off -pool.tactic@*=ref -eltwise.tactic@*=ref",

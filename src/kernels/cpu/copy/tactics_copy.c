@@ -1,6 +1,7 @@
 /* tactics_copy.c - the data-movement tactics: Reshape, Flatten, Squeeze, Unsqueeze and
  * Identity (nr_copy_reshape), Concat (nr_copy_concat), Split (nr_copy_split), Slice
- * with any constant steps (nr_copy_slice) and Transpose (nr_copy_transpose), for any dtype the
+ * with any constant steps (nr_copy_slice), Transpose (nr_copy_transpose) and Expand
+ * (nr_copy_expand, a copy with stride 0 along the broadcast dims), for any dtype the
  * plan stores, PLAIN.
  *
  * Key decision: every one of them is a strided copy, described once (cp_view: dims with
@@ -202,6 +203,20 @@ static bool transpose_supports(const nr_tactic_ctx *c) {
   return all_plain(c, 0, 0) && c->step->n_in == 1 && transpose_perm(c, perm);
 }
 
+/* Expand: input 0 broadcasts to the output (dims aligned on the right, each equal or
+ * 1); the shape input is whatever gave the output its dims. */
+static bool expand_supports(const nr_tactic_ctx *c) {
+  const nr_slot *x = nr_step_in(c, 0), *y = nr_step_out(c, 0);
+  if (!all_plain(c, 0, 0) || c->step->n_out != 1 || y->rank < x->rank)
+    return false;
+  for (int d = 0; d < x->rank; d++) {
+    int64_t xd = x->dims[d], yd = y->dims[y->rank - x->rank + d];
+    if (xd != yd && xd != 1)
+      return false;
+  }
+  return true;
+}
+
 /* ---- Slice ------------------------------------------------------------------------- */
 
 /* Slice with constant arguments, any steps (plan/slice.c reads them). */
@@ -311,6 +326,25 @@ static nr_status transpose_run(const nr_exec_args *a) {
   return NR_OK;
 }
 
+/* The output walked with stride 0 along the dims input 0 broadcasts. */
+static nr_status expand_run(const nr_exec_args *a) {
+  const nr_slot *x = a->in_slot[0], *y = a->out_slot[0];
+  int64_t xs[NR_MAX_RANK], ys[NR_MAX_RANK];
+  strides_of(x, xs);
+  strides_of(y, ys);
+  cp_view v = {.rank = y->rank};
+  for (int d = 0; d < y->rank; d++) {
+    int xd = d - (y->rank - x->rank);
+    v.dims[d] = y->dims[d], v.os[d] = ys[d];
+    v.is[d] = xd >= 0 && x->dims[xd] == y->dims[d] ? xs[xd] : 0;
+  }
+  if (y->rank == 0)
+    v = (cp_view){.rank = 1, .dims = {1}, .is = {1}, .os = {1}};
+  if (nr_slot_bytes(y, NR_LAYOUT_PLAIN))
+    cp_run(a, a->out[0], a->in[0], nr_dtype_size(x->dtype), v);
+  return NR_OK;
+}
+
 #define COPY(id, op, sup, prep, run)                                                   \
   {id, "", op, "nnroute", "copy", NR_LAYOUT_PLAIN, 0, 10, sup, prep, run},
 
@@ -324,5 +358,6 @@ const nr_tactic nr_tactics_cpu_copy[] = {
     COPY("nr_copy_split", "Split", split_supports, none_prepare, split_run)
     COPY("nr_copy_slice", "Slice", slice_supports, slice_prepare, slice_run)
     COPY("nr_copy_transpose", "Transpose", transpose_supports, none_prepare, transpose_run)
+    COPY("nr_copy_expand", "Expand", expand_supports, none_prepare, expand_run)
     {0},
 };

@@ -135,3 +135,41 @@ void nr_f32_sum_rows__portable(const float *x, int64_t n, int64_t rows, bool rea
       out[r0 + i] = nr_f32_sum__portable(x + (r0 + i) * n, n, true);
   }
 }
+
+void nr_f32_affine_row__portable(const float *x, float *y, int64_t n, float m, float a,
+                                 float b) {
+  for (int64_t i = 0; i < n; i++)
+    y[i] = fmaf(x[i] - m, a, b);
+}
+
+void nr_f32_affine_rows__portable(const float *x, float *y, int64_t rows, int64_t c,
+                                  const float *m, const float *a, const float *b) {
+  for (int64_t r = 0; r < rows; r++)
+    for (int64_t j = 0; j < c; j++)
+      y[r * c + j] = fmaf(x[r * c + j] - m[j], a[j], b[j]);
+}
+
+void nr_f32_groupnorm_rows__portable(const nr_groupnorm_cfg *c, const float *x,
+                                     const float *scale, const float *bias, float *y,
+                                     int64_t r0, int64_t rows) {
+  int64_t n = c->cpg * c->s;
+  nr_layernorm_cfg lc = {.reassoc = true};
+  for (int64_t b0 = r0; b0 < r0 + rows; b0 += NR_SEQ_ROWS) {
+    int k = r0 + rows - b0 < NR_SEQ_ROWS ? (int)(r0 + rows - b0) : NR_SEQ_ROWS;
+    double m[NR_SEQ_ROWS], v[NR_SEQ_ROWS];
+    if (c->reassoc)
+      for (int i = 0; i < k; i++)
+        moments_reassoc(&lc, x + (b0 + i) * n, n, &m[i], &v[i]);
+    else
+      nr_seq_moments(false, x + b0 * n, n, k, m, v);
+    for (int i = 0; i < k; i++) {
+      double inv = 1.0 / sqrt(v[i] + c->eps);
+      for (int64_t ch = 0; ch < c->cpg; ch++) {
+        float a, b;
+        int64_t off = (b0 + i) * n + ch * c->s;
+        nr_groupnorm_coef(c, scale, bias, b0 + i, ch, inv, &a, &b);
+        nr_f32_affine_row__portable(x + off, y + off, c->s, (float)m[i], a, b);
+      }
+    }
+  }
+}

@@ -51,6 +51,46 @@ void nr_f32_sum_rows__portable(const float *x, int64_t n, int64_t rows, bool rea
 void nr_f32_sum_rows__avx2(const float *x, int64_t n, int64_t rows, bool reassoc,
                            double *out);
 
+/* Per-channel normalization (tactics_chnorm.c): y = (x - m) * a + b over a plane of n
+ * floats, the whole of a BatchNormalization in inference and the last sweep of an
+ * Instance or Group normalization. x may equal y. */
+void nr_f32_affine_row__portable(const float *x, float *y, int64_t n, float m, float a,
+                                 float b);
+void nr_f32_affine_row__avx2(const float *x, float *y, int64_t n, float m, float a, float b);
+
+/* The same over `rows` channels-last rows of c floats, channel j with m[j], a[j],
+ * b[j] (BatchNormalization in NHWC). */
+void nr_f32_affine_rows__portable(const float *x, float *y, int64_t rows, int64_t c,
+                                  const float *m, const float *a, const float *b);
+void nr_f32_affine_rows__avx2(const float *x, float *y, int64_t rows, int64_t c,
+                              const float *m, const float *a, const float *b);
+
+/* GroupNormalization (InstanceNormalization: groups = C, per channel) of an N x C x S
+ * tensor seen as N * groups rows of cpg * s floats: each row's mean and variance (in
+ * double; sequential unless reassoc, as the layernorm kernels), then each of its cpg
+ * channels scaled by scale[q] and shifted by bias[q], q the channel (per_channel) or
+ * the group. The rows [r0, r0 + rows) of the whole tensor x / y. */
+typedef struct nr_groupnorm_cfg {
+  bool reassoc;
+  bool per_channel;
+  float eps;
+  int64_t groups, cpg, s;
+} nr_groupnorm_cfg;
+/* The stored scale (inv * scale[q]) and shift of channel k of group row r. */
+static inline void nr_groupnorm_coef(const nr_groupnorm_cfg *c, const float *scale,
+                                     const float *bias, int64_t r, int64_t k, double inv,
+                                     float *a, float *b) {
+  int64_t g = r % c->groups, q = c->per_channel ? g * c->cpg + k : g;
+  *a = (float)(inv * scale[q]);
+  *b = bias[q];
+}
+void nr_f32_groupnorm_rows__portable(const nr_groupnorm_cfg *c, const float *x,
+                                     const float *scale, const float *bias, float *y,
+                                     int64_t r0, int64_t rows);
+void nr_f32_groupnorm_rows__avx2(const nr_groupnorm_cfg *c, const float *x,
+                                 const float *scale, const float *bias, float *y,
+                                 int64_t r0, int64_t rows);
+
 /* 2-D pooling over PLAIN NCHW planes (pool.c). */
 typedef struct nr_pool2d {
   uint8_t max;       /* 1 MaxPool, 0 AveragePool */

@@ -220,3 +220,49 @@ void nr_f32_sum_rows__avx2(const float *x, int64_t n, int64_t rows, bool reassoc
       out[r0 + i] = nr_f32_sum__avx2(x + (r0 + i) * n, n, true);
   }
 }
+
+void nr_f32_affine_row__avx2(const float *x, float *y, int64_t n, float m, float a, float b) {
+  __m256 vm = _mm256_set1_ps(m), va = _mm256_set1_ps(a), vb = _mm256_set1_ps(b);
+  int64_t i = 0;
+  for (; i + 16 <= n; i += 16) {
+    __m256 x0 = _mm256_loadu_ps(x + i), x1 = _mm256_loadu_ps(x + i + 8);
+    _mm256_storeu_ps(y + i, _mm256_fmadd_ps(_mm256_sub_ps(x0, vm), va, vb));
+    _mm256_storeu_ps(y + i + 8, _mm256_fmadd_ps(_mm256_sub_ps(x1, vm), va, vb));
+  }
+  for (; i < n; i += 8)
+    store_n(y, i, n, _mm256_fmadd_ps(_mm256_sub_ps(load_fill(x, i, n, 0.0f), vm), va, vb));
+}
+
+void nr_f32_affine_rows__avx2(const float *x, float *y, int64_t rows, int64_t c,
+                              const float *m, const float *a, const float *b) {
+  for (int64_t r = 0; r < rows; r++, x += c, y += c)
+    for (int64_t j = 0; j < c; j += 8) {
+      __m256 v = _mm256_sub_ps(load_fill(x, j, c, 0.0f), load_fill(m, j, c, 0.0f));
+      store_n(y, j, c, _mm256_fmadd_ps(v, load_fill(a, j, c, 0.0f), load_fill(b, j, c, 0.0f)));
+    }
+}
+
+void nr_f32_groupnorm_rows__avx2(const nr_groupnorm_cfg *c, const float *x,
+                                 const float *scale, const float *bias, float *y,
+                                 int64_t r0, int64_t rows) {
+  int64_t n = c->cpg * c->s;
+  nr_layernorm_cfg lc = {.reassoc = true};
+  for (int64_t b0 = r0; b0 < r0 + rows; b0 += NR_SEQ_ROWS) {
+    int k = r0 + rows - b0 < NR_SEQ_ROWS ? (int)(r0 + rows - b0) : NR_SEQ_ROWS;
+    double m[NR_SEQ_ROWS], v[NR_SEQ_ROWS];
+    if (c->reassoc)
+      for (int i = 0; i < k; i++)
+        moments_reassoc(&lc, x + (b0 + i) * n, n, &m[i], &v[i]);
+    else
+      nr_seq_moments(false, x + b0 * n, n, k, m, v);
+    for (int i = 0; i < k; i++) {
+      double inv = 1.0 / sqrt(v[i] + c->eps);
+      for (int64_t ch = 0; ch < c->cpg; ch++) {
+        float a, b;
+        int64_t off = (b0 + i) * n + ch * c->s;
+        nr_groupnorm_coef(c, scale, bias, b0 + i, ch, inv, &a, &b);
+        nr_f32_affine_row__avx2(x + off, y + off, c->s, (float)m[i], a, b);
+      }
+    }
+  }
+}

@@ -1,6 +1,8 @@
 /* tactics_norm.c - the normalization family's tactics (Softmax, LogSoftmax,
- * LayerNormalization over trailing axes, GlobalAveragePool, ReduceMean over trailing
- * axes, 2-D MaxPool and AveragePool, all float32 PLAIN) and its knobs (softmax.algo,
+ * LayerNormalization over trailing axes, inference BatchNormalization (also NHWC),
+ * Instance- and GroupNormalization, GlobalAveragePool, ReduceMean over trailing axes,
+ * 2-D MaxPool and AveragePool, all float32 PLAIN unless named) and its knobs
+ * (softmax.algo,
  * layernorm.algo, pool.tactic, reduce.reassoc; the prepares also honour
  * eltwise.threads).
  *
@@ -20,6 +22,7 @@
 #include "util/error.h"
 #include "util/threadpool.h"
 
+#include <math.h>
 #include <string.h>
 
 #define GRAIN 16384
@@ -332,6 +335,207 @@ static nr_status rmean_run(const nr_exec_args *a) {
   return NR_OK;
 }
 
+/* ---- BatchNormalization (inference), Instance- and GroupNormalization ------------- */
+
+/* A float32 parameter of exactly count elements (any shape). */
+static bool count_param(const nr_slot *p, int64_t count) {
+  return is_f32(p) && p->layout == NR_LAYOUT_PLAIN && prod(p->dims, 0, p->rank) == count;
+}
+
+/* N x C x ... float32 PLAIN in and out, same dims, one output. */
+static bool nc_io(const nr_tactic_ctx *c, int n_in) {
+  const nr_slot *x = nr_step_in(c, 0), *y = nr_step_out(c, 0);
+  if (!c->node || c->step->n_in != n_in || !is_f32(x) || !is_f32(y) || x->rank < 2 ||
+      x->layout != NR_LAYOUT_PLAIN || !plain_same(x, y))
+    return false;
+  for (int o = 1; o < c->step->n_out; o++)
+    if (nr_step_out(c, o))
+      return false;
+  return true;
+}
+
+/* Inference-mode BatchNormalization with per-channel statistics (spatial=1). Its
+ * parameters need not be constants: run() derives each plane's coefficients. */
+static bool bn_supports(const nr_tactic_ctx *c) {
+  const nr_node *n = c->node;
+  if (!nc_io(c, 5) || (n->opset >= 14 && nr_attr_int(n, "training_mode", 0)) ||
+      (n->opset < 9 && nr_attr_int(n, "spatial", 1) == 0))
+    return false;
+  int64_t ch = nr_step_in(c, 0)->dims[1];
+  for (int i = 1; i < 5; i++)
+    if (!count_param(nr_step_in(c, i), ch))
+      return false;
+  return true;
+}
+
+static nr_status bn_prepare(const nr_tactic_ctx *c, nr_plan *plan, nr_step *step) {
+  float eps = nr_attr_float(c->node, "epsilon", 1e-5f);
+  memcpy(step->params, &eps, sizeof eps);
+  set_threads(c, step);
+  return NR_OK;
+}
+
+typedef struct bn_job {
+  bool avx2;
+  double eps;
+  const float *x, *scale, *bias, *mean, *var;
+  float *y;
+  int64_t c, s;
+} bn_job;
+
+/* Planes (sample, channel) [begin, end): y = (x - mean) * (scale / sqrt(var + eps)) + B,
+ * the coefficient in double as the reference computes it. */
+static void bn_task(void *arg, int64_t begin, int64_t end, int thread) {
+  const bn_job *j = arg;
+  for (int64_t p = begin; p < end; p++) {
+    int64_t ch = p % j->c;
+    float a = (float)(j->scale[ch] / sqrt((double)j->var[ch] + j->eps));
+    const float *x = j->x + p * j->s;
+    float *y = j->y + p * j->s;
+    if (j->avx2)
+      nr_f32_affine_row__avx2(x, y, j->s, j->mean[ch], a, j->bias[ch]);
+    else
+      nr_f32_affine_row__portable(x, y, j->s, j->mean[ch], a, j->bias[ch]);
+  }
+}
+
+static nr_status bn_run(const nr_exec_args *a) {
+  const nr_slot *x = a->in_slot[0];
+  float eps;
+  memcpy(&eps, a->step->params, sizeof eps);
+  bn_job j = {.avx2 = is_avx2(a), .eps = eps, .x = a->in[0], .scale = a->in[1],
+              .bias = a->in[2], .mean = a->in[3], .var = a->in[4], .y = a->out[0],
+              .c = x->dims[1], .s = prod(x->dims, 2, x->rank)};
+  run_rows(a, x->dims[0] * j.c, j.s, bn_task, &j);
+  return NR_OK;
+}
+
+/* The NHWC rows (nr_f32_batchnorm_nhwc__*): a rank-4 BatchNormalization the layout
+ * pass hands over in NHWC (after an NHWC conv, conv.layout=nhwc), so a chain of NHWC
+ * convs with a BatchNormalization between them needs no reorders around it. Its
+ * priority is above the PLAIN rows'; a PLAIN network never sees it. */
+static bool bn_nhwc_supports(const nr_tactic_ctx *c) {
+  const nr_slot *x = nr_step_in(c, 0), *y = nr_step_out(c, 0);
+  const nr_node *n = c->node;
+  if (!n || c->step->n_in != 5 || !is_f32(x) || !is_f32(y) || x->rank != 4 ||
+      !plain_same(x, y) || (n->opset >= 14 && nr_attr_int(n, "training_mode", 0)) ||
+      (n->opset < 9 && nr_attr_int(n, "spatial", 1) == 0) ||
+      !nr_step_input_arrives(c, 0, NR_LAYOUT_NHWC))
+    return false;
+  for (int o = 1; o < c->step->n_out; o++)
+    if (nr_step_out(c, o))
+      return false;
+  for (int i = 1; i < 5; i++)
+    if (!count_param(nr_step_in(c, i), x->dims[1]))
+      return false;
+  return true;
+}
+
+/* m, a and b of every channel in scratch (3 C floats), computed on every run since
+ * the parameters need not be constants. */
+static nr_status bn_nhwc_prepare(const nr_tactic_ctx *c, nr_plan *plan, nr_step *step) {
+  step->scratch = 3 * (uint64_t)nr_step_in(c, 0)->dims[1] * sizeof(float);
+  return bn_prepare(c, plan, step);
+}
+
+typedef struct bn_nhwc_job {
+  bool avx2;
+  const float *x, *m, *a, *b;
+  float *y;
+  int64_t c;
+} bn_nhwc_job;
+
+static void bn_nhwc_task(void *arg, int64_t begin, int64_t end, int thread) {
+  const bn_nhwc_job *j = arg;
+  const float *x = j->x + begin * j->c;
+  float *y = j->y + begin * j->c;
+  if (j->avx2)
+    nr_f32_affine_rows__avx2(x, y, end - begin, j->c, j->m, j->a, j->b);
+  else
+    nr_f32_affine_rows__portable(x, y, end - begin, j->c, j->m, j->a, j->b);
+}
+
+static nr_status bn_nhwc_run(const nr_exec_args *a) {
+  const nr_slot *x = a->in_slot[0];
+  if (x->layout != NR_LAYOUT_NHWC || a->out_slot[0]->layout != NR_LAYOUT_NHWC)
+    return nr_errorf(a->err, NR_ERR_INTERNAL, "%s: '%s' (%s) must arrive and leave in NHWC",
+                     a->step->tactic->id, x->name, nr_layout_name(x->layout));
+  float eps;
+  memcpy(&eps, a->step->params, sizeof eps);
+  int64_t ch = x->dims[1];
+  float *coef = a->scratch;
+  const float *scale = a->in[1], *bias = a->in[2], *mean = a->in[3], *var = a->in[4];
+  for (int64_t k = 0; k < ch; k++) {
+    coef[k] = mean[k];
+    coef[ch + k] = (float)(scale[k] / sqrt((double)var[k] + eps));
+    coef[2 * ch + k] = bias[k];
+  }
+  bn_nhwc_job j = {.avx2 = is_avx2(a), .x = a->in[0], .m = coef, .a = coef + ch,
+                   .b = coef + 2 * ch, .y = a->out[0], .c = ch};
+  run_rows(a, x->dims[0] * x->dims[2] * x->dims[3], ch, bn_nhwc_task, &j);
+  return NR_OK;
+}
+
+/* Groups and whether scale/bias are per channel: InstanceNormalization is C groups
+ * per channel; GroupNormalization scales per group at opset 18, per channel from 21.
+ * 0 groups when the node is not one these kernels run. */
+static int64_t gn_groups(const nr_node *n, int64_t ch, bool *per_channel) {
+  *per_channel = true;
+  if (!strcmp(n->op_type, "InstanceNormalization"))
+    return ch;
+  int64_t g = nr_attr_int(n, "num_groups", 0);
+  *per_channel = n->opset >= 21;
+  return g > 0 && ch % g == 0 ? g : 0;
+}
+
+static bool gn_supports(const nr_tactic_ctx *c) {
+  if (!nc_io(c, 3))
+    return false;
+  const nr_slot *x = nr_step_in(c, 0);
+  bool pc;
+  int64_t g = gn_groups(c->node, x->dims[1], &pc), count = pc ? x->dims[1] : g;
+  return g > 0 && prod(x->dims, 2, x->rank) > 0 && count_param(nr_step_in(c, 1), count) &&
+         count_param(nr_step_in(c, 2), count);
+}
+
+static nr_status gn_prepare(const nr_tactic_ctx *c, nr_plan *plan, nr_step *step) {
+  const nr_slot *x = nr_step_in(c, 0);
+  nr_groupnorm_cfg cfg = {.reassoc = reassoc(c),
+                          .eps = nr_attr_float(c->node, "epsilon", 1e-5f),
+                          .s = prod(x->dims, 2, x->rank)};
+  cfg.groups = gn_groups(c->node, x->dims[1], &cfg.per_channel);
+  cfg.cpg = x->dims[1] / cfg.groups;
+  _Static_assert(sizeof cfg <= NR_TACTIC_PARAMS, "groupnorm params too big");
+  memcpy(step->params, &cfg, sizeof cfg);
+  set_threads(c, step);
+  return NR_OK;
+}
+
+typedef struct gn_job {
+  nr_groupnorm_cfg cfg;
+  bool avx2;
+  const float *x, *scale, *bias;
+  float *y;
+} gn_job;
+
+static void gn_task(void *arg, int64_t begin, int64_t end, int thread) {
+  const gn_job *j = arg;
+  if (j->avx2)
+    nr_f32_groupnorm_rows__avx2(&j->cfg, j->x, j->scale, j->bias, j->y, begin, end - begin);
+  else
+    nr_f32_groupnorm_rows__portable(&j->cfg, j->x, j->scale, j->bias, j->y, begin,
+                                    end - begin);
+}
+
+static nr_status gn_run(const nr_exec_args *a) {
+  gn_job j = {.avx2 = is_avx2(a), .x = a->in[0], .scale = a->in[1], .bias = a->in[2],
+              .y = a->out[0]};
+  memcpy(&j.cfg, a->step->params, sizeof j.cfg);
+  run_row_blocks(a, a->in_slot[0]->dims[0] * j.cfg.groups, j.cfg.cpg * j.cfg.s, gn_task,
+                 &j);
+  return NR_OK;
+}
+
 /* ---- MaxPool / AveragePool 2-D ---------------------------------------------------- */
 
 /* Resolves the node's window with the reference's code; false if it is not a plain
@@ -436,6 +640,13 @@ const nr_tactic nr_tactics_cpu_norm[] = {
     ROWS("layernorm", "LayerNormalization", ln_supports, ln_prepare, ln_run)
     ROWS("gavgpool", "GlobalAveragePool", gap_supports, gap_prepare, gap_run)
     ROWS("reduce_mean_tail", "ReduceMean", rmean_supports, rmean_prepare, rmean_run)
+    ROWS("batchnorm", "BatchNormalization", bn_supports, bn_prepare, bn_run)
+    {"nr_f32_batchnorm_nhwc__avx2", "", "BatchNormalization", "nnroute", "vector",
+     NR_LAYOUT_NHWC, NR_ISA_AVX2, 22, bn_nhwc_supports, bn_nhwc_prepare, bn_nhwc_run},
+    {"nr_f32_batchnorm_nhwc__portable", "", "BatchNormalization", "nnroute", "vector",
+     NR_LAYOUT_NHWC, 0, 12, bn_nhwc_supports, bn_nhwc_prepare, bn_nhwc_run},
+    ROWS("instancenorm", "InstanceNormalization", gn_supports, gn_prepare, gn_run)
+    ROWS("groupnorm", "GroupNormalization", gn_supports, gn_prepare, gn_run)
     {"nr_f32_maxpool2d__avx512", "", "MaxPool", "nnroute", "vector", NR_LAYOUT_PLAIN,
      NR_ISA_AVX512, 21, pool512_supports, pool_prepare, pool_run},
     {"nr_f32_avgpool2d__avx512", "", "AveragePool", "nnroute", "vector", NR_LAYOUT_PLAIN,
@@ -496,6 +707,15 @@ static bool applies_pool(const nr_graph *g, const nr_node *n) {
   return window_of(n, x->dims, y->dims, &p);
 }
 
+/* InstanceNormalization and GroupNormalization on float32 N x C x ... (what
+ * gn_supports takes, shapes aside). */
+static bool applies_groupnorm(const nr_graph *g, const nr_node *n) {
+  if (!n || !f32_input(g, n) || in_value(g, n, 0)->rank < 2)
+    return false;
+  return !strcmp(n->op_type, "InstanceNormalization") ||
+         !strcmp(n->op_type, "GroupNormalization");
+}
+
 bool nr_norm_parallel(const nr_graph *g, const nr_node *n) {
   if (!n || !f32_input(g, n))
     return false;
@@ -508,6 +728,13 @@ bool nr_norm_parallel(const nr_graph *g, const nr_node *n) {
     return axis >= 0 && axis < x->rank &&
            rows_parallel(prod(x->dims, 0, axis), prod(x->dims, axis, x->rank));
   }
+  if (applies_groupnorm(g, n)) {
+    bool pc;
+    int64_t groups = gn_groups(n, x->dims[1], &pc);
+    return groups > 0 && rows_parallel(x->dims[0] * groups, prod(x->dims, 1, x->rank) / groups);
+  }
+  if (!strcmp(n->op_type, "BatchNormalization") && x->rank >= 2)
+    return rows_parallel(x->dims[0] * x->dims[1], prod(x->dims, 2, x->rank));
   if (!applies_pool(g, n))
     return false;
   if (!strcmp(n->op_type, "GlobalAveragePool"))
@@ -518,7 +745,7 @@ bool nr_norm_parallel(const nr_graph *g, const nr_node *n) {
 
 static bool applies_reduce(const nr_graph *g, const nr_node *n) {
   if (n)
-    return applies_softmax(g, n) || applies_layernorm(g, n) ||
+    return applies_softmax(g, n) || applies_layernorm(g, n) || applies_groupnorm(g, n) ||
            (f32_input(g, n) && (!strcmp(n->op_type, "GlobalAveragePool") ||
                                 (!strcmp(n->op_type, "ReduceMean") &&
                                  trailing_axes(n, g->tensors[n->inputs[0]].value.rank))));
@@ -544,8 +771,8 @@ const nr_knob_def nr_knobs_cpu_norm[] = {
      applies_pool, NULL, .restricts = NR_RESTRICTS_ALGO},
     [NR_KNOB_ROW(NR_KNOB_REDUCE_REASSOC)] =
     {"reduce.reassoc", "off|on", "off", NR_KNOB_GLOBAL, NR_KNOB_ACCURACY, 1e-5,
-     "on: softmax/layernorm/global-pool sums in 8 vector partial sums instead of one "
-     "sequential double sum", applies_reduce, NULL},
+     "on: softmax/layernorm/instance-/group-norm/global-pool sums in 8 vector partial "
+     "sums instead of one sequential double sum", applies_reduce, NULL},
     [NR_KNOB_ROW(NR_KNOB_CPU_NORM_END)] = {0},
 };
 NR_KNOB_TABLE_CHECK(nr_knobs_cpu_norm, NR_KNOB_CPU_NORM_END);
