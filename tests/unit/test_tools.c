@@ -70,10 +70,10 @@ NR_TEST(tools_routes_are_canonical_and_errors_name_the_token) {
   int *choice = calloc((size_t)l.n, sizeof *choice);
   uint64_t *allowed = calloc((size_t)l.n, sizeof *allowed);
   REQUIRE(choice && allowed, "memory");
-  REQUIRE(!nr_knob_list_parse_route(&l, "-conv.algo@*=direct", choice, &err), "%s",
+  REQUIRE(!nr_knob_list_parse_route(&l, "-conv.algo@*=onednn", choice, &err), "%s",
           err.message);
   int convs = nr_knob_list_changes(&l, choice);
-  CHECK(convs >= 3, "direct on every Conv: %d changes", convs);
+  CHECK(convs >= 3, "onednn on every Conv: %d changes", convs);
   REQUIRE(!nr_knob_list_parse_expr(&l, "-memory.plan=*", allowed, &err), "%s", err.message);
   for (int i = 0; i < l.n; i++) {
     const nr_knob_info *k = &l.knobs[i];
