@@ -5,6 +5,7 @@
  * tactics store the result as their params record, and the memory pass reads it back
  * to decide whether a Slice's output is a contiguous piece of its input. */
 #include "plan/tactic.h"
+#include "util/error.h"
 
 #include <string.h>
 
@@ -86,6 +87,18 @@ bool nr_step_slice(const nr_tactic_ctx *c, nr_slice_params *p) {
     if (want[d] != y->dims[d])
       return false;
   return true;
+}
+
+_Static_assert(sizeof(nr_slice_params) <= NR_TACTIC_PARAMS, "slice params too big");
+
+nr_status nr_step_slice_prepare(const nr_tactic_ctx *c, nr_plan *plan, nr_step *step) {
+  (void)plan;
+  nr_slice_params p;
+  if (!nr_step_slice(c, &p))
+    return nr_errorf(c->err, NR_ERR_INTERNAL, "%s: slice no longer supported",
+                     step->tactic->id);
+  memcpy(step->params, &p, sizeof p);
+  return NR_OK;
 }
 
 int32_t nr_slice_step(const nr_slice_params *p, int d) {

@@ -94,6 +94,8 @@ typedef struct nr_slice_params {
 /* Fills *p for the Slice step a tactic is asked about; false when an argument is not
  * a constant integer list or the plan's output shape is not what they give. */
 bool nr_step_slice(const nr_tactic_ctx *c, nr_slice_params *p);
+/* A Slice tactic's prepare(): nr_step_slice into the step's params record. */
+nr_status nr_step_slice_prepare(const nr_tactic_ctx *c, nr_plan *plan, nr_step *step);
 int32_t nr_slice_step(const nr_slice_params *p, int d);
 
 /* What a tactic sees at run time. */

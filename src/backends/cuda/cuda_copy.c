@@ -130,19 +130,9 @@ static nr_status split_run(const nr_exec_args *a) {
 
 /* ---- Slice ------------------------------------------------------------------------------ */
 
-_Static_assert(sizeof(nr_slice_params) <= NR_TACTIC_PARAMS, "slice params too big");
-
 static bool slice_supports(const nr_tactic_ctx *c) {
   nr_slice_params p;
   return all_plain(c, 0, 0) && nr_step_slice(c, &p);
-}
-
-static nr_status slice_prepare(const nr_tactic_ctx *c, nr_plan *plan, nr_step *step) {
-  nr_slice_params p;
-  if (!nr_step_slice(c, &p))
-    return nr_errorf(c->err, NR_ERR_INTERNAL, "slice no longer supported");
-  memcpy(step->params, &p, sizeof p);
-  return NR_OK;
 }
 
 static nr_status slice_run(const nr_exec_args *a) {
@@ -276,7 +266,7 @@ const nr_tactic nr_tactics_cuda_copy[] = {
     COPY("nr_cuda_copy_reshape", "Identity", reshape_supports, none_prepare, reshape_run)
     COPY("nr_cuda_copy_concat", "Concat", concat_supports, none_prepare, concat_run)
     COPY("nr_cuda_copy_split", "Split", split_supports, none_prepare, split_run)
-    COPY("nr_cuda_copy_slice", "Slice", slice_supports, slice_prepare, slice_run)
+    COPY("nr_cuda_copy_slice", "Slice", slice_supports, nr_step_slice_prepare, slice_run)
     COPY("nr_cuda_copy_transpose", "Transpose", transpose_supports, none_prepare,
          transpose_run)
     COPY("nr_cuda_gather", "Gather", gather_supports, none_prepare, gather_run)

@@ -220,20 +220,9 @@ static bool expand_supports(const nr_tactic_ctx *c) {
 /* ---- Slice ------------------------------------------------------------------------- */
 
 /* Slice with constant arguments, any steps (plan/slice.c reads them). */
-_Static_assert(sizeof(nr_slice_params) <= NR_TACTIC_PARAMS, "slice params too big");
-
 static bool slice_supports(const nr_tactic_ctx *c) {
   nr_slice_params p;
   return all_plain(c, 0, 0) && nr_step_slice(c, &p);
-}
-
-static nr_status slice_prepare(const nr_tactic_ctx *c, nr_plan *plan, nr_step *step) {
-  nr_slice_params p;
-  if (!nr_step_slice(c, &p))
-    return nr_errorf(c->err, NR_ERR_INTERNAL, "%s: slice no longer supported",
-                     step->tactic->id);
-  memcpy(step->params, &p, sizeof p);
-  return NR_OK;
 }
 
 static nr_status none_prepare(const nr_tactic_ctx *c, nr_plan *plan, nr_step *step) {
@@ -356,7 +345,7 @@ const nr_tactic nr_tactics_cpu_copy[] = {
     COPY("nr_copy_reshape", "Identity", reshape_supports, none_prepare, reshape_run)
     COPY("nr_copy_concat", "Concat", concat_supports, none_prepare, concat_run)
     COPY("nr_copy_split", "Split", split_supports, none_prepare, split_run)
-    COPY("nr_copy_slice", "Slice", slice_supports, slice_prepare, slice_run)
+    COPY("nr_copy_slice", "Slice", slice_supports, nr_step_slice_prepare, slice_run)
     COPY("nr_copy_transpose", "Transpose", transpose_supports, none_prepare, transpose_run)
     COPY("nr_copy_expand", "Expand", expand_supports, none_prepare, expand_run)
     {0},
