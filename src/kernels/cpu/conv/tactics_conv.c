@@ -74,10 +74,12 @@ extern const nr_tactic nr_tactics_conv[];
 static bool sup_im2col(const nr_tactic_ctx *c);
 static bool sup_igemm(const nr_tactic_ctx *c);
 static bool sup_sp(const nr_tactic_ctx *c);
+static bool sup_igemm2(const nr_tactic_ctx *c);
 
 /* The tactics that step aside for Winograd F(4,3): PLAIN im2col, igemm and sp. */
 static bool steps_aside(const nr_tactic *t) {
-  return t->supports == sup_im2col || t->supports == sup_igemm || t->supports == sup_sp;
+  return t->supports == sup_im2col || t->supports == sup_igemm || t->supports == sup_sp ||
+         t->supports == sup_igemm2;
 }
 
 /* Whether the route pins conv.algo to a value that allows one of those tactics (the
@@ -129,6 +131,8 @@ static bool igemm_fits(const conv_p *p) {
          p->sh * p->sw <= 64 && nr_conv_igemm_scratch(p) <= (256u << 20);
 }
 SUPPORTS(sup_igemm, igemm_fits(p) && !wino_preferred(c, p))
+/* igemm__avx2: the same windows (its tiles are smaller, so the same copy fits). */
+SUPPORTS(sup_igemm2, igemm_fits(p) && !wino_preferred(c, p))
 /* sp: igemm's windows where the output plane is small (at most 16 x 16) and there are
  * enough channels for its 32-channel panels and its reduction to pay (measured against
  * igemm: docs/performance-notes.md, small planes). Ahead of igemm in priority, so
@@ -314,26 +318,34 @@ static nr_status prep_wino43_512(const nr_tactic_ctx *c, nr_plan *plan, nr_step 
 
 /* igemm's register tile: the one with less padded work (output channels rounded up to
  * mr times padded pixels rounded up to np); 12x32 on a tie. */
-static uint32_t igemm_variant(conv_p p) {
+static uint32_t igemm_variant(conv_p p, uint32_t first) {
   int64_t work[2];
   for (int v = 0; v < 2; v++) {
     conv_igemm_geo g;
-    p.extra = (uint32_t)v;
+    p.extra = first + (uint32_t)v;
     nr_conv_igemm_geo(&p, &g);
     work[v] = (p.m + g.mr - 1) / g.mr * g.mr * ((g.q + g.np - 1) / g.np * g.np);
   }
-  return work[1] < work[0] ? 1u : 0u;
+  return first + (work[1] < work[0] ? 1u : 0u);
 }
 
-static nr_status prep_igemm(const nr_tactic_ctx *c, nr_plan *plan, nr_step *st) {
+static nr_status prep_igemm_tiles(const nr_tactic_ctx *c, nr_plan *plan, nr_step *st,
+                                  uint32_t first) {
   conv_p p;
   nr_status s = store(c, st, &p);
   if (s)
     return s;
-  p.extra = igemm_variant(p);
+  p.extra = igemm_variant(p, first);
   memcpy(st->params, &p, sizeof p);
   st->scratch = nr_conv_igemm_scratch(&p);
   return nr_conv_pack_igemm(c, plan, st);
+}
+/* igemm__avx512: 12x32 or 8x48; igemm__avx2: 6x16 or 4x24. */
+static nr_status prep_igemm(const nr_tactic_ctx *c, nr_plan *plan, nr_step *st) {
+  return prep_igemm_tiles(c, plan, st, NR_CONV_IGEMM_TILE_12X32);
+}
+static nr_status prep_igemm2(const nr_tactic_ctx *c, nr_plan *plan, nr_step *st) {
+  return prep_igemm_tiles(c, plan, st, NR_CONV_IGEMM_TILE_6X16);
 }
 
 /* sp: input channels per pass, the most whose weights (kc x taps x 32 floats) stay
@@ -541,6 +553,9 @@ const nr_tactic nr_tactics_conv[] = {
          prep_igemm, nr_conv_igemm__avx512_run)
     CONV("nr_f32_conv_sp__avx512", "nnroute", "smallplane", P, A512, 64, sup_sp, prep_sp,
          nr_conv_sp__avx512_run)
+    /* below the AVX-512 igemm, above im2col: see docs/performance-notes.md (AVX2) */
+    CONV("nr_f32_conv_igemm__avx2", "nnroute", "igemm", P, AVX, 61, sup_igemm2,
+         prep_igemm2, nr_conv_igemm__avx2_run)
     CONV("nr_f32_conv_winograd_f23", "nnroute", "winograd23", P, 0, 42, sup_wino,
          prep_wino23, nr_conv_winograd_run)
     CONV("nr_f32_conv_winograd_f43", "nnroute", "winograd43", P, 0, 45, sup_wino,
@@ -787,6 +802,7 @@ static uint64_t wino_from_valid(const nr_graph *g, const nr_node *n) {
   const nr_tactic *t = conv_applies(g, n) ? default_tactic(g, n, &p) : NULL;
   bool from = t && (!strcmp(t->id, "nr_f32_conv_im2col") ||
                     !strcmp(t->id, "nr_f32_conv_igemm__avx512") ||
+                    !strcmp(t->id, "nr_f32_conv_igemm__avx2") ||
                     !strcmp(t->id, "nr_f32_conv_sp__avx512") ||
                     !strcmp(t->id, "nr_f32_conv_winograd_f43__avx512"));
   if (!from || !has_gemm() || !is_wino(&p))
