@@ -11,7 +11,7 @@
  *
  * On AVX-512 machines a 3x3 node's default is nr_f32_conv_igemm__avx512 and a 1x1
  * node's nr_f32_conv_pw__avx512, on AVX2 machines (NNROUTE_ISA=avx2) a 3x3 node's is
- * nr_f32_conv_igemm__avx2; none of them has a GEMM: there the GEMM knobs must not be
+ * nr_f32_conv_igemm__avx2 and a 1x1 node's nr_f32_conv_pw__avx2; none of them has a GEMM: there the GEMM knobs must not be
  * listed (they would be dead values), and conv.algo must offer im2col, the GEMM the
  * knobs act on. */
 #include "ir/fused.h"
@@ -230,7 +230,7 @@ static bool same_step(const built *a, const built *b) {
 /* The default tactic of the case is igemm, pw or the AVX-512 Winograd (no GEMM knobs)
  * on this machine. */
 static bool igemm_default(const kcase *k) {
-  return (nr_cpu_isa() & NR_ISA_AVX512) || ((nr_cpu_isa() & NR_ISA_AVX2) && k->k > 1);
+  return (nr_cpu_isa() & (NR_ISA_AVX512 | NR_ISA_AVX2)) != 0;
 }
 /* conv.winograd_from=auto puts the case on the AVX-512 Winograd F(4,3): 3x3 stride 1,
  * 16+ input channels, 400+ output pixels. */
@@ -283,7 +283,8 @@ static void run_case(nr_test_state *t, const kcase *k, unsigned seed, nr_threadp
     CHECK(!strcmp(dflt.tactic->id, wino_default(k) ? "nr_f32_conv_winograd_f43__avx512"
                                    : k->k > 1 && a512 ? "nr_f32_conv_igemm__avx512"
                                    : k->k > 1         ? "nr_f32_conv_igemm__avx2"
-                                                      : "nr_f32_conv_pw__avx512"),
+                                   : a512             ? "nr_f32_conv_pw__avx512"
+                                                      : "nr_f32_conv_pw__avx2"),
           "%s: default is %s", k->what, dflt.tactic->id);
     int ai = nr_knob_space_find(&sp, "conv.algo@conv");
     bool im2col = false;

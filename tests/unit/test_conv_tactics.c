@@ -252,6 +252,13 @@ static const conv_case cases[] = {
     {1, 81, 9, 9, 4, 3, 3, 2, 2, 1, 1, 1, 1, 1, false, true, NR_ACT_CLIP},
     {1, 7, 3, 22, 6, 3, 3, 1, 1, 1, 1, 1, 1, 1, true, false, NR_ACT_LEAKY_RELU},
     {1, 160, 4, 4, 5, 3, 3, 1, 1, 1, 1, 1, 1, 1, true, true, NR_ACT_SIGMOID},
+    /* pw__avx2's tiles (6x16 / 4x24): M around 4 and 6, rows of 16, 24 and partial
+     * vectors, two K blocks (C 300 > 256), the panels order (C <= 64, P >= 196), and
+     * stride 2 from a plane of odd size */
+    {1, 300, 4, 6, 7, 1, 1, 1, 1, 0, 0, 1, 1, 1, true, true, NR_ACT_RELU},
+    {1, 20, 14, 15, 13, 1, 1, 1, 1, 0, 0, 1, 1, 1, true, true, NR_ACT_LEAKY_RELU},
+    {1, 9, 4, 4, 4, 1, 1, 1, 1, 0, 0, 1, 1, 1, false, true, NR_ACT_CLIP},
+    {2, 33, 9, 11, 12, 1, 1, 2, 2, 0, 0, 1, 1, 1, true, false, NR_ACT_SILU},
     /* a small plane with channels enough for sp__avx512 (test_conv_sp512.c has more) */
     {1, 48, 7, 7, 70, 3, 3, 1, 1, 1, 1, 1, 1, 1, true, true, NR_ACT_RELU},
     /* winograd tiles: outputs not a multiple of 2 or 4, no padding */

@@ -224,17 +224,24 @@ enum {
   NR_CONV_PW_TILE_OC48X7,
   NR_CONV_PW_TILES
 };
+/* nr_f32_conv_pw__avx2's tiles (conv_pw__avx2.c): mr output channels x nv 8-pixel
+ * vectors; not values of conv.pw_tile, which names the AVX-512 tiles. */
+enum { NR_CONV_PW2_TILE_6X16 = 0x10, NR_CONV_PW2_TILE_4X24 = 0x11 };
 static inline uint32_t nr_conv_pw_tile(uint32_t extra) { return extra & 0xFFu; }
 static inline int nr_conv_pw_mr(uint32_t extra) {
   uint32_t t = nr_conv_pw_tile(extra);
-  return t == NR_CONV_PW_TILE_8X48    ? 8
+  return t == NR_CONV_PW2_TILE_6X16   ? 6
+         : t == NR_CONV_PW2_TILE_4X24 ? 4
+         : t == NR_CONV_PW_TILE_8X48  ? 8
          : t == NR_CONV_PW_TILE_6X64  ? 6
          : t == NR_CONV_PW_TILE_OC48X7 ? 48
                                       : 12;
 }
 static inline int nr_conv_pw_nv(uint32_t extra) {
   uint32_t t = nr_conv_pw_tile(extra);
-  return t == NR_CONV_PW_TILE_8X48 ? 3 : t == NR_CONV_PW_TILE_6X64 ? 4 : 2;
+  return t == NR_CONV_PW_TILE_8X48 || t == NR_CONV_PW2_TILE_4X24 ? 3
+         : t == NR_CONV_PW_TILE_6X64                           ? 4
+                                                               : 2;
 }
 #define NR_CONV_PW_ALIGNED 0x100u /* p->extra: copy X to rows of whole vectors */
 /* p->extra: panels outer, column tiles inner (conv.pw_order=panels), not the reverse */
@@ -335,6 +342,7 @@ nr_status nr_conv_dw_nchw8c__avx2_run(const nr_exec_args *a);
 nr_status nr_conv_nchw8c_direct__avx2_run(const nr_exec_args *a);
 nr_status nr_conv_smallc__avx2_run(const nr_exec_args *a);
 nr_status nr_conv_igemm__avx2_run(const nr_exec_args *a);
+nr_status nr_conv_pw__avx2_run(const nr_exec_args *a);
 /* AVX-512 kernels (files *__avx512.c; call only when nr_cpu_isa() has NR_ISA_AVX512). */
 nr_status nr_conv_igemm__avx512_run(const nr_exec_args *a);
 nr_status nr_conv_dw__avx512_run(const nr_exec_args *a); /* PLAIN depthwise */

@@ -148,6 +148,9 @@ static bool is_pw(const conv_p *p) {
          p->oh == (p->h - 1) / p->sh + 1 && p->ow == (p->w - 1) / p->sw + 1;
 }
 SUPPORTS(sup_pw, is_pw(p))
+/* pw__avx2: the same nodes but a one-pixel output (the squeeze-and-excite convs), which
+ * nr_f32_conv_1x1 runs as a matrix-vector product. */
+SUPPORTS(sup_pw2, is_pw(p) && (int64_t)p->oh * p->ow > 1)
 
 /* ---- prepare() ------------------------------------------------------------------ */
 
@@ -509,6 +512,38 @@ static nr_status prep_pw(const nr_tactic_ctx *c, nr_plan *plan, nr_step *st) {
   return nr_conv_pack_pw(c, plan, st);
 }
 
+/* pw__avx2's tile: 6x16 or 4x24, the one with less padded work (panels times the
+ * row's tiles, each costed as pw_step_cost with 8-pixel vectors: a one-vector tile has
+ * too few accumulator chains to hide the FMA latency); 6x16 on a tie. */
+static int64_t pw2_cost(const conv_p *p, int mr, int nv) {
+  int64_t nvec = ((int64_t)p->oh * p->ow + 7) / 8, full = nvec / nv;
+  int rest = (int)(nvec - full * nv);
+  int64_t per = full * pw_step_cost(mr, nv) + (rest ? pw_step_cost(mr, rest) : 0);
+  return (p->m + mr - 1) / mr * per;
+}
+
+/* pw__avx2's K block: the largest whose column tile of B (kc x nv*8 floats) fills at
+ * most half a 32 KiB L1 (256 channels at 16 pixels, 168 at 24), cut into equal blocks. */
+static uint16_t pw2_kc(const conv_p *p) {
+  int64_t max = 16384 / (nr_conv_pw_nv(p->extra) * 32) / 8 * 8;
+  int64_t blocks = (p->c + max - 1) / max, kc = (p->c + blocks - 1) / blocks;
+  return (uint16_t)(kc < 1 ? 1 : kc);
+}
+
+static nr_status prep_pw2(const nr_tactic_ctx *c, nr_plan *plan, nr_step *st) {
+  conv_p p;
+  nr_status s = store(c, st, &p);
+  if (s)
+    return s;
+  p.extra = pw2_cost(&p, 4, 3) < pw2_cost(&p, 6, 2) ? NR_CONV_PW2_TILE_4X24
+                                                   : NR_CONV_PW2_TILE_6X16;
+  p.extra |= pw_panels_auto(&p) ? NR_CONV_PW_PANELS : 0;
+  p.gemm.kc = pw2_kc(&p);
+  memcpy(st->params, &p, sizeof p);
+  st->scratch = nr_conv_pw_scratch(&p);
+  return nr_conv_pack_pw(c, plan, st);
+}
+
 static nr_status prep_onednn(const nr_tactic_ctx *c, nr_plan *plan, nr_step *st) {
   conv_p p;
   nr_status s = store(c, st, &p);
@@ -535,6 +570,9 @@ const nr_tactic nr_tactics_conv[] = {
     /* id                             source     algo   layout isa prio */
     CONV("nr_f32_conv_pw__avx512", "nnroute", "pointwise", P, A512, 105, sup_pw, prep_pw,
          nr_conv_pw__avx512_run)
+    /* below the AVX-512 pw, above the GEMM 1x1: docs/performance-notes.md (AVX2) */
+    CONV("nr_f32_conv_pw__avx2", "nnroute", "pointwise", P, AVX, 104, sup_pw2, prep_pw2,
+         nr_conv_pw__avx2_run)
     CONV("nr_f32_conv_1x1", "nnroute", "gemm1x1", P, 0, 100, sup_1x1, prep_im2col,
          nr_conv_1x1_run)
     CONV("nr_f32_conv_dw__avx512", "nnroute", "depthwise", P, A512, 95, sup_dw512,
@@ -781,12 +819,19 @@ static bool has_epilogue(const nr_graph *g, const nr_node *n, const conv_p *p) {
 }
 
 static bool pw_default(const nr_graph *g, const nr_node *n, conv_p *p);
-/* The GEMM-based tactics and pw take conv.epilogue=separate. */
+/* The default tactic is nr_f32_conv_pw__avx2 (which takes conv.epilogue, not the
+ * AVX-512 pw's tile, K block and order knobs). */
+static bool pw2_default(const nr_graph *g, const nr_node *n, conv_p *p) {
+  const nr_tactic *t = conv_applies(g, n) ? default_tactic(g, n, p) : NULL;
+  return t && !strcmp(t->id, "nr_f32_conv_pw__avx2");
+}
+/* The GEMM-based tactics and both pw take conv.epilogue=separate. */
 static bool epilogue_applies(const nr_graph *g, const nr_node *n) {
   conv_p p;
   gemm_dims d;
   nr_gemm_cfg cfg;
-  return (default_gemm(g, n, &p, &d, &cfg) || pw_default(g, n, &p)) &&
+  return (default_gemm(g, n, &p, &d, &cfg) || pw_default(g, n, &p) ||
+          pw2_default(g, n, &p)) &&
          has_epilogue(g, n, &p);
 }
 
