@@ -245,6 +245,10 @@ static const conv_case cases[] = {
     {2, 5, 8, 7, 20, 3, 3, 1, 1, 1, 1, 1, 1, 1, false, true, NR_ACT_CLIP},
     {1, 3, 10, 10, 7, 2, 2, 3, 3, 0, 0, 1, 1, 1, true, false, NR_ACT_HARD_SWISH},
     {1, 4, 40, 1, 13, 3, 1, 1, 1, 1, 0, 1, 1, 1, true, true, NR_ACT_RELU}, /* lp = 1 */
+    /* sp__avx2 (planes up to 8x8, C >= 48, M >= 64; 28-channel passes at 3x3): stride 2
+     * with 7x6 outputs, dilation 2, a scalar activation, two images */
+    {1, 64, 13, 11, 64, 3, 3, 2, 2, 1, 1, 1, 1, 1, true, true, NR_ACT_SIGMOID},
+    {2, 50, 5, 8, 65, 3, 3, 1, 1, 1, 1, 2, 2, 1, false, true, NR_ACT_HARD_SWISH},
     /* igemm__avx2's tiles (6x16 / 4x24): M around 4 and 6, padded pixels around 16 and
      * 24, and C over one pass of its W piece (75 channels at 3x3 x 6), so partial sums
      * wait between passes, at strides 1 and 2 */

@@ -9,7 +9,11 @@
  * block before the next). Only the register tile differs: with 16 ymm registers it is
  * 6 output channels x 16 padded pixels (12 accumulators, 2 vector loads and 6
  * broadcasts per 12 FMAs) or 4 x 24 (12 accumulators, 3 loads and 4 broadcasts),
- * whichever pads M and the padded pixels less (prepare() decides).
+ * whichever pads M and the padded pixels less (prepare() decides). On small planes
+ * (nr_f32_conv_sp__avx2, tile NR_CONV_IGEMM_TILE_SP16) the tile turns around: 16
+ * output channels (two vectors of W) x 6 real output pixels, each broadcast from the
+ * copy, so a 7x7 plane computes 49 pixels instead of igemm's 64 padded ones (8-wide
+ * rows of 2 x 8 lanes, of which 7 exist); its sums are written to Y pixel by pixel.
  *
  * Key decision: the finished tile goes through a buffer in L1 and its real pixels (at
  * most one run per output row it touches) are written with the epilogue (bias,
@@ -152,6 +156,47 @@ static void tile_6x16(const float *w, const float *x, int64_t cs, const int64_t 
                       bool first) {
   tile_body(6, 2, w, x, cs, toff, taps, c, out, pft, first);
 }
+/* sp: out[NP][16] (+)= sum over ci, t of w[ci][t][16] x x[ci*cs + toff[t] + po[i]] for
+ * the tile's NP real pixels at padded offsets po; from zero when first. */
+static inline __attribute__((always_inline)) void
+sp_body(const int NP, const float *restrict w, const float *restrict x, int64_t cs,
+        const int64_t *toff, int taps, int64_t c, const int64_t *po, float *restrict out,
+        bool first) {
+  __m256 acc[6][2];
+#pragma GCC unroll 6
+  for (int i = 0; i < NP; i++)
+#pragma GCC unroll 2
+    for (int v = 0; v < 2; v++)
+      acc[i][v] = first ? _mm256_setzero_ps() : _mm256_load_ps(out + i * 16 + 8 * v);
+  for (int64_t ci = 0; ci < c; ci++, x += cs)
+#pragma GCC unroll 1
+    for (int t = 0; t < taps; t++, w += 16) {
+      const float *xb = x + toff[t];
+      __m256 w0 = _mm256_loadu_ps(w), w1 = _mm256_loadu_ps(w + 8);
+#pragma GCC unroll 6
+      for (int i = 0; i < NP; i++) {
+        __m256 b = _mm256_broadcast_ss(xb + po[i]);
+        acc[i][0] = _mm256_fmadd_ps(w0, b, acc[i][0]);
+        acc[i][1] = _mm256_fmadd_ps(w1, b, acc[i][1]);
+      }
+    }
+#pragma GCC unroll 6
+  for (int i = 0; i < NP; i++)
+#pragma GCC unroll 2
+    for (int v = 0; v < 2; v++)
+      _mm256_store_ps(out + i * 16 + 8 * v, acc[i][v]);
+}
+typedef void (*sp_fn)(const float *, const float *, int64_t, const int64_t *, int, int64_t,
+                      const int64_t *, float *, bool);
+#define SP_TILE(NP)                                                                      \
+  static void sp_##NP(const float *w, const float *x, int64_t cs, const int64_t *toff,   \
+                      int taps, int64_t c, const int64_t *po, float *out, bool first) {   \
+    sp_body(NP, w, x, cs, toff, taps, c, po, out, first);                                 \
+  }
+SP_TILE(1) SP_TILE(2) SP_TILE(3) SP_TILE(4) SP_TILE(5) SP_TILE(6)
+static const sp_fn sp_tiles[7] = {NULL, sp_1, sp_2, sp_3, sp_4, sp_5, sp_6};
+#define SP_NP 6
+
 static void tile_4x24(const float *w, const float *x, int64_t cs, const int64_t *toff,
                       int taps, int64_t c, float *out, const unsigned char *pft,
                       bool first) {
@@ -235,6 +280,36 @@ static void store_tile(const ig2_job *j, int64_t pan, int64_t t0, const float *b
   }
 }
 
+/* sp: the finished tile (panel pan, real pixels [px0, px0 + np)) into Y: per output
+ * channel one run of np pixels, through epi_seg in place. */
+static void store_sp(const ig2_job *j, int64_t pan, int64_t px0, int np, const float *buf) {
+  const conv_p *p = j->p;
+  int64_t ohw = (int64_t)p->oh * p->ow;
+  for (int l = 0; l < 16; l++) {
+    int64_t oc = pan * 16 + l;
+    if (oc >= p->m)
+      break;
+    float *y = j->y + oc * ohw + px0;
+    for (int i = 0; i < np; i++)
+      y[i] = buf[i * 16 + l];
+    epi_seg(y, y, j->res ? j->res + oc * ohw + px0 : NULL, np,
+            j->bias ? j->bias[oc] : 0.0f, p);
+  }
+}
+
+/* sp: pixel tile t's real pixels (from *px0) and their padded offsets. */
+static int sp_pixels(const ig2_job *j, int64_t t, int64_t *px0, int64_t *po) {
+  const conv_p *p = j->p;
+  int64_t ohw = (int64_t)p->oh * p->ow;
+  *px0 = t * SP_NP;
+  int np = (int)min64(SP_NP, ohw - *px0);
+  for (int i = 0; i < np; i++) {
+    int64_t k = *px0 + i;
+    po[i] = k / p->ow * j->g.lp + k % p->ow;
+  }
+  return np;
+}
+
 /* Most tiles of a block when C takes more than one pass: their partial sums wait in a
  * buffer on the stack (24 KiB) between passes. */
 #define TILE_FLOATS (6 * 16)
@@ -264,6 +339,15 @@ static void tile_task(void *arg, int64_t begin, int64_t end, int thread) {
         int64_t t0 = (blk * j->tpb + t) * j->g.np;
         const float *x = j->xp + k0 * j->g.cs + t0;
         float *out = buf + (passes ? t * TILE_FLOATS : 0);
+        if (j->g.mr == 16) {
+          int64_t px0, po[SP_NP];
+          int np = sp_pixels(j, blk * j->tpb + t, &px0, po);
+          sp_tiles[np](w, j->xp + k0 * j->g.cs, j->g.cs, j->toff, j->taps, kb, po, out,
+                       k0 == 0);
+          if (k0 + kb >= p->c)
+            store_sp(j, pan, px0, np, out);
+          continue;
+        }
         if (j->g.mr == 6)
           tile_6x16(w, x, j->g.cs, j->toff, j->taps, kb, out, j->pft, k0 == 0);
         else
@@ -325,9 +409,10 @@ nr_status nr_conv_igemm__avx2_run(const nr_exec_args *a) {
                .xp = (float *)(((uintptr_t)a->scratch + 63) & ~(uintptr_t)63)};
   nr_conv_igemm_geo(&q, &j.g);
   plan_taps(&j, &q);
-  j.ntq = (j.g.q + j.g.np - 1) / j.g.np;
+  bool sp = j.g.mr == 16;
+  j.ntq = sp ? ((int64_t)q.oh * q.ow + SP_NP - 1) / SP_NP : (j.g.q + j.g.np - 1) / j.g.np;
   j.npan = (q.m + j.g.mr - 1) / j.g.mr;
-  j.tpb = block_tiles(&q, &j.g, j.ntq);
+  j.tpb = sp ? min64(j.ntq, MAX_BLOCK_TILES) : block_tiles(&q, &j.g, j.ntq);
   j.kc = pass_channels(&q, &j.g, j.taps);
   int64_t ohw = (int64_t)q.oh * q.ow;
   int threads = nr_conv_threads(a);

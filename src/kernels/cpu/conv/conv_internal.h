@@ -119,7 +119,9 @@ static inline uint64_t nr_conv_smallc_scratch(const conv_p *p) {
  * left padding), so lp only needs OW + (kw-1)*dw/sw minus those: a 3x3 pad-1 conv has
  * lp = OW + 1, not OW + 2 (7x7 outputs: 1 dropped column in 8 instead of 2 in 9).
  * p->extra picks the register tile: 0 = 12 output channels x 32 pixels, 1 = 8 x 48
- * (AVX-512), 2 = 6 x 16, 3 = 4 x 24 (nr_f32_conv_igemm__avx2, 16 ymm registers). */
+ * (AVX-512), 2 = 6 x 16, 3 = 4 x 24 (nr_f32_conv_igemm__avx2, 16 ymm registers), 4 =
+ * 16 output channels x 6 real pixels broadcast from the copy (nr_f32_conv_sp__avx2, for
+ * small planes: no padded pixels computed; np is then only the copy's slack). */
 typedef struct conv_igemm_geo {
   int64_t lp, rq, pp, cs, q; /* q: padded pixels, oh * lp */
   int mr, np;
@@ -130,10 +132,11 @@ enum {
   NR_CONV_IGEMM_TILE_8X48,
   NR_CONV_IGEMM_TILE_6X16, /* AVX2 */
   NR_CONV_IGEMM_TILE_4X24, /* AVX2 */
+  NR_CONV_IGEMM_TILE_SP16, /* AVX2, small planes */
   NR_CONV_IGEMM_TILES
 };
 static inline void nr_conv_igemm_geo(const conv_p *p, conv_igemm_geo *g) {
-  static const int mrs[NR_CONV_IGEMM_TILES] = {12, 8, 6, 4}, nps[] = {32, 48, 16, 24};
+  static const int mrs[NR_CONV_IGEMM_TILES] = {12, 8, 6, 4, 16}, nps[] = {32, 48, 16, 24, 8};
   uint32_t t = p->extra < NR_CONV_IGEMM_TILES ? p->extra : 0;
   g->mr = mrs[t];
   g->np = nps[t];
@@ -341,7 +344,7 @@ nr_status nr_conv_dw__avx2_run(const nr_exec_args *a);
 nr_status nr_conv_dw_nchw8c__avx2_run(const nr_exec_args *a);
 nr_status nr_conv_nchw8c_direct__avx2_run(const nr_exec_args *a);
 nr_status nr_conv_smallc__avx2_run(const nr_exec_args *a);
-nr_status nr_conv_igemm__avx2_run(const nr_exec_args *a);
+nr_status nr_conv_igemm__avx2_run(const nr_exec_args *a); /* also nr_f32_conv_sp__avx2 */
 nr_status nr_conv_pw__avx2_run(const nr_exec_args *a);
 /* AVX-512 kernels (files *__avx512.c; call only when nr_cpu_isa() has NR_ISA_AVX512). */
 nr_status nr_conv_igemm__avx512_run(const nr_exec_args *a);

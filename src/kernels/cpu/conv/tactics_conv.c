@@ -75,11 +75,12 @@ static bool sup_im2col(const nr_tactic_ctx *c);
 static bool sup_igemm(const nr_tactic_ctx *c);
 static bool sup_sp(const nr_tactic_ctx *c);
 static bool sup_igemm2(const nr_tactic_ctx *c);
+static bool sup_sp2(const nr_tactic_ctx *c);
 
 /* The tactics that step aside for Winograd F(4,3): PLAIN im2col, igemm and sp. */
 static bool steps_aside(const nr_tactic *t) {
   return t->supports == sup_im2col || t->supports == sup_igemm || t->supports == sup_sp ||
-         t->supports == sup_igemm2;
+         t->supports == sup_igemm2 || t->supports == sup_sp2;
 }
 
 /* Whether the route pins conv.algo to a value that allows one of those tactics (the
@@ -141,6 +142,12 @@ static bool sp_fits(const conv_p *p) {
   return igemm_fits(p) && p->oh <= 16 && p->ow <= 16 && p->m >= 64 && p->c >= 48;
 }
 SUPPORTS(sup_sp, sp_fits(p) && !wino_preferred(c, p))
+/* sp__avx2: igemm__avx2's sixteen-channel turned-around tile, on output planes of at
+ * most 8 x 8 (resnet's 7x7 layers) with sp's channel counts. nr_conv_bench, NNROUTE_ISA=
+ * avx2, 1 thread, CPU time, sp__avx2 / igemm__avx2: 512ch 7x7 0.79-0.89, 256->512
+ * 14->7 0.87-0.90, 512ch 14->7 0.63-0.93; at 13x13 and 14x14 1.02-1.14 (igemm's rows
+ * of 15-16 padded pixels waste little there): those keep igemm. */
+SUPPORTS(sup_sp2, sp_fits(p) && p->oh <= 8 && p->ow <= 8 && !wino_preferred(c, p))
 /* pw: group-1 1x1 without padding, any stride (no end padding either: the output is
  * exactly the strided input pixels). */
 static bool is_pw(const conv_p *p) {
@@ -349,6 +356,17 @@ static nr_status prep_igemm(const nr_tactic_ctx *c, nr_plan *plan, nr_step *st) 
 }
 static nr_status prep_igemm2(const nr_tactic_ctx *c, nr_plan *plan, nr_step *st) {
   return prep_igemm_tiles(c, plan, st, NR_CONV_IGEMM_TILE_6X16);
+}
+/* sp__avx2: igemm__avx2's copy and packing with the 16-channel tile. */
+static nr_status prep_sp2(const nr_tactic_ctx *c, nr_plan *plan, nr_step *st) {
+  conv_p p;
+  nr_status s = store(c, st, &p);
+  if (s)
+    return s;
+  p.extra = NR_CONV_IGEMM_TILE_SP16;
+  memcpy(st->params, &p, sizeof p);
+  st->scratch = nr_conv_igemm_scratch(&p);
+  return nr_conv_pack_igemm(c, plan, st);
 }
 
 /* sp: input channels per pass, the most whose weights (kc x taps x 32 floats) stay
@@ -594,6 +612,8 @@ const nr_tactic nr_tactics_conv[] = {
     /* below the AVX-512 igemm, above im2col: see docs/performance-notes.md (AVX2) */
     CONV("nr_f32_conv_igemm__avx2", "nnroute", "igemm", P, AVX, 61, sup_igemm2,
          prep_igemm2, nr_conv_igemm__avx2_run)
+    CONV("nr_f32_conv_sp__avx2", "nnroute", "smallplane", P, AVX, 63, sup_sp2, prep_sp2,
+         nr_conv_igemm__avx2_run)
     CONV("nr_f32_conv_winograd_f23", "nnroute", "winograd23", P, 0, 42, sup_wino,
          prep_wino23, nr_conv_winograd_run)
     CONV("nr_f32_conv_winograd_f43", "nnroute", "winograd43", P, 0, 45, sup_wino,
@@ -848,6 +868,7 @@ static uint64_t wino_from_valid(const nr_graph *g, const nr_node *n) {
   bool from = t && (!strcmp(t->id, "nr_f32_conv_im2col") ||
                     !strcmp(t->id, "nr_f32_conv_igemm__avx512") ||
                     !strcmp(t->id, "nr_f32_conv_igemm__avx2") ||
+                    !strcmp(t->id, "nr_f32_conv_sp__avx2") ||
                     !strcmp(t->id, "nr_f32_conv_sp__avx512") ||
                     !strcmp(t->id, "nr_f32_conv_winograd_f43__avx512"));
   if (!from || !has_gemm() || !is_wino(&p))
