@@ -10,9 +10,10 @@
  * threads or packed data) than the default route: no dead values.
  *
  * On AVX-512 machines a 3x3 node's default is nr_f32_conv_igemm__avx512 and a 1x1
- * node's nr_f32_conv_pw__avx512, neither of which has a GEMM: there the GEMM knobs
- * must not be listed (they would be dead values), and conv.algo must offer im2col, the
- * GEMM the knobs act on. */
+ * node's nr_f32_conv_pw__avx512, on AVX2 machines (NNROUTE_ISA=avx2) a 3x3 node's is
+ * nr_f32_conv_igemm__avx2 and a 1x1 node's nr_f32_conv_pw__avx2; none of them has a GEMM: there the GEMM knobs must not be
+ * listed (they would be dead values), and conv.algo must offer im2col, the GEMM the
+ * knobs act on. */
 #include "ir/fused.h"
 #include "kernels/act.h"
 #include "kernels/cpu/conv/conv_internal.h"
@@ -229,12 +230,12 @@ static bool same_step(const built *a, const built *b) {
 /* The default tactic of the case is igemm, pw or the AVX-512 Winograd (no GEMM knobs)
  * on this machine. */
 static bool igemm_default(const kcase *k) {
-  return (nr_cpu_isa() & NR_ISA_AVX512) != 0;
+  return (nr_cpu_isa() & (NR_ISA_AVX512 | NR_ISA_AVX2)) != 0;
 }
 /* conv.winograd_from=auto puts the case on the AVX-512 Winograd F(4,3): 3x3 stride 1,
  * 16+ input channels, 400+ output pixels. */
 static bool wino_default(const kcase *k) {
-  return igemm_default(k) && k->k == 3 && k->c >= 16 && out_hw(k, 0) * out_hw(k, 1) >= 400;
+  return (nr_cpu_isa() & NR_ISA_AVX512) && k->k == 3 && k->c >= 16 && out_hw(k, 0) * out_hw(k, 1) >= 400;
 }
 /* GEMM knobs the default tactic does not take: pw (1x1) takes conv.epilogue. */
 static bool is_gemm_knob(const kcase *k, const char *name) {
@@ -278,9 +279,12 @@ static void run_case(nr_test_state *t, const kcase *k, unsigned seed, nr_threadp
   REQUIRE(build_step(&f, &r, &dflt, &err), "%s: default route: %s", k->what, err.message);
   double e0 = run_step(t, &f, k, &dflt, pool, "default");
   if (igemm_default(k)) {
+    bool a512 = nr_cpu_isa() & NR_ISA_AVX512;
     CHECK(!strcmp(dflt.tactic->id, wino_default(k) ? "nr_f32_conv_winograd_f43__avx512"
-                                   : k->k > 1      ? "nr_f32_conv_igemm__avx512"
-                                                   : "nr_f32_conv_pw__avx512"),
+                                   : k->k > 1 && a512 ? "nr_f32_conv_igemm__avx512"
+                                   : k->k > 1         ? "nr_f32_conv_igemm__avx2"
+                                   : a512             ? "nr_f32_conv_pw__avx512"
+                                                      : "nr_f32_conv_pw__avx2"),
           "%s: default is %s", k->what, dflt.tactic->id);
     int ai = nr_knob_space_find(&sp, "conv.algo@conv");
     bool im2col = false;

@@ -235,18 +235,19 @@ static const nr_tactic *default_row(const pw_case *k) {
   return conv_default_row(&cc);
 }
 
-/* AVX-512: pw runs every unpadded 1x1 (any stride). Otherwise the GEMM tactics do, as
- * before the pw row existed: nr_f32_conv_1x1 at stride 1, im2col at stride 2. */
+/* AVX-512: pw runs every unpadded 1x1 (any stride); AVX2: its AVX2 counterpart.
+ * Otherwise the GEMM tactics do, as before the pw rows existed: nr_f32_conv_1x1 at
+ * stride 1, im2col at stride 2. */
 NR_TEST(test_conv_pw_default_choice) {
-  bool avx512 = (nr_cpu_isa() & NR_ISA_AVX512) != 0;
+  bool avx512 = (nr_cpu_isa() & NR_ISA_AVX512) != 0, avx2 = (nr_cpu_isa() & NR_ISA_AVX2);
   pw_case s1 = {1, 64, 14, 14, 256, 1, 1, true, true, NR_ACT_RELU};
   pw_case s2 = {1, 64, 14, 14, 128, 2, 2, true, false, NR_ACT_NONE};
   const nr_tactic *a = default_row(&s1), *b = default_row(&s2);
   REQUIRE(a && b, "no tactic for a 1x1 conv");
-  CHECK(!strcmp(a->id, avx512 ? "nr_f32_conv_pw__avx512" : "nr_f32_conv_1x1"),
-        "stride 1: %s", a->id);
-  CHECK(!strcmp(b->id, avx512 ? "nr_f32_conv_pw__avx512" : "nr_f32_conv_im2col"),
-        "stride 2: %s", b->id);
+  const char *pw_id = avx512 ? "nr_f32_conv_pw__avx512" : "nr_f32_conv_pw__avx2";
+  CHECK(!strcmp(a->id, avx512 || avx2 ? pw_id : "nr_f32_conv_1x1"), "stride 1: %s", a->id);
+  CHECK(!strcmp(b->id, avx512 || avx2 ? pw_id : "nr_f32_conv_im2col"), "stride 2: %s",
+        b->id);
   /* padded or grouped 1x1 convs are not pointwise products */
   const nr_tactic *pw = row("nr_f32_conv_pw__avx512", "FusedConv");
   REQUIRE(pw, "no pw row");

@@ -199,6 +199,24 @@ static const tac_case cases[] = {
     {2, 5, 8, 7, 20, 3, 3, 1, 1, 1, 1, 1, 1, 1, false, true, NR_ACT_CLIP},
     {1, 3, 10, 10, 7, 2, 2, 3, 3, 0, 0, 1, 1, 1, true, false, NR_ACT_HARD_SWISH},
     {1, 4, 40, 1, 13, 3, 1, 1, 1, 1, 0, 1, 1, 1, true, true, NR_ACT_RELU}, /* lp = 1 */
+    /* sp__avx2 (planes up to 8x8, C >= 48, M >= 64; 28-channel passes at 3x3): stride 2
+     * with 7x6 outputs, dilation 2, a scalar activation, two images */
+    {1, 64, 13, 11, 64, 3, 3, 2, 2, 1, 1, 1, 1, 1, true, true, NR_ACT_SIGMOID},
+    {2, 50, 5, 8, 65, 3, 3, 1, 1, 1, 1, 2, 2, 1, false, true, NR_ACT_HARD_SWISH},
+    /* igemm__avx2's tiles (6x16 / 4x24): M around 4 and 6, padded pixels around 16 and
+     * 24, and C over one pass of its W piece (75 channels at 3x3 x 6), so partial sums
+     * wait between passes, at strides 1 and 2 */
+    {1, 80, 5, 6, 11, 3, 3, 1, 1, 1, 1, 1, 1, 1, true, true, NR_ACT_RELU},
+    {1, 81, 9, 9, 4, 3, 3, 2, 2, 1, 1, 1, 1, 1, false, true, NR_ACT_CLIP},
+    {1, 7, 3, 22, 6, 3, 3, 1, 1, 1, 1, 1, 1, 1, true, false, NR_ACT_LEAKY_RELU},
+    {1, 160, 4, 4, 5, 3, 3, 1, 1, 1, 1, 1, 1, 1, true, true, NR_ACT_SIGMOID},
+    /* pw__avx2's tiles (6x16 / 4x24): M around 4 and 6, rows of 16, 24 and partial
+     * vectors, two K blocks (C 300 > 256), the panels order (C <= 64, P >= 196), and
+     * stride 2 from a plane of odd size */
+    {1, 300, 4, 6, 7, 1, 1, 1, 1, 0, 0, 1, 1, 1, true, true, NR_ACT_RELU},
+    {1, 20, 14, 15, 13, 1, 1, 1, 1, 0, 0, 1, 1, 1, true, true, NR_ACT_LEAKY_RELU},
+    {1, 9, 4, 4, 4, 1, 1, 1, 1, 0, 0, 1, 1, 1, false, true, NR_ACT_CLIP},
+    {2, 33, 9, 11, 12, 1, 1, 2, 2, 0, 0, 1, 1, 1, true, false, NR_ACT_SILU},
     /* a small plane with channels enough for sp__avx512 (test_conv_sp512.c has more) */
     {1, 48, 7, 7, 70, 3, 3, 1, 1, 1, 1, 1, 1, 1, true, true, NR_ACT_RELU},
     /* winograd tiles: outputs not a multiple of 2 or 4, no padding */

@@ -116,15 +116,28 @@ static inline uint64_t nr_conv_smallc_scratch(const conv_p *p) {
  * that reads past the end of a row lands in the next row's leading zero columns (its
  * left padding), so lp only needs OW + (kw-1)*dw/sw minus those: a 3x3 pad-1 conv has
  * lp = OW + 1, not OW + 2 (7x7 outputs: 1 dropped column in 8 instead of 2 in 9).
- * p->extra picks the register tile: 0 = 12 output channels x 32 pixels, 1 = 8 x 48. */
+ * p->extra picks the register tile: 0 = 12 output channels x 32 pixels, 1 = 8 x 48
+ * (AVX-512), 2 = 6 x 16, 3 = 4 x 24 (nr_f32_conv_igemm__avx2, 16 ymm registers), 4 =
+ * 16 output channels x 6 real pixels broadcast from the copy (nr_f32_conv_sp__avx2, for
+ * small planes: no padded pixels computed; np is then only the copy's slack). */
 typedef struct conv_igemm_geo {
   int64_t lp, rq, pp, cs, q; /* q: padded pixels, oh * lp */
   int mr, np;
 } conv_igemm_geo;
 #define NR_CONV_IGEMM_MAX_TAPS 64
+enum {
+  NR_CONV_IGEMM_TILE_12X32,
+  NR_CONV_IGEMM_TILE_8X48,
+  NR_CONV_IGEMM_TILE_6X16, /* AVX2 */
+  NR_CONV_IGEMM_TILE_4X24, /* AVX2 */
+  NR_CONV_IGEMM_TILE_SP16, /* AVX2, small planes */
+  NR_CONV_IGEMM_TILES
+};
 static inline void nr_conv_igemm_geo(const conv_p *p, conv_igemm_geo *g) {
-  g->mr = p->extra ? 8 : 12;
-  g->np = p->extra ? 48 : 32;
+  static const int mrs[NR_CONV_IGEMM_TILES] = {12, 8, 6, 4, 16}, nps[] = {32, 48, 16, 24, 8};
+  uint32_t t = p->extra < NR_CONV_IGEMM_TILES ? p->extra : 0;
+  g->mr = mrs[t];
+  g->np = nps[t];
   /* per column phase b: zero columns [0, c0) before the input's [c0, c1) */
   int64_t z = INT64_MAX, c1 = 0;
   for (int b = 0; b < p->sw; b++) {
@@ -212,17 +225,24 @@ enum {
   NR_CONV_PW_TILE_OC48X7,
   NR_CONV_PW_TILES
 };
+/* nr_f32_conv_pw__avx2's tiles (conv_pw__avx2.c): mr output channels x nv 8-pixel
+ * vectors; not values of conv.pw_tile, which names the AVX-512 tiles. */
+enum { NR_CONV_PW2_TILE_6X16 = 0x10, NR_CONV_PW2_TILE_4X24 = 0x11 };
 static inline uint32_t nr_conv_pw_tile(uint32_t extra) { return extra & 0xFFu; }
 static inline int nr_conv_pw_mr(uint32_t extra) {
   uint32_t t = nr_conv_pw_tile(extra);
-  return t == NR_CONV_PW_TILE_8X48    ? 8
+  return t == NR_CONV_PW2_TILE_6X16   ? 6
+         : t == NR_CONV_PW2_TILE_4X24 ? 4
+         : t == NR_CONV_PW_TILE_8X48  ? 8
          : t == NR_CONV_PW_TILE_6X64  ? 6
          : t == NR_CONV_PW_TILE_OC48X7 ? 48
                                       : 12;
 }
 static inline int nr_conv_pw_nv(uint32_t extra) {
   uint32_t t = nr_conv_pw_tile(extra);
-  return t == NR_CONV_PW_TILE_8X48 ? 3 : t == NR_CONV_PW_TILE_6X64 ? 4 : 2;
+  return t == NR_CONV_PW_TILE_8X48 || t == NR_CONV_PW2_TILE_4X24 ? 3
+         : t == NR_CONV_PW_TILE_6X64                           ? 4
+                                                               : 2;
 }
 #define NR_CONV_PW_ALIGNED 0x100u /* p->extra: copy X to rows of whole vectors */
 /* p->extra: panels outer, column tiles inner (conv.pw_order=panels), not the reverse */
@@ -322,6 +342,8 @@ nr_status nr_conv_dw__avx2_run(const nr_exec_args *a);
 nr_status nr_conv_dw_nchw8c__avx2_run(const nr_exec_args *a);
 nr_status nr_conv_nchw8c_direct__avx2_run(const nr_exec_args *a);
 nr_status nr_conv_smallc__avx2_run(const nr_exec_args *a);
+nr_status nr_conv_igemm__avx2_run(const nr_exec_args *a); /* also nr_f32_conv_sp__avx2 */
+nr_status nr_conv_pw__avx2_run(const nr_exec_args *a);
 /* AVX-512 kernels (files *__avx512.c; call only when nr_cpu_isa() has NR_ISA_AVX512). */
 nr_status nr_conv_igemm__avx512_run(const nr_exec_args *a);
 nr_status nr_conv_dw__avx512_run(const nr_exec_args *a); /* PLAIN depthwise */

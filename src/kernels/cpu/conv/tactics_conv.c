@@ -73,10 +73,13 @@ extern const nr_tactic nr_tactics_conv[];
 static bool sup_im2col(const nr_tactic_ctx *c);
 static bool sup_igemm(const nr_tactic_ctx *c);
 static bool sup_sp(const nr_tactic_ctx *c);
+static bool sup_igemm2(const nr_tactic_ctx *c);
+static bool sup_sp2(const nr_tactic_ctx *c);
 
 /* The tactics that step aside for Winograd F(4,3): PLAIN im2col, igemm and sp. */
 static bool steps_aside(const nr_tactic *t) {
-  return t->supports == sup_im2col || t->supports == sup_igemm || t->supports == sup_sp;
+  return t->supports == sup_im2col || t->supports == sup_igemm || t->supports == sup_sp ||
+         t->supports == sup_igemm2 || t->supports == sup_sp2;
 }
 
 /* Whether the route pins conv.algo to a value that allows one of those tactics (the
@@ -131,8 +134,10 @@ static bool igemm_fits(const conv_p *p) {
  * shares, and the copy (C planes) is streamed once per tap. DeepLabV3's ASPP conv
  * (960 -> 256 channels, 3x3, dilation 12 on 20x20) took 2.3x im2col's time and 2.7x
  * onednn's in the model (nnroute bench --profile, 1 thread, conv.algo pinned per node);
- * the zoo has no other dilated conv. */
+ * the zoo has no other dilated conv. Both ISAs' igemm read the copy the same way. */
 SUPPORTS(sup_igemm, igemm_fits(p) && p->dh == 1 && p->dw == 1 && !wino_preferred(c, p))
+/* igemm__avx2: the same windows (its tiles are smaller, so the same copy fits). */
+SUPPORTS(sup_igemm2, igemm_fits(p) && p->dh == 1 && p->dw == 1 && !wino_preferred(c, p))
 /* sp: igemm's windows where the output plane is small (at most 16 x 16) and there are
  * enough channels for its 32-channel panels and its reduction to pay (measured against
  * igemm: docs/performance-notes.md, small planes). Ahead of igemm in priority, so
@@ -141,6 +146,12 @@ static bool sp_fits(const conv_p *p) {
   return igemm_fits(p) && p->oh <= 16 && p->ow <= 16 && p->m >= 64 && p->c >= 48;
 }
 SUPPORTS(sup_sp, sp_fits(p) && !wino_preferred(c, p))
+/* sp__avx2: igemm__avx2's sixteen-channel turned-around tile, on output planes of at
+ * most 8 x 8 (resnet's 7x7 layers) with sp's channel counts. nr_conv_bench, NNROUTE_ISA=
+ * avx2, 1 thread, CPU time, sp__avx2 / igemm__avx2: 512ch 7x7 0.79-0.89, 256->512
+ * 14->7 0.87-0.90, 512ch 14->7 0.63-0.93; at 13x13 and 14x14 1.02-1.14 (igemm's rows
+ * of 15-16 padded pixels waste little there): those keep igemm. */
+SUPPORTS(sup_sp2, sp_fits(p) && p->oh <= 8 && p->ow <= 8 && !wino_preferred(c, p))
 /* pw: group-1 1x1 without padding, any stride (no end padding either: the output is
  * exactly the strided input pixels). */
 static bool is_pw(const conv_p *p) {
@@ -148,6 +159,9 @@ static bool is_pw(const conv_p *p) {
          p->oh == (p->h - 1) / p->sh + 1 && p->ow == (p->w - 1) / p->sw + 1;
 }
 SUPPORTS(sup_pw, is_pw(p))
+/* pw__avx2: the same nodes but a one-pixel output (the squeeze-and-excite convs), which
+ * nr_f32_conv_1x1 runs as a matrix-vector product. */
+SUPPORTS(sup_pw2, is_pw(p) && (int64_t)p->oh * p->ow > 1)
 
 /* ---- prepare() ------------------------------------------------------------------ */
 
@@ -318,23 +332,42 @@ static nr_status prep_wino43_512(const nr_tactic_ctx *c, nr_plan *plan, nr_step 
 
 /* igemm's register tile: the one with less padded work (output channels rounded up to
  * mr times padded pixels rounded up to np); 12x32 on a tie. */
-static uint32_t igemm_variant(conv_p p) {
+static uint32_t igemm_variant(conv_p p, uint32_t first) {
   int64_t work[2];
   for (int v = 0; v < 2; v++) {
     conv_igemm_geo g;
-    p.extra = (uint32_t)v;
+    p.extra = first + (uint32_t)v;
     nr_conv_igemm_geo(&p, &g);
     work[v] = (p.m + g.mr - 1) / g.mr * g.mr * ((g.q + g.np - 1) / g.np * g.np);
   }
-  return work[1] < work[0] ? 1u : 0u;
+  return first + (work[1] < work[0] ? 1u : 0u);
 }
 
-static nr_status prep_igemm(const nr_tactic_ctx *c, nr_plan *plan, nr_step *st) {
+static nr_status prep_igemm_tiles(const nr_tactic_ctx *c, nr_plan *plan, nr_step *st,
+                                  uint32_t first) {
   conv_p p;
   nr_status s = store(c, st, &p);
   if (s)
     return s;
-  p.extra = igemm_variant(p);
+  p.extra = igemm_variant(p, first);
+  memcpy(st->params, &p, sizeof p);
+  st->scratch = nr_conv_igemm_scratch(&p);
+  return nr_conv_pack_igemm(c, plan, st);
+}
+/* igemm__avx512: 12x32 or 8x48; igemm__avx2: 6x16 or 4x24. */
+static nr_status prep_igemm(const nr_tactic_ctx *c, nr_plan *plan, nr_step *st) {
+  return prep_igemm_tiles(c, plan, st, NR_CONV_IGEMM_TILE_12X32);
+}
+static nr_status prep_igemm2(const nr_tactic_ctx *c, nr_plan *plan, nr_step *st) {
+  return prep_igemm_tiles(c, plan, st, NR_CONV_IGEMM_TILE_6X16);
+}
+/* sp__avx2: igemm__avx2's copy and packing with the 16-channel tile. */
+static nr_status prep_sp2(const nr_tactic_ctx *c, nr_plan *plan, nr_step *st) {
+  conv_p p;
+  nr_status s = store(c, st, &p);
+  if (s)
+    return s;
+  p.extra = NR_CONV_IGEMM_TILE_SP16;
   memcpy(st->params, &p, sizeof p);
   st->scratch = nr_conv_igemm_scratch(&p);
   return nr_conv_pack_igemm(c, plan, st);
@@ -501,6 +534,38 @@ static nr_status prep_pw(const nr_tactic_ctx *c, nr_plan *plan, nr_step *st) {
   return nr_conv_pack_pw(c, plan, st);
 }
 
+/* pw__avx2's tile: 6x16 or 4x24, the one with less padded work (panels times the
+ * row's tiles, each costed as pw_step_cost with 8-pixel vectors: a one-vector tile has
+ * too few accumulator chains to hide the FMA latency); 6x16 on a tie. */
+static int64_t pw2_cost(const conv_p *p, int mr, int nv) {
+  int64_t nvec = ((int64_t)p->oh * p->ow + 7) / 8, full = nvec / nv;
+  int rest = (int)(nvec - full * nv);
+  int64_t per = full * pw_step_cost(mr, nv) + (rest ? pw_step_cost(mr, rest) : 0);
+  return (p->m + mr - 1) / mr * per;
+}
+
+/* pw__avx2's K block: the largest whose column tile of B (kc x nv*8 floats) fills at
+ * most half a 32 KiB L1 (256 channels at 16 pixels, 168 at 24), cut into equal blocks. */
+static uint16_t pw2_kc(const conv_p *p) {
+  int64_t max = 16384 / (nr_conv_pw_nv(p->extra) * 32) / 8 * 8;
+  int64_t blocks = (p->c + max - 1) / max, kc = (p->c + blocks - 1) / blocks;
+  return (uint16_t)(kc < 1 ? 1 : kc);
+}
+
+static nr_status prep_pw2(const nr_tactic_ctx *c, nr_plan *plan, nr_step *st) {
+  conv_p p;
+  nr_status s = store(c, st, &p);
+  if (s)
+    return s;
+  p.extra = pw2_cost(&p, 4, 3) < pw2_cost(&p, 6, 2) ? NR_CONV_PW2_TILE_4X24
+                                                   : NR_CONV_PW2_TILE_6X16;
+  p.extra |= pw_panels_auto(&p) ? NR_CONV_PW_PANELS : 0;
+  p.gemm.kc = pw2_kc(&p);
+  memcpy(st->params, &p, sizeof p);
+  st->scratch = nr_conv_pw_scratch(&p);
+  return nr_conv_pack_pw(c, plan, st);
+}
+
 static nr_status prep_onednn(const nr_tactic_ctx *c, nr_plan *plan, nr_step *st) {
   conv_p p;
   nr_status s = store(c, st, &p);
@@ -527,6 +592,9 @@ const nr_tactic nr_tactics_conv[] = {
     /* id                             source     algo   layout isa prio */
     CONV("nr_f32_conv_pw__avx512", "nnroute", "pointwise", P, A512, 105, sup_pw, prep_pw,
          nr_conv_pw__avx512_run)
+    /* below the AVX-512 pw, above the GEMM 1x1: docs/performance-notes.md (AVX2) */
+    CONV("nr_f32_conv_pw__avx2", "nnroute", "pointwise", P, AVX, 104, sup_pw2, prep_pw2,
+         nr_conv_pw__avx2_run)
     CONV("nr_f32_conv_1x1", "nnroute", "gemm1x1", P, 0, 100, sup_1x1, prep_im2col,
          nr_conv_1x1_run)
     CONV("nr_f32_conv_dw__avx512", "nnroute", "depthwise", P, A512, 95, sup_dw512,
@@ -545,6 +613,11 @@ const nr_tactic nr_tactics_conv[] = {
          prep_igemm, nr_conv_igemm__avx512_run)
     CONV("nr_f32_conv_sp__avx512", "nnroute", "smallplane", P, A512, 64, sup_sp, prep_sp,
          nr_conv_sp__avx512_run)
+    /* below the AVX-512 igemm, above im2col: see docs/performance-notes.md (AVX2) */
+    CONV("nr_f32_conv_igemm__avx2", "nnroute", "igemm", P, AVX, 61, sup_igemm2,
+         prep_igemm2, nr_conv_igemm__avx2_run)
+    CONV("nr_f32_conv_sp__avx2", "nnroute", "smallplane", P, AVX, 63, sup_sp2, prep_sp2,
+         nr_conv_igemm__avx2_run)
     CONV("nr_f32_conv_winograd_f23", "nnroute", "winograd23", P, 0, 42, sup_wino,
          prep_wino23, nr_conv_winograd_run)
     CONV("nr_f32_conv_winograd_f43", "nnroute", "winograd43", P, 0, 45, sup_wino,
@@ -770,12 +843,19 @@ static bool has_epilogue(const nr_graph *g, const nr_node *n, const conv_p *p) {
 }
 
 static bool pw_default(const nr_graph *g, const nr_node *n, conv_p *p);
-/* The GEMM-based tactics and pw take conv.epilogue=separate. */
+/* The default tactic is nr_f32_conv_pw__avx2 (which takes conv.epilogue, not the
+ * AVX-512 pw's tile, K block and order knobs). */
+static bool pw2_default(const nr_graph *g, const nr_node *n, conv_p *p) {
+  const nr_tactic *t = conv_applies(g, n) ? default_tactic(g, n, p) : NULL;
+  return t && !strcmp(t->id, "nr_f32_conv_pw__avx2");
+}
+/* The GEMM-based tactics and both pw take conv.epilogue=separate. */
 static bool epilogue_applies(const nr_graph *g, const nr_node *n) {
   conv_p p;
   gemm_dims d;
   nr_gemm_cfg cfg;
-  return (default_gemm(g, n, &p, &d, &cfg) || pw_default(g, n, &p)) &&
+  return (default_gemm(g, n, &p, &d, &cfg) || pw_default(g, n, &p) ||
+          pw2_default(g, n, &p)) &&
          has_epilogue(g, n, &p);
 }
 
@@ -791,6 +871,8 @@ static uint64_t wino_from_valid(const nr_graph *g, const nr_node *n) {
   const nr_tactic *t = conv_applies(g, n) ? default_tactic(g, n, &p) : NULL;
   bool from = t && (!strcmp(t->id, "nr_f32_conv_im2col") ||
                     !strcmp(t->id, "nr_f32_conv_igemm__avx512") ||
+                    !strcmp(t->id, "nr_f32_conv_igemm__avx2") ||
+                    !strcmp(t->id, "nr_f32_conv_sp__avx2") ||
                     !strcmp(t->id, "nr_f32_conv_sp__avx512") ||
                     !strcmp(t->id, "nr_f32_conv_winograd_f43__avx512"));
   if (!from || !has_gemm() || !is_wino(&p))
