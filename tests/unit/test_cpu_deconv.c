@@ -1,5 +1,5 @@
-/* test_cpu_deconv.c - onednn_deconv (ConvTranspose through oneDNN) against the
- * reference executor over a table of windows: kernels 1 to 4, strides 1 to 3, pads,
+/* test_cpu_deconv.c - the ConvTranspose tactics (onednn_deconv, nr_f32_deconv_patch)
+ * against the reference executor over a table of windows: kernels 1 to 4, strides 1 to 3, pads,
  * output_padding, dilation, output_shape and auto_pad, groups 1, 2 and depthwise,
  * with and without bias, batch 1 and 2, odd sizes, an end pad that output_padding
  * makes negative; and a W that is not a constant, which it leaves to the reference. Uses
@@ -40,6 +40,12 @@ static const dcase CASES[] = {
     {1, 3, 4, 5, 2, {3, 3}, {2, 2}, {1, 1}, {0, 0, 0, 0}, {0, 0}, 1, true, "SAME_UPPER", false, true},
     {1, 3, 4, 5, 2, {3, 3}, {2, 2}, {1, 1}, {0, 0, 0, 0}, {0, 0}, 1, true, "SAME_LOWER", false, true},
     {1, 3, 4, 5, 2, {3, 3}, {2, 2}, {1, 1}, {1, 1, 0, 0}, {1, 1}, 1, false, NULL, true, true},
+    /* patches: kernel = stride, no padding (nr_f32_deconv_patch too) */
+    {2, 5, 3, 7, 3, {3, 3}, {3, 3}, {1, 1}, {0, 0, 0, 0}, {0, 0}, 1, false, NULL, false, true},
+    {1, 9, 5, 4, 7, {2, 3}, {2, 3}, {1, 1}, {0, 0, 0, 0}, {0, 0}, 1, true, NULL, false, true},
+    {1, 24, 40, 40, 24, {2, 2}, {2, 2}, {1, 1}, {0, 0, 0, 0}, {0, 0}, 1, true, NULL, false, true},
+    {1, 24, 33, 31, 1, {2, 2}, {2, 2}, {1, 1}, {0, 0, 0, 0}, {0, 0}, 1, true, NULL, false, true},
+    {1, 4, 3, 5, 2, {2, 2}, {2, 2}, {1, 1}, {0, 0, 0, 0}, {0, 0}, 1, true, "SAME_UPPER", false, true},
     /* output_padding past the end pad: a negative end pad (outputs only the bias) */
     {1, 3, 4, 4, 2, {3, 3}, {3, 3}, {1, 1}, {0, 0, 0, 0}, {2, 2}, 1, true, NULL, false, true},
     /* not 2-D float32 with a constant W: the reference's */
@@ -54,7 +60,16 @@ static int64_t out_dim(const dcase *dc, int i, int64_t in) {
          dc->pads[2 + i];
 }
 
-static void check_case(nr_test_state *t, const dcase *dc, uint64_t seed, nr_threadpool *pool) {
+/* Whether nr_f32_deconv_patch takes the case: group 1, kernel = stride, no pads. */
+static bool is_patch(const dcase *dc) {
+  bool flat = dc->auto_pad || (!dc->pads[0] && !dc->pads[1] && !dc->pads[2] &&
+                               !dc->pads[3] && !dc->op[0] && !dc->op[1]);
+  return dc->expect && dc->group == 1 && dc->k[0] == dc->s[0] && dc->k[1] == dc->s[1] &&
+         dc->d[0] == 1 && dc->d[1] == 1 && flat;
+}
+
+static void check_case(nr_test_state *t, const dcase *dc, const char *id, bool expect,
+                       uint64_t seed, nr_threadpool *pool) {
   nr_rng r = nr_rng_make(seed);
   int64_t xd[4] = {dc->n, dc->c, dc->h, dc->w};
   int64_t wd[4] = {dc->c, dc->m / dc->group, dc->k[0], dc->k[1]}, bd = dc->m;
@@ -83,20 +98,20 @@ static void check_case(nr_test_state *t, const dcase *dc, uint64_t seed, nr_thre
   cpuop *o = cpuop_new();
   REQUIRE(!cpuop_init(o, "ConvTranspose", 11, na, attrs, dc->bias ? 3 : 2, ins, consts, 1,
                       &yv, ""));
-  bool sup = cpuop_supports(o, "onednn_deconv");
-  CHECK(sup == dc->expect, "seed=%llu: supports %d, expected %d", (unsigned long long)seed,
-        sup, dc->expect);
+  bool sup = cpuop_supports(o, id);
+  CHECK(sup == expect, "%s seed=%llu: supports %d, expected %d", id,
+        (unsigned long long)seed, sup, expect);
   if (sup) {
     bool g;
     nr_value ref;
     nr_status st = cpuop_run(o, pool, &g);
-    CHECK(!st && g, "seed=%llu: run %d guards %d", (unsigned long long)seed, st, g);
+    CHECK(!st && g, "%s seed=%llu: run %d guards %d", id, (unsigned long long)seed, st, g);
     REQUIRE(!cpuop_ref(o, na, attrs, &ref));
     CHECK(nr_value_count(&ref) == ny, "seed=%llu: reference has %lld elements, not %lld",
           (unsigned long long)seed, (long long)nr_value_count(&ref), (long long)ny);
     double e = cpuop_err(cpuop_out(o, 0), ref.data, ny, 1e-5, 1e-4);
-    CHECK(e <= 1.0, "seed=%llu case c=%lld k=%lld s=%lld g=%d: %.3g of tolerance",
-          (unsigned long long)seed, (long long)dc->c, (long long)dc->k[0],
+    CHECK(e <= 1.0, "%s seed=%llu case c=%lld k=%lld s=%lld g=%d: %.3g of tolerance",
+          id, (unsigned long long)seed, (long long)dc->c, (long long)dc->k[0],
           (long long)dc->s[0], dc->group, e);
     nr_value_free(&ref);
   }
@@ -105,9 +120,11 @@ static void check_case(nr_test_state *t, const dcase *dc, uint64_t seed, nr_thre
   free(x), free(w), free(b);
 }
 
-NR_TEST(cpu_deconv_onednn) {
+NR_TEST(cpu_deconv) {
   nr_threadpool *pool = nr_threadpool_create(2);
-  for (size_t i = 0; i < sizeof CASES / sizeof CASES[0]; i++)
-    check_case(t, &CASES[i], 7000 + i, pool);
+  for (size_t i = 0; i < sizeof CASES / sizeof CASES[0]; i++) {
+    check_case(t, &CASES[i], "onednn_deconv", CASES[i].expect, 7000 + i, pool);
+    check_case(t, &CASES[i], "nr_f32_deconv_patch", is_patch(&CASES[i]), 7000 + i, pool);
+  }
   nr_threadpool_destroy(pool);
 }

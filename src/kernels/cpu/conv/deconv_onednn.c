@@ -1,6 +1,7 @@
 /* deconv_onednn.c - onednn_deconv: ConvTranspose through oneDNN 2.6's deconvolution
  * primitive (float32, 2-D, PLAIN, any group, stride, padding, output_padding,
- * output_shape and auto_pad, dilation; bias), the table nr_tactics_cpu_deconv[].
+ * output_shape and auto_pad, dilation; bias), and the reading of a ConvTranspose
+ * node every deconvolution tactic shares (nr_deconv_parse).
  *
  * Key decision: the same life cycle as onednn_conv (conv_onednn.c): oneDNN primitives
  * cannot be serialized, so prepare() stores only the params record, and the primitive
@@ -13,6 +14,7 @@
  * stride-2 upsample with output_padding 1 and no pads); oneDNN takes that (the
  * outputs past the input's reach get only the bias), but supports() then asks for the
  * primitive itself, so a oneDNN that refuses leaves the node to the reference. */
+#include "kernels/cpu/conv/deconv.h"
 #include "kernels/cpu/extlib.h"
 
 #include "kernels/ref/conv_util.h"
@@ -23,13 +25,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-typedef struct deconv_p {
-  int32_t n, c, h, w;      /* X */
-  int32_t m, oh, ow, group; /* Y channels and size; groups */
-  int16_t kh, kw, sh, sw, dh, dw, pt, pl, pb, pr; /* window; pads begin / end */
-  int32_t has_bias;
-} deconv_p;
-_Static_assert(sizeof(deconv_p) <= NR_TACTIC_PARAMS, "deconv_p must fit nr_step.params");
 
 /* ---- reading the node ------------------------------------------------------------- */
 
@@ -85,8 +80,7 @@ static bool f32_rank4(const nr_slot *s) {
   return true;
 }
 
-/* Fills p from a ConvTranspose step: float32 2-D with constant W (and B). */
-static bool deconv_parse(const nr_tactic_ctx *c, deconv_p *p) {
+bool nr_deconv_parse(const nr_tactic_ctx *c, deconv_p *p) {
   memset(p, 0, sizeof *p);
   const nr_node *n = c->node;
   if (!n || strcmp(n->op_type, "ConvTranspose") || (n->domain && *n->domain))
@@ -202,18 +196,18 @@ static deconv_entry *lookup(const deconv_p *p, int team) {
 
 /* ---- the tactic ----------------------------------------------------------------------- */
 
-static bool deconv_supports(const nr_tactic_ctx *c) {
+bool nr_deconv_onednn_supports(const nr_tactic_ctx *c) {
   deconv_p p;
-  if (!deconv_parse(c, &p))
+  if (!nr_deconv_parse(c, &p))
     return false;
   return (p.pb >= 0 && p.pr >= 0) || lookup(&p, nr_extlib_build_threads(c)) != NULL;
 }
 
 static size_t align64(size_t n) { return (n + 63) / 64 * 64; }
 
-static nr_status deconv_prepare(const nr_tactic_ctx *c, nr_plan *plan, nr_step *st) {
+nr_status nr_deconv_onednn_prepare(const nr_tactic_ctx *c, nr_plan *plan, nr_step *st) {
   deconv_p p;
-  if (!deconv_parse(c, &p))
+  if (!nr_deconv_parse(c, &p))
     return nr_errorf(c->err, NR_ERR_INTERNAL, "%s: the node no longer parses",
                      st->tactic->id);
   deconv_entry *e = lookup(&p, nr_extlib_build_threads(c));
@@ -224,7 +218,7 @@ static nr_status deconv_prepare(const nr_tactic_ctx *c, nr_plan *plan, nr_step *
   return NR_OK;
 }
 
-static nr_status deconv_run(const nr_exec_args *a) {
+nr_status nr_deconv_onednn_run(const nr_exec_args *a) {
   const deconv_p *p = (const deconv_p *)(const void *)a->step->params;
   int team = nr_extlib_threads(a);
   deconv_entry *e = lookup(p, team);
@@ -261,9 +255,3 @@ static nr_status deconv_run(const nr_exec_args *a) {
     return nr_errorf(a->err, NR_ERR_INTERNAL, "oneDNN deconvolution failed");
   return NR_OK;
 }
-
-const nr_tactic nr_tactics_cpu_deconv[] = {
-    {"onednn_deconv", "", "ConvTranspose", "onednn", "onednn", NR_LAYOUT_PLAIN, 0, 30,
-     deconv_supports, deconv_prepare, deconv_run},
-    {0},
-};
