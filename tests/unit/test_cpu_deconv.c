@@ -21,10 +21,11 @@ typedef struct dcase {
 } dcase;
 
 static nr_attr ints(const char *name, int n, const int64_t *v) {
-  return (nr_attr){.name = (char *)name, .type = NR_ATTR_INTS, .n = (size_t)n,
-                   .ints = (int64_t *)v};
+  return (nr_attr){
+      .name = (char *)name, .type = NR_ATTR_INTS, .n = (size_t)n, .ints = (int64_t *)v};
 }
 
+/* clang-format off */
 static const dcase CASES[] = {
     /* n  c  h  w  m  k      s      d      pads          op   grp bias */
     {1, 3, 5, 7, 4, {2, 2}, {2, 2}, {1, 1}, {0, 0, 0, 0}, {0, 0}, 1, true, NULL, false, true},
@@ -51,6 +52,7 @@ static const dcase CASES[] = {
     /* not 2-D float32 with a constant W: the reference's */
     {1, 3, 4, 4, 2, {3, 3}, {2, 2}, {1, 1}, {0, 0, 0, 0}, {0, 0}, 1, true, NULL, false, false},
 };
+/* clang-format on */
 
 /* Output size of spatial dim i (explicit pads, or SAME: in * stride). */
 static int64_t out_dim(const dcase *dc, int i, int64_t in) {
@@ -78,7 +80,8 @@ static void check_case(nr_test_state *t, const dcase *dc, const char *id, bool e
   int64_t ny = yd[0] * yd[1] * yd[2] * yd[3], shape[2] = {yd[2], yd[3]};
   float *x = nr_rng_floats(&r, nx, -1, 1), *w = nr_rng_floats(&r, nw, -1, 1),
         *b = nr_rng_floats(&r, bd, -1, 1);
-  nr_value xv = cpuop_fval(4, xd, x), wv = cpuop_fval(4, wd, w), bv = cpuop_fval(1, &bd, b);
+  nr_value xv = cpuop_fval(4, xd, x), wv = cpuop_fval(4, wd, w),
+           bv = cpuop_fval(1, &bd, b);
   nr_value yv = cpuop_fval(4, yd, NULL);
   const nr_value *ins[3] = {&xv, &wv, dc->bias ? &bv : NULL};
   bool consts[3] = {false, dc->expect, true};
@@ -89,12 +92,15 @@ static void check_case(nr_test_state *t, const dcase *dc, const char *id, bool e
   attrs[na++] = ints("dilations", 2, dc->d);
   attrs[na++] = (nr_attr){.name = "group", .type = NR_ATTR_INT, .i = dc->group};
   if (dc->auto_pad)
-    attrs[na++] = (nr_attr){.name = "auto_pad", .type = NR_ATTR_STRING,
-                            .s = (char *)dc->auto_pad, .s_len = strlen(dc->auto_pad)};
+    attrs[na++] = (nr_attr){.name = "auto_pad",
+                            .type = NR_ATTR_STRING,
+                            .s = (char *)dc->auto_pad,
+                            .s_len = strlen(dc->auto_pad)};
   else if (dc->shape)
     attrs[na++] = ints("output_shape", 2, shape);
   else
-    attrs[na++] = ints("pads", 4, dc->pads), attrs[na++] = ints("output_padding", 2, dc->op);
+    attrs[na++] = ints("pads", 4, dc->pads),
+    attrs[na++] = ints("output_padding", 2, dc->op);
   cpuop *o = cpuop_new();
   REQUIRE(!cpuop_init(o, "ConvTranspose", 11, na, attrs, dc->bias ? 3 : 2, ins, consts, 1,
                       &yv, ""));
@@ -110,8 +116,8 @@ static void check_case(nr_test_state *t, const dcase *dc, const char *id, bool e
     CHECK(nr_value_count(&ref) == ny, "seed=%llu: reference has %lld elements, not %lld",
           (unsigned long long)seed, (long long)nr_value_count(&ref), (long long)ny);
     double e = cpuop_err(cpuop_out(o, 0), ref.data, ny, 1e-5, 1e-4);
-    CHECK(e <= 1.0, "%s seed=%llu case c=%lld k=%lld s=%lld g=%d: %.3g of tolerance",
-          id, (unsigned long long)seed, (long long)dc->c, (long long)dc->k[0],
+    CHECK(e <= 1.0, "%s seed=%llu case c=%lld k=%lld s=%lld g=%d: %.3g of tolerance", id,
+          (unsigned long long)seed, (long long)dc->c, (long long)dc->k[0],
           (long long)dc->s[0], dc->group, e);
     nr_value_free(&ref);
   }

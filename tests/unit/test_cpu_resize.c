@@ -35,7 +35,8 @@ static nr_attr iattr(const char *name, int64_t i) {
 }
 
 /* Runs case rc on both tactics and the reference. */
-static void check_case(nr_test_state *t, const rcase *rc, uint64_t seed, nr_threadpool *pool) {
+static void check_case(nr_test_state *t, const rcase *rc, uint64_t seed,
+                       nr_threadpool *pool) {
   nr_rng r = nr_rng_make(seed);
   int rank = rc->rank;
   int64_t n = 1, yd[4], m = 1, cnt = rank;
@@ -64,8 +65,8 @@ static void check_case(nr_test_state *t, const rcase *rc, uint64_t seed, nr_thre
     ins[2] = &sv, n_in = 3;
   for (int k = 0; k < 2; k++) {
     cpuop *o = cpuop_new();
-    REQUIRE(!cpuop_init(o, rc->op, rc->opset, rc->n_attrs, rc->attrs, n_in, ins, consts, 1,
-                        &yv, ""));
+    REQUIRE(!cpuop_init(o, rc->op, rc->opset, rc->n_attrs, rc->attrs, n_in, ins, consts,
+                        1, &yv, ""));
     bool sup = cpuop_supports(o, IDS[k]);
     bool runs = !(nr_tactic_find(IDS[k])->isa & ~nr_cpu_isa());
     CHECK(sup == (rc->expect && runs), "%s seed=%llu: supports %d, expected %d", IDS[k],
@@ -80,7 +81,7 @@ static void check_case(nr_test_state *t, const rcase *rc, uint64_t seed, nr_thre
       CHECK(nr_value_count(&ref) == m, "%s: reference has %lld elements, expected %lld",
             IDS[k], (long long)nr_value_count(&ref), (long long)m);
       double e = cpuop_err(cpuop_out(o, 0), ref.data, m, 1e-6, 1e-5);
-      CHECK(e <= 1.0, "%s seed=%llu %s mode=%s x=[%lld %lld %lld %lld]: %.3g of tolerance",
+      CHECK(e <= 1.0, "%s seed=%llu %s mode=%s x=[%lld %lld %lld %lld]: %.3g of tol.",
             IDS[k], (unsigned long long)seed, rc->op, rc->n_attrs ? rc->attrs[0].s : "-",
             (long long)rc->xd[0], (long long)rc->xd[1], (long long)rc->xd[2],
             (long long)rc->xd[3], e);
@@ -108,9 +109,11 @@ static void grid(nr_test_state *t, const char *mode, int ctm, int nearest, uint6
                  nr_threadpool *pool) {
   for (int sh = 0; sh < 5; sh++) {
     for (int form = 0; form < 12; form++) {
-      rcase rc = {"Resize", 13, 3, {sattr("mode", mode), sattr("coordinate_transformation_mode",
-                                     CTMS[ctm]), sattr("nearest_mode", NEAREST[nearest])},
-                  {0}, 4, form >= 8, {1, 1, 0, 0}, true};
+      rcase rc = {.op = "Resize", .opset = 13, .n_attrs = 3, .rank = 4,
+                  .sizes = form >= 8, .s = {1, 1, 0, 0}, .expect = true,
+                  .attrs = {sattr("mode", mode),
+                            sattr("coordinate_transformation_mode", CTMS[ctm]),
+                            sattr("nearest_mode", NEAREST[nearest])}};
       memcpy(rc.xd, SHAPES[sh], sizeof rc.xd);
       if (form < 8) {
         rc.s[2] = SCALES[form][0], rc.s[3] = SCALES[form][1];
@@ -167,10 +170,11 @@ NR_TEST(cpu_resize_parallel_and_opsets) {
       check_case(t, &rc, 3100 + (uint64_t)(k * 4 + o), pool);
     }
   /* a rank-3 tensor resized along its last axis, a rank-2 one in both */
-  rcase r3 = {"Resize", 13, 1, {sattr("mode", "linear")}, {2, 3, 11}, 3, false, {1, 1, 1.5},
-              true};
+  rcase r3 = {"Resize", 13, 1, {sattr("mode", "linear")}, {2, 3, 11}, 3, false,
+              {1, 1, 1.5}, true};
   check_case(t, &r3, 3200, pool);
-  rcase r2 = {"Resize", 13, 1, {sattr("mode", "nearest")}, {7, 5}, 2, false, {2, 3}, true};
+  rcase r2 = {"Resize", 13, 1, {sattr("mode", "nearest")}, {7, 5}, 2, false, {2, 3},
+              true};
   check_case(t, &r2, 3201, pool);
   nr_threadpool_destroy(pool);
 }

@@ -11,11 +11,11 @@
 #include <stdint.h>
 
 typedef struct deconv_p {
-  int32_t n, c, h, w;       /* X */
-  int32_t m, oh, ow, group; /* Y channels and size; groups */
+  int32_t n, c, h, w;                             /* X */
+  int32_t m, oh, ow, group;                       /* Y channels and size; groups */
   int16_t kh, kw, sh, sw, dh, dw, pt, pl, pb, pr; /* window; pads begin / end */
   uint8_t has_bias, pad_[3];
-  nr_gemm_cfg gemm;         /* nr_f32_deconv_patch; zero for onednn_deconv */
+  nr_gemm_cfg gemm; /* nr_f32_deconv_patch; zero for onednn_deconv */
 } deconv_p;
 _Static_assert(sizeof(deconv_p) <= NR_TACTIC_PARAMS, "deconv_p must fit nr_step.params");
 

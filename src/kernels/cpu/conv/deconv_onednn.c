@@ -25,7 +25,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-
 /* ---- reading the node ------------------------------------------------------------- */
 
 static bool fits16(int64_t v, int64_t lo) { return v >= lo && v <= INT16_MAX; }
@@ -58,9 +57,10 @@ static bool parse_window(const nr_tactic_ctx *c, const nr_slot *x, const nr_slot
     win.in[i] = x->dims[2 + i];
     win.out[i] = y->dims[2 + i];
     pb[i] = pad_begin(&win, i, op ? op[i] : 0, target);
-    pe[i] = (win.in[i] - 1) * win.stride[i] + nr_window_extent(&win, i) - pb[i] - win.out[i];
-    if (!fits16(win.kernel[i], 1) || !fits16(win.stride[i], 1) || !fits16(win.dil[i], 1) ||
-        !fits16(pb[i], 0) || !fits16(pe[i], -INT16_MAX))
+    pe[i] = (win.in[i] - 1) * win.stride[i] + nr_window_extent(&win, i) - pb[i] -
+            win.out[i];
+    if (!fits16(win.kernel[i], 1) || !fits16(win.stride[i], 1) ||
+        !fits16(win.dil[i], 1) || !fits16(pb[i], 0) || !fits16(pe[i], -INT16_MAX))
       return false;
   }
   p->kh = (int16_t)win.kernel[0], p->kw = (int16_t)win.kernel[1];
@@ -127,7 +127,8 @@ static void io_descs(const deconv_p *p, dnnl_memory_desc_t *xm, dnnl_memory_desc
 }
 
 /* The user weights (ONNX's [C, M/g, kh, kw]) and the primitive's (format any). */
-static void weight_descs(const deconv_p *p, dnnl_memory_desc_t *user, dnnl_memory_desc_t *any) {
+static void weight_descs(const deconv_p *p, dnnl_memory_desc_t *user,
+                         dnnl_memory_desc_t *any) {
   int g = p->group;
   if (g == 1) {
     dnnl_dims_t wd = {p->m, p->c, p->kh, p->kw};
@@ -212,7 +213,8 @@ nr_status nr_deconv_onednn_prepare(const nr_tactic_ctx *c, nr_plan *plan, nr_ste
                      st->tactic->id);
   deconv_entry *e = lookup(&p, nr_extlib_build_threads(c));
   if (!e)
-    return nr_errorf(c->err, NR_ERR_UNSUPPORTED, "oneDNN cannot create this deconvolution");
+    return nr_errorf(c->err, NR_ERR_UNSUPPORTED,
+                     "oneDNN cannot create this deconvolution");
   memcpy(st->params, &p, sizeof p);
   st->scratch = align64(dnnl_memory_desc_get_size(&e->prim_w));
   return NR_OK;
@@ -223,11 +225,14 @@ nr_status nr_deconv_onednn_run(const nr_exec_args *a) {
   int team = nr_extlib_threads(a);
   deconv_entry *e = lookup(p, team);
   if (!e)
-    return nr_errorf(a->err, NR_ERR_UNSUPPORTED, "oneDNN cannot create this deconvolution");
+    return nr_errorf(a->err, NR_ERR_UNSUPPORTED,
+                     "oneDNN cannot create this deconvolution");
   if (align64(dnnl_memory_desc_get_size(&e->prim_w)) > a->step->scratch)
-    return nr_errorf(a->err, NR_ERR_RUNTIME, "onednn_deconv: oneDNN wants more scratch on "
+    return nr_errorf(a->err, NR_ERR_RUNTIME,
+                     "onednn_deconv: oneDNN wants more scratch on "
                      "%d threads than the engine sized for its build's (rebuild the "
-                     "engine for this thread count)", team);
+                     "engine for this thread count)",
+                     team);
   dnnl_memory_desc_t xm, ym, bm;
   io_descs(p, &xm, &ym, &bm);
   dnnl_memory_t mx = NULL, my = NULL, mb = NULL, mw = NULL, muw = NULL;
@@ -237,11 +242,14 @@ nr_status nr_deconv_onednn_run(const nr_exec_args *a) {
             dnnl_memory_create(&my, &ym, engine, a->out[0]) == dnnl_success &&
             dnnl_memory_create(&muw, &e->user_w, engine, a->in[1]) == dnnl_success &&
             dnnl_memory_create(&mw, &e->prim_w, engine, a->scratch) == dnnl_success &&
-            (!p->has_bias || dnnl_memory_create(&mb, &bm, engine, a->in[2]) == dnnl_success);
+            (!p->has_bias ||
+             dnnl_memory_create(&mb, &bm, engine, a->in[2]) == dnnl_success);
   if (ok) {
     dnnl_exec_arg_t ra[2] = {{DNNL_ARG_FROM, muw}, {DNNL_ARG_TO, mw}};
-    dnnl_exec_arg_t da[4] = {{DNNL_ARG_SRC, mx}, {DNNL_ARG_WEIGHTS, mw},
-                             {DNNL_ARG_DST, my}, {DNNL_ARG_BIAS, mb}};
+    dnnl_exec_arg_t da[4] = {{DNNL_ARG_SRC, mx},
+                             {DNNL_ARG_WEIGHTS, mw},
+                             {DNNL_ARG_DST, my},
+                             {DNNL_ARG_BIAS, mb}};
     int old = nr_extlib_team(team);
     ok = dnnl_primitive_execute(e->wreorder, s, 2, ra) == dnnl_success &&
          dnnl_primitive_execute(e->prim, s, p->has_bias ? 4 : 3, da) == dnnl_success &&

@@ -17,7 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define PATCH_MAX_THREADS 16        /* threads the GEMM's packing scratch is sized for */
+#define PATCH_MAX_THREADS 16       /* threads the GEMM's packing scratch is sized for */
 #define PATCH_MAX_T (256ull << 20) /* bytes of T at most */
 
 static int64_t rows_t(const deconv_p *p) { return (int64_t)p->m * p->kh * p->kw; }
@@ -57,8 +57,8 @@ nr_status nr_deconv_patch_prepare(const nr_tactic_ctx *c, nr_plan *plan, nr_step
   if (s)
     return s;
   st->packed_size = bytes;
-  st->scratch = t_bytes(&p) + nr_gemm_scratch_size(p.gemm, mt, pixels(&p), p.c,
-                                                   PATCH_MAX_THREADS);
+  st->scratch = t_bytes(&p) +
+                nr_gemm_scratch_size(p.gemm, mt, pixels(&p), p.c, PATCH_MAX_THREADS);
   memcpy(st->params, &p, sizeof p);
   nr_step_absorb(st, 1);
   return NR_OK;
@@ -76,7 +76,8 @@ static void interleave2(float *y, const float *t0, const float *t1, float b, int
   __m128 vb = _mm_set1_ps(b);
   int64_t i = 0;
   for (; i + 4 <= n; i += 4) {
-    __m128 a = _mm_add_ps(_mm_loadu_ps(t0 + i), vb), c = _mm_add_ps(_mm_loadu_ps(t1 + i), vb);
+    __m128 a = _mm_add_ps(_mm_loadu_ps(t0 + i), vb),
+           c = _mm_add_ps(_mm_loadu_ps(t1 + i), vb);
     _mm_storeu_ps(y + 2 * i, _mm_unpacklo_ps(a, c));
     _mm_storeu_ps(y + 2 * i + 4, _mm_unpackhi_ps(a, c));
   }
@@ -111,8 +112,8 @@ nr_status nr_deconv_patch_run(const nr_exec_args *a) {
   int64_t mt = rows_t(p), hw = pixels(p);
   if (!a->packed || !is_patch(p) || p->gemm.ukernel >= nr_gemm_ukernel_count() ||
       a->step->packed_size != nr_gemm_packed_a_size(p->gemm, mt, p->c) ||
-      a->step->scratch < t_bytes(p) + nr_gemm_scratch_size(p->gemm, mt, hw, p->c,
-                                                             PATCH_MAX_THREADS))
+      a->step->scratch <
+          t_bytes(p) + nr_gemm_scratch_size(p->gemm, mt, hw, p->c, PATCH_MAX_THREADS))
     return nr_errorf(a->err, NR_ERR_INVALID_MODEL, "%s: bad params", a->step->tactic->id);
   int threads = nr_threadpool_size(a->pool);
   if (a->step->threads > 0 && a->step->threads < threads)

@@ -24,7 +24,7 @@ typedef struct nr_resize_p {
   int32_t xrep;           /* nearest: columns repeat each input column xrep times
                              (ow = xrep * iw, i0[j] = j / xrep), else 0 */
   int32_t pad_;
-  int64_t planes;         /* product of the leading (identity) dims */
+  int64_t planes; /* product of the leading (identity) dims */
 } nr_resize_p;
 _Static_assert(sizeof(nr_resize_p) <= NR_TACTIC_PARAMS, "nr_resize_p must fit params");
 
@@ -40,7 +40,8 @@ static inline uint64_t nr_resize_table_bytes(const nr_resize_p *p) {
 }
 static inline nr_resize_axis nr_resize_axis_at(const void *tab, int64_t off, int64_t n) {
   const int32_t *i = (const int32_t *)tab + 4 * off;
-  return (nr_resize_axis){i, i + n, (const float *)(i + 2 * n), (const float *)(i + 3 * n)};
+  return (nr_resize_axis){i, i + n, (const float *)(i + 2 * n),
+                          (const float *)(i + 3 * n)};
 }
 
 /* What a row kernel needs: the record, the tables, X and Y. */
@@ -49,7 +50,7 @@ typedef struct nr_resize_job {
   nr_resize_axis ry, rx;
   const float *x;
   float *y;
-  float *scratch;  /* linear: one row of iw floats per thread, rs floats apart */
+  float *scratch; /* linear: one row of iw floats per thread, rs floats apart */
   int64_t rs;
 } nr_resize_job;
 

@@ -61,10 +61,13 @@ static void blend_avx2(float *t, const float *a, const float *b, float w0, float
 static void linear_avx2(float *y, const float *t, const nr_resize_axis *rx, int64_t n) {
   int64_t k = 0;
   for (; k + 8 <= n; k += 8) {
-    __m256 a = _mm256_i32gather_ps(t, _mm256_loadu_si256((const __m256i *)(rx->i0 + k)), 4);
-    __m256 b = _mm256_i32gather_ps(t, _mm256_loadu_si256((const __m256i *)(rx->i1 + k)), 4);
-    _mm256_storeu_ps(y + k, _mm256_fmadd_ps(b, _mm256_loadu_ps(rx->w1 + k),
-                                            _mm256_mul_ps(a, _mm256_loadu_ps(rx->w0 + k))));
+    __m256 a = _mm256_i32gather_ps(t, _mm256_loadu_si256((const __m256i *)(rx->i0 + k)),
+                                   4);
+    __m256 b = _mm256_i32gather_ps(t, _mm256_loadu_si256((const __m256i *)(rx->i1 + k)),
+                                   4);
+    _mm256_storeu_ps(y + k,
+                     _mm256_fmadd_ps(b, _mm256_loadu_ps(rx->w1 + k),
+                                     _mm256_mul_ps(a, _mm256_loadu_ps(rx->w0 + k))));
   }
   for (; k < n; k++)
     y[k] = t[rx->i0[k]] * rx->w0[k] + t[rx->i1[k]] * rx->w1[k];

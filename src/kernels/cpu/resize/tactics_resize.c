@@ -23,10 +23,21 @@
 #define RZ_MAX_THREADS 16 /* threads a step runs on (its scratch has a row for each) */
 #define RZ_GRAIN 16384    /* output floats per chunk of work, at least */
 
-enum { CT_HALF_PIXEL, CT_HALF_PIXEL_SYMMETRIC, CT_PYTORCH_HALF_PIXEL, CT_ALIGN_CORNERS,
-       CT_ASYMMETRIC, CT_TF_HALF_PIXEL_FOR_NN };
-enum { NEAREST_ROUND_FLOOR, NEAREST_ROUND_CEIL, NEAREST_FLOOR, NEAREST_CEIL,
-       NEAREST_LEGACY };
+enum {
+  CT_HALF_PIXEL,
+  CT_HALF_PIXEL_SYMMETRIC,
+  CT_PYTORCH_HALF_PIXEL,
+  CT_ALIGN_CORNERS,
+  CT_ASYMMETRIC,
+  CT_TF_HALF_PIXEL_FOR_NN
+};
+enum {
+  NEAREST_ROUND_FLOOR,
+  NEAREST_ROUND_CEIL,
+  NEAREST_FLOOR,
+  NEAREST_CEIL,
+  NEAREST_LEGACY
+};
 
 typedef struct rz_attrs {
   int mode, ctm, nearest;
@@ -48,9 +59,9 @@ static bool is_legacy(const nr_node *n) {
 
 static bool read_attrs(const nr_node *n, rz_attrs *a) {
   static const char *const modes[] = {"nearest", "linear", "bilinear"};
-  static const char *const ctms[] = {"half_pixel", "half_pixel_symmetric",
-                                     "pytorch_half_pixel", "align_corners", "asymmetric",
-                                     "tf_half_pixel_for_nn"};
+  static const char *const ctms[] = {"half_pixel",         "half_pixel_symmetric",
+                                     "pytorch_half_pixel", "align_corners",
+                                     "asymmetric",         "tf_half_pixel_for_nn"};
   static const char *const nearest[] = {"round_prefer_floor", "round_prefer_ceil",
                                         "floor", "ceil"};
   bool legacy = is_legacy(n);
@@ -70,7 +81,8 @@ static bool read_attrs(const nr_node *n, rz_attrs *a) {
   a->ctm = lookup(nr_attr_string(n, "coordinate_transformation_mode", "half_pixel"), ctms,
                   6);
   a->nearest = lookup(nr_attr_string(n, "nearest_mode", "round_prefer_floor"), nearest, 4);
-  a->stretch = !strcmp(nr_attr_string(n, "keep_aspect_ratio_policy", "stretch"), "stretch");
+  a->stretch = !strcmp(nr_attr_string(n, "keep_aspect_ratio_policy", "stretch"),
+                       "stretch");
   return a->ctm >= 0 && a->nearest >= 0;
 }
 
@@ -160,13 +172,14 @@ static bool decode(const nr_tactic_ctx *c, rz_attrs *a, double *sh, double *sw,
   double scale[NR_MAX_RANK];
   memset(p, 0, sizeof *p);
   if (!c->node || !x || !y || x->dtype != NR_DTYPE_FLOAT || y->dtype != NR_DTYPE_FLOAT ||
-      x->rank < 1 || y->rank != x->rank || c->step->n_out != 1 || !read_attrs(c->node, a) ||
-      !read_scales(c, a, x, y, scale))
+      x->rank < 1 || y->rank != x->rank || c->step->n_out != 1 ||
+      !read_attrs(c->node, a) || !read_scales(c, a, x, y, scale))
     return false;
   int r = x->rank;
   p->planes = 1;
   for (int d = 0; d < r; d++) {
-    if (x->dims[d] < 1 || y->dims[d] < 1 || x->dims[d] > INT32_MAX || y->dims[d] > INT32_MAX)
+    if (x->dims[d] < 1 || y->dims[d] < 1 || x->dims[d] > INT32_MAX ||
+        y->dims[d] > INT32_MAX)
       return false;
     if (d < r - 2 && (y->dims[d] != x->dims[d] || fabs(scale[d] - 1.0) > 1e-9))
       return false;
@@ -252,7 +265,8 @@ static void axis_table(const rz_attrs *a, int64_t in, int64_t out, double scale,
   for (int64_t j = 0; j < out; j++) {
     double x = source_coord(a->ctm, (double)j, in, out, scale);
     if (identity || a->mode == NR_RESIZE_NEAREST) {
-      i0[j] = i1[j] = identity ? (int32_t)j : clamp_index(nearest_index(a->nearest, x, scale), in);
+      i0[j] = i1[j] = identity ? (int32_t)j
+                               : clamp_index(nearest_index(a->nearest, x, scale), in);
       w0[j] = 1.0f, w1[j] = 0.0f;
     } else {
       linear_taps(a, x, in, &i0[j], &i1[j], &w0[j], &w1[j]);
@@ -271,7 +285,9 @@ static int32_t column_repeat(const nr_resize_p *p, const int32_t *i0) {
   return r;
 }
 
-static uint64_t row_floats(const nr_resize_p *p) { return ((uint64_t)p->iw + 15) / 16 * 16; }
+static uint64_t row_floats(const nr_resize_p *p) {
+  return ((uint64_t)p->iw + 15) / 16 * 16;
+}
 
 static nr_status resize_prepare(const nr_tactic_ctx *c, nr_plan *plan, nr_step *st) {
   rz_attrs a;
@@ -320,10 +336,14 @@ static bool job_init(const nr_exec_args *a, nr_resize_job *j) {
       (p->mode != NR_RESIZE_NEAREST && p->mode != NR_RESIZE_LINEAR) || !a->packed ||
       a->step->packed_size != nr_resize_table_bytes(p) ||
       (p->xrep && (p->xrep < 0 || (int64_t)p->xrep * p->iw != p->ow)) ||
-      (p->mode == NR_RESIZE_LINEAR && a->step->scratch < RZ_MAX_THREADS * row_floats(p) * 4))
+      (p->mode == NR_RESIZE_LINEAR &&
+       a->step->scratch < RZ_MAX_THREADS * row_floats(p) * 4))
     return false;
-  *j = (nr_resize_job){p, nr_resize_axis_at(a->packed, 0, p->oh),
-                       nr_resize_axis_at(a->packed, p->oh, p->ow), a->in[0], a->out[0],
+  *j = (nr_resize_job){p,
+                       nr_resize_axis_at(a->packed, 0, p->oh),
+                       nr_resize_axis_at(a->packed, p->oh, p->ow),
+                       a->in[0],
+                       a->out[0],
                        p->mode == NR_RESIZE_LINEAR ? a->scratch : NULL,
                        (int64_t)row_floats(p)};
   return axis_ok(&j->ry, p->oh, p->ih) && axis_ok(&j->rx, p->ow, p->iw);
@@ -337,7 +357,7 @@ typedef struct rz_task {
 static void resize_task(void *arg, int64_t begin, int64_t end, int thread) {
   const rz_task *t = arg;
   (t->avx2 ? nr_f32_resize_rows__avx2 : nr_f32_resize_rows__portable)(&t->j, begin, end,
-                                                                       thread);
+                                                                      thread);
 }
 
 static nr_status resize_run(const nr_exec_args *a) {
@@ -358,14 +378,13 @@ static nr_status resize_run(const nr_exec_args *a) {
   return NR_OK;
 }
 
-#define RESIZE_ROWS(id, isa, prio)                                                     \
-  {id, "", "Resize", "nnroute", "resize", NR_LAYOUT_PLAIN, isa, prio, resize_supports,  \
-   resize_prepare, resize_run},                                                        \
-      {id, "", "Upsample", "nnroute", "resize", NR_LAYOUT_PLAIN, isa, prio,             \
-       resize_supports, resize_prepare, resize_run},
+#define RESIZE_ROWS(id, isa, prio)                                                       \
+  {id,  "",   "Resize",        "nnroute",      "resize",  NR_LAYOUT_PLAIN,               \
+   isa, prio, resize_supports, resize_prepare, resize_run},                              \
+      {id,  "",   "Upsample",      "nnroute",      "resize",  NR_LAYOUT_PLAIN,           \
+       isa, prio, resize_supports, resize_prepare, resize_run},
 
 const nr_tactic nr_tactics_cpu_resize[] = {
     RESIZE_ROWS("nr_f32_resize__avx2", NR_ISA_AVX2, 20)
-    RESIZE_ROWS("nr_f32_resize__portable", 0, 10)
-    {0},
+        RESIZE_ROWS("nr_f32_resize__portable", 0, 10){0},
 };
