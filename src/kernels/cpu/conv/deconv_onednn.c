@@ -8,7 +8,9 @@
  * is created on first use and kept in a process-wide, mutex-protected cache keyed by
  * the record and the OpenMP team; the weights are reordered from ONNX's [C, M/group,
  * kh, kw] (oneDNN's iohw / giohw) into the primitive's format in the step's scratch on
- * every run. ConvTranspose's output_padding and output_shape only move the end
+ * every run; X and Y are reordered into the blocked formats the primitive picks (its
+ * JIT kernels; on plain NCHW it falls back to a GEMM path) and back, in scratch too.
+ * ConvTranspose's output_padding and output_shape only move the end
  * padding, which is read back from Y's shape: pad_end = (in - 1) * stride + extent -
  * pad_begin - out. It is negative where output_padding exceeds the end pad (a
  * stride-2 upsample with output_padding 1 and no pads); oneDNN takes that (the
@@ -110,7 +112,8 @@ typedef struct deconv_entry {
   deconv_p key;
   int team; /* OpenMP threads it was created for */
   dnnl_primitive_t prim, wreorder;
-  dnnl_memory_desc_t user_w, prim_w;
+  dnnl_primitive_t xreorder, yreorder; /* NULL where the primitive reads X / writes Y */
+  dnnl_memory_desc_t user_w, prim_w, prim_x, prim_y;
   struct deconv_entry *next;
 } deconv_entry;
 
@@ -141,7 +144,24 @@ static void weight_descs(const deconv_p *p, dnnl_memory_desc_t *user,
   dnnl_memory_desc_init_by_tag(any, 5, wd, dnnl_f32, dnnl_format_tag_any);
 }
 
-/* Creates the deconvolution and weight-reorder primitives (cache_lock held). */
+/* A reorder from `from` to `to` into *r; none (NULL) where they are the same layout,
+ * unless always. */
+static bool make_reorder(const dnnl_memory_desc_t *from, const dnnl_memory_desc_t *to,
+                         dnnl_primitive_t *r, bool always) {
+  *r = NULL;
+  if (!always && dnnl_memory_desc_equal(from, to))
+    return true;
+  dnnl_primitive_desc_t rpd = NULL;
+  bool ok = dnnl_reorder_primitive_desc_create(&rpd, from, engine, to, engine, NULL) ==
+                dnnl_success &&
+            dnnl_primitive_create(r, rpd) == dnnl_success;
+  dnnl_primitive_desc_destroy(rpd);
+  return ok;
+}
+
+/* Creates the deconvolution primitive (X, W and Y in the formats oneDNN picks: its
+ * JIT kernels want blocked channels, where plain NCHW leaves it a GEMM path) and the
+ * reorders into and out of them (cache_lock held). */
 static deconv_entry *create(const deconv_p *p, int team) {
   if (!engine && dnnl_engine_create(&engine, dnnl_cpu, 0) != dnnl_success)
     return NULL;
@@ -150,29 +170,34 @@ static deconv_entry *create(const deconv_p *p, int team) {
     return NULL;
   e->key = *p;
   e->team = team;
-  dnnl_memory_desc_t xm, ym, bm, wany;
+  dnnl_memory_desc_t xm, ym, bm, wany, xany, yany;
   io_descs(p, &xm, &ym, &bm);
   weight_descs(p, &e->user_w, &wany);
+  xany = xm, yany = ym;
+  xany.format_kind = yany.format_kind = dnnl_format_kind_any;
   dnnl_dims_t st = {p->sh, p->sw}, dl = {p->dh - 1, p->dw - 1}, pl = {p->pt, p->pl};
   dnnl_dims_t pr = {p->pb, p->pr};
   dnnl_deconvolution_desc_t dd;
-  dnnl_primitive_desc_t pd = NULL, rpd = NULL;
+  dnnl_primitive_desc_t pd = NULL;
   bool ok = dnnl_dilated_deconvolution_forward_desc_init(
-                &dd, dnnl_forward_inference, dnnl_deconvolution_direct, &xm, &wany,
-                p->has_bias ? &bm : NULL, &ym, st, dl, pl, pr) == dnnl_success &&
+                &dd, dnnl_forward_inference, dnnl_deconvolution_direct, &xany, &wany,
+                p->has_bias ? &bm : NULL, &yany, st, dl, pl, pr) == dnnl_success &&
             dnnl_primitive_desc_create(&pd, &dd, NULL, engine, NULL) == dnnl_success;
   if (ok) {
     e->prim_w = *dnnl_primitive_desc_query_md(pd, dnnl_query_weights_md, 0);
+    e->prim_x = *dnnl_primitive_desc_query_md(pd, dnnl_query_src_md, 0);
+    e->prim_y = *dnnl_primitive_desc_query_md(pd, dnnl_query_dst_md, 0);
     ok = dnnl_primitive_create(&e->prim, pd) == dnnl_success &&
-         dnnl_reorder_primitive_desc_create(&rpd, &e->user_w, engine, &e->prim_w, engine,
-                                            NULL) == dnnl_success &&
-         dnnl_primitive_create(&e->wreorder, rpd) == dnnl_success;
+         make_reorder(&e->user_w, &e->prim_w, &e->wreorder, true) &&
+         make_reorder(&xm, &e->prim_x, &e->xreorder, false) &&
+         make_reorder(&e->prim_y, &ym, &e->yreorder, false);
   }
-  dnnl_primitive_desc_destroy(rpd);
   dnnl_primitive_desc_destroy(pd);
   if (!ok) {
     dnnl_primitive_destroy(e->prim);
     dnnl_primitive_destroy(e->wreorder);
+    dnnl_primitive_destroy(e->xreorder);
+    dnnl_primitive_destroy(e->yreorder);
     free(e);
     return NULL;
   }
@@ -206,6 +231,16 @@ bool nr_deconv_onednn_supports(const nr_tactic_ctx *c) {
 
 static size_t align64(size_t n) { return (n + 63) / 64 * 64; }
 
+/* Scratch: the reordered W, then X and Y in the primitive's formats where they differ
+ * from NCHW; *ox, *oy: their offsets. */
+static size_t entry_scratch(const deconv_entry *e, size_t *ox, size_t *oy) {
+  size_t w = align64(dnnl_memory_desc_get_size(&e->prim_w));
+  size_t x = e->xreorder ? align64(dnnl_memory_desc_get_size(&e->prim_x)) : 0;
+  size_t y = e->yreorder ? align64(dnnl_memory_desc_get_size(&e->prim_y)) : 0;
+  *ox = w, *oy = w + x;
+  return w + x + y;
+}
+
 nr_status nr_deconv_onednn_prepare(const nr_tactic_ctx *c, nr_plan *plan, nr_step *st) {
   deconv_p p;
   if (!nr_deconv_parse(c, &p))
@@ -216,7 +251,8 @@ nr_status nr_deconv_onednn_prepare(const nr_tactic_ctx *c, nr_plan *plan, nr_ste
     return nr_errorf(c->err, NR_ERR_UNSUPPORTED,
                      "oneDNN cannot create this deconvolution");
   memcpy(st->params, &p, sizeof p);
-  st->scratch = align64(dnnl_memory_desc_get_size(&e->prim_w));
+  size_t ox, oy;
+  st->scratch = entry_scratch(e, &ox, &oy);
   return NR_OK;
 }
 
@@ -227,7 +263,8 @@ nr_status nr_deconv_onednn_run(const nr_exec_args *a) {
   if (!e)
     return nr_errorf(a->err, NR_ERR_UNSUPPORTED,
                      "oneDNN cannot create this deconvolution");
-  if (align64(dnnl_memory_desc_get_size(&e->prim_w)) > a->step->scratch)
+  size_t ox, oy;
+  if (entry_scratch(e, &ox, &oy) > a->step->scratch)
     return nr_errorf(a->err, NR_ERR_RUNTIME,
                      "onednn_deconv: oneDNN wants more scratch on "
                      "%d threads than the engine sized for its build's (rebuild the "
@@ -235,29 +272,41 @@ nr_status nr_deconv_onednn_run(const nr_exec_args *a) {
                      team);
   dnnl_memory_desc_t xm, ym, bm;
   io_descs(p, &xm, &ym, &bm);
-  dnnl_memory_t mx = NULL, my = NULL, mb = NULL, mw = NULL, muw = NULL;
+  char *sc = a->scratch;
+  dnnl_memory_t mx = NULL, my = NULL, mb = NULL, mw = NULL, muw = NULL, mxp = NULL,
+                myp = NULL;
   dnnl_stream_t s = NULL;
   bool ok = dnnl_stream_create(&s, engine, dnnl_stream_default_flags) == dnnl_success &&
             dnnl_memory_create(&mx, &xm, engine, a->in[0]) == dnnl_success &&
             dnnl_memory_create(&my, &ym, engine, a->out[0]) == dnnl_success &&
             dnnl_memory_create(&muw, &e->user_w, engine, a->in[1]) == dnnl_success &&
-            dnnl_memory_create(&mw, &e->prim_w, engine, a->scratch) == dnnl_success &&
+            dnnl_memory_create(&mw, &e->prim_w, engine, sc) == dnnl_success &&
+            (!e->xreorder ||
+             dnnl_memory_create(&mxp, &e->prim_x, engine, sc + ox) == dnnl_success) &&
+            (!e->yreorder ||
+             dnnl_memory_create(&myp, &e->prim_y, engine, sc + oy) == dnnl_success) &&
             (!p->has_bias ||
              dnnl_memory_create(&mb, &bm, engine, a->in[2]) == dnnl_success);
   if (ok) {
+    dnnl_memory_t src = mxp ? mxp : mx, dst = myp ? myp : my;
     dnnl_exec_arg_t ra[2] = {{DNNL_ARG_FROM, muw}, {DNNL_ARG_TO, mw}};
-    dnnl_exec_arg_t da[4] = {{DNNL_ARG_SRC, mx},
+    dnnl_exec_arg_t xa[2] = {{DNNL_ARG_FROM, mx}, {DNNL_ARG_TO, mxp}};
+    dnnl_exec_arg_t ya[2] = {{DNNL_ARG_FROM, myp}, {DNNL_ARG_TO, my}};
+    dnnl_exec_arg_t da[4] = {{DNNL_ARG_SRC, src},
                              {DNNL_ARG_WEIGHTS, mw},
-                             {DNNL_ARG_DST, my},
+                             {DNNL_ARG_DST, dst},
                              {DNNL_ARG_BIAS, mb}};
     int old = nr_extlib_team(team);
     ok = dnnl_primitive_execute(e->wreorder, s, 2, ra) == dnnl_success &&
+         (!e->xreorder || dnnl_primitive_execute(e->xreorder, s, 2, xa) == dnnl_success) &&
          dnnl_primitive_execute(e->prim, s, p->has_bias ? 4 : 3, da) == dnnl_success &&
+         (!e->yreorder || dnnl_primitive_execute(e->yreorder, s, 2, ya) == dnnl_success) &&
          dnnl_stream_wait(s) == dnnl_success;
     nr_extlib_team(old);
   }
   dnnl_memory_destroy(mx), dnnl_memory_destroy(my), dnnl_memory_destroy(mb);
-  dnnl_memory_destroy(mw), dnnl_memory_destroy(muw);
+  dnnl_memory_destroy(mw), dnnl_memory_destroy(muw), dnnl_memory_destroy(mxp);
+  dnnl_memory_destroy(myp);
   dnnl_stream_destroy(s);
   if (!ok)
     return nr_errorf(a->err, NR_ERR_INTERNAL, "oneDNN deconvolution failed");
