@@ -330,8 +330,7 @@ static bool axis_ok(const nr_resize_axis *ax, int64_t n, int64_t in) {
 
 /* The record and tables, checked against the step before use (they come from a
  * file). */
-static bool job_init(const nr_exec_args *a, nr_resize_job *j) {
-  const nr_resize_p *p = (const nr_resize_p *)(const void *)a->step->params;
+static bool job_init(const nr_exec_args *a, const nr_resize_p *p, nr_resize_job *j) {
   if (p->ih < 1 || p->iw < 1 || p->oh < 1 || p->ow < 1 || p->planes < 1 ||
       (p->mode != NR_RESIZE_NEAREST && p->mode != NR_RESIZE_LINEAR) || !a->packed ||
       a->step->packed_size != nr_resize_table_bytes(p) ||
@@ -350,6 +349,7 @@ static bool job_init(const nr_exec_args *a, nr_resize_job *j) {
 }
 
 typedef struct rz_task {
+  nr_resize_p p; /* a copy: step->params is not 8-byte aligned */
   nr_resize_job j;
   bool avx2;
 } rz_task;
@@ -362,7 +362,8 @@ static void resize_task(void *arg, int64_t begin, int64_t end, int thread) {
 
 static nr_status resize_run(const nr_exec_args *a) {
   rz_task t = {.avx2 = (a->step->tactic->isa & NR_ISA_AVX2) != 0};
-  if (!job_init(a, &t.j))
+  memcpy(&t.p, a->step->params, sizeof t.p);
+  if (!job_init(a, &t.p, &t.j))
     return nr_errorf(a->err, NR_ERR_INVALID_MODEL, "%s: bad resize tables",
                      a->step->tactic->id);
   const nr_resize_p *p = t.j.p;
