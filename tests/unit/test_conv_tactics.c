@@ -178,6 +178,11 @@ static const tac_case cases[] = {
     {1, 16, 15, 33, 16, 5, 5, 1, 1, 2, 2, 1, 1, 16, true, true, NR_ACT_SIGMOID},
     {1, 9, 14, 40, 9, 5, 5, 2, 2, 2, 2, 1, 1, 9, true, false, NR_ACT_RELU},
     {1, 8, 8, 8, 8, 3, 3, 1, 1, 0, 0, 1, 1, 8, true, false, NR_ACT_NONE},
+    /* 7x7 depthwise (ConvNeXt): widths 7, 14, 23 (tiles of 8 and 16 and their tails) */
+    {1, 6, 7, 7, 6, 7, 7, 1, 1, 3, 3, 1, 1, 6, true, false, NR_ACT_NONE},
+    {1, 9, 14, 14, 9, 7, 7, 1, 1, 3, 3, 1, 1, 9, true, true, NR_ACT_RELU},
+    {2, 4, 19, 23, 4, 7, 7, 1, 1, 3, 3, 1, 1, 4, false, false, NR_ACT_GELU_TANH},
+    {1, 5, 9, 12, 5, 7, 7, 1, 1, 2, 1, 1, 1, 5, true, false, NR_ACT_SIGMOID},
     /* planes too large for dw__avx2's padded buffer: its in-place path */
     {1, 2, 190, 187, 2, 3, 3, 1, 1, 1, 1, 1, 1, 2, true, false, NR_ACT_RELU},
     {1, 2, 250, 211, 2, 5, 5, 2, 2, 2, 2, 1, 1, 2, true, true, NR_ACT_HARD_SWISH},

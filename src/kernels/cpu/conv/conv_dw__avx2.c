@@ -1,4 +1,5 @@
-/* conv_dw__avx2.c - AVX2 depthwise 3x3 / 5x5, stride 1 and 2: nr_f32_conv_dw__avx2
+/* conv_dw__avx2.c - AVX2 depthwise 3x3 / 5x5, stride 1 and 2, and 7x7 stride 1 (PLAIN
+ * only): nr_f32_conv_dw__avx2
  * (PLAIN: 8 output columns per vector; stride 2 de-interleaves two loads that stay
  * inside the row) and nr_f32_conv_dw_nchw8c__avx2 (NCHW8C: one vector is 8 channels
  * of one pixel, so any stride is a plain load). Compiled with -mavx2 -mfma; called
@@ -152,6 +153,7 @@ static void dw_plane_any(const conv_p *p, const float *x, const float *w, float 
     case 31: dw_plane(p, x, w, b, y, 3, 1); break;
     case 32: dw_plane(p, x, w, b, y, 3, 2); break;
     case 51: dw_plane(p, x, w, b, y, 5, 1); break;
+    case 71: dw_plane(p, x, w, b, y, 7, 1); break;
     default: dw_plane(p, x, w, b, y, 5, 2); break;
     }
     return;
@@ -165,6 +167,7 @@ static void dw_plane_any(const conv_p *p, const float *x, const float *w, float 
   case 31: dw_plane_padded(p, x, w, b, y, &d, buf, tmp, 3, 1); break;
   case 32: dw_plane_padded(p, x, w, b, y, &d, buf, tmp, 3, 2); break;
   case 51: dw_plane_padded(p, x, w, b, y, &d, buf, tmp, 5, 1); break;
+  case 71: dw_plane_padded(p, x, w, b, y, &d, buf, tmp, 7, 1); break;
   default: dw_plane_padded(p, x, w, b, y, &d, buf, tmp, 5, 2); break;
   }
 }

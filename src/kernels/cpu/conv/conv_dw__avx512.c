@@ -40,7 +40,8 @@
 #include <immintrin.h>
 #include <math.h>
 
-#define DW_R 8 /* most output rows per band */
+#define DW_R 8    /* most output rows per band */
+#define DW_KMAX 7 /* 3x3, 5x5 (stride 1 and 2) and 7x7 (stride 1) windows */
 
 typedef struct dw_job {
   const conv_p *p;
@@ -140,9 +141,9 @@ dw_tile(const dw_job *j, const float *x, const __m512 *wv, __m512 bias, float *y
         const float *res, int64_t oh0, int64_t o, const int R, const int K, const int S) {
   const conv_p *p = j->p;
   int64_t W = p->w, H = p->h, s0 = o * S - p->pl;
-  __mmask16 m[5]; /* S == 1: per tap; S == 2: per loaded vector */
+  __mmask16 m[DW_KMAX]; /* S == 1: per tap; S == 2: per loaded vector */
   const int nm = S == 1 ? K : 3, step = S == 1 ? 1 : 16;
-#pragma GCC unroll 5
+#pragma GCC unroll 7
   for (int q = 0; q < nm; q++)
     m[q] = col_mask(s0 + step * q, W);
   __m512 acc[DW_R];
@@ -156,9 +157,9 @@ dw_tile(const dw_job *j, const float *x, const __m512 *wv, __m512 bias, float *y
     if (ih < 0 || ih >= H)
       continue;
     const float *row = x + ih * W + s0;
-    __m512 t[5];
+    __m512 t[DW_KMAX];
     if (S == 1) {
-#pragma GCC unroll 5
+#pragma GCC unroll 7
       for (int kw = 0; kw < K; kw++)
         t[kw] = _mm512_maskz_loadu_ps(m[kw], row + kw);
     } else {
@@ -172,7 +173,7 @@ dw_tile(const dw_job *j, const float *x, const __m512 *wv, __m512 bias, float *y
       int kh = jr - r * S;
       if (kh < 0 || kh >= K)
         continue;
-#pragma GCC unroll 5
+#pragma GCC unroll 7
       for (int kw = 0; kw < K; kw++)
         acc[r] = _mm512_fmadd_ps(t[kw], wv[kh * K + kw], acc[r]);
     }
@@ -236,8 +237,8 @@ static inline __attribute__((always_inline)) void
 dw_plane(const dw_job *j, const float *x, const float *w, float b, float *y,
          const float *res, const int K, const int S, const int RB) {
   const conv_p *p = j->p;
-  __m512 wv[25];
-#pragma GCC unroll 25
+  __m512 wv[DW_KMAX * DW_KMAX];
+#pragma GCC unroll 49
   for (int i = 0; i < K * K; i++)
     wv[i] = _mm512_set1_ps(w[i]);
   __m512 bias = _mm512_set1_ps(b);
@@ -267,6 +268,7 @@ static void dw16_task(void *arg, int64_t begin, int64_t end, int thread) {
         dw_plane(j, x, w, b, y, res, 3, 2, 8);
       break;
     case 51: dw_plane(j, x, w, b, y, res, 5, 1, 8); break;
+    case 71: dw_plane(j, x, w, b, y, res, 7, 1, 8); break;
     default: dw_plane(j, x, w, b, y, res, 5, 2, 8); break;
     }
     if (!j->act_in_reg)

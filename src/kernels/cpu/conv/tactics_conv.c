@@ -31,6 +31,13 @@ static bool is_dw(const conv_p *p) {
          (p->kh == 3 || p->kh == 5) && p->sh == p->sw && (p->sh == 1 || p->sh == 2) &&
          p->dh == 1 && p->dw == 1 && p->pt < p->kh && p->pl < p->kw;
 }
+/* A 7x7 stride-1 depthwise window (ConvNeXt's blocks): the PLAIN depthwise kernels take
+ * it; the NCHW8C ones do not. On im2col, convnext_tiny_w48's 18 of them took 54% of a
+ * run at 4 GFLOP/s (nnroute bench --profile, 1 thread, AVX-512 host). */
+static bool is_dw7(const conv_p *p) {
+  return p->group == p->c && p->m == p->c && p->kh == 7 && p->kw == 7 && p->sh == 1 &&
+         p->sw == 1 && p->dh == 1 && p->dw == 1 && p->pt < 7 && p->pl < 7;
+}
 /* A stem: few input channels, 3x3 or 5x5, stride 1 or 2 (nr_f32_conv_smallc__avx2). */
 static bool is_smallc(const conv_p *p) {
   return p->group == 1 && p->c <= 4 && p->kh == p->kw && (p->kh == 3 || p->kh == 5) &&
@@ -107,12 +114,13 @@ SUPPORTS(sup_im2col, has_gemm() && !wino_preferred(c, p))
 SUPPORTS_2D(sup_nhwc_im2col, has_gemm())
 SUPPORTS(sup_1x1, has_gemm() && is_1x1_s1(p))
 SUPPORTS_2D(sup_nhwc_1x1, has_gemm() && is_1x1_s1(p))
-SUPPORTS(sup_dw, is_dw(p))
+SUPPORTS(sup_dw, is_dw(p) || is_dw7(p))
 SUPPORTS_2D(sup_dw8, is_dw(p))
 /* conv.dw_kernel=avx2 leaves a depthwise node to nr_f32_conv_dw__avx2 where the AVX-512
  * kernel would run it (A/B runs on one binary, triage). */
 SUPPORTS(sup_dw512,
-         is_dw(p) && !nr_route_is(c->route, NR_KNOB_CONV_DW_KERNEL, c->node, "avx2"))
+         (is_dw(p) || is_dw7(p)) &&
+             !nr_route_is(c->route, NR_KNOB_CONV_DW_KERNEL, c->node, "avx2"))
 SUPPORTS(sup_smallc, is_smallc(p))
 SUPPORTS_2D(sup_nchw8c, p->group == 1)
 SUPPORTS(sup_wino, has_gemm() && is_wino(p))
