@@ -75,7 +75,7 @@ def _ratio_cell(row, s):
         return "error" if row[s].get("error") or row["ort"].get("error") else "n/a"
     text = f"{r['median']:.2f}"
     if s == "default" and r["median"] > TARGETS["default_worst"]:
-        text = f"**{text}**"  # the issue's per-model limit
+        text = f"**{text}**"  # above the per-model limit
     return f"{text} ({r['min']:.2f}-{r['max']:.2f})"
 
 
@@ -127,8 +127,8 @@ def geomean_text(gm, full_suite):
                  f"{tu['geomean']:.3f} (n={tu['n']})" if tu else "n/a"]
         lines.append("| " + " | ".join(cells) + " |")
     lines.append("")
-    scope = "the full suite" if full_suite else "this subset only (not the issue's suite)"
-    lines.append(f"Issue 5's targets, over {scope}:")
+    scope = "the full suite" if full_suite else "this subset only (not the suite)"
+    lines.append(f"The CPU targets, over {scope}:")
     for t, e in gm.items():
         d, tu = e["default"], e["tuned"]
         n = e["models"]
@@ -205,8 +205,8 @@ DOC_INTRO = """# CPU performance: nnroute against ONNX Runtime
 {label}This file is written by `bench/perf/run_perf.py` (see bench/perf/README.md); do not
 edit it by hand. The section "Results" is exactly what the command printed.
 
-The machine is a shared, virtualised 2-core box on which other engineers compile while
-this runs, so **absolute milliseconds are noisy and only ratios measured in the same run
+The machines these runs come from are shared and virtualised (other work runs while
+this one does), so **absolute milliseconds are noisy and only ratios measured in the same run
 count**. Each round runs ONNX Runtime, the nnroute default engine and the nnroute tuned
 engine back to back on the same model and thread count; a ratio is computed per round
 and the table shows the median of those ratios with their min-max over rounds. A
@@ -215,13 +215,13 @@ Gemm and MatMul only (bench/perf/flops.py); "% peak" is against the AVX2 FMA pea
 measured at the same thread count (bench/perf/peak_flops.c), the ISA of nnroute's own
 kernels. ONNX Runtime's MLAS (and OpenBLAS SkylakeX) use AVX-512 where the CPU has it,
 whose measured peak is listed too; that is how ORT can pass 100%. Bold ratios exceed
-issue 5's per-model limit of 1.25.
+the per-model limit of 1.25.
 """
 
 
 def write_doc(path, meta, text, rows, gm):
     label = ("**Quick mode** (`--quick`): a subset of the suite, fewer rounds; not the "
-             "issue's acceptance run.\n\n" if meta["mode"] == "quick" else "")
+             "acceptance run.\n\n" if meta["mode"] == "quick" else "")
     doc = (DOC_INTRO.format(label=label) + "\n## Results\n\n" + text +
            "\n\n## Raw data\n\nPer-round medians (ms) and ratios of every row:\n\n```json\n" +
            _json_block(meta, rows, gm) + "\n```\n")

@@ -573,7 +573,9 @@ def main():
     meta = {
         "mode": a.mode, "full_suite": a.full_suite,
         "date": datetime.datetime.now().astimezone().strftime("%Y-%m-%d %H:%M %Z"),
-        "command": " ".join([entry] + [shlex.quote(x) for x in sys.argv[1:]]),
+        "command": " ".join(([f"NNROUTE_ISA={shlex.quote(os.environ['NNROUTE_ISA'])}"]
+                             if os.environ.get("NNROUTE_ISA") else []) +
+                            [entry] + [shlex.quote(x) for x in sys.argv[1:]]),
         "machine": machine, "versions": versions(a.nnroute, sample, git),
         "settings": {"threads": a.threads, "jobs": a.jobs, "rounds": a.rounds,
                      "warmup_ms": a.warmup_ms,
