@@ -22,8 +22,8 @@
 # NR_ZOO_FILTER (grep -E on model names), NR_ZOO_THREADS (engine threads; default 1),
 # NR_MODEL_TIMEOUT (seconds per build and per run; default 600), NR_RTOL, NR_ATOL,
 # NR_ZOO_PROFILE=1 (profile every engine; adds about a second per model),
-# NR_ZOO_FAIL_ON_REF=1 (a model with a step on the reference tactic fails, unless the
-# step's op matches the grep -E pattern NR_ZOO_REF_ALLOW).
+# NR_ZOO_FAIL_ON_REF=1 (a model with a step on the reference tactic fails, unless
+# MODEL:OP, e.g. silero_vad_v5_op16:LSTM, matches the grep -E pattern NR_ZOO_REF_ALLOW).
 set -uo pipefail
 
 repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
@@ -128,7 +128,8 @@ for model in "${files[@]}"; do
     --rtol "$rtol" --atol "$atol" --label "$name" >"$out/compare.txt" 2>&1 || ok=0
   grep -v '^\(PASS\|FAIL\) ' "$out/compare.txt"
   if [[ $fail_on_ref == 1 ]]; then
-    bad=$(sed -n 's/^ *[0-9]* x \([^ ,]*\).*/\1/p' "$out/steps.txt" | grep -Ev -- "$ref_allow")
+    bad=$(sed -n "s/^ *[0-9]* x \([^ ,]*\).*/$name:\1/p" "$out/steps.txt" |
+      grep -Ev -- "$ref_allow" | sed 's/^[^:]*://')
     if [[ -n $bad ]]; then
       echo "  steps on the reference tactic: $(tr '\n' ' ' <<<"$bad")"
       ok=0

@@ -10,18 +10,13 @@
  * and the kernel cannot disagree. */
 #include "ir/op.h"
 #include "kernels/ref/ref_util.h"
+#include "kernels/ref/resize_rules.h"
 
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
 enum { MODE_NEAREST, MODE_LINEAR, MODE_CUBIC };
-enum {
-  CT_HALF_PIXEL, CT_HALF_PIXEL_SYMMETRIC, CT_PYTORCH_HALF_PIXEL, CT_ALIGN_CORNERS,
-  CT_ASYMMETRIC, CT_TF_HALF_PIXEL_FOR_NN, CT_TF_CROP_AND_RESIZE
-};
-enum { NEAREST_ROUND_FLOOR, NEAREST_ROUND_CEIL, NEAREST_FLOOR, NEAREST_CEIL,
-       NEAREST_LEGACY };
 enum { KEEP_STRETCH, KEEP_NOT_LARGER, KEEP_NOT_SMALLER };
 
 /* Attributes, decoded once. */
@@ -73,11 +68,6 @@ static bool is_legacy(const nr_op_ctx *ctx) {
 
 static nr_status read_attrs(nr_op_ctx *ctx, resize_attrs *a) {
   static const char *const modes[] = {"nearest", "linear", "cubic", "bilinear"};
-  static const char *const ctms[] = {"half_pixel", "half_pixel_symmetric",
-                                     "pytorch_half_pixel", "align_corners", "asymmetric",
-                                     "tf_half_pixel_for_nn", "tf_crop_and_resize"};
-  static const char *const nearest[] = {"round_prefer_floor", "round_prefer_ceil",
-                                        "floor", "ceil"};
   static const char *const keep[] = {"stretch", "not_larger", "not_smaller"};
   nr_status st;
   bool legacy = is_legacy(ctx);
@@ -87,8 +77,8 @@ static nr_status read_attrs(nr_op_ctx *ctx, resize_attrs *a) {
     a->mode = MODE_LINEAR; /* Upsample-1's "bilinear" */
   if (legacy && a->mode == MODE_CUBIC)
     return nr_op_fail(ctx, NR_ERR_INVALID_MODEL, "mode 'cubic' needs Resize opset 11+");
-  a->ctm = CT_ASYMMETRIC;
-  a->nearest = NEAREST_LEGACY;
+  a->ctm = NR_RESIZE_CT_ASYMMETRIC;
+  a->nearest = NR_RESIZE_NEAREST_LEGACY;
   a->keep = KEEP_STRETCH;
   a->cubic_a = nr_attr_float(ctx->node, "cubic_coeff_a", -0.75f);
   a->extrapolation = nr_attr_float(ctx->node, "extrapolation_value", 0.0f);
@@ -96,9 +86,11 @@ static nr_status read_attrs(nr_op_ctx *ctx, resize_attrs *a) {
   a->antialias = nr_attr_int(ctx->node, "antialias", 0) != 0 && a->mode != MODE_NEAREST;
   if (legacy)
     return NR_OK;
-  if ((st = pick(ctx, "coordinate_transformation_mode", "half_pixel", ctms, 7, &a->ctm)))
+  if ((st = pick(ctx, "coordinate_transformation_mode", "half_pixel", nr_resize_ctm_names,
+                 NR_RESIZE_CT_COUNT, &a->ctm)))
     return st;
-  if ((st = pick(ctx, "nearest_mode", "round_prefer_floor", nearest, 4, &a->nearest)))
+  if ((st = pick(ctx, "nearest_mode", "round_prefer_floor", nr_resize_nearest_names, 4,
+                 &a->nearest)))
     return st;
   return pick(ctx, "keep_aspect_ratio_policy", "stretch", keep, 3, &a->keep);
 }
@@ -196,7 +188,7 @@ static nr_status plan_from_sizes(nr_op_ctx *ctx, const nr_value *x, const nr_val
 
 static nr_status plan_roi(nr_op_ctx *ctx, const resize_attrs *a, resize_plan *p) {
   const nr_value *roi = plan_input(ctx, "roi");
-  if (a->ctm != CT_TF_CROP_AND_RESIZE || !roi || !roi->data)
+  if (a->ctm != NR_RESIZE_CT_TF_CROP_AND_RESIZE || !roi || !roi->data)
     return NR_OK;
   nr_status st = plan_check_count(ctx, roi, "roi", 2 * (int64_t)p->n_axes);
   if (st)
@@ -287,42 +279,6 @@ static nr_status resize_infer(nr_op_ctx *ctx) {
 
 /* ---- taps ----------------------------------------------------------------------- */
 
-/* Maps output index j along an axis to a coordinate in the input. */
-static double source_coord(const resize_attrs *a, double j, int64_t in, int64_t out,
-                           double scale, double lo, double hi) {
-  double out_w = scale * (double)in; /* fractional when a scale was given */
-  switch (a->ctm) {
-  case CT_HALF_PIXEL_SYMMETRIC: {
-    double offset = (double)in / 2 * (1 - (double)out / out_w);
-    return offset + (j + 0.5) / scale - 0.5;
-  }
-  case CT_PYTORCH_HALF_PIXEL:
-    return out_w > 1 ? (j + 0.5) / scale - 0.5 : 0.0;
-  case CT_ALIGN_CORNERS:
-    return out_w == 1 ? 0.0 : j * (double)(in - 1) / (out_w - 1);
-  case CT_ASYMMETRIC: return j / scale;
-  case CT_TF_HALF_PIXEL_FOR_NN: return (j + 0.5) / scale;
-  case CT_TF_CROP_AND_RESIZE:
-    if (out_w == 1)
-      return (hi - lo) * (double)(in - 1) / 2 + lo * (double)(in - 1);
-    return j * (hi - lo) * (double)(in - 1) / (out_w - 1) + lo * (double)(in - 1);
-  default: return (j + 0.5) / scale - 0.5;
-  }
-}
-
-static int64_t nearest_index(int mode, double x, double scale) {
-  double f = floor(x), frac = x - f;
-  if (frac == 0)
-    return (int64_t)f;
-  switch (mode) {
-  case NEAREST_ROUND_FLOOR: return (int64_t)(frac <= 0.5 ? f : f + 1);
-  case NEAREST_ROUND_CEIL: return (int64_t)(frac < 0.5 ? f : f + 1);
-  case NEAREST_FLOOR: return (int64_t)f;
-  case NEAREST_CEIL: return (int64_t)f + 1;
-  default: return (int64_t)(scale < 1 ? f + 1 : f); /* Upsample / Resize-10 */
-  }
-}
-
 static double cubic_kernel(double t, double A) {
   t = fabs(t);
   if (t <= 1)
@@ -384,14 +340,14 @@ static nr_status taps_build(nr_op_ctx *ctx, const resize_attrs *a, const resize_
                       (long long)cnt);
   }
   for (int64_t j = 0; j < out; j++) {
-    double x = source_coord(a, (double)j, in, out, p->scale[d], p->roi_lo[d],
+    double x = nr_resize_source_coord(a->ctm, (double)j, in, out, p->scale[d], p->roi_lo[d],
                             p->roi_hi[d]);
-    t->extrapolate[j] = a->ctm == CT_TF_CROP_AND_RESIZE && (x < 0 || x > (double)(in - 1));
+    t->extrapolate[j] = a->ctm == NR_RESIZE_CT_TF_CROP_AND_RESIZE && (x < 0 || x > (double)(in - 1));
     if (a->mode != MODE_NEAREST) {
       taps_window(a, x, s, in, t->n, t->idx + j * t->n, t->w + j * t->n);
       continue;
     }
-    int64_t i = nearest_index(a->nearest, x, p->scale[d]);
+    int64_t i = nr_resize_nearest_index(a->nearest, x, p->scale[d]);
     t->idx[j] = i < 0 ? 0 : i >= in ? in - 1 : i;
     t->w[j] = 1.0;
   }

@@ -12,6 +12,7 @@
  * (resize_rows.c). Scales must be a constant; sizes need not be, since the output
  * shape already holds them. */
 #include "kernels/cpu/resize/resize.h"
+#include "kernels/ref/resize_rules.h"
 
 #include "util/error.h"
 #include "util/threadpool.h"
@@ -23,21 +24,6 @@
 #define RZ_MAX_THREADS 16 /* threads a step runs on (its scratch has a row for each) */
 #define RZ_GRAIN 16384    /* output floats per chunk of work, at least */
 
-enum {
-  CT_HALF_PIXEL,
-  CT_HALF_PIXEL_SYMMETRIC,
-  CT_PYTORCH_HALF_PIXEL,
-  CT_ALIGN_CORNERS,
-  CT_ASYMMETRIC,
-  CT_TF_HALF_PIXEL_FOR_NN
-};
-enum {
-  NEAREST_ROUND_FLOOR,
-  NEAREST_ROUND_CEIL,
-  NEAREST_FLOOR,
-  NEAREST_CEIL,
-  NEAREST_LEGACY
-};
 
 typedef struct rz_attrs {
   int mode, ctm, nearest;
@@ -59,28 +45,25 @@ static bool is_legacy(const nr_node *n) {
 
 static bool read_attrs(const nr_node *n, rz_attrs *a) {
   static const char *const modes[] = {"nearest", "linear", "bilinear"};
-  static const char *const ctms[] = {"half_pixel",         "half_pixel_symmetric",
-                                     "pytorch_half_pixel", "align_corners",
-                                     "asymmetric",         "tf_half_pixel_for_nn"};
-  static const char *const nearest[] = {"round_prefer_floor", "round_prefer_ceil",
-                                        "floor", "ceil"};
   bool legacy = is_legacy(n);
   a->mode = lookup(nr_attr_string(n, "mode", "nearest"), modes, legacy ? 3 : 2);
   if (a->mode == 2)
     a->mode = NR_RESIZE_LINEAR;
   a->exclude_outside = nr_attr_int(n, "exclude_outside", 0) != 0;
   a->stretch = true;
-  a->ctm = CT_ASYMMETRIC;
-  a->nearest = NEAREST_LEGACY;
+  a->ctm = NR_RESIZE_CT_ASYMMETRIC;
+  a->nearest = NR_RESIZE_NEAREST_LEGACY;
   if (a->mode < 0)
     return false;
   if (legacy)
     return true;
   if (a->mode == NR_RESIZE_LINEAR && nr_attr_int(n, "antialias", 0))
     return false;
-  a->ctm = lookup(nr_attr_string(n, "coordinate_transformation_mode", "half_pixel"), ctms,
-                  6);
-  a->nearest = lookup(nr_attr_string(n, "nearest_mode", "round_prefer_floor"), nearest, 4);
+  /* all but tf_crop_and_resize, the last one: the reference's */
+  a->ctm = lookup(nr_attr_string(n, "coordinate_transformation_mode", "half_pixel"),
+                  nr_resize_ctm_names, NR_RESIZE_CT_TF_CROP_AND_RESIZE);
+  a->nearest = lookup(nr_attr_string(n, "nearest_mode", "round_prefer_floor"),
+                      nr_resize_nearest_names, 4);
   a->stretch = !strcmp(nr_attr_string(n, "keep_aspect_ratio_policy", "stretch"),
                        "stretch");
   return a->ctm >= 0 && a->nearest >= 0;
@@ -205,33 +188,6 @@ static bool resize_supports(const nr_tactic_ctx *c) {
 
 /* ---- the tables --------------------------------------------------------------------- */
 
-/* Output index j's coordinate in the input (ops_resize.c's source_coord). */
-static double source_coord(int ctm, double j, int64_t in, int64_t out, double scale) {
-  double out_w = scale * (double)in;
-  switch (ctm) {
-  case CT_HALF_PIXEL_SYMMETRIC:
-    return (double)in / 2 * (1 - (double)out / out_w) + (j + 0.5) / scale - 0.5;
-  case CT_PYTORCH_HALF_PIXEL: return out_w > 1 ? (j + 0.5) / scale - 0.5 : 0.0;
-  case CT_ALIGN_CORNERS: return out_w == 1 ? 0.0 : j * (double)(in - 1) / (out_w - 1);
-  case CT_ASYMMETRIC: return j / scale;
-  case CT_TF_HALF_PIXEL_FOR_NN: return (j + 0.5) / scale;
-  default: return (j + 0.5) / scale - 0.5;
-  }
-}
-
-static int64_t nearest_index(int mode, double x, double scale) {
-  double f = floor(x), frac = x - f;
-  if (frac == 0)
-    return (int64_t)f;
-  switch (mode) {
-  case NEAREST_ROUND_FLOOR: return (int64_t)(frac <= 0.5 ? f : f + 1);
-  case NEAREST_ROUND_CEIL: return (int64_t)(frac < 0.5 ? f : f + 1);
-  case NEAREST_FLOOR: return (int64_t)f;
-  case NEAREST_CEIL: return (int64_t)f + 1;
-  default: return (int64_t)(scale < 1 ? f + 1 : f);
-  }
-}
-
 static int32_t clamp_index(int64_t i, int64_t in) {
   return (int32_t)(i < 0 ? 0 : i >= in ? in - 1 : i);
 }
@@ -263,10 +219,10 @@ static void axis_table(const rz_attrs *a, int64_t in, int64_t out, double scale,
   float *w0 = (float *)(tab + 2 * out), *w1 = (float *)(tab + 3 * out);
   bool identity = out == in && fabs(scale - 1.0) <= 1e-9; /* the reference skips it */
   for (int64_t j = 0; j < out; j++) {
-    double x = source_coord(a->ctm, (double)j, in, out, scale);
+    double x = nr_resize_source_coord(a->ctm, (double)j, in, out, scale, 0, 0);
     if (identity || a->mode == NR_RESIZE_NEAREST) {
-      i0[j] = i1[j] = identity ? (int32_t)j
-                               : clamp_index(nearest_index(a->nearest, x, scale), in);
+      int64_t near = nr_resize_nearest_index(a->nearest, x, scale);
+      i0[j] = i1[j] = identity ? (int32_t)j : clamp_index(near, in);
       w0[j] = 1.0f, w1[j] = 0.0f;
     } else {
       linear_taps(a, x, in, &i0[j], &i1[j], &w0[j], &w1[j]);
