@@ -183,6 +183,10 @@ static const tac_case cases[] = {
     {1, 9, 14, 14, 9, 7, 7, 1, 1, 3, 3, 1, 1, 9, true, true, NR_ACT_RELU},
     {2, 4, 19, 23, 4, 7, 7, 1, 1, 3, 3, 1, 1, 4, false, false, NR_ACT_GELU_TANH},
     {1, 5, 9, 12, 5, 7, 7, 1, 1, 2, 1, 1, 1, 5, true, false, NR_ACT_SIGMOID},
+    /* dilation 2, 3x3 and 5x5 (the dilated tail of MobileNetV3): widths 10, 20, 33 */
+    {1, 6, 10, 10, 6, 5, 5, 1, 1, 4, 4, 2, 2, 6, true, false, NR_ACT_HARD_SWISH},
+    {1, 8, 20, 20, 8, 3, 3, 1, 1, 2, 2, 2, 2, 8, true, true, NR_ACT_RELU},
+    {2, 3, 13, 33, 3, 5, 5, 1, 1, 3, 1, 2, 2, 3, false, false, NR_ACT_NONE},
     /* planes too large for dw__avx2's padded buffer: its in-place path */
     {1, 2, 190, 187, 2, 3, 3, 1, 1, 1, 1, 1, 1, 2, true, false, NR_ACT_RELU},
     {1, 2, 250, 211, 2, 5, 5, 2, 2, 2, 2, 1, 1, 2, true, true, NR_ACT_HARD_SWISH},

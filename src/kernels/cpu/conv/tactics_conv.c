@@ -38,6 +38,14 @@ static bool is_dw7(const conv_p *p) {
   return p->group == p->c && p->m == p->c && p->kh == 7 && p->kw == 7 && p->sh == 1 &&
          p->sw == 1 && p->dh == 1 && p->dw == 1 && p->pt < 7 && p->pl < 7;
 }
+/* A 3x3 or 5x5 stride-1 depthwise window with dilation 2 (the dilated tail of
+ * MobileNetV3 in DeepLabV3 and LR-ASPP): the AVX-512 depthwise kernel takes it. On
+ * im2col those three 5x5 convs ran at 5% of the AVX2 peak. */
+static bool is_dw_dil2(const conv_p *p) {
+  return p->group == p->c && p->m == p->c && p->kh == p->kw && (p->kh == 3 || p->kh == 5) &&
+         p->sh == 1 && p->sw == 1 && p->dh == 2 && p->dw == 2 && p->pt < 2 * p->kh - 1 &&
+         p->pl < 2 * p->kw - 1;
+}
 /* A stem: few input channels, 3x3 or 5x5, stride 1 or 2 (nr_f32_conv_smallc__avx2). */
 static bool is_smallc(const conv_p *p) {
   return p->group == 1 && p->c <= 4 && p->kh == p->kw && (p->kh == 3 || p->kh == 5) &&
@@ -119,7 +127,7 @@ SUPPORTS_2D(sup_dw8, is_dw(p))
 /* conv.dw_kernel=avx2 leaves a depthwise node to nr_f32_conv_dw__avx2 where the AVX-512
  * kernel would run it (A/B runs on one binary, triage). */
 SUPPORTS(sup_dw512,
-         (is_dw(p) || is_dw7(p)) &&
+         (is_dw(p) || is_dw7(p) || is_dw_dil2(p)) &&
              !nr_route_is(c->route, NR_KNOB_CONV_DW_KERNEL, c->node, "avx2"))
 SUPPORTS(sup_smallc, is_smallc(p))
 SUPPORTS_2D(sup_nchw8c, p->group == 1)
