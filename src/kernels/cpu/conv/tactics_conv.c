@@ -7,6 +7,7 @@
  * knobs' valid() can ask the very same question from the graph alone, by wrapping the
  * node's tensors in a throwaway plan; a knob value is offered exactly when some
  * tactic of that algorithm (or layout) could run the node on this machine. */
+#include "kernels/cpu/conv/conv_fits.h"
 #include "kernels/cpu/conv/conv_internal.h"
 #include "kernels/cpu/conv/conv_knobs.h"
 #include "passes/pass_util.h"
@@ -21,41 +22,6 @@
 /* ---- supports() predicates ------------------------------------------------------ */
 
 static bool has_gemm(void) { return nr_gemm_ukernel_count() > 0; }
-
-static bool is_1x1_s1(const conv_p *p) {
-  return p->kh == 1 && p->kw == 1 && p->sh == 1 && p->sw == 1 && p->pt == 0 &&
-         p->pl == 0 && p->oh == p->h && p->ow == p->w;
-}
-static bool is_dw(const conv_p *p) {
-  return p->group == p->c && p->m == p->c && p->kh == p->kw &&
-         (p->kh == 3 || p->kh == 5) && p->sh == p->sw && (p->sh == 1 || p->sh == 2) &&
-         p->dh == 1 && p->dw == 1 && p->pt < p->kh && p->pl < p->kw;
-}
-/* A 7x7 stride-1 depthwise window (ConvNeXt's blocks): the PLAIN depthwise kernels take
- * it; the NCHW8C ones do not. On im2col, convnext_tiny_w48's 18 of them took 54% of a
- * run at 4 GFLOP/s (nnroute bench --profile, 1 thread, AVX-512 host). */
-static bool is_dw7(const conv_p *p) {
-  return p->group == p->c && p->m == p->c && p->kh == 7 && p->kw == 7 && p->sh == 1 &&
-         p->sw == 1 && p->dh == 1 && p->dw == 1 && p->pt < 7 && p->pl < 7;
-}
-/* A 3x3 or 5x5 stride-1 depthwise window with dilation 2 (the dilated tail of
- * MobileNetV3 in DeepLabV3 and LR-ASPP): the AVX-512 depthwise kernel takes it. On
- * im2col those three 5x5 convs ran at 5% of the AVX2 peak. */
-static bool is_dw_dil2(const conv_p *p) {
-  return p->group == p->c && p->m == p->c && p->kh == p->kw && (p->kh == 3 || p->kh == 5) &&
-         p->sh == 1 && p->sw == 1 && p->dh == 2 && p->dw == 2 && p->pt < 2 * p->kh - 1 &&
-         p->pl < 2 * p->kw - 1;
-}
-/* A stem: few input channels, 3x3 or 5x5, stride 1 or 2 (nr_f32_conv_smallc__avx2). */
-static bool is_smallc(const conv_p *p) {
-  return p->group == 1 && p->c <= 4 && p->kh == p->kw && (p->kh == 3 || p->kh == 5) &&
-         p->sh == p->sw && (p->sh == 1 || p->sh == 2) && p->dh == 1 && p->dw == 1 &&
-         p->pt < p->kh && p->pl < p->kw && nr_conv_smallc_scratch(p) > 0;
-}
-static bool is_wino(const conv_p *p) {
-  return p->kh == 3 && p->kw == 3 && p->sh == 1 && p->sw == 1 && p->dh == 1 &&
-         p->dw == 1 && p->group == 1;
-}
 
 /* SUPPORTS: a PLAIN-layout row, which also runs a 1-D conv as H = 1
  * (nr_conv_parse_plain); SUPPORTS_2D: a row in a blocked layout, 2-D only (the layout

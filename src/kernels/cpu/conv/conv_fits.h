@@ -1,0 +1,48 @@
+/* conv_fits.h - which convolution windows the specialised CPU kernels take: 1x1
+ * stride 1, the depthwise windows (3x3 and 5x5 at stride 1 or 2, 7x7 at stride 1,
+ * 3x3 and 5x5 with dilation 2), small-channel stems and Winograd's 3x3. tactics_conv.c's
+ * supports() functions combine them with each tactic's own limits; each predicate
+ * says where its rule comes from. */
+#ifndef NR_KERNELS_CPU_CONV_FITS_H
+#define NR_KERNELS_CPU_CONV_FITS_H
+
+#include "kernels/cpu/conv/conv_internal.h"
+
+#include <stdbool.h>
+
+static inline bool is_1x1_s1(const conv_p *p) {
+  return p->kh == 1 && p->kw == 1 && p->sh == 1 && p->sw == 1 && p->pt == 0 &&
+         p->pl == 0 && p->oh == p->h && p->ow == p->w;
+}
+static inline bool is_dw(const conv_p *p) {
+  return p->group == p->c && p->m == p->c && p->kh == p->kw &&
+         (p->kh == 3 || p->kh == 5) && p->sh == p->sw && (p->sh == 1 || p->sh == 2) &&
+         p->dh == 1 && p->dw == 1 && p->pt < p->kh && p->pl < p->kw;
+}
+/* A 7x7 stride-1 depthwise window (ConvNeXt's blocks): the PLAIN depthwise kernels take
+ * it; the NCHW8C ones do not. On im2col, convnext_tiny_w48's 18 of them took 54% of a
+ * run at 4 GFLOP/s (nnroute bench --profile, 1 thread, AVX-512 host). */
+static inline bool is_dw7(const conv_p *p) {
+  return p->group == p->c && p->m == p->c && p->kh == 7 && p->kw == 7 && p->sh == 1 &&
+         p->sw == 1 && p->dh == 1 && p->dw == 1 && p->pt < 7 && p->pl < 7;
+}
+/* A 3x3 or 5x5 stride-1 depthwise window with dilation 2 (the dilated tail of
+ * MobileNetV3 in DeepLabV3 and LR-ASPP): the AVX-512 depthwise kernel takes it. On
+ * im2col LR-ASPP's three took 15.4 of its 34 ms per run (1 thread). */
+static inline bool is_dw_dil2(const conv_p *p) {
+  return p->group == p->c && p->m == p->c && p->kh == p->kw && (p->kh == 3 || p->kh == 5) &&
+         p->sh == 1 && p->sw == 1 && p->dh == 2 && p->dw == 2 && p->pt < 2 * p->kh - 1 &&
+         p->pl < 2 * p->kw - 1;
+}
+/* A stem: few input channels, 3x3 or 5x5, stride 1 or 2 (nr_f32_conv_smallc__avx2). */
+static inline bool is_smallc(const conv_p *p) {
+  return p->group == 1 && p->c <= 4 && p->kh == p->kw && (p->kh == 3 || p->kh == 5) &&
+         p->sh == p->sw && (p->sh == 1 || p->sh == 2) && p->dh == 1 && p->dw == 1 &&
+         p->pt < p->kh && p->pl < p->kw && nr_conv_smallc_scratch(p) > 0;
+}
+static inline bool is_wino(const conv_p *p) {
+  return p->kh == 3 && p->kw == 3 && p->sh == 1 && p->sw == 1 && p->dh == 1 &&
+         p->dw == 1 && p->group == 1;
+}
+
+#endif
