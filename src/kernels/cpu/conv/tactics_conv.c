@@ -84,8 +84,18 @@ static bool wino_preferred(const nr_tactic_ctx *c, const conv_p *p) {
 }
 
 SUPPORTS(sup_any, true)
-SUPPORTS(sup_im2col, has_gemm() && !wino_preferred(c, p))
-SUPPORTS_2D(sup_nhwc_im2col, has_gemm())
+/* im2col's column matrix (one image and group: C/g x kh x kw rows of oh x ow) lives in
+ * scratch (NHWC: its transpose); past 256 MiB the node goes elsewhere. style_transfer's
+ * 9x9 output conv (32 -> 3 channels at 256x256) needed 680 MB and ran at 4 GFLOP/s
+ * (257 ms; onednn 145, the NCHW8C direct kernel 48; 1 thread, conv.algo pinned per
+ * node). */
+#define IM2COL_MAX_COL_BYTES (256ull << 20)
+static bool im2col_fits(const conv_p *p) {
+  uint64_t rows = (uint64_t)(p->c / p->group) * p->kh * p->kw;
+  return rows * (uint64_t)p->oh * (uint64_t)p->ow * sizeof(float) <= IM2COL_MAX_COL_BYTES;
+}
+SUPPORTS(sup_im2col, has_gemm() && im2col_fits(p) && !wino_preferred(c, p))
+SUPPORTS_2D(sup_nhwc_im2col, has_gemm() && im2col_fits(p))
 SUPPORTS(sup_1x1, has_gemm() && is_1x1_s1(p))
 SUPPORTS_2D(sup_nhwc_1x1, has_gemm() && is_1x1_s1(p))
 SUPPORTS(sup_dw, is_dw(p) || is_dw7(p))
