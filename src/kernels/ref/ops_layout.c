@@ -7,6 +7,7 @@
  * output coordinate, axis by axis, to a source coordinate or to "fill"; one table per
  * axis holds that map, which makes the four modes and negative pads (cropping) the
  * same loop. Elements move as bytes, so every dtype works. */
+#include "kernels/ref/pad_rules.h"
 #include "kernels/ref/ref_util.h"
 #include "kernels/ref/shape_index.h"
 
@@ -156,7 +157,7 @@ nr_status nr_sx_tile_run(nr_op_ctx *ctx) {
 
 /* ---- Pad --------------------------------------------------------------------------- */
 
-typedef enum pad_mode { PAD_CONSTANT, PAD_REFLECT, PAD_EDGE, PAD_WRAP } pad_mode;
+typedef nr_pad_mode pad_mode;
 
 static nr_status pad_mode_of(nr_op_ctx *ctx, pad_mode *mode) {
   const char *m = nr_attr_string(ctx->node, "mode", "constant");
@@ -245,18 +246,16 @@ static int64_t pmod(int64_t a, int64_t m) {
   return r < 0 ? r + m : r;
 }
 
-/* Source index along one axis for output index o, or -1 for the fill value. Negative
- * pads crop first; reflect, edge and wrap then pad the cropped extent [lo, hi). */
-static int64_t pad_source(pad_mode mode, int64_t o, int64_t dim, int64_t b, int64_t e) {
-  if (mode == PAD_CONSTANT)
+int64_t nr_pad_source(nr_pad_mode mode, int64_t o, int64_t dim, int64_t b, int64_t e) {
+  if (mode == NR_PAD_CONSTANT)
     return (o - b >= 0 && o - b < dim) ? o - b : -1;
   int64_t lo = b < 0 ? -b : 0, hi = dim - (e < 0 ? -e : 0), n = hi - lo;
   int64_t i = o - (b > 0 ? b : 0);
   if (i >= 0 && i < n)
     return lo + i;
-  if (mode == PAD_EDGE)
+  if (mode == NR_PAD_EDGE)
     return lo + (i < 0 ? 0 : n - 1);
-  if (mode == PAD_WRAP)
+  if (mode == NR_PAD_WRAP)
     return lo + pmod(i, n);
   if (n == 1)
     return lo;
@@ -283,7 +282,7 @@ static nr_status pad_maps(nr_op_ctx *ctx, pad_mode mode, const int64_t *begin,
   for (int d = 0; d < x->rank; d++) {
     int64_t dim = x->dims[d], b = begin[d], e = end[d];
     int64_t kept = dim - (b < 0 ? -b : 0) - (e < 0 ? -e : 0);
-    if (mode != PAD_CONSTANT && kept <= 0 && (b > 0 || e > 0))
+    if (mode != NR_PAD_CONSTANT && kept <= 0 && (b > 0 || e > 0))
       return nr_op_fail(ctx, NR_ERR_SHAPE,
                         "cannot pad axis %d in this mode: no "
                         "elements left to copy",
@@ -292,7 +291,7 @@ static nr_status pad_maps(nr_op_ctx *ctx, pad_mode mode, const int64_t *begin,
     if (!map[d])
       return nr_op_fail(ctx, NR_ERR_NOMEM, "out of memory");
     for (int64_t o = 0; o < y->dims[d]; o++)
-      map[d][o] = pad_source(mode, o, dim, b, e);
+      map[d][o] = nr_pad_source(mode, o, dim, b, e);
   }
   return NR_OK;
 }

@@ -5,11 +5,12 @@
  *
  * Key decision: both move whole rows. Pad resolves its amounts once at prepare into a
  * packed record (pad_rec) and then, per output row, finds the source row through the
- * reference's index rule (pad_source, the same triangle wave for reflect) and copies
+ * reference's index rule (nr_pad_source, kernels/ref/pad_rules.h: the same triangle wave for reflect) and copies
  * the row's interior with one memcpy, only its padded ends element by element.
  * Gather copies one block of the inner dims per (outer, index) pair - an embedding
  * lookup is one row memcpy per token - after checking every index once, so an index
  * out of range fails the step with a message instead of reading outside the table. */
+#include "kernels/ref/pad_rules.h"
 #include "plan/tactic.h"
 #include "util/error.h"
 #include "util/threadpool.h"
@@ -47,7 +48,6 @@ static void run_rows(const nr_exec_args *a, int64_t rows, int64_t bytes_per_row,
 
 /* ---- Pad --------------------------------------------------------------------------- */
 
-enum { PAD_CONSTANT, PAD_REFLECT, PAD_EDGE, PAD_WRAP };
 
 /* What prepare resolves (the step's packed data): mode, per-axis begin and end pads
  * (negative: crop) and the fill element's bytes. */
@@ -151,7 +151,7 @@ static bool pad_resolve(const nr_tactic_ctx *c, pad_rec *p) {
     int64_t b = p->begin[d], e = p->end[d];
     int64_t kept = x->dims[d] - (b < 0 ? -b : 0) - (e < 0 ? -e : 0);
     if (y->dims[d] != x->dims[d] + b + e ||
-        (p->mode != PAD_CONSTANT && kept <= 0 && (b > 0 || e > 0)))
+        (p->mode != NR_PAD_CONSTANT && kept <= 0 && (b > 0 || e > 0)))
       return false; /* the reference reports what is wrong */
   }
   return true;
@@ -173,31 +173,6 @@ static nr_status pad_prepare(const nr_tactic_ctx *c, nr_plan *plan, nr_step *ste
   return nr_plan_add_weights(plan, &p, sizeof p, &step->packed_offset, c->err);
 }
 
-static int64_t pmod(int64_t a, int64_t m) {
-  int64_t r = a % m;
-  return r < 0 ? r + m : r;
-}
-
-/* Source index along one axis for output index o, or -1 for the fill value (the
- * reference's rule, ops_layout.c): negative pads crop first, reflect, edge and wrap
- * then pad the cropped extent [lo, hi). */
-static int64_t pad_source(int mode, int64_t o, int64_t dim, int64_t b, int64_t e) {
-  if (mode == PAD_CONSTANT)
-    return (o - b >= 0 && o - b < dim) ? o - b : -1;
-  int64_t lo = b < 0 ? -b : 0, hi = dim - (e < 0 ? -e : 0), n = hi - lo;
-  int64_t i = o - (b > 0 ? b : 0);
-  if (i >= 0 && i < n)
-    return lo + i;
-  if (mode == PAD_EDGE)
-    return lo + (i < 0 ? 0 : n - 1);
-  if (mode == PAD_WRAP)
-    return lo + pmod(i, n);
-  if (n == 1)
-    return lo;
-  int64_t m = pmod(i, 2 * (n - 1));
-  return lo + (m < n ? m : 2 * (n - 1) - m);
-}
-
 typedef struct pad_job {
   const pad_rec *p;
   const char *x;
@@ -217,7 +192,7 @@ static void pad_ends(const pad_job *j, char *row, const char *src, int64_t o0,
                      int64_t o1) {
   int last = j->rank - 1;
   for (int64_t o = o0; o < o1; o++) {
-    int64_t s = pad_source(j->p->mode, o, j->xd[last], j->p->begin[last], j->p->end[last]);
+    int64_t s = nr_pad_source((nr_pad_mode)j->p->mode, o, j->xd[last], j->p->begin[last], j->p->end[last]);
     memcpy(row + (size_t)o * j->es,
            s < 0 ? (const void *)j->p->fill : src + (size_t)s * j->es, j->es);
   }
@@ -228,7 +203,7 @@ static void pad_row(const pad_job *j, const int64_t *idx, char *row) {
   int last = j->rank - 1;
   int64_t off = 0, w = j->yd[last];
   for (int d = 0; d < last; d++) {
-    int64_t s = pad_source(j->p->mode, idx[d], j->xd[d], j->p->begin[d], j->p->end[d]);
+    int64_t s = nr_pad_source((nr_pad_mode)j->p->mode, idx[d], j->xd[d], j->p->begin[d], j->p->end[d]);
     if (s < 0) {
       fill_elems(row, j->p->fill, j->es, w);
       return;
@@ -269,7 +244,7 @@ static nr_status pad_run(const nr_exec_args *a) {
   const nr_slot *x = a->in_slot[0], *y = a->out_slot[0];
   const pad_rec *p = a->packed;
   if (!p || a->step->packed_size != sizeof *p || p->rank != x->rank || p->mode < 0 ||
-      p->mode > PAD_WRAP)
+      p->mode > NR_PAD_WRAP)
     return nr_errorf(a->err, NR_ERR_INTERNAL, "%s: bad packed record",
                      a->step->tactic->id);
   pad_job j = {.p = p,
