@@ -28,7 +28,7 @@
 #endif
 #define NR_TACTIC_FAMILIES(X)                                                          \
   X(ref) X(gemm) X(conv) X(reorder) X(cpu_eltwise) X(cpu_eltwise_chain) X(cpu_norm)     \
-  X(cpu_attn) X(cpu_resize) X(cpu_deconv) X(cpu_copy) X(cpu_index) X(cpu_pool_nhwc)     \
+  X(cpu_attn) X(cpu_resize) X(cpu_rnn) X(cpu_deconv) X(cpu_copy) X(cpu_index) X(cpu_pool_nhwc)     \
   X(cpu_copy_nhwc) X(onednn_q) X(cpu_lpgemm) X(cpu_qgemm) X(cpu_quant)                  \
   NR_TACTIC_FAMILIES_CUDA(X) X(fault)
 

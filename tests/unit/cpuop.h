@@ -18,7 +18,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#define MAXIO 6
+#define MAXIO 8
 
 typedef struct cpuop {
   nr_graph *g;
