@@ -9,12 +9,12 @@
  * section so that a loader can read it straight into a 64-byte-aligned buffer that
  * becomes the plan's weights, with no second copy.
  *
- * ENGINE FILE, format version 1. All integers little-endian; strings are bytes
+ * ENGINE FILE, format version 2. All integers little-endian; strings are bytes
  * without a NUL (UTF-8 by convention).
  *
  *   offset  size  header
  *        0     8  magic "NRENGINE"
- *        8     4  u32 format version (1); a reader refuses any other
+ *        8     4  u32 format version (2); a reader refuses any other
  *       12     4  u32 header size (32); the section table starts here
  *       16     4  u32 section count n (1..16)
  *       20     4  u32 reserved, 0
@@ -56,7 +56,7 @@
  *           i32 first use, i32 last use, i32 alias of}
  *   steps: {u32 tactic id length, tactic id, i32 node, u32 n_in, u32 n_out,
  *           i32 in[n_in], i32 out[n_out], u64 packed offset, u64 packed size,
- *           u64 scratch, i32 threads, u8 params[64]}
+ *           u64 scratch, i32 threads, u8 params[96]}
  *   i32 input slots[input count], i32 output slots[output count]
  *   The section must end exactly there.
  *

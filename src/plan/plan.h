@@ -55,7 +55,7 @@ typedef struct nr_slot {
  * refuses a node above it by name, and engine loading refuses a step record above it
  * before use. */
 #define NR_STEP_MAX_IO NR_OP_MAX_IO
-#define NR_TACTIC_PARAMS 64
+#define NR_TACTIC_PARAMS 96
 
 typedef struct nr_tactic nr_tactic;
 

@@ -94,6 +94,8 @@ NR_TEST(conv1d_tactics_vs_reference) {
       {1, 64, 0, 48, 1, 1, 1, 0, 0, 1, true},   /* pointwise */
       {1, 32, 0, 40, 1, 2, 1, 0, 0, 1, false},  /* strided pointwise */
       {1, 48, 0, 64, 3, 1, 1, 1, 1, 1, true},   /* enough channels for every GEMM row */
+      {1, 1, 0, 258, 256, 128, 1, 0, 0, 1, false}, /* Silero's STFT: window above 255 */
+      {1, 2, 0, 8, 3, 1, 1, 300, 260, 1, true}, /* pads above 255 */
   };
   for (size_t i = 0; i < sizeof CASES / sizeof CASES[0]; i++)
     for (size_t j = 0; j < sizeof LENS / sizeof LENS[0]; j++) {

@@ -2,7 +2,7 @@
  * and src/compiler/layout.c): the params record every conv tactic stores in its step,
  * the node parser that fills it, the epilogue helpers and the kernel entry points.
  *
- * Key decision: one record (conv_p, exactly NR_TACTIC_PARAMS bytes) describes every
+ * Key decision: one record (conv_p, within NR_TACTIC_PARAMS bytes) describes every
  * 2-D float convolution, whatever the algorithm; each tactic only adds its own few
  * fields (GEMM cfg, tile counts) in the tail. prepare() fills it once from the node
  * and the slots, run() never looks at attributes again. Conv and nnroute.FusedConv
@@ -21,7 +21,9 @@
 typedef struct conv_p {
   int32_t n, c, h, w;        /* input X (logical NCHW) */
   int32_t m, oh, ow, group;  /* output Y channels and size; groups */
-  uint8_t kh, kw, sh, sw, dh, dw, pt, pl; /* kernel, stride, dilation, top/left pad */
+  /* kernel, stride, dilation, top/left pad: 16 bits, as a 1-D front end's window (a
+   * 256- or 400-tap STFT conv with stride 128 or 160) passes 255 */
+  uint16_t kh, kw, sh, sw, dh, dw, pt, pl;
   uint8_t act, res_layout;   /* res_layout: layout R arrives in */
   uint8_t has_bias : 1, has_res : 1;
   uint8_t opts;              /* CONV_OPT_*: the per-node knobs' choices */

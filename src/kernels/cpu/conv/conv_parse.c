@@ -23,7 +23,7 @@
 
 bool nr_conv_is_node(const nr_node *n) { return nr_conv_desc_is_node(n); }
 
-static bool fits_u8(int64_t v, int64_t lo) { return v >= lo && v <= 255; }
+static bool fits_u16(int64_t v, int64_t lo) { return v >= lo && v <= UINT16_MAX; }
 static bool fits_i32(int64_t v) { return v >= 1 && v <= INT32_MAX; }
 
 /* The description's window in the record: 2-D, a 1-D one (nsp 1: X is [N, C, L])
@@ -34,14 +34,14 @@ static bool window_of(const nr_conv_desc *d, conv_p *p) {
   int h = w->nsp == 1 ? -1 : 0, x = w->nsp - 1; /* H (-1: none) and W's index */
   int64_t kh = h < 0 ? 1 : w->kernel[h], sh = h < 0 ? 1 : w->stride[h];
   int64_t dh = h < 0 ? 1 : w->dil[h], pt = h < 0 ? 0 : w->pad_b[h];
-  if (!fits_u8(kh, 1) || !fits_u8(w->kernel[x], 1) || !fits_u8(sh, 1) ||
-      !fits_u8(w->stride[x], 1) || !fits_u8(dh, 1) || !fits_u8(w->dil[x], 1) ||
-      !fits_u8(pt, 0) || !fits_u8(w->pad_b[x], 0))
+  if (!fits_u16(kh, 1) || !fits_u16(w->kernel[x], 1) || !fits_u16(sh, 1) ||
+      !fits_u16(w->stride[x], 1) || !fits_u16(dh, 1) || !fits_u16(w->dil[x], 1) ||
+      !fits_u16(pt, 0) || !fits_u16(w->pad_b[x], 0))
     return false;
-  p->kh = (uint8_t)kh, p->kw = (uint8_t)w->kernel[x];
-  p->sh = (uint8_t)sh, p->sw = (uint8_t)w->stride[x];
-  p->dh = (uint8_t)dh, p->dw = (uint8_t)w->dil[x];
-  p->pt = (uint8_t)pt, p->pl = (uint8_t)w->pad_b[x];
+  p->kh = (uint16_t)kh, p->kw = (uint16_t)w->kernel[x];
+  p->sh = (uint16_t)sh, p->sw = (uint16_t)w->stride[x];
+  p->dh = (uint16_t)dh, p->dw = (uint16_t)w->dil[x];
+  p->pt = (uint16_t)pt, p->pl = (uint16_t)w->pad_b[x];
   p->h = (int32_t)(h < 0 ? 1 : w->in[h]), p->w = (int32_t)w->in[x];
   p->oh = (int32_t)(h < 0 ? 1 : w->out[h]), p->ow = (int32_t)w->out[x];
   return true;
