@@ -126,12 +126,10 @@ do_models() {
 
 # Steps the zoo may leave on the reference tactic: ops with no fast CPU tactic at all
 # (Cast, Equal, ArgMax, ReduceSum, ReduceL2 on the small mask and pooling paths of the
-# text encoders, LSTM, a Pow outside an elementwise chain), the int64 Add after CLIP's
-# ArgMax (the elementwise tactics are float32), and Silero's STFT Conv1d, whose 256-tap
-# kernel the conv records cannot hold. Any other op on the reference tactic fails the
-# model.
-ZOO_REF_ALLOW='^[^:]*:(Cast|Equal|ArgMax|ReduceSum|ReduceL2|LSTM|Pow)$'
-ZOO_REF_ALLOW+='|^clip_text_l4_op17:Add$|^silero_vad_16k_openvino_op16:Conv$'
+# text encoders) and the int64 Add after CLIP's ArgMax (the elementwise tactics are
+# float32). Any other op on the reference tactic fails the model.
+ZOO_REF_ALLOW='^[^:]*:(Cast|Equal|ArgMax|ReduceSum|ReduceL2)$'
+ZOO_REF_ALLOW+='|^clip_text_l4_op17:Add$'
 
 do_zoo() {
   /usr/bin/python3 bench/models/zoo.py "$build/zoo" &&

@@ -5,8 +5,9 @@
  * kernel, every node whose inputs are all constant, so that the shape arithmetic
  * exporters emit (Shape -> Gather -> Unsqueeze -> Concat -> Reshape) turns into
  * constants and the shapes downstream of it become known in the same pass. Folding
- * then drops the copies an inference graph carries (Identity, Dropout with training
- * off or ratio 0): the producer of a copy's input takes over its output. */
+ * then drops the copies an inference graph carries (Identity, a Cast to its input's
+ * own dtype, Dropout with training off or ratio 0): the producer of a copy's input
+ * takes over its output. */
 #include "ir/op.h"
 #include "util/error.h"
 
@@ -201,13 +202,17 @@ static bool const_false(const nr_graph *g, int t) {
   return true;
 }
 
-/* Identity, or a Dropout that is one: training_mode absent or constant false, or the
- * ratio constant 0 (torch exports eval-mode attention dropout as ratio 0 in training
- * mode; the spec's scale is then 1 and nothing is dropped); the mask unread (reads
- * counts node inputs). */
+/* Identity, a Cast to the dtype its input has, or a Dropout that is one:
+ * training_mode absent or constant false, or the ratio constant 0 (torch exports
+ * eval-mode attention dropout as ratio 0 in training mode; the spec's scale is then 1
+ * and nothing is dropped); the mask unread (reads counts node inputs). */
 static bool is_copy(const nr_graph *g, const nr_node *n, const int *reads) {
   if (is_onnx_op(n, "Identity"))
     return n->n_inputs == 1 && n->n_outputs == 1;
+  if (is_onnx_op(n, "Cast") && n->n_inputs == 1 && n->n_outputs == 1 && n->inputs[0] >= 0) {
+    nr_dtype t = g->tensors[n->inputs[0]].value.dtype;
+    return t != NR_DTYPE_UNDEFINED && nr_attr_int(n, "to", -1) == (int64_t)t;
+  }
   if (!is_onnx_op(n, "Dropout") || n->n_inputs < 1 || n->n_outputs < 1)
     return false;
   bool no_ratio = n->n_inputs > 1 && n->inputs[1] >= 0 && const_false(g, n->inputs[1]);

@@ -15,7 +15,8 @@
  * tactic takes it: slower than its parts. So each candidate node is probed
  * (nr_node_has_fast_tactic, for the build's device) before the pass keeps it; a chain
  * no fast tactic runs is shortened from the end until one does, and what stays
- * unfused runs on its own tactics. */
+ * unfused runs on its own tactics. A lone elementwise node that no fast tactic of its
+ * own runs becomes a one-step chain when the chain's fast tactic runs it. */
 #include "ir/fused.h"
 #include "passes/fate.h"
 #include "passes/pass_knobs.h"
@@ -274,6 +275,39 @@ static nr_status fuse_chain(nr_compile_ctx *c, const int *nodes, int n, int run,
   return NR_OK;
 }
 
+/* A lone elementwise node that no fast tactic of its own runs (Pow by a tensor or a
+ * constant, Max, Min, PRelu, Log, Floor, Softplus, ...) becomes a one-step chain when
+ * the chain's fast tactic runs that: the running value is the input of the output's
+ * shape. Not a fusion choice, so no knob. */
+static nr_status wrap_single(nr_compile_ctx *c, int k, bool *dead, bool *changed) {
+  nr_graph *g = c->graph;
+  if (nr_node_has_fast_tactic(g, &g->nodes[k], c->device))
+    return NR_OK;
+  const nr_node *n = &g->nodes[k];
+  const nr_value *y = &g->tensors[n->outputs[0]].value;
+  int run = -1;
+  for (int i = 0; i < n->n_inputs && i < 2 && run < 0; i++) {
+    const nr_value *x = &g->tensors[n->inputs[i]].value;
+    if (x->rank == y->rank && !memcmp(x->dims, y->dims, (size_t)y->rank * sizeof y->dims[0]))
+      run = n->inputs[i];
+  }
+  if (run < 0)
+    return NR_OK;
+  chain_node e;
+  nr_status st = NR_OK;
+  if (encode(g, &k, 1, run, &e) != 1 || (st = nr_pu_import_nnroute(g, c->err)))
+    return st;
+  int m = emit(g, &k, &e, &st, c->err);
+  if (m >= 0 && !st && nr_node_has_fast_tactic(g, &g->nodes[m], c->device)) {
+    dead[k] = true;
+    *changed = true;
+    return NR_OK;
+  }
+  if (m >= 0)
+    unemit(g, m);
+  return st;
+}
+
 /* The chain from its first node that has a knob instance; fused when it says on. */
 static nr_status visit(nr_compile_ctx *c, const chain_ctx *cc, int k, bool *dead,
                        bool *changed) {
@@ -301,6 +335,9 @@ static nr_status run_eltwise_fuse(nr_compile_ctx *c) {
   for (int k = 0; !st && k < n0; k++)
     if (!dead[k])
       st = visit(c, &cc, k, dead, &changed);
+  for (int k = 0; !st && k < n0; k++)
+    if (!dead[k] && chainable(g, &g->nodes[k]))
+      st = wrap_single(c, k, dead, &changed);
   if (!st && changed)
     st = nr_pu_remove_marked(g, dead, c->err);
   free(readers);

@@ -620,6 +620,47 @@ NR_TEST(fusion_eltwise_branch) {
     check_small(t, g, "eltwise.fuse", 1, "EltwiseChain", 1);
 }
 
+/* A lone Pow (no fast tactic of its own) runs as a one-step chain, with its running
+ * value the input of the output's shape (here the second: swapped), and no knob; a
+ * lone Add keeps its own fast tactic. */
+NR_TEST(fusion_eltwise_single) {
+  for (int k = 0; k < 2; k++) {
+    nr_graph *g = tg_graph(13);
+    int64_t xd[3] = {2, 3, 4}, yd[2] = {3, 1};
+    int x = tg_input(g, "x", 3, xd), b = tg_input(g, "b", 2, yd);
+    int a[2] = {b, x};
+    int v = tg_node(g, k ? "Add" : "Pow", "op", 2, a);
+    if (tg_finish(t, g, v))
+      check_small(t, g, "eltwise.fuse", 0, "EltwiseChain", k ? 0 : 1);
+  }
+}
+
+/* A Cast to its input's own dtype is a copy that preparing the model drops
+ * (nr_graph_fold_constants), so Sqrt and Neg around it make one chain. */
+static nr_graph *cast_between(nr_test_state *t, int *out) {
+  nr_graph *g = tg_graph(13);
+  int64_t xd[2] = {3, 5};
+  int x = tg_input(g, "x", 2, xd);
+  int v = tg_node(g, "Sqrt", "sqrt", 1, &x);
+  v = tg_node(g, "Cast", "cast", 1, &v);
+  nr_pu_set_attr_int(g, last_node(g), "to", NR_DTYPE_FLOAT, NULL);
+  *out = tg_node(g, "Neg", "neg", 1, &v);
+  if (!tg_finish(t, g, *out))
+    return NULL;
+  nr_error err = {0};
+  CHECK(!nr_graph_fold_constants(g, &err), "%s", err.message); /* as loading does */
+  return g;
+}
+
+NR_TEST(fusion_cast_to_same_dtype) {
+  int v;
+  nr_graph *g = cast_between(t, &v);
+  if (g)
+    check_small(t, g, "eltwise.fuse", 1, "Cast", 0);
+  if ((g = cast_between(t, &v)))
+    check_small(t, g, "eltwise.fuse", 1, "EltwiseChain", 1);
+}
+
 /* ---- transpose and fold ---------------------------------------------------------------- */
 
 static int transpose(nr_graph *g, const char *name, int x, int rank, const int64_t *perm) {
