@@ -37,6 +37,7 @@ typedef struct dw_case {
   bool bias, res;
   nr_act act;
   int dpe; /* end padding minus begin padding (0: symmetric) */
+  int sw;  /* stride along the rows (0: s) */
 } dw_case;
 
 static float *guarded(int64_t n) { return guarded_floats(n, GUARD, SENTINEL); }
@@ -48,7 +49,8 @@ static float act_alpha(nr_act a) {
 
 static conv_case to_case(const dw_case *k) {
   int pe = k->pad + k->dpe;
-  return (conv_case){k->n, k->c, k->h, k->w, k->c, k->k, k->k, k->s, k->s, 1, 1, k->pad,
+  return (conv_case){k->n, k->c, k->h, k->w, k->c, k->k, k->k, k->s, k->sw ? k->sw : k->s,
+                     1, 1, k->pad,
                      k->pad, pe, pe, k->c, k->bias, k->res, k->act, act_alpha(k->act), 0.5f};
 }
 
@@ -135,6 +137,21 @@ NR_TEST(test_conv_dw512_vs_reference) {
     CHECK(ran >= (avx512 ? 3 : 1), "only %d tactics ran odd case %zu", ran, i);
     cases++, runs += ran;
   }
+  /* stride 2 down the rows and 1 along them (text recognizers): the AVX-512 kernel
+   * alone takes it */
+  for (int k = 3; k <= 5; k += 2)
+    for (int pad = 0; pad < k; pad++)
+      for (size_t wi = 0; wi < sizeof widths / sizeof widths[0]; wi += 2) {
+        dw_case c = {1, 2 + (int)(wi % 3), heights[(wi + (size_t)pad) % 9], widths[wi], k, 2,
+                     pad, wi % 3 != 1, wi % 4 == 2,
+                     (nr_act)((wi + (size_t)pad) % NR_ACT_COUNT), (int)(wi % 3) - 1, 1};
+        if (c.h + 2 * pad + c.dpe < k || c.w + 2 * pad + c.dpe < k || pad + c.dpe < 0)
+          continue;
+        int ran = check_case(t, &c, seed++, pool);
+        CHECK(ran == (avx512 ? 1 : 0), "%d tactics ran k%d s2x1 p%d w%d, seed %u", ran, k,
+              pad, c.w, seed - 1);
+        cases++, runs += ran;
+      }
   CHECK(cases > 150, "only %d cases", cases);
   if (getenv("NR_TEST_VERBOSE"))
     fprintf(stderr, "dw512: %d cases, %d tactic runs (AVX-512 %s)\n", cases, runs,

@@ -1,7 +1,7 @@
 /* test_conv_taps.c - the pass conv_taps (taps.trim): Convs whose dilation reaches past
  * the image lose exactly the kernel taps that read only padding, and the engine still
  * computes what the reference executor computes; Convs where every tap can touch the
- * image are left alone and list no knob.
+ * image, and grouped or depthwise Convs, are left alone and list no knob.
  *
  * Each case is one Conv (seeded weights and input) compiled along the default route
  * and along -taps.trim=off; the knob must be listed exactly where a tap can go, the
@@ -27,6 +27,7 @@ typedef struct taps_case {
   int sp;                              /* spatial rank: 1 or 2 */
   int64_t c, m, size, k[2], s[2], d[2], pads[4]; /* pads in ONNX order */
   int64_t want_k[2];                   /* the kernel left after the pass */
+  int64_t group;                       /* 0: 1 */
 } taps_case;
 
 static const taps_case cases[] = {
@@ -40,19 +41,27 @@ static const taps_case cases[] = {
      {4, 4, 4, 4}, {3, 3}},
     {"dilation 6 on 10: every tap touches", 2, 2, 2, 10, {3, 3}, {1, 1}, {6, 6},
      {6, 6, 6, 6}, {3, 3}},
+    {"depthwise 5x5 pad 2 on 2x2: grouped convs are left alone", 2, 8, 8, 2, {5, 5},
+     {1, 1}, {1, 1}, {2, 2, 2, 2}, {5, 5}, 8},
+    {"grouped 3x3 dilation 12 (ASPP-like): left alone", 2, 4, 6, 10, {3, 3}, {1, 1},
+     {12, 12}, {12, 12, 12, 12}, {3, 3}, 2},
 };
+
+static int64_t group_of(const taps_case *c) { return c->group ? c->group : 1; }
 
 static nr_graph *case_graph(nr_test_state *t, const taps_case *c, float *w) {
   nr_graph *g = tg_graph(13);
-  int64_t xd[4] = {1, c->c, c->size, c->size}, wd[4] = {c->m, c->c, c->k[0], c->k[1]};
+  int64_t xd[4] = {1, c->c, c->size, c->size},
+          wd[4] = {c->m, c->c / group_of(c), c->k[0], c->k[1]};
   int x = tg_input(g, "x", 2 + c->sp, xd);
   int wt = tg_borrowed(g, "w", 2 + c->sp, wd, w);
-  nr_attr at[3] = {
+  nr_attr at[4] = {
       {.name = "strides", .type = NR_ATTR_INTS, .n = (size_t)c->sp, .ints = (int64_t *)c->s},
       {.name = "dilations", .type = NR_ATTR_INTS, .n = (size_t)c->sp, .ints = (int64_t *)c->d},
       {.name = "pads", .type = NR_ATTR_INTS, .n = (size_t)(2 * c->sp),
-       .ints = (int64_t *)c->pads}};
-  int y = tg_node_attrs(g, "Conv", "conv", 2, (int[]){x, wt}, 3, at);
+       .ints = (int64_t *)c->pads},
+      {.name = "group", .type = NR_ATTR_INT, .i = group_of(c)}};
+  int y = tg_node_attrs(g, "Conv", "conv", 2, (int[]){x, wt}, 4, at);
   return tg_finish(t, g, y) ? g : (nr_graph_destroy(g), NULL);
 }
 
@@ -101,7 +110,7 @@ static void run_engine(nr_test_state *t, const taps_case *c, nr_graph *g, const 
 NR_TEST(conv_taps_trim) {
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
     const taps_case *c = &cases[i];
-    int64_t wn = c->m * c->c * c->k[0] * (c->sp == 2 ? c->k[1] : 1);
+    int64_t wn = c->m * (c->c / group_of(c)) * c->k[0] * (c->sp == 2 ? c->k[1] : 1);
     int64_t xd[4] = {1, c->c, c->size, c->size};
     nr_rng rng = nr_rng_make(900 + i);
     float *w = malloc(sizeof(float) * (size_t)wn);

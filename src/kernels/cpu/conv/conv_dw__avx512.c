@@ -1,5 +1,6 @@
 /* conv_dw__avx512.c - nr_f32_conv_dw__avx512: PLAIN depthwise 3x3 / 5x5, stride 1
- * and 2, any padding, with AVX-512 (16 output columns per vector). Compiled with the
+ * and 2 (and 2 down rows, 1 along them, as text recognizers use), any padding, with
+ * AVX-512 (16 output columns per vector). Compiled with the
  * AVX-512 flags; called only after nr_cpu_isa() reported NR_ISA_AVX512.
  *
  * A depthwise layer does 9 or 25 FMAs per output against one input and one output
@@ -138,8 +139,8 @@ static inline __attribute__((always_inline)) void taps_s2(__m512 a, __m512 b, __
 /* R output rows from oh0, 16 columns from o, of one plane x -> y. */
 static inline __attribute__((always_inline)) void
 dw_tile(const dw_job *j, const float *x, const __m512 *wv, __m512 bias, float *y,
-        const float *res, int64_t oh0, int64_t o, const int R, const int K, const int S,
-        const int D) {
+        const float *res, int64_t oh0, int64_t o, const int R, const int K, const int SH,
+        const int S, const int D) {
   const conv_p *p = j->p;
   int64_t W = p->w, H = p->h, s0 = o * S - p->pl;
   __mmask16 m[DW_KMAX]; /* S == 1: per tap; S == 2: per loaded vector */
@@ -151,9 +152,9 @@ dw_tile(const dw_job *j, const float *x, const __m512 *wv, __m512 bias, float *y
 #pragma GCC unroll 8
   for (int r = 0; r < R; r++)
     acc[r] = bias;
-  int64_t ih0 = oh0 * S - p->pt;
+  int64_t ih0 = oh0 * SH - p->pt;
 #pragma GCC unroll 19
-  for (int jr = 0; jr < (R - 1) * S + (K - 1) * D + 1; jr++) {
+  for (int jr = 0; jr < (R - 1) * SH + (K - 1) * D + 1; jr++) {
     int64_t ih = ih0 + jr;
     if (ih < 0 || ih >= H)
       continue;
@@ -171,7 +172,7 @@ dw_tile(const dw_job *j, const float *x, const __m512 *wv, __m512 bias, float *y
     }
 #pragma GCC unroll 8
     for (int r = 0; r < R; r++) {
-      int dk = jr - r * S, kh = dk / D; /* row jr is tap kh of output row r */
+      int dk = jr - r * SH, kh = dk / D; /* row jr is tap kh of output row r */
       if (dk < 0 || dk % D || kh >= K)
         continue;
 #pragma GCC unroll 7
@@ -213,30 +214,33 @@ dw_tile(const dw_job *j, const float *x, const __m512 *wv, __m512 bias, float *y
 
 static inline __attribute__((always_inline)) void
 dw_band(const dw_job *j, const float *x, const __m512 *wv, __m512 bias, float *y,
-        const float *res, int64_t oh0, const int R, const int K, const int S, const int D) {
+        const float *res, int64_t oh0, const int R, const int K, const int SH, const int S,
+        const int D) {
   for (int64_t o = 0; o < j->p->ow; o += 16)
-    dw_tile(j, x, wv, bias, y, res, oh0, o, R, K, S, D);
+    dw_tile(j, x, wv, bias, y, res, oh0, o, R, K, SH, S, D);
 }
 
 /* The last rows (fewer than a band) of a plane. */
 static inline __attribute__((always_inline)) void
 dw_rest(const dw_job *j, const float *x, const __m512 *wv, __m512 bias, float *y,
-        const float *res, int64_t oh0, int64_t rows, const int K, const int S, const int D) {
+        const float *res, int64_t oh0, int64_t rows, const int K, const int SH, const int S,
+        const int D) {
   switch (rows) {
-  case 1: dw_band(j, x, wv, bias, y, res, oh0, 1, K, S, D); break;
-  case 2: dw_band(j, x, wv, bias, y, res, oh0, 2, K, S, D); break;
-  case 3: dw_band(j, x, wv, bias, y, res, oh0, 3, K, S, D); break;
-  case 4: dw_band(j, x, wv, bias, y, res, oh0, 4, K, S, D); break;
-  case 5: dw_band(j, x, wv, bias, y, res, oh0, 5, K, S, D); break;
-  case 6: dw_band(j, x, wv, bias, y, res, oh0, 6, K, S, D); break;
-  case 7: dw_band(j, x, wv, bias, y, res, oh0, 7, K, S, D); break;
+  case 1: dw_band(j, x, wv, bias, y, res, oh0, 1, K, SH, S, D); break;
+  case 2: dw_band(j, x, wv, bias, y, res, oh0, 2, K, SH, S, D); break;
+  case 3: dw_band(j, x, wv, bias, y, res, oh0, 3, K, SH, S, D); break;
+  case 4: dw_band(j, x, wv, bias, y, res, oh0, 4, K, SH, S, D); break;
+  case 5: dw_band(j, x, wv, bias, y, res, oh0, 5, K, SH, S, D); break;
+  case 6: dw_band(j, x, wv, bias, y, res, oh0, 6, K, SH, S, D); break;
+  case 7: dw_band(j, x, wv, bias, y, res, oh0, 7, K, SH, S, D); break;
   default: break;
   }
 }
 
 static inline __attribute__((always_inline)) void
 dw_plane(const dw_job *j, const float *x, const float *w, float b, float *y,
-         const float *res, const int K, const int S, const int D, const int RB) {
+         const float *res, const int K, const int SH, const int S, const int D,
+         const int RB) {
   const conv_p *p = j->p;
   __m512 wv[DW_KMAX * DW_KMAX];
 #pragma GCC unroll 49
@@ -245,8 +249,8 @@ dw_plane(const dw_job *j, const float *x, const float *w, float b, float *y,
   __m512 bias = _mm512_set1_ps(b);
   int64_t oh = 0;
   for (; oh + RB <= p->oh; oh += RB)
-    dw_band(j, x, wv, bias, y, res, oh, RB, K, S, D);
-  dw_rest(j, x, wv, bias, y, res, oh, p->oh - oh, K, S, D);
+    dw_band(j, x, wv, bias, y, res, oh, RB, K, SH, S, D);
+  dw_rest(j, x, wv, bias, y, res, oh, p->oh - oh, K, SH, S, D);
 }
 
 static void dw16_task(void *arg, int64_t begin, int64_t end, int thread) {
@@ -260,19 +264,21 @@ static void dw16_task(void *arg, int64_t begin, int64_t end, int thread) {
     const float *x = j->x + i * hw, *w = j->w + c * kk;
     const float *res = j->res ? j->res + i * ohw : NULL;
     float b = j->bias ? j->bias[c] : 0.0f, *y = j->y + i * ohw;
-    switch (p->kh * 100 + p->sh * 10 + p->dh) {
-    case 311: dw_plane(j, x, w, b, y, res, 3, 1, 1, 8); break;
-    case 321:
+    switch (p->kh * 1000 + p->sh * 100 + p->sw * 10 + p->dh) {
+    case 3111: dw_plane(j, x, w, b, y, res, 3, 1, 1, 1, 8); break;
+    case 3221:
       if (p->oh >= 16) /* wide stride-2 planes: 4 rows measured 5-10% faster */
-        dw_plane(j, x, w, b, y, res, 3, 2, 1, 4);
+        dw_plane(j, x, w, b, y, res, 3, 2, 2, 1, 4);
       else
-        dw_plane(j, x, w, b, y, res, 3, 2, 1, 8);
+        dw_plane(j, x, w, b, y, res, 3, 2, 2, 1, 8);
       break;
-    case 312: dw_plane(j, x, w, b, y, res, 3, 1, 2, 8); break;
-    case 511: dw_plane(j, x, w, b, y, res, 5, 1, 1, 8); break;
-    case 512: dw_plane(j, x, w, b, y, res, 5, 1, 2, 8); break;
-    case 711: dw_plane(j, x, w, b, y, res, 7, 1, 1, 8); break;
-    default: dw_plane(j, x, w, b, y, res, 5, 2, 1, 8); break;
+    case 3211: dw_plane(j, x, w, b, y, res, 3, 2, 1, 1, 8); break;
+    case 3112: dw_plane(j, x, w, b, y, res, 3, 1, 1, 2, 8); break;
+    case 5111: dw_plane(j, x, w, b, y, res, 5, 1, 1, 1, 8); break;
+    case 5211: dw_plane(j, x, w, b, y, res, 5, 2, 1, 1, 8); break;
+    case 5112: dw_plane(j, x, w, b, y, res, 5, 1, 1, 2, 8); break;
+    case 7111: dw_plane(j, x, w, b, y, res, 7, 1, 1, 1, 8); break;
+    default: dw_plane(j, x, w, b, y, res, 5, 2, 2, 1, 8); break;
     }
     if (!j->act_in_reg)
       nr_act_apply((nr_act)p->act, p->act_a, p->act_b, y, ohw);

@@ -103,7 +103,7 @@ SUPPORTS_2D(sup_dw8, is_dw(p))
 /* conv.dw_kernel=avx2 leaves a depthwise node to nr_f32_conv_dw__avx2 where the AVX-512
  * kernel would run it (A/B runs on one binary, triage). */
 SUPPORTS(sup_dw512,
-         (is_dw(p) || is_dw7(p) || is_dw_dil2(p)) &&
+         (is_dw(p) || is_dw7(p) || is_dw_dil2(p) || is_dw_s21(p)) &&
              !nr_route_is(c->route, NR_KNOB_CONV_DW_KERNEL, c->node, "avx2"))
 SUPPORTS(sup_smallc, is_smallc(p))
 SUPPORTS_2D(sup_nchw8c, p->group == 1)
