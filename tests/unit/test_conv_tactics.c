@@ -334,3 +334,60 @@ NR_TEST(test_conv_igemm_picks_tile) {
     free(hs.plan.weights), free(w), free(b);
   }
 }
+
+/* PLAIN im2col builds its column matrix a band of output rows at a time when the
+ * whole would pass NR_IM2COL_BAND_BYTES; the record says how many. Every band height
+ * from 1 row to all of them gives the reference's output (bias, residual, activation,
+ * stride, pads and groups included), and prepare() bands only what is that large. */
+static void set_band(nr_step *st, void *user) {
+  conv_p *p = (conv_p *)(void *)st->params;
+  p->extra = (uint32_t)*(const int *)user;
+}
+
+NR_TEST(test_conv_im2col_bands) {
+  nr_threadpool *pool = nr_threadpool_create(2);
+  static const conv_case cases[] = {
+      {.n = 1, .c = 6, .h = 9, .w = 11, .m = 5, .kh = 3, .kw = 3, .sh = 1, .sw = 1,
+       .pt = 1, .pl = 1, .pb = 1, .pr = 1, .bias = true, .act = NR_ACT_RELU},
+      {.n = 2, .c = 4, .h = 13, .w = 7, .m = 6, .kh = 5, .kw = 3, .sh = 2, .sw = 1,
+       .pt = 2, .pl = 0, .pb = 1, .pr = 2, .group = 2, .bias = true, .res = true,
+       .act = NR_ACT_CLIP, .act_a = -0.5f, .act_b = 0.5f},
+      {.n = 1, .c = 3, .h = 10, .w = 10, .m = 3, .kh = 9, .kw = 9, .sh = 1, .sw = 1,
+       .pt = 4, .pl = 4, .pb = 4, .pr = 4, .res = true},
+  };
+  unsigned seed = 9300;
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    const conv_case *k = &cases[i];
+    const nr_tactic *tac = conv_row("nr_f32_conv_im2col", k, true);
+    REQUIRE(tac, "no im2col row");
+    for (int band = 1; band <= conv_case_oh(k); band++) {
+      char note[32];
+      snprintf(note, sizeof note, "band %d", band);
+      conv_opts o = {.tweak = set_band, .user = &band, .note = note};
+      conv_check(t, tac, k, seed++, pool, &o, true);
+    }
+  }
+  nr_threadpool_destroy(pool);
+  /* 9x9, 32 -> 16 channels at 256x256: 680 MB whole */
+  conv_p big = {.n = 1, .c = 32, .h = 256, .w = 256, .m = 16, .oh = 256, .ow = 256,
+                .group = 1, .kh = 9, .kw = 9, .sh = 1, .sw = 1, .dh = 1, .dw = 1};
+  int32_t band = nr_conv_im2col_band(&big);
+  uint64_t row = 32ull * 81 * 256 * sizeof(float);
+  CHECK(band >= 1 && band < 256 && band * row <= NR_IM2COL_BAND_BYTES &&
+            (band + 1) * row > NR_IM2COL_BAND_BYTES,
+        "band of %d rows for a 680 MB column matrix", band);
+  conv_p small = big;
+  small.c = 3, small.kh = small.kw = 3, small.h = small.w = small.oh = small.ow = 64;
+  CHECK(nr_conv_im2col_band(&small) == 64, "a small conv is banded: %d rows",
+        nr_conv_im2col_band(&small));
+  /* what takes the large conv: im2col with 16 output channels, not with 3 */
+  conv_case wide = {.n = 1, .c = 32, .h = 256, .w = 256, .m = 16, .kh = 9, .kw = 9,
+                    .sh = 1, .sw = 1, .pt = 4, .pl = 4, .pb = 4, .pr = 4};
+  CHECK(conv_row("nr_f32_conv_im2col", &wide, true) &&
+            !strcmp(conv_default_row(&wide)->id, "nr_f32_conv_im2col"),
+        "16 output channels: %s", conv_default_row(&wide)->id);
+  conv_case narrow = wide;
+  narrow.m = 3;
+  CHECK(strcmp(conv_default_row(&narrow)->id, "nr_f32_conv_im2col"),
+        "3 output channels go to im2col");
+}

@@ -5,11 +5,14 @@
  *
  * Key decision: a 1x1 stride-1 unpadded conv needs no copy at all, X itself is the B
  * (PLAIN, [C x HW]) or A (NHWC, [HW x C], lda = C per group) operand; otherwise the
- * column matrix of one image and group is built in scratch (rows in parallel) and the
- * GEMM's epilogue adds bias and residual and applies the activation while C is hot
+ * column matrix of one image and group is built in scratch (rows in parallel), a band
+ * of output rows at a time when the whole matrix would pass NR_IM2COL_BAND_BYTES (a
+ * 9x9 conv over 256x256 needs 680 MB), and the GEMM's epilogue adds bias and residual
+ * and applies the activation while C is hot
  * (conv.epilogue=separate: the GEMM writes raw products and nr_conv_epilogue_pass
  * follows). With conv.prepack=off W is packed into the front of scratch on each run. */
 #include "kernels/cpu/conv/conv_internal.h"
+#include "util/error.h"
 
 #include <string.h>
 
@@ -18,6 +21,7 @@ typedef struct col_job {
   const float *x; /* image n, group g (PLAIN: first channel plane; NHWC: image base) */
   float *col;
   int64_t c0;     /* NHWC: first channel of the group */
+  int64_t oh0, oh1; /* PLAIN: the band of output rows the columns cover */
 } col_job;
 
 /* Output columns [*lo, *hi) whose input column ow * sw + off lies inside [0, w). */
@@ -34,16 +38,16 @@ static void valid_cols(const conv_p *p, int64_t off, int64_t *lo, int64_t *hi) {
 static void col_rows_plain(void *arg, int64_t begin, int64_t end, int thread) {
   const col_job *j = arg;
   const conv_p *p = j->p;
-  int64_t kk = (int64_t)p->kh * p->kw, ohw = (int64_t)p->oh * p->ow;
+  int64_t kk = (int64_t)p->kh * p->kw, band = (j->oh1 - j->oh0) * p->ow;
   for (int64_t r = begin; r < end; r++) {
     int64_t ci = r / kk, kh = (r % kk) / p->kw, kw = r % p->kw;
     const float *x = j->x + ci * (int64_t)p->h * p->w;
-    float *dst = j->col + r * ohw;
+    float *dst = j->col + r * band;
     int64_t off = kw * p->dw - p->pl, lo, hi;
     valid_cols(p, off, &lo, &hi);
-    for (int64_t oh = 0; oh < p->oh; oh++) {
+    for (int64_t oh = j->oh0; oh < j->oh1; oh++) {
       int64_t ih = oh * p->sh - p->pt + kh * p->dh;
-      float *d = dst + oh * p->ow;
+      float *d = dst + (oh - j->oh0) * p->ow;
       if (ih < 0 || ih >= p->h) {
         memset(d, 0, sizeof(float) * (size_t)p->ow);
         continue;
@@ -81,7 +85,7 @@ static void col_rows_nhwc(void *arg, int64_t begin, int64_t end, int thread) {
 
 void nr_conv_im2col_plain(const conv_p *p, const float *x, float *col, nr_threadpool *pool,
                           int threads) {
-  col_job j = {p, x, col, 0};
+  col_job j = {p, x, col, 0, 0, p->oh};
   int64_t rows = (int64_t)(p->c / p->group) * p->kh * p->kw;
   nr_parallel_for(pool, rows, 1, threads, col_rows_plain, &j);
 }
@@ -99,6 +103,26 @@ static bool is_direct(const conv_p *q) {
          q->oh == q->h && q->ow == q->w;
 }
 
+int32_t nr_conv_im2col_band(const conv_p *p) {
+  uint64_t row = (uint64_t)(p->c / p->group) * p->kh * p->kw * (uint64_t)p->ow * sizeof(float);
+  uint64_t rows = row ? NR_IM2COL_BAND_BYTES / row : (uint64_t)p->oh;
+  return rows < 1 ? 1 : rows > (uint64_t)p->oh ? p->oh : (int32_t)rows;
+}
+
+/* One group's product over the band of output rows [oh0, oh1): the band's columns,
+ * then Y_g[:, band] = W_g * col with the epilogue, at leading dimension oh * ow. */
+static void im2col_band(const nr_exec_args *a, const conv_p *q, const float *xg,
+                        nr_gemm_operand w, float *col, void *gs, float *yg, const float *bg,
+                        const float *rg, int64_t oh0, int64_t oh1, int threads) {
+  int64_t mg = q->m / q->group, k = (int64_t)(q->c / q->group) * q->kh * q->kw;
+  int64_t ohw = (int64_t)q->oh * q->ow, off = oh0 * q->ow, n = (oh1 - oh0) * q->ow;
+  col_job j = {q, xg, col, 0, oh0, oh1};
+  nr_parallel_for(a->pool, k, 1, threads, col_rows_plain, &j);
+  nr_epilogue ep = make_ep(q, bg, true, rg ? rg + off : NULL, ohw);
+  nr_gemm(q->gemm, mg, n, k, 1.0f, w, (nr_gemm_operand){col, n, false, false}, yg + off, ohw,
+          &ep, gs, a->pool, threads);
+}
+
 nr_status nr_conv_im2col_run(const nr_exec_args *a) {
   conv_p q = *conv_params(a->step);
   bool post, direct = is_direct(&q);
@@ -110,23 +134,29 @@ nr_status nr_conv_im2col_run(const nr_exec_args *a) {
   char *s = a->scratch;
   const char *packed = nr_conv_packed_w(a, &q, CONV_PACK_GEMM_A, &s);
   size_t sa = nr_conv_align64(nr_gemm_packed_a_size(q.gemm, mg, k));
-  size_t cols = direct ? 0 : nr_conv_align64(sizeof(float) * (size_t)(ohw * k));
+  int64_t band = q.extra;
+  if (!direct && (band < 1 || band > q.oh))
+    return nr_errorf(a->err, NR_ERR_INVALID_MODEL, "%s: band of %lld output rows (oh %d)",
+                     a->step->tactic->id, (long long)band, q.oh);
+  size_t cols = direct ? 0 : nr_conv_align64(sizeof(float) * (size_t)(band * q.ow * k));
   float *col = (float *)s;
   void *gs = s + cols;
   int threads = nr_conv_threads(a);
   for (int64_t n = 0; n < q.n; n++)
     for (int64_t g = 0; g < q.group; g++) {
       const float *xg = x + (n * q.c + g * cg) * hw;
-      if (!direct) {
-        col_job j = {&q, xg, col, 0};
-        nr_parallel_for(a->pool, k, 1, threads, col_rows_plain, &j);
-      }
       int64_t yo = (n * q.m + g * mg) * ohw;
-      nr_epilogue ep = make_ep(&q, bias ? bias + g * mg : NULL, true, res ? res + yo : NULL,
-                               ohw);
+      const float *bg = bias ? bias + g * mg : NULL, *rg = res ? res + yo : NULL;
       nr_gemm_operand A = {(const float *)(packed + sa * g), k, false, true};
-      nr_gemm_operand B = {direct ? xg : col, ohw, false, false};
-      nr_gemm(q.gemm, mg, ohw, k, 1.0f, A, B, y + yo, ohw, &ep, gs, a->pool, threads);
+      if (!direct) {
+        for (int64_t oh0 = 0; oh0 < q.oh; oh0 += band)
+          im2col_band(a, &q, xg, A, col, gs, y + yo, bg, rg, oh0,
+                      oh0 + band < q.oh ? oh0 + band : q.oh, threads);
+        continue;
+      }
+      nr_epilogue ep = make_ep(&q, bg, true, rg, ohw);
+      nr_gemm(q.gemm, mg, ohw, k, 1.0f, A, (nr_gemm_operand){xg, ohw, false, false}, y + yo,
+              ohw, &ep, gs, a->pool, threads);
     }
   if (q.opts & CONV_OPT_SPLIT_EPI)
     nr_conv_epilogue_pass(a, NR_LAYOUT_PLAIN, &q, bias, res, threads);

@@ -30,7 +30,8 @@ typedef struct conv_p {
   float act_a, act_b;
   nr_gemm_cfg gemm;          /* GEMM-based tactics */
   uint32_t extra;            /* tactic specific (winograd: output tile 2|4; NCHW8C and
-                                dw NCHW8C: float offset of the packed bias) */
+                                dw NCHW8C: float offset of the packed bias; PLAIN
+                                im2col: output rows per band) */
 } conv_p;
 
 _Static_assert(sizeof(conv_p) <= NR_TACTIC_PARAMS, "conv_p must fit nr_step.params");
@@ -321,6 +322,11 @@ static inline uint64_t nr_conv_w43_scratch(const conv_p *p, int threads) {
  * built in parallel. Shared with the fp16/bf16 tactics (kernels/cpu/lpgemm). */
 void nr_conv_im2col_plain(const conv_p *p, const float *x, float *col, nr_threadpool *pool,
                           int threads);
+/* nr_f32_conv_im2col builds the column matrix a band of output rows at a time (its
+ * record's `extra`): all oh rows while the whole matrix stays within
+ * NR_IM2COL_BAND_BYTES, else as many rows as fit (at least one). */
+#define NR_IM2COL_BAND_BYTES (256ull << 20)
+int32_t nr_conv_im2col_band(const conv_p *p);
 /* The CONV_OPT_* bits the route's conv.prepack / conv.epilogue / conv.threads give
  * the step's node (tactics_conv.c). */
 uint8_t nr_conv_knob_opts(const nr_tactic_ctx *c);

@@ -84,17 +84,21 @@ static bool wino_preferred(const nr_tactic_ctx *c, const conv_p *p) {
 }
 
 SUPPORTS(sup_any, true)
-/* im2col's column matrix (one image and group: C/g x kh x kw rows of oh x ow) lives in
- * scratch (NHWC: its transpose); past 256 MiB the node goes elsewhere. style_transfer's
- * 9x9 output conv (32 -> 3 channels at 256x256) needed 680 MB and ran at 4 GFLOP/s
- * (257 ms; onednn 145, the NCHW8C direct kernel 48; 1 thread, conv.algo pinned per
- * node). */
+/* im2col's column matrix (one image and group: C/g x kh x kw rows of oh x ow) lives
+ * in scratch (NHWC: its transpose, whole; past 256 MiB the node goes elsewhere). PLAIN
+ * im2col builds a larger one a band of output rows at a time (nr_conv_im2col_band),
+ * but only for 8 or more output channels per group: each packed column feeds that many
+ * GEMM rows, and with fewer the packing costs more than the products. style_transfer's
+ * 9x9 output conv (32 -> 3 channels at 256x256, 680 MB whole) took 257 ms whole and
+ * 316 ms banded against about 100 ms on the NCHW8C direct kernel (1 thread, loaded
+ * host, conv.algo pinned per node). */
 #define IM2COL_MAX_COL_BYTES (256ull << 20)
 static bool im2col_fits(const conv_p *p) {
   uint64_t rows = (uint64_t)(p->c / p->group) * p->kh * p->kw;
   return rows * (uint64_t)p->oh * (uint64_t)p->ow * sizeof(float) <= IM2COL_MAX_COL_BYTES;
 }
-SUPPORTS(sup_im2col, has_gemm() && im2col_fits(p) && !wino_preferred(c, p))
+SUPPORTS(sup_im2col,
+         has_gemm() && (im2col_fits(p) || p->m / p->group >= 8) && !wino_preferred(c, p))
 SUPPORTS_2D(sup_nhwc_im2col, has_gemm() && im2col_fits(p))
 SUPPORTS(sup_1x1, has_gemm() && is_1x1_s1(p))
 SUPPORTS_2D(sup_nhwc_1x1, has_gemm() && is_1x1_s1(p))
@@ -276,8 +280,11 @@ static nr_status prep_gemm(const nr_tactic_ctx *c, nr_plan *plan, nr_step *st, b
     return s;
   gemm_dims d = gemm_shape(st->tactic, &p);
   p.gemm = gemm_cfg(c, d);
+  uint64_t rows = p.oh;
+  if (!nhwc && !is_1x1_s1(&p))
+    rows = (uint64_t)(p.extra = (uint32_t)nr_conv_im2col_band(&p));
   memcpy(st->params, &p, sizeof p);
-  uint64_t cols = is_1x1_s1(&p) ? 0 : (uint64_t)p.oh * p.ow * d.k * sizeof(float);
+  uint64_t cols = is_1x1_s1(&p) ? 0 : rows * p.ow * d.k * sizeof(float);
   st->scratch = (cols + 63) / 64 * 64 +
                 nr_gemm_scratch_size(p.gemm, d.m, d.n, d.k, scratch_threads(st));
   return nr_conv_pack_gemm(c, plan, st, nhwc ? CONV_PACK_NHWC_B : CONV_PACK_GEMM_A);
