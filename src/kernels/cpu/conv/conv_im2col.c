@@ -111,16 +111,72 @@ int32_t nr_conv_im2col_band(const conv_p *p) {
 
 /* One group's product over the band of output rows [oh0, oh1): the band's columns,
  * then Y_g[:, band] = W_g * col with the epilogue, at leading dimension oh * ow. */
-static void im2col_band(const nr_exec_args *a, const conv_p *q, const float *xg,
+static void im2col_band(nr_threadpool *pool, const conv_p *q, const float *xg,
                         nr_gemm_operand w, float *col, void *gs, float *yg, const float *bg,
                         const float *rg, int64_t oh0, int64_t oh1, int threads) {
   int64_t mg = q->m / q->group, k = (int64_t)(q->c / q->group) * q->kh * q->kw;
   int64_t ohw = (int64_t)q->oh * q->ow, off = oh0 * q->ow, n = (oh1 - oh0) * q->ow;
   col_job j = {q, xg, col, 0, oh0, oh1};
-  nr_parallel_for(a->pool, k, 1, threads, col_rows_plain, &j);
+  nr_parallel_for(pool, k, 1, threads, col_rows_plain, &j);
   nr_epilogue ep = make_ep(q, bg, true, rg ? rg + off : NULL, ohw);
   nr_gemm(q->gemm, mg, n, k, 1.0f, w, (nr_gemm_operand){col, n, false, false}, yg + off, ohw,
-          &ep, gs, a->pool, threads);
+          &ep, gs, pool, threads);
+}
+
+#define GROUP_WORKER_MAX_BYTES (64ull << 20)
+
+uint64_t nr_conv_im2col_worker_bytes(const conv_p *p) {
+  int64_t mg = p->m / p->group, k = (int64_t)(p->c / p->group) * p->kh * p->kw;
+  uint64_t col = (uint64_t)nr_conv_im2col_band(p) * p->ow * k * sizeof(float);
+  return nr_conv_align64(col) +
+         nr_conv_align64(nr_gemm_scratch_size(p->gemm, mg, (int64_t)p->oh * p->ow, k, 1));
+}
+
+int nr_conv_im2col_workers(const conv_p *p, int threads) {
+  int64_t items = (int64_t)p->n * p->group;
+  int w = items < threads ? (int)items : threads;
+  if (p->group < 2 || w < 2 || (uint64_t)w * nr_conv_im2col_worker_bytes(p) >
+                                   GROUP_WORKER_MAX_BYTES)
+    return 0;
+  return w;
+}
+
+typedef struct group_job {
+  const nr_exec_args *a;
+  const conv_p *q;
+  const float *res;   /* the residual in PLAIN layout (nr_conv_res), or NULL */
+  const char *packed; /* the packed W of every group */
+  char *scratch;      /* one worker's buffers after another */
+  bool direct;
+} group_job;
+
+/* Items [begin, end) = (image, group) pairs, on this thread's own buffers. */
+static void group_task(void *arg, int64_t begin, int64_t end, int thread) {
+  const group_job *j = arg;
+  const conv_p *q = j->q;
+  const float *x = j->a->in[0], *bias = q->has_bias ? j->a->in[2] : NULL;
+  const float *res = j->res;
+  int64_t mg = q->m / q->group, cg = q->c / q->group, k = cg * q->kh * q->kw;
+  int64_t hw = (int64_t)q->h * q->w, ohw = (int64_t)q->oh * q->ow, band = q->extra;
+  size_t sa = nr_conv_align64(nr_gemm_packed_a_size(q->gemm, mg, k));
+  char *s = j->scratch + (size_t)thread * nr_conv_im2col_worker_bytes(q);
+  size_t cols = nr_conv_align64((size_t)(band * q->ow * k) * sizeof(float));
+  for (int64_t i = begin; i < end; i++) {
+    int64_t n = i / q->group, g = i % q->group, yo = (n * q->m + g * mg) * ohw;
+    const float *xg = x + (n * q->c + g * cg) * hw;
+    const float *bg = bias ? bias + g * mg : NULL, *rg = res ? res + yo : NULL;
+    float *y = (float *)j->a->out[0] + yo;
+    nr_gemm_operand A = {(const float *)(j->packed + sa * g), k, false, true};
+    if (j->direct) {
+      nr_epilogue ep = make_ep(q, bg, true, rg, ohw);
+      nr_gemm(q->gemm, mg, ohw, k, 1.0f, A, (nr_gemm_operand){xg, ohw, false, false}, y,
+              ohw, &ep, s, NULL, 1);
+      continue;
+    }
+    for (int64_t oh0 = 0; oh0 < q->oh; oh0 += band)
+      im2col_band(NULL, q, xg, A, (float *)s, s + cols, y, bg, rg, oh0,
+                  oh0 + band < q->oh ? oh0 + band : q->oh, 1);
+  }
 }
 
 nr_status nr_conv_im2col_run(const nr_exec_args *a) {
@@ -135,14 +191,23 @@ nr_status nr_conv_im2col_run(const nr_exec_args *a) {
   const char *packed = nr_conv_packed_w(a, &q, CONV_PACK_GEMM_A, &s);
   size_t sa = nr_conv_align64(nr_gemm_packed_a_size(q.gemm, mg, k));
   int64_t band = q.extra;
-  if (!direct && (band < 1 || band > q.oh))
-    return nr_errorf(a->err, NR_ERR_INVALID_MODEL, "%s: band of %lld output rows (oh %d)",
-                     a->step->tactic->id, (long long)band, q.oh);
+  if (!direct && (band < 1 || band > nr_conv_im2col_band(&q)))
+    return nr_errorf(a->err, NR_ERR_INVALID_MODEL,
+                     "%s: band of %lld output rows (at most %d for this conv)",
+                     a->step->tactic->id, (long long)band, nr_conv_im2col_band(&q));
   size_t cols = direct ? 0 : nr_conv_align64(sizeof(float) * (size_t)(band * q.ow * k));
   float *col = (float *)s;
   void *gs = s + cols;
   int threads = nr_conv_threads(a);
-  for (int64_t n = 0; n < q.n; n++)
+  int workers = nr_conv_im2col_workers(&q, threads);
+  uint64_t used = (uint64_t)(s - (char *)a->scratch);
+  if (a->step->scratch < used + workers * nr_conv_im2col_worker_bytes(&q))
+    workers = 0; /* built for fewer threads than this pool has */
+  if (workers) {
+    group_job j = {a, &q, res, packed, s, direct};
+    nr_parallel_for(a->pool, (int64_t)q.n * q.group, 1, workers, group_task, &j);
+  }
+  for (int64_t n = 0; n < q.n && !workers; n++)
     for (int64_t g = 0; g < q.group; g++) {
       const float *xg = x + (n * q.c + g * cg) * hw;
       int64_t yo = (n * q.m + g * mg) * ohw;
@@ -150,7 +215,7 @@ nr_status nr_conv_im2col_run(const nr_exec_args *a) {
       nr_gemm_operand A = {(const float *)(packed + sa * g), k, false, true};
       if (!direct) {
         for (int64_t oh0 = 0; oh0 < q.oh; oh0 += band)
-          im2col_band(a, &q, xg, A, col, gs, y + yo, bg, rg, oh0,
+          im2col_band(a->pool, &q, xg, A, col, gs, y + yo, bg, rg, oh0,
                       oh0 + band < q.oh ? oh0 + band : q.oh, threads);
         continue;
       }

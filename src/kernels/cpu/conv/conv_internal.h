@@ -327,6 +327,12 @@ void nr_conv_im2col_plain(const conv_p *p, const float *x, float *col, nr_thread
  * NR_IM2COL_BAND_BYTES, else as many rows as fit (at least one). */
 #define NR_IM2COL_BAND_BYTES (256ull << 20)
 int32_t nr_conv_im2col_band(const conv_p *p);
+/* A grouped PLAIN im2col runs whole groups on each thread (its own band of columns and
+ * a one-thread GEMM) when `threads` > 1 and their buffers stay within 64 MiB: the
+ * number of such workers (0: groups one after the other, each on all threads), and
+ * the scratch bytes of one. */
+int nr_conv_im2col_workers(const conv_p *p, int threads);
+uint64_t nr_conv_im2col_worker_bytes(const conv_p *p);
 /* The CONV_OPT_* bits the route's conv.prepack / conv.epilogue / conv.threads give
  * the step's node (tactics_conv.c). */
 uint8_t nr_conv_knob_opts(const nr_tactic_ctx *c);

@@ -287,6 +287,9 @@ static nr_status prep_gemm(const nr_tactic_ctx *c, nr_plan *plan, nr_step *st, b
   uint64_t cols = is_1x1_s1(&p) ? 0 : rows * p.ow * d.k * sizeof(float);
   st->scratch = (cols + 63) / 64 * 64 +
                 nr_gemm_scratch_size(p.gemm, d.m, d.n, d.k, scratch_threads(st));
+  uint64_t workers = nhwc ? 0 : (uint64_t)nr_conv_im2col_workers(&p, scratch_threads(st));
+  if (workers * nr_conv_im2col_worker_bytes(&p) > st->scratch)
+    st->scratch = workers * nr_conv_im2col_worker_bytes(&p);
   return nr_conv_pack_gemm(c, plan, st, nhwc ? CONV_PACK_NHWC_B : CONV_PACK_GEMM_A);
 }
 static nr_status prep_im2col(const nr_tactic_ctx *c, nr_plan *pl, nr_step *st) {
