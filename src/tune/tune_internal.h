@@ -118,6 +118,16 @@ struct cJSON;
 /* Writes the winner engine and the report, ends the session in the database. */
 nr_status tune_finish(tune_session *s, struct cJSON *report, nr_error *err);
 nr_status tune_measure_finalists(tune_session *s, struct cJSON *json, nr_error *err);
+/* A candidate through halving and confirmation. */
+typedef struct tune_entry {
+  tune_cand *c;
+  double median;        /* latest measurement */
+  double ratio, lo, hi; /* confirmation: latency ratio to default and its 95% interval */
+  double p, p_holm;     /* confirmation: two-sided p, Holm-adjusted over the finalists */
+  bool accepted;
+} tune_entry;
+/* qsort order of confirmed finalists, the preference for the holdout check. */
+int tune_entry_cmp(const void *a, const void *b);
 /* ratios[r * n + i]: finalist i's latency ratio to the default route in round r, for
  * `done` rounds. True when at least 5 rounds ran and every finalist was at least 10%
  * faster, or at least 10% slower, in every one of them: the confirmation may stop. */

@@ -20,7 +20,8 @@
 # from files, and a winner that fails the holdout pairs is rejected; (6) --dry-run
 # counts; (7) int8 routes: one calibration table per session, from the reference
 # inputs, recorded under the digest the session's settings name, every int8
-# candidate built, and an int8 engine carrying that table.
+# candidate built, and an int8 engine carrying that table; (8) halving, confirmation
+# and the noise check time the reference inputs, not zeros.
 # Prints `N passed, N failed`.
 set -uo pipefail
 
@@ -232,6 +233,24 @@ check "other calibration data, another table" test "$got" != "$digest"
 "$nnroute" build "$model" --route '-precision@*=int8' -o "$work/t7c.nre" >/dev/null 2>"$work/t7c.err"
 check "int8 without calibration data is refused, naming the flag" \
   grep -q -- "--calibration" "$work/t7c.err"
+
+# ---- (8) every measurement times the reference inputs, never zeros ----------------
+# test.on_zeros=nan returns a NaN exactly when the model's input is all zeros: the
+# route is fast and feasible on the reference inputs, so it must win. A measurement
+# that timed zeros (halving, confirmation, the noise check) would see the NaN and drop
+# it, and the default route would be kept.
+"$nnroute" tune "$model" --routes '-test.on_zeros=nan -test.delay_ms=0' --search full \
+  --db "$work/t8.db" "${common[@]}" --report "$work/t8.json" >"$work/t8.out" 2>"$work/t8.err"
+rc=$?
+check "tune with a route that fails on zeros completes (exit $rc)" test $rc -eq 0
+check "the route that fails only on zeros is confirmed and wins" "$py" - "$work/t8.json" <<'EOF2'
+import json, sys
+r = json.load(open(sys.argv[1]))
+assert r["winner"]["route"] == "-test.delay_ms=0 -test.on_zeros=nan", r["winner"]
+fin = r["confirmation"]["finalists"]
+assert fin and fin[0]["significant"] and fin[0]["p_holm"] <= 0.05, fin
+EOF2
+grep -q "re-measuring.*failed" "$work/t8.err" && tail -n 5 "$work/t8.err"
 
 echo "$passed passed, $failed failed"
 ((failed == 0))
