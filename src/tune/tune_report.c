@@ -7,6 +7,7 @@
  * on the database and on the JSON report see the same data. Non-finite losses are
  * written as JSON null (JSON has no Inf/NaN) and read back as +inf. */
 #include "tune/tune_internal.h"
+#include "util/version.h"
 #include "util/error.h"
 
 #include <cjson/cJSON.h>
@@ -207,6 +208,7 @@ static void add_winner(tune_session *s, cJSON *report, const tune_cand *w, doubl
 static void add_header(tune_session *s, cJSON *report) {
   const tune_cand *d = &s->cands[s->default_idx];
   cJSON_AddStringToObject(report, "nnroute_version", NR_VERSION_STRING);
+  cJSON_AddStringToObject(report, "nnroute_sources", nr_version_sources());
   cJSON_AddStringToObject(report, "model", s->o->model_path ? s->o->model_path : "");
   cJSON_AddNumberToObject(report, "session", (double)s->session_id);
   cJSON_AddStringToObject(report, "database", s->o->db_path);

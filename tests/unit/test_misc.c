@@ -3,9 +3,11 @@
  * the shape and dtype checks that must fail with NR_ERR_SHAPE. */
 #include "kernels/ref/executor.h"
 #include "unit.h"
+#include "util/version.h"
 #include "op_test.h"
 
 #include <math.h>
+#include <stdio.h>
 #include <string.h>
 
 static nr_value make(nr_dtype t, int rank, const int64_t *dims, const void *data) {
@@ -231,4 +233,24 @@ NR_TEST(tensorscatter_circular) {
   float *o = y.data;
   CHECK(o[0] == 9 && o[1] == 2 && o[2] == 8, "%g %g %g", o[0], o[1], o[2]);
   nr_value_free(&y);
+}
+
+/* The version names the commit the library was built from (cmake/nr_version.cmake):
+ * nr_version() carries `git rev-parse --short=12 HEAD` of the source tree, and the
+ * sources hash is 16 hex digits. SKIP without git or outside a checkout. */
+NR_TEST(version_names_the_commit) {
+  const char *v = nr_version(), *h = nr_version_sources();
+  CHECK(v && !strncmp(v, "0.", 2) && strlen(v) < 32, "version '%s' (engines hold 31 chars)", v);
+  CHECK(h && strlen(h) == 16 && strspn(h, "0123456789abcdef") == 16, "sources '%s'", h);
+  char cmd[4200], head[64] = "";
+  snprintf(cmd, sizeof cmd, "git -C '%s' rev-parse --short=12 HEAD 2>/dev/null", NR_SOURCE_DIR);
+  FILE *f = popen(cmd, "r");
+  bool got = f && fgets(head, sizeof head, f);
+  if (f)
+    pclose(f);
+  head[strcspn(head, "\n")] = 0;
+  if (!got || strlen(head) != 12) {
+    SKIP("no git checkout at %s", NR_SOURCE_DIR);
+  }
+  CHECK(strstr(v, head) != NULL, "version '%s' does not name HEAD %s", v, head);
 }
