@@ -817,6 +817,13 @@ nr_status nr_tune_run(const nr_tune_options *o, bool *interrupted, nr_error *err
                         NULL, NULL);
     cJSON_Delete(report);
   }
+  if (!st && s.engine_refused && nr_tune_stop)
+    fprintf(stderr, "nnroute tune: the default route fails the holdout pairs; no engine "
+            "written (--write-unchecked writes it anyway)\n");
+  else if (!st && s.engine_refused)
+    st = nr_errorf(err, NR_ERR_RUNTIME, "the default route fails the holdout pairs and no "
+                   "faster route passed them; no engine written (--write-unchecked writes "
+                   "it anyway; a looser --tolerance or other holdout data may be needed)");
   *interrupted = nr_tune_stop != 0;
   sigaction(SIGINT, &old_int, NULL);
   sigaction(SIGTERM, &old_term, NULL);

@@ -86,6 +86,9 @@ typedef struct tune_session {
   double noise_spread, loadavg;
   char *winner_route;
   bool interrupted;
+  int default_holdout;   /* the default route on the holdout pairs: 1 passed, -1
+                            failed, 0 not checked (no pairs, or interrupted) */
+  bool engine_refused;   /* the route to ship failed the holdout: no engine written */
   char settings_hash[65];
   char *settings;        /* the settings JSON text (owned) */
   nr_calibration *calib; /* for int8 candidates; NULL when the space has no precision

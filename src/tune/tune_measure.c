@@ -371,6 +371,8 @@ static nr_status holdout_check(tune_session *s, tune_cand *c, bool *ok, double *
   job.engine_in = c->engine_path;
   job.pairs = &s->holdout;
   job.measure = false;
+  fprintf(stderr, "nnroute tune: checking '%s' on %d holdout pairs\n", c->route,
+          s->holdout.n);
   nr_worker_result r = {0};
   nr_status st = nr_worker_run(&job, &r, err);
   *ok = !st && r.status == NR_CAND_OK;
@@ -404,19 +406,42 @@ static cJSON *entry_json(const entry *e, const tune_cand *d, bool holdout_ok,
   return j;
 }
 
+/* The default route on the holdout pairs (s->default_holdout), so the route shipped
+ * when no finalist wins is checked too. A Ctrl-C during the check leaves it 0. */
+static nr_status check_default(tune_session *s, cJSON *conf, nr_error *err) {
+  tune_cand *d = &s->cands[s->default_idx];
+  bool ok = false;
+  double margin = -INFINITY;
+  s->default_holdout = 0;
+  if (s->holdout.n <= 0)
+    return NR_OK;
+  nr_status st = holdout_check(s, d, &ok, &margin, err);
+  if (st || nr_tune_stop)
+    return st;
+  s->default_holdout = ok ? 1 : -1;
+  cJSON_AddBoolToObject(conf, "default_holdout_ok", ok);
+  cJSON_AddNumberToObject(conf, "default_holdout_margin", margin);
+  if (!ok)
+    fprintf(stderr, "nnroute tune: the default route itself fails the holdout pairs "
+            "(margin %.3g)\n", margin);
+  return NR_OK;
+}
+
 /* Validates the accepted finalists on the holdout pairs in preference order; the first
- * that passes wins. */
+ * that passes wins. A check that Ctrl-C cut short rejects nobody: the choice stops
+ * there, with the winner found so far or the default route. */
 static nr_status choose(tune_session *s, entry *v, int n, cJSON *conf, nr_error *err) {
   qsort(v, (size_t)n, sizeof *v, tune_entry_cmp);
   const tune_cand *d = &s->cands[s->default_idx];
+  nr_status st = check_default(s, conf, err);
   cJSON *list = cJSON_AddArrayToObject(conf, "finalists");
   const char *winner = NULL;
-  for (int i = 0; i < n; i++) {
+  for (int i = 0; !st && !nr_tune_stop && i < n; i++) {
     bool ok = false;
     double margin = -INFINITY;
-    nr_status st = v[i].accepted ? holdout_check(s, v[i].c, &ok, &margin, err) : NR_OK;
-    if (st)
-      return st;
+    st = v[i].accepted ? holdout_check(s, v[i].c, &ok, &margin, err) : NR_OK;
+    if (st || nr_tune_stop)
+      break;
     if (v[i].accepted && !ok)
       fprintf(stderr, "nnroute tune: '%s' is faster but fails the holdout pairs "
               "(margin %.3g); rejected\n", v[i].c->route, margin);
@@ -424,6 +449,8 @@ static nr_status choose(tune_session *s, entry *v, int n, cJSON *conf, nr_error 
     if (!winner && v[i].accepted && ok)
       winner = v[i].c->route;
   }
+  if (st)
+    return st;
   cJSON_AddBoolToObject(conf, "significant_gain", winner != NULL);
   s->winner_route = strdup(winner ? winner : "");
   return s->winner_route ? NR_OK : nr_errorf(err, NR_ERR_NOMEM, "out of memory");
@@ -497,7 +524,7 @@ nr_status tune_measure_finalists(tune_session *s, cJSON *json, nr_error *err) {
   if (!st && n)
     st = decide(v, ratios, done, n, err);
   if (!st && !nr_tune_stop)
-    st = choose(s, v, n, conf, err);
+    st = choose(s, v, n, conf, err); /* also when Ctrl-C comes during it */
   if (!st && !nr_tune_stop)
     st = attribution(s, json, err);
   free(ratios);
