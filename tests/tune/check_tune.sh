@@ -77,6 +77,14 @@ check "winner is the route without the sleep ('$winner')" test "$winner" = "-tes
 check "session done" test "$(sql "$db1" "select state from sessions")" = done
 check "engine written and loadable" \
   bash -c "'$nnroute' inspect '$work/t1.nre' | grep -q 'test.delay_ms=0'"
+# Versions: the database keys its environment on the version (with the commit) and
+# the sources hash `nnroute --version` prints, so a kernel change is another
+# environment; the engine records the version.
+ver=$("$nnroute" --version | sed -n 's/^nnroute \([^ ]*\) (sources \([0-9a-f]\{16\}\))$/\1 sources \2/p')
+check "the database's environment is version and sources ('$ver')" \
+  test -n "$ver" -a "$(sql "$db1" "select nnroute_version from environments")" = "$ver"
+check "the engine records the version" test -n "$ver" -a "$("$nnroute" inspect "$work/t1.nre" \
+  --json | "$py" -c 'import json, sys; print(json.load(sys.stdin)["nnroute_version"])')" = "${ver%% *}"
 check "report names the winner, confirmation and frontier" "$py" - "$work/t1.json" <<'EOF'
 import json, sys
 r = json.load(open(sys.argv[1]))
