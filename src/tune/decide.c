@@ -222,7 +222,7 @@ int nr_decide_finalists(const double *ratios, int rounds, int n, nr_decision *ou
   nr_holm_adjust(p, n, adj);
   for (int i = 0; i < n; i++) {
     out[i].p_holm = adj[i];
-    out[i].accepted = adj[i] <= NR_DECIDE_ALPHA && out[i].ratio < 1.0;
+    out[i].accepted = adj[i] <= NR_DECIDE_ALPHA && out[i].ratio <= 1.0 - NR_DECIDE_MIN_GAIN;
   }
   free(x), free(p), free(adj);
   return 0;

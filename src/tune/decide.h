@@ -18,6 +18,10 @@
 
 /* The two-sided family-wise error rate of a session's decision. */
 #define NR_DECIDE_ALPHA 0.05
+/* The smallest gain worth a non-default route: a finalist must also be estimated at
+ * least this much faster. On a quiet engine (a 5 ms sleep timed to 0.1%) an order or
+ * cache effect of 0.1-0.3% is "significant" and meaningless. */
+#define NR_DECIDE_MIN_GAIN 0.01
 /* Early stop: every round of every finalist at least this far from 1, one side. */
 #define NR_DECIDE_MARGIN 0.10
 #define NR_DECIDE_MAX_ROUNDS 256
@@ -52,12 +56,14 @@ typedef struct nr_decision {
   double ratio;        /* Hodges-Lehmann estimate of the latency ratio */
   double lo, hi;       /* its 95% interval (unadjusted) */
   double p, p_holm;    /* two-sided p, and Holm-adjusted over the finalists */
-  bool accepted;       /* faster than the default at the family-wise NR_DECIDE_ALPHA */
+  bool accepted;       /* faster than the default at the family-wise NR_DECIDE_ALPHA,
+                          by at least NR_DECIDE_MIN_GAIN (estimated) */
 } nr_decision;
 
 /* Decides n finalists from ratios[r * n + i] (rounds x n, NaN for a failed timing):
  * finalist i is accepted when its Holm-adjusted p is at most NR_DECIDE_ALPHA and its
- * estimate is below 1. Returns 0, -1 on no memory (nothing accepted then). */
+ * estimate is at most 1 - NR_DECIDE_MIN_GAIN. Returns 0, -1 on no memory (nothing
+ * accepted then). */
 int nr_decide_finalists(const double *ratios, int rounds, int n, nr_decision *out);
 /* Confirmation may stop after `done` rounds: at least nr_decide_min_rounds(n) of
  * them, and every finalist in every round at least NR_DECIDE_MARGIN on the same

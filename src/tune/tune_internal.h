@@ -132,8 +132,10 @@ typedef struct tune_entry {
 /* qsort order of confirmed finalists, the preference for the holdout check. */
 int tune_entry_cmp(const void *a, const void *b);
 /* ratios[r * n + i]: finalist i's latency ratio to the default route in round r, for
- * `done` rounds. True when at least 5 rounds ran and every finalist was at least 10%
- * faster, or at least 10% slower, in every one of them: the confirmation may stop. */
+ * `done` rounds. True when enough rounds ran for the decision's error rate
+ * (nr_decide_min_rounds: 6 for one finalist, 7 for two or three) and every finalist
+ * was at least 10% faster, or at least 10% slower, in every one of them: the
+ * confirmation may stop (nr_decide_settled, decide.h). */
 bool tune_confirm_settled(const double *ratios, int done, int n);
 /* The short noise check of the default route. */
 nr_status tune_noise_check(tune_session *s, struct cJSON *json, nr_error *err);

@@ -23,7 +23,8 @@
 # inputs, recorded under the digest the session's settings name, every int8
 # candidate built, and an int8 engine carrying that table; (8) halving, confirmation
 # and the noise check time the reference inputs, not zeros; (9) a Ctrl-C during the
-# holdout check rejects nobody and ships the default route.
+# holdout check rejects nobody and ships the default route; (10) a finalist no faster
+# than the default runs every planned confirmation round.
 # Prints `N passed, N failed`.
 set -uo pipefail
 
@@ -299,6 +300,24 @@ check "the interrupted holdout check rejects nobody" \
   bash -c "! grep -q 'fails the holdout pairs' '$work/t9.err'"
 check "after it the default route's engine is written" test -s "$work/t9.nre" -a \
   "$(sql "$work/t9.db" "select winner_route from sessions")" = ""
+
+# ---- (10) a finalist no faster than the default: every round runs ----------------------
+# test.perturb=1e-6 changes nothing but the outputs' last bits: its per-round ratios
+# stay within 10% of 1, so the confirmation cannot stop early and runs all its planned
+# rounds (the decision itself is not asserted: it rests on timings).
+"$nnroute" tune "$model" --routes '-test.perturb=1e-6' --search full --db "$work/t10.db" \
+  "${common[@]}" --report "$work/t10.json" >"$work/t10.out" 2>"$work/t10.err"
+rc=$?
+check "tune with a no-gain finalist completes (exit $rc)" test $rc -eq 0
+check "a no-gain finalist gets every planned confirmation round" "$py" - "$work/t10.json" <<'EOF2'
+import json, sys
+r = json.load(open(sys.argv[1]))
+c = r["confirmation"]
+assert c["planned_rounds"] >= 9 and c["rounds"] == c["planned_rounds"], c
+fin = c["finalists"]
+assert len(fin) == 1 and fin[0]["route"] == "-test.perturb=1e-6", fin
+assert 0 <= fin[0]["p_value"] <= 1 and fin[0]["p_holm"] == fin[0]["p_value"], fin
+EOF2
 
 echo "$passed passed, $failed failed"
 ((failed == 0))

@@ -104,6 +104,12 @@ NR_TEST(decide_finalists_needs_the_rounds_its_rate_needs) {
   REQUIRE(nr_decide_finalists(r, 6, 3, d) == 0);
   CHECK(!d[0].accepted && fabs(d[0].p_holm - 3 * 2.0 / 64) < 1e-12, "p_holm %.4f",
         d[0].p_holm);
+  /* significant but under the 1% minimum gain: not worth a non-default route */
+  for (int i = 0; i < 9; i++)
+    r[i] = 0.996 - 0.0001 * i;
+  REQUIRE(nr_decide_finalists(r, 9, 1, d) == 0);
+  CHECK(!d[0].accepted && d[0].p < 0.01 && d[0].ratio > 0.99, "0.4%% faster: p %.4f",
+        d[0].p);
   /* a slower finalist is significant but never accepted */
   for (int i = 0; i < 9; i++)
     r[i] = 1.3 + 0.01 * i;
