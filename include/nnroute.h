@@ -29,7 +29,11 @@
 extern "C" {
 #endif
 
-#define NR_VERSION_STRING "0.1.0"
+/* The version of this build: the release number, then the commit it was built from
+ * when built from a git checkout ("0.1.0-g385e44b1c2d3", "-dirty" with uncommitted
+ * changes). A static string. NR_VERSION_STRING is the same call. */
+NR_API const char *nr_version(void);
+#define NR_VERSION_STRING (nr_version())
 #define NR_MAX_RANK 8
 
 typedef enum nr_status {

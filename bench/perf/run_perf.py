@@ -19,7 +19,10 @@ Engines: the default-route engine of each model and thread count is built once p
 (builds are quick and must reflect the current code). Tuned engines are expensive, so
 they are cached in build/perf/tuned/<model>_t<N>.nre and reused while `nnroute inspect`
 accepts them (the loader refuses an engine from another nnroute, knob schema or machine)
-and they were tuned from the same model file (sha256). Without `nnroute tune` the column
+and they were tuned from the same model file (sha256); since the version names the
+commit, a new commit tunes them again. Beside each, <model>_t<N>.tune.json records the
+exact tune command, the nnroute version that ran it and the route it chose, and each
+row's tuned.provenance carries it into the report. Without `nnroute tune` the column
 says n/a. A model that fails to build, tune or run gets an error cell, never a crash.
 
 usage: .venv/bin/python bench/perf/run_perf.py [--quick] [--models M,...] [--threads 1,2]
@@ -323,8 +326,31 @@ def tune_support(a):
     return out + err, None
 
 
+def tune_provenance(out, cmd=None, report_path=None, nnroute=None):
+    """How a tuned engine was made, kept beside it (<engine>.tune.json): the exact
+    command, the nnroute that ran it and the route it chose. With cmd None: read back
+    (None when the engine predates the file)."""
+    side = out.with_suffix(".tune.json")
+    if cmd is None:
+        try:
+            return json.loads(side.read_text())
+        except (OSError, ValueError):
+            return None
+    winner = None
+    try:
+        winner = json.loads(Path(report_path).read_text())["winner"]["route"]
+    except (OSError, ValueError, KeyError, TypeError):
+        pass
+    _, ver, _ = sh([nnroute, "--version"], 10)
+    prov = {"command": " ".join(shlex.quote(display(Path(x)) if os.path.isabs(x) else x)
+                                for x in ["nnroute"] + cmd[1:]),
+            "nnroute": ver.strip().replace("nnroute ", ""), "winner_route": winner}
+    side.write_text(json.dumps(prov, indent=1) + "\n")
+    return prov
+
+
 def tuned_engine(a, help_text, model, path, threads):
-    """Cached or freshly tuned engine: (engine path, cached?, error)."""
+    """Cached or freshly tuned engine: (engine path, cached?, error, provenance)."""
     out = Path(a.work_dir) / "tuned" / f"{model}_t{threads}.nre"
     out.parent.mkdir(parents=True, exist_ok=True)
     digest = sha256(path)
@@ -332,7 +358,7 @@ def tuned_engine(a, help_text, model, path, threads):
         info = inspect(a.nnroute, out)
         if info and info.get("model_sha256") == digest and info.get("threads") == threads:
             log(f"tune {model} t{threads}: cached engine accepted")
-            return out, True, None
+            return out, True, None, tune_provenance(out)
         log(f"tune {model} t{threads}: cached engine stale, tuning again")
     tmp = out.with_suffix(".tmp.nre")
     cmd = [a.nnroute, "tune", str(path), "--threads", str(threads), "-o", str(tmp)]
@@ -348,10 +374,12 @@ def tuned_engine(a, help_text, model, path, threads):
     t = time.monotonic()
     rc, so, se = sh(cmd, timeout)
     if rc or not tmp.exists():
-        return None, False, "tune " + first_error_line(rc, se, so)
+        return None, False, "tune " + first_error_line(rc, se, so), None
     os.replace(tmp, out)  # only a finished engine takes the cache slot
     log(f"tune {model} t{threads}: {time.monotonic() - t:.0f} s")
-    return out, False, None
+    cmd[cmd.index(str(tmp))] = str(out)
+    prov = tune_provenance(out, cmd, out.with_suffix(".report.json"), a.nnroute)
+    return out, False, None, prov
 
 
 # ---- measurement -------------------------------------------------------------------------
@@ -394,9 +422,9 @@ def prepare(a, model, path, threads, tune_help, tune_why):
     elif a.tune_models is not None and model not in a.tune_models:
         row["tuned"].update(status="n/a", note="not in --tune-models")
     else:
-        t_engine, cached, t_err = tuned_engine(a, tune_help, model, path, threads)
+        t_engine, cached, t_err, prov = tuned_engine(a, tune_help, model, path, threads)
         row["tuned"].update(engine=display(t_engine) if t_engine else None, cached=cached,
-                            error=t_err)
+                            error=t_err, provenance=prov)
     pinned = pinned_shapes(path)
     specs = ([(i["name"], i["dtype"], i["shape"]) for i in info["inputs"]] if info
              else [(n, d, pinned.get(n, s))
@@ -567,6 +595,8 @@ def main():
     tune_desc = tune_why or ("nnroute tune, " + (f"--budget-time {a.tune_budget:g}"
                              if a.tune_budget else "its default budget") +
                              f", cached in {display(Path(a.work_dir) / 'tuned')}/" +
+                             " (each row's tuned.provenance: the exact command, the "
+                             "nnroute version and the route chosen)" +
                              (f"; only {', '.join(sorted(a.tune_models))} (--tune-models)"
                               if a.tune_models is not None else ""))
     entry = os.environ.get("NR_PERF_ENTRY", "bench/perf/run_perf.py")

@@ -21,7 +21,8 @@ static void tune_usage(FILE *f) {
     "         [--metric l0|l1|l2|linf|rel_l2|cos|top1] [--tolerance EPS]\n"
     "         [--atol A --rtol R] [--output-tolerance NAME=EPS]... [--db FILE]\n"
     "         [--continue] [--priors] [--threads N] [-o ENGINE] [--report FILE.json]\n"
-    "         [--dry-run] [--shape NAME=DIMS]... [--input-range [NAME=]LO:HI]...\n"
+    "         [--dry-run] [--write-unchecked] [--shape NAME=DIMS]...\n"
+    "         [--input-range [NAME=]LO:HI]...\n"
     "         [--pairs N] [--holdout-pairs N] [--candidate-timeout S] [--mem-limit MB]\n"
     "         [--finalists N] [--confirm-rounds N] [--screen-ms MS]\n"
     "         [--calibration DIR|FILE|random:N] [--device cpu|cuda]\n\n"
@@ -29,10 +30,14 @@ static void tune_usage(FILE *f) {
     "those that fail, crash, hang, run out of memory, produce NaN/Inf or leave the\n"
     "tolerance, measures the rest, confirms the finalists against the default route\n"
     "in interleaved rounds and writes the fastest significantly faster route's engine\n"
-    "(else the default route's). Defaults: the default space (every knob that applies,\n"
-    "per-node knobs as one dimension each), --search mixed, --budget-time 300,\n"
+    "(else the default route's). Every route that can be shipped is checked on the\n"
+    "holdout pairs: when the default route fails them and nothing faster passed,\n"
+    "tune exits non-zero and writes no engine unless --write-unchecked. Defaults:\n"
+    "the default space (every knob that applies, per-node knobs as one dimension\n"
+    "each), --search mixed, --budget-time 300,\n"
     "--metric rel_l2 --tolerance 1e-3, 4 generated reference pairs and 2 holdout pairs,\n"
-    "--db nnroute-tune.db. Ctrl-C stops cleanly; --continue resumes the session.\n"
+    "--db nnroute-tune.db. Ctrl-C stops cleanly, writing the best confirmed and\n"
+    "holdout-checked engine so far (else the default route's); --continue resumes.\n"
     "int8 routes are calibrated on the reference inputs unless --calibration gives\n"
     "input sets (or a table from `nnroute build --save-calibration`); the holdout\n"
     "inputs are never used. --device cuda tunes GPU engines: the knob space and every\n"
@@ -152,6 +157,7 @@ static int parse_tune(int argc, char **argv, tune_args *a) {
     if (!strcmp(arg, "--continue")) o->resume = true;
     else if (!strcmp(arg, "--dry-run")) o->dry_run = true;
     else if (!strcmp(arg, "--priors")) o->priors = true;
+    else if (!strcmp(arg, "--write-unchecked")) o->write_unchecked = true;
     else if (arg[0] != '-' && !a->model) a->model = arg;
     else if (i + 1 < argc) {
       int rc = parse_valued(a, arg, argv[i + 1]);

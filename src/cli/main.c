@@ -1,5 +1,6 @@
 /* main.c - the `nnroute` command: a table of subcommands and the dispatch. */
 #include "cli/cli.h"
+#include "util/version.h"
 
 #include <stdio.h>
 #include <string.h>
@@ -42,7 +43,7 @@ int main(int argc, char **argv) {
     return argc < 2 ? 2 : 0;
   }
   if (!strcmp(argv[1], "--version")) {
-    printf("nnroute %s\n", NR_VERSION_STRING);
+    printf("nnroute %s (sources %s)\n", nr_version(), nr_version_sources());
     return 0;
   }
   for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)

@@ -339,7 +339,7 @@ nr_status nr_engine_graph_encode(const nr_plan *plan, uint8_t **out, size_t *len
   m.has_ir_version = 1;
   m.ir_version = g->ir_version;
   m.producer_name = "nnroute";
-  m.producer_version = NR_VERSION_STRING;
+  m.producer_version = (char *)NR_VERSION_STRING; /* protobuf-c's field is not const */
   m.opset_import = POOL_ARR(&pl, Onnx__OperatorSetIdProto *, g->n_opsets);
   for (int i = 0; m.opset_import && i < g->n_opsets; i++) {
     Onnx__OperatorSetIdProto *op = POOL_NEW(&pl, Onnx__OperatorSetIdProto,

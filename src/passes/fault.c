@@ -1,7 +1,8 @@
 /* fault.c - the pass fault: test-only fault injection, so the tuner's isolation
  * (worker.h) and its accuracy and timing logic can be tested on real engines that fail
  * on demand: a build error, a crash, a hang, NaN or Inf outputs, running out of
- * memory, a known relative error, or a known slowdown.
+ * memory, a known relative error, a known slowdown, or a NaN only when the first
+ * graph input is all zeros (so a test can tell whether a timing ran on real inputs).
  *
  * The knobs are NR_KNOB_TEST rows, so they exist only when NNROUTE_TEST_KNOBS=1 (the
  * knob space leaves them out otherwise, nr_route_get answers NULL, and this pass does
@@ -47,7 +48,7 @@ typedef struct fault_params {
   uint32_t kind;     /* fault_kind */
   uint32_t once;     /* 1 on the first fault step: delay and process-wide faults */
   uint32_t delay_ms; /* sleep per inference */
-  uint32_t reserved;
+  uint32_t on_zeros; /* 1: NaN in output element 0 when graph input 0 is all zeros */
   double perturb;    /* every float output is multiplied by 1 + perturb */
 } fault_params;
 
@@ -135,6 +136,15 @@ static size_t elements(const nr_slot *s) {
   return n;
 }
 
+static bool all_zero(const void *data, const nr_slot *s) {
+  const unsigned char *b = data;
+  size_t n = data && s ? elements(s) * nr_dtype_size(s->dtype) : 0;
+  for (size_t i = 0; i < n; i++)
+    if (b[i])
+      return false;
+  return data != NULL;
+}
+
 static nr_status fault_run(const nr_exec_args *a) {
   fault_params fp;
   memcpy(&fp, a->step->params, sizeof fp);
@@ -148,6 +158,8 @@ static nr_status fault_run(const nr_exec_args *a) {
   const nr_slot *s = a->out_slot[0];
   if (a->in[0] != a->out[0])
     memcpy(a->out[0], a->in[0], elements(s) * nr_dtype_size(s->dtype));
+  if (fp.on_zeros && a->step->n_in > 1 && all_zero(a->in[1], a->in_slot[1]))
+    fp.kind = FAULT_NAN;
   if (s->dtype == NR_DTYPE_FLOAT)
     alter_f32(a->out[0], elements(s), &fp);
   else if (s->dtype == NR_DTYPE_DOUBLE)
@@ -170,12 +182,14 @@ static nr_status read_knobs(const nr_route *r, fault_params *fp, nr_error *err) 
   const char *kind = r ? nr_route_get(r, NR_KNOB_TEST_FAULT, NULL) : NULL;
   const char *perturb = r ? nr_route_get(r, NR_KNOB_TEST_PERTURB, NULL) : NULL;
   const char *delay = r ? nr_route_get(r, NR_KNOB_TEST_DELAY_MS, NULL) : NULL;
+  const char *zeros = r ? nr_route_get(r, NR_KNOB_TEST_ON_ZEROS, NULL) : NULL;
   memset(fp, 0, sizeof *fp);
   for (int k = 0; kind && k < (int)(sizeof fault_names / sizeof *fault_names); k++)
     if (!strcmp(kind, fault_names[k]))
       fp->kind = (uint32_t)k;
   fp->perturb = perturb ? strtod(perturb, NULL) : 0;
   fp->delay_ms = delay ? (uint32_t)strtoul(delay, NULL, 10) : 0;
+  fp->on_zeros = zeros && !strcmp(zeros, "nan");
   if (fp->kind == FAULT_BUILD_ERROR)
     return nr_errorf(err, NR_ERR_RUNTIME, "test.fault=build_error: injected build failure");
   return NR_OK;
@@ -221,6 +235,10 @@ static nr_status add_fault_step(nr_plan *p, int i, const fault_params *fp, nr_er
   st->n_in = st->n_out = 1;
   st->in[0] = src;
   st->out[0] = dst;
+  if (fp->once && fp->on_zeros && p->n_inputs > 0) { /* the input the fault looks at */
+    st->n_in = 2;
+    st->in[1] = p->inputs[0];
+  }
   memcpy(st->params, fp, sizeof *fp);
   if (dst != src)
     p->slots[dst].first_use = p->n_steps - 1;
@@ -237,7 +255,7 @@ static void extend_output_lives(nr_plan *p) {
 static nr_status run_fault(nr_compile_ctx *c) {
   fault_params fp;
   nr_status st = read_knobs(c->route, &fp, c->err);
-  if (st || (fp.kind == FAULT_NONE && fp.perturb == 0 && fp.delay_ms == 0))
+  if (st || (fp.kind == FAULT_NONE && fp.perturb == 0 && fp.delay_ms == 0 && !fp.on_zeros))
     return st;
   nr_plan *p = c->plan;
   fp.once = 1;
@@ -281,6 +299,11 @@ const nr_knob_def nr_knobs_fault[] = {
     [NR_KNOB_ROW(NR_KNOB_TEST_DELAY_MS)] =
     {"test.delay_ms", "0|1|2|5|10|20", "5", NR_KNOB_GLOBAL, NR_KNOB_TEST, 0,
      "sleep this many milliseconds per inference (the default 5 makes 0 the winner)",
+     NULL, NULL},
+    [NR_KNOB_ROW(NR_KNOB_TEST_ON_ZEROS)] =
+    {"test.on_zeros", "none|nan", "none", NR_KNOB_GLOBAL, NR_KNOB_TEST, 0,
+     "nan: NaN in output element 0 whenever graph input 0 is all zeros (tells a run on "
+     "real inputs from one on zeros)",
      NULL, NULL},
     [NR_KNOB_ROW(NR_KNOB_FAULT_END)] = {0},
 };

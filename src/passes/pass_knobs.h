@@ -85,6 +85,7 @@ enum {
   NR_KNOB_TEST_FAULT = NR_KNOB_ID_BASE(fault), /* test.fault */
   NR_KNOB_TEST_PERTURB, /* test.perturb */
   NR_KNOB_TEST_DELAY_MS, /* test.delay_ms */
+  NR_KNOB_TEST_ON_ZEROS, /* test.on_zeros */
   NR_KNOB_FAULT_END
 };
 extern const nr_knob_def nr_knobs_fault[];

@@ -11,6 +11,7 @@
  * the database); the measurement stages re-time those files in fresh processes. */
 #include "api/nnroute_tools.h"
 #include "tune/tune_internal.h"
+#include "util/version.h"
 #include "util/device.h"
 #include "util/error.h"
 #include "util/sha256.h"
@@ -204,7 +205,7 @@ static nr_status open_session(tune_session *s, nr_error *err) {
   env_text(s->o->device, env, sizeof env);
   nr_hex(nr_model_sha256(s->model), 32, sha);
   shapes_text(s->model, shapes, sizeof shapes);
-  nr_db_env e = {env, NR_VERSION_STRING, nr_knob_list_schema(schema)};
+  nr_db_env e = {env, nr_version_full(), nr_knob_list_schema(schema)};
   nr_status st = nr_db_open(o->db_path, &s->db, err);
   if (!st)
     st = nr_db_env_id(s->db, &e, &s->env_id, err);
@@ -816,6 +817,13 @@ nr_status nr_tune_run(const nr_tune_options *o, bool *interrupted, nr_error *err
                         NULL, NULL);
     cJSON_Delete(report);
   }
+  if (!st && s.engine_refused && nr_tune_stop)
+    fprintf(stderr, "nnroute tune: the default route fails the holdout pairs; no engine "
+            "written (--write-unchecked writes it anyway)\n");
+  else if (!st && s.engine_refused)
+    st = nr_errorf(err, NR_ERR_RUNTIME, "the default route fails the holdout pairs and no "
+                   "faster route passed them; no engine written (--write-unchecked writes "
+                   "it anyway; a looser --tolerance or other holdout data may be needed)");
   *interrupted = nr_tune_stop != 0;
   sigaction(SIGINT, &old_int, NULL);
   sigaction(SIGTERM, &old_term, NULL);

@@ -7,8 +7,9 @@
  * then spends measurement where it matters: successive halving over the best
  * screened candidates, and an interleaved confirmation of the finalists against the
  * default route in fresh processes (tune_measure.c). A winner must be significantly
- * faster than the default route (the 95% confidence interval of its latency ratio
- * excludes 1) and pass the holdout pairs; otherwise the default route is the result.
+ * faster than the default route (an exact signed-rank test on the per-round ratios,
+ * Holm-corrected over the finalists, decide.h) and pass the holdout pairs; otherwise
+ * the default route is the result.
  * The report (tune_report.c) holds every candidate, the confirmation, per-knob
  * attribution, the Pareto frontier and the break-even point. */
 #ifndef NR_TUNE_TUNE_H
@@ -52,6 +53,8 @@ typedef struct nr_tune_options {
   bool priors;                /* order the search by other environments' results */
   int threads;                /* 0: all CPUs */
   const char *engine_out;     /* -o */
+  bool write_unchecked;       /* write the engine even when the route to ship (the
+                                 default) fails the holdout pairs */
   const char *report_path;    /* --report */
   bool dry_run;
   double candidate_timeout_s; /* 0: derived from the default route's cost */
@@ -64,8 +67,10 @@ typedef struct nr_tune_options {
 } nr_tune_options;
 
 /* Runs a session. NR_OK when it completed or was interrupted cleanly (Ctrl-C: the
- * database is consistent and the best engine so far is written); *interrupted tells
- * which. Failing candidates never fail the session. */
+ * database is consistent and the best confirmed, holdout-checked engine so far, else
+ * the default route's, is written); *interrupted tells which. Failing candidates never
+ * fail the session. NR_ERR_RUNTIME when the route to ship is the default and it fails
+ * the holdout pairs: the report is written, the engine only with write_unchecked. */
 nr_status nr_tune_run(const nr_tune_options *o, bool *interrupted, nr_error *err);
 
 /* `nnroute report`: chooses again from recorded losses and screening timings (a

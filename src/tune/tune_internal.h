@@ -86,6 +86,9 @@ typedef struct tune_session {
   double noise_spread, loadavg;
   char *winner_route;
   bool interrupted;
+  int default_holdout;   /* the default route on the holdout pairs: 1 passed, -1
+                            failed, 0 not checked (no pairs, or interrupted) */
+  bool engine_refused;   /* the route to ship failed the holdout: no engine written */
   char settings_hash[65];
   char *settings;        /* the settings JSON text (owned) */
   nr_calibration *calib; /* for int8 candidates; NULL when the space has no precision
@@ -118,9 +121,21 @@ struct cJSON;
 /* Writes the winner engine and the report, ends the session in the database. */
 nr_status tune_finish(tune_session *s, struct cJSON *report, nr_error *err);
 nr_status tune_measure_finalists(tune_session *s, struct cJSON *json, nr_error *err);
+/* A candidate through halving and confirmation. */
+typedef struct tune_entry {
+  tune_cand *c;
+  double median;        /* latest measurement */
+  double ratio, lo, hi; /* confirmation: latency ratio to default and its 95% interval */
+  double p, p_holm;     /* confirmation: two-sided p, Holm-adjusted over the finalists */
+  bool accepted;
+} tune_entry;
+/* qsort order of confirmed finalists, the preference for the holdout check. */
+int tune_entry_cmp(const void *a, const void *b);
 /* ratios[r * n + i]: finalist i's latency ratio to the default route in round r, for
- * `done` rounds. True when at least 5 rounds ran and every finalist was at least 10%
- * faster, or at least 10% slower, in every one of them: the confirmation may stop. */
+ * `done` rounds. True when enough rounds ran for the decision's error rate
+ * (nr_decide_min_rounds: 6 for one finalist, 7 for two or three) and every finalist
+ * was at least 10% faster, or at least 10% slower, in every one of them: the
+ * confirmation may stop (nr_decide_settled, decide.h). */
 bool tune_confirm_settled(const double *ratios, int done, int n);
 /* The short noise check of the default route. */
 nr_status tune_noise_check(tune_session *s, struct cJSON *json, nr_error *err);

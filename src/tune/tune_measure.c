@@ -9,11 +9,13 @@
  * round the default route is timed between every two finalists (D F1 D F2 D F3 D, the
  * finalists reversed on odd rounds), and each finalist is compared with the default
  * runs right before and after it, so load from elsewhere hits both sides of each
- * ratio. The decision uses the bootstrap confidence interval of the median per-round
- * ratio over 9 rounds and accepts a winner only when it excludes 1; when after 5
- * rounds every finalist was at least 10% faster or slower than the default in every
- * round (a sign test at p = 1/32 with room to spare), the rounds stop there and such
- * a finalist is decided by that.
+ * ratio. Every timing runs on the reference inputs, rotating over them (timed run k
+ * of round r uses pair r + k), the same inputs for every slot of a round, never on
+ * zeros. The decision (decide.h) is the exact Wilcoxon signed-rank test on the
+ * per-round log-ratios over 9 rounds, Holm-corrected over the finalists, at a
+ * family-wise two-sided 5%; when every finalist was at least 10% faster or slower
+ * than the default in every round, the rounds stop as soon as that alone is
+ * significant (6 rounds for one finalist, 7 for two or three, 9 for eight).
  *
  * A round is one process (the worker's sequence mode: the round's files loaded once,
  * then timed in the round's order, each with its own warm-up), not one per timing:
@@ -22,6 +24,7 @@
  * BERT-base session's 116 s starting processes. Rounds, order and the test are
  * unchanged; a round whose process fails is measured again one process per timing,
  * which also says which engine failed. A halving round is one process as well. */
+#include "tune/decide.h"
 #include "tune/tune_internal.h"
 #include "util/error.h"
 #include "util/threadpool.h"
@@ -38,6 +41,8 @@ static nr_status measure(tune_session *s, tune_cand *c, double min_ms, const cha
   nr_worker_job job = tune_job(s, c->route);
   job.engine_in = c->engine_path;
   job.pairs = NULL;
+  job.timing = &s->pairs;
+  job.timing_first = round;
   job.min_time_ms = min_ms;
   nr_worker_result r = {0};
   *median = 0;
@@ -124,12 +129,7 @@ nr_status tune_noise_check(tune_session *s, cJSON *json, nr_error *err) {
 
 /* ---- successive halving --------------------------------------------------------- */
 
-typedef struct entry {
-  tune_cand *c;
-  double median;      /* latest measurement */
-  double ratio, lo, hi; /* confirmation: median per-round ratio to default and CI */
-  bool accepted;
-} entry;
+typedef tune_entry entry;
 
 static int entry_cmp(const void *a, const void *b) {
   const entry *x = a, *y = b;
@@ -169,6 +169,8 @@ static bool time_in_one_process(tune_session *s, tune_cand *const *who, int n, d
       return false;
   nr_worker_job job = tune_job(s, "");
   job.pairs = NULL;
+  job.timing = &s->pairs;
+  job.timing_first = round;
   job.min_time_ms = ms;
   job.sequence = files;
   job.n_sequence = n;
@@ -298,36 +300,13 @@ static nr_status confirm_round(tune_session *s, entry *v, int n, int r, double m
   return st;
 }
 
-/* Every round so far, for every finalist, at least `margin` away from 1 on the same
- * side: further rounds cannot change a decision. All of CONFIRM_EARLY rounds on one
- * side is a sign test at p = 1/32 even before the margin. */
-#define CONFIRM_EARLY 5
-#define CONFIRM_MARGIN 0.10
-
-static bool unanimous(const double *x, int m) {
-  int below = 0, above = 0;
-  for (int r = 0; r < m; r++) {
-    below += isfinite(x[r]) && x[r] < 1.0 - CONFIRM_MARGIN;
-    above += isfinite(x[r]) && x[r] > 1.0 + CONFIRM_MARGIN;
-  }
-  return m >= CONFIRM_EARLY && (below == m || above == m);
-}
-
 bool tune_confirm_settled(const double *ratios, int done, int n) {
-  double x[256];
-  if (done < CONFIRM_EARLY || done > 256)
-    return false;
-  for (int i = 0; i < n; i++) {
-    for (int r = 0; r < done; r++)
-      x[r] = ratios[(size_t)r * n + i];
-    if (!unanimous(x, done))
-      return false;
-  }
-  return true;
+  return nr_decide_settled(ratios, done, n);
 }
 
-/* Up to `rounds` rounds; *done says how many ran. The rounds stop early, after at
- * least CONFIRM_EARLY, once every finalist is settled (unanimous()): a BERT-base
+/* Up to `rounds` rounds; *done says how many ran. The rounds stop early once every
+ * finalist is settled (nr_decide_settled: enough rounds for the error rate, every
+ * one at least NR_DECIDE_MARGIN to one side): a BERT-base
  * session whose fp16 finalists ran at 0.41-0.44 of the fp32 default spent 4 of its
  * 9 rounds (11 of 55 s) confirming what round 5 already showed. */
 static nr_status confirm_rounds(tune_session *s, entry *v, int n, int rounds,
@@ -346,40 +325,42 @@ static nr_status confirm_rounds(tune_session *s, entry *v, int n, int rounds,
     if (r + 1 < rounds && tune_confirm_settled(ratios, r + 1, n)) {
       fprintf(stderr, "nnroute tune: in each of %d rounds every finalist was at least "
               "%.0f%% faster or slower than the default route; confirmation stops early\n",
-              r + 1, 100 * CONFIRM_MARGIN);
+              r + 1, 100 * NR_DECIDE_MARGIN);
       break;
     }
   }
   return NR_OK;
 }
 
-static void ratio_stats(entry *e, const double *ratios, int rounds, int n, int i) {
-  double *x = malloc(sizeof *x * (size_t)rounds);
-  int m = 0;
-  for (int r = 0; x && r < rounds; r++)
-    if (isfinite(ratios[(size_t)r * n + i]))
-      x[m++] = ratios[(size_t)r * n + i];
-  e->ratio = m ? nr_stats_quantile(x, (size_t)m, 0.5) : NAN;
-  e->lo = e->hi = e->ratio;
-  if (m >= 2)
-    nr_stats_median_ci(x, (size_t)m, NR_STATS_RESAMPLES, 7, &e->lo, &e->hi);
-  /* 9 rounds and an interval below 1, or (rounds stopped early) every round at
-   * least CONFIRM_MARGIN faster */
-  e->accepted = x && ((m >= 9 && e->hi < 1.0) || (m == rounds && unanimous(x, m) &&
-                                                  x[0] < 1.0));
-  free(x);
+/* The decision (decide.h) over the rounds that ran: each finalist's latency ratio,
+ * interval and Holm-adjusted p. */
+static nr_status decide(entry *v, const double *ratios, int rounds, int n, nr_error *err) {
+  nr_decision *d = calloc((size_t)(n ? n : 1), sizeof *d);
+  if (!d || nr_decide_finalists(ratios, rounds, n, d)) {
+    free(d);
+    return nr_errorf(err, NR_ERR_NOMEM, "out of memory deciding the finalists");
+  }
+  for (int i = 0; i < n; i++) {
+    v[i].ratio = d[i].ratio, v[i].lo = d[i].lo, v[i].hi = d[i].hi;
+    v[i].p = d[i].p, v[i].p_holm = d[i].p_holm, v[i].accepted = d[i].accepted;
+  }
+  free(d);
+  return NR_OK;
 }
 
-/* Best accepted first; among those whose intervals overlap the best's, fewer
- * non-default knobs first (a tie goes to the simpler route). */
-static int accepted_cmp(const void *a, const void *b) {
+/* A total order, so the preference never depends on the order halving left the
+ * finalists in: accepted first, then the faster estimate, then fewer non-default
+ * knobs, then the canonical route text. */
+int tune_entry_cmp(const void *a, const void *b) {
   const entry *x = a, *y = b;
   if (x->accepted != y->accepted)
     return x->accepted ? -1 : 1;
-  bool overlap = x->lo <= y->hi && y->lo <= x->hi;
-  if (overlap && x->c->changes != y->c->changes)
+  double rx = isnan(x->ratio) ? INFINITY : x->ratio, ry = isnan(y->ratio) ? INFINITY : y->ratio;
+  if (rx != ry)
+    return rx < ry ? -1 : 1;
+  if (x->c->changes != y->c->changes)
     return x->c->changes - y->c->changes;
-  return (x->ratio > y->ratio) - (x->ratio < y->ratio);
+  return strcmp(x->c->route, y->c->route);
 }
 
 /* ---- holdout -------------------------------------------------------------------- */
@@ -390,6 +371,8 @@ static nr_status holdout_check(tune_session *s, tune_cand *c, bool *ok, double *
   job.engine_in = c->engine_path;
   job.pairs = &s->holdout;
   job.measure = false;
+  fprintf(stderr, "nnroute tune: checking '%s' on %d holdout pairs\n", c->route,
+          s->holdout.n);
   nr_worker_result r = {0};
   nr_status st = nr_worker_run(&job, &r, err);
   *ok = !st && r.status == NR_CAND_OK;
@@ -414,6 +397,8 @@ static cJSON *entry_json(const entry *e, const tune_cand *d, bool holdout_ok,
   double ci[2] = {1 / e->hi, 1 / e->lo};
   cJSON_AddItemToObject(j, "confirmed_speedup_ci95", cJSON_CreateDoubleArray(ci, 2));
   cJSON_AddNumberToObject(j, "latency_ratio_to_default", e->ratio);
+  cJSON_AddNumberToObject(j, "p_value", e->p);
+  cJSON_AddNumberToObject(j, "p_holm", e->p_holm);
   cJSON_AddBoolToObject(j, "significant", e->accepted);
   cJSON_AddNumberToObject(j, "reference_margin", e->c->margin);
   cJSON_AddNumberToObject(j, "holdout_margin", holdout_margin);
@@ -421,19 +406,42 @@ static cJSON *entry_json(const entry *e, const tune_cand *d, bool holdout_ok,
   return j;
 }
 
+/* The default route on the holdout pairs (s->default_holdout), so the route shipped
+ * when no finalist wins is checked too. A Ctrl-C during the check leaves it 0. */
+static nr_status check_default(tune_session *s, cJSON *conf, nr_error *err) {
+  tune_cand *d = &s->cands[s->default_idx];
+  bool ok = false;
+  double margin = -INFINITY;
+  s->default_holdout = 0;
+  if (s->holdout.n <= 0)
+    return NR_OK;
+  nr_status st = holdout_check(s, d, &ok, &margin, err);
+  if (st || nr_tune_stop)
+    return st;
+  s->default_holdout = ok ? 1 : -1;
+  cJSON_AddBoolToObject(conf, "default_holdout_ok", ok);
+  cJSON_AddNumberToObject(conf, "default_holdout_margin", margin);
+  if (!ok)
+    fprintf(stderr, "nnroute tune: the default route itself fails the holdout pairs "
+            "(margin %.3g)\n", margin);
+  return NR_OK;
+}
+
 /* Validates the accepted finalists on the holdout pairs in preference order; the first
- * that passes wins. */
+ * that passes wins. A check that Ctrl-C cut short rejects nobody: the choice stops
+ * there, with the winner found so far or the default route. */
 static nr_status choose(tune_session *s, entry *v, int n, cJSON *conf, nr_error *err) {
-  qsort(v, (size_t)n, sizeof *v, accepted_cmp);
+  qsort(v, (size_t)n, sizeof *v, tune_entry_cmp);
   const tune_cand *d = &s->cands[s->default_idx];
+  nr_status st = check_default(s, conf, err);
   cJSON *list = cJSON_AddArrayToObject(conf, "finalists");
   const char *winner = NULL;
-  for (int i = 0; i < n; i++) {
+  for (int i = 0; !st && !nr_tune_stop && i < n; i++) {
     bool ok = false;
     double margin = -INFINITY;
-    nr_status st = v[i].accepted ? holdout_check(s, v[i].c, &ok, &margin, err) : NR_OK;
-    if (st)
-      return st;
+    st = v[i].accepted ? holdout_check(s, v[i].c, &ok, &margin, err) : NR_OK;
+    if (st || nr_tune_stop)
+      break;
     if (v[i].accepted && !ok)
       fprintf(stderr, "nnroute tune: '%s' is faster but fails the holdout pairs "
               "(margin %.3g); rejected\n", v[i].c->route, margin);
@@ -441,6 +449,8 @@ static nr_status choose(tune_session *s, entry *v, int n, cJSON *conf, nr_error 
     if (!winner && v[i].accepted && ok)
       winner = v[i].c->route;
   }
+  if (st)
+    return st;
   cJSON_AddBoolToObject(conf, "significant_gain", winner != NULL);
   s->winner_route = strdup(winner ? winner : "");
   return s->winner_route ? NR_OK : nr_errorf(err, NR_ERR_NOMEM, "out of memory");
@@ -511,10 +521,10 @@ nr_status tune_measure_finalists(tune_session *s, cJSON *json, nr_error *err) {
   cJSON *conf = cJSON_AddObjectToObject(json, "confirmation");
   cJSON_AddNumberToObject(conf, "rounds", done);
   cJSON_AddNumberToObject(conf, "planned_rounds", rounds);
-  for (int i = 0; !st && i < n; i++)
-    ratio_stats(&v[i], ratios, done, n, i);
+  if (!st && n)
+    st = decide(v, ratios, done, n, err);
   if (!st && !nr_tune_stop)
-    st = choose(s, v, n, conf, err);
+    st = choose(s, v, n, conf, err); /* also when Ctrl-C comes during it */
   if (!st && !nr_tune_stop)
     st = attribution(s, json, err);
   free(ratios);

@@ -7,6 +7,7 @@
  * on the database and on the JSON report see the same data. Non-finite losses are
  * written as JSON null (JSON has no Inf/NaN) and read back as +inf. */
 #include "tune/tune_internal.h"
+#include "util/version.h"
 #include "util/error.h"
 
 #include <cjson/cJSON.h>
@@ -130,17 +131,9 @@ cJSON *tune_pareto_json(const tune_cand *c, int n) {
 
 /* ---- finishing a session -------------------------------------------------------- */
 
-/* Interrupted before confirmation: the best screened feasible route, only when its
- * screening interval lies wholly below the default's; else the default route. */
-static void unconfirmed_winner(tune_session *s) {
-  const tune_cand *d = &s->cands[s->default_idx], *b = NULL;
-  for (int i = 0; i < s->n_cands; i++) {
-    const tune_cand *c = &s->cands[i];
-    if (c->feasible && c->median > 0 && c->engine_path && (!b || c->median < b->median))
-      b = c;
-  }
-  s->winner_route = strdup(b && d->median > 0 && b->hi < d->lo ? b->route : "");
-}
+/* Interrupted before the choice: nothing was confirmed and holdout-checked, so the
+ * default route is shipped, never a screening winner. */
+static void unconfirmed_winner(tune_session *s) { s->winner_route = strdup(""); }
 
 static nr_status copy_file(const char *from, const char *to, nr_error *err) {
   FILE *in = fopen(from, "rb"), *out = in ? fopen(to, "wb") : NULL;
@@ -207,6 +200,7 @@ static void add_winner(tune_session *s, cJSON *report, const tune_cand *w, doubl
 static void add_header(tune_session *s, cJSON *report) {
   const tune_cand *d = &s->cands[s->default_idx];
   cJSON_AddStringToObject(report, "nnroute_version", NR_VERSION_STRING);
+  cJSON_AddStringToObject(report, "nnroute_sources", nr_version_sources());
   cJSON_AddStringToObject(report, "model", s->o->model_path ? s->o->model_path : "");
   cJSON_AddNumberToObject(report, "session", (double)s->session_id);
   cJSON_AddStringToObject(report, "database", s->o->db_path);
@@ -277,7 +271,11 @@ nr_status tune_finish(tune_session *s, cJSON *report, nr_error *err) {
   if (!cands)
     return err->status ? err->status : NR_ERR_NOMEM;
   cJSON_AddItemToObject(report, "candidates", cands);
-  nr_status st = s->o->engine_out ? write_engine(s, w, err) : NR_OK;
+  /* the default route is the only one that can be shipped unchecked: refuse it when
+   * the holdout check said no, unless asked */
+  s->engine_refused = !*w->route && s->default_holdout < 0 && !s->o->write_unchecked;
+  cJSON_AddBoolToObject(report, "engine_written", s->o->engine_out && !s->engine_refused);
+  nr_status st = s->o->engine_out && !s->engine_refused ? write_engine(s, w, err) : NR_OK;
   char *text = st ? NULL : cJSON_Print(report);
   if (!st && !text)
     st = nr_errorf(err, NR_ERR_NOMEM, "out of memory writing the report");

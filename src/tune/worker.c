@@ -259,24 +259,42 @@ static bool outputs_finite(child *c) {
   return true;
 }
 
+/* The pair set timed runs rotate over (worker.h, `timing`); NULL: zeros. */
+static const nr_pair_set *timing_set(const nr_worker_job *j) {
+  if (j->timing && j->timing->n > 0)
+    return j->timing;
+  return !j->n_sequence && j->pairs && j->pairs->n > 0 ? j->pairs : NULL;
+}
+
+/* The inputs of timed run k (0 also for the warm-up runs). */
+static const nr_buffer *timing_inputs(const child *c, const nr_pair_set *set,
+                                      const nr_buffer *zeros, int k) {
+  if (!set)
+    return zeros;
+  int first = c->job->timing_first > 0 ? c->job->timing_first : 0;
+  return set->pairs[(int)(((long long)first + k) % set->n)].inputs;
+}
+
 /* Times c->engine from c->times[base] on; the record's n_times follows, so the runs
  * before a failure are still sent. Returns the runs timed, -1 on failure. */
 static int child_measure(child *c, int base) {
   const job_plan *p = &c->plan;
-  const nr_buffer *in = p->n_pairs ? c->job->pairs->pairs[0].inputs : zero_inputs(c->engine);
-  if (!in) {
+  const nr_pair_set *set = timing_set(c->job);
+  const nr_buffer *zeros = set ? NULL : zero_inputs(c->engine);
+  if (!set && !zeros) {
     nr_error err = {0};
     child_fail(c, nr_errorf(&err, NR_ERR_NOMEM, "zero inputs"), NR_CAND_OOM, &err, "timing");
     return -1;
   }
   for (int i = 0; i < p->warmup; i++)
-    if (!child_run(c, in))
+    if (!child_run(c, timing_inputs(c, set, zeros, 0)))
       return -1;
   if (!p->n_pairs && !outputs_finite(c))
     return -1;
   double total = 0;
   int n = 0;
   while (n < p->max_runs && (n < p->min_runs || total < p->min_time_ms)) {
+    const nr_buffer *in = timing_inputs(c, set, zeros, n);
     double t0 = now_ms();
     if (!child_run(c, in))
       return -1;
@@ -568,6 +586,10 @@ static nr_status check_job(const nr_worker_job *job, nr_worker_result *res, nr_e
                           (size_t)ps->n * (size_t)ps->n_outputs > (1u << 24)))
     return nr_errorf(err, NR_ERR_INVALID_ARGUMENT, "nr_worker_run: malformed pair set "
                      "(%d pairs, %d outputs)", ps->n, ps->n_outputs);
+  const nr_pair_set *ts = job->timing;
+  if (ts && ts->n > 0 && !ts->pairs)
+    return nr_errorf(err, NR_ERR_INVALID_ARGUMENT, "nr_worker_run: the timing pair set "
+                     "has %d pairs and no data", ts->n);
   return NR_OK;
 }
 

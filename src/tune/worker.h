@@ -63,7 +63,7 @@ typedef struct nr_worker_job {
   const char *const *output_names; /* for per-output tolerances (model order) */
   double timeout_s;         /* wall clock for the whole child; <= 0: 600 */
   uint64_t mem_limit;       /* bytes of address space; 0: no limit */
-  bool measure;             /* time the engine (on pair 0's inputs, else zeros) */
+  bool measure;             /* time the engine (on `timing`'s inputs, below) */
   int warmup_runs;          /* default 2 when 0 */
   int min_runs;             /* default 5 when 0 */
   int max_runs;             /* default 1000 when 0 */
@@ -78,6 +78,12 @@ typedef struct nr_worker_job {
    * NR_WORKER_MAX_SEQUENCE slots. */
   const char *const *sequence;
   int n_sequence;
+  /* The inputs every timed run uses, in both modes: timed run k of a slot (and its
+   * warm-up, k = 0) runs pair (timing_first + k) % n of `timing`, so every slot of a
+   * round sees the same inputs in the same order. NULL or empty: `pairs` (single
+   * mode), and zero-filled inputs only when there are no pairs at all. */
+  const nr_pair_set *timing;
+  int timing_first;
 } nr_worker_job;
 
 #define NR_WORKER_MAX_SEQUENCE 64

@@ -17,10 +17,14 @@
 # then --continue: every route is recorded exactly once and the winner is the same;
 # (4) Ctrl-C ends cleanly (exit 130, session interrupted, best engine written), and a
 # session recorded under another environment is never resumed; (5) reference pairs
-# from files, and a winner that fails the holdout pairs is rejected; (6) --dry-run
+# from files, a winner that fails the holdout pairs is rejected, and a default route
+# that fails them fails the session and writes no engine; (6) --dry-run
 # counts; (7) int8 routes: one calibration table per session, from the reference
 # inputs, recorded under the digest the session's settings name, every int8
-# candidate built, and an int8 engine carrying that table.
+# candidate built, and an int8 engine carrying that table; (8) halving, confirmation
+# and the noise check time the reference inputs, not zeros; (9) a Ctrl-C during the
+# holdout check rejects nobody and ships the default route; (10) a finalist no faster
+# than the default runs every planned confirmation round.
 # Prints `N passed, N failed`.
 set -uo pipefail
 
@@ -74,6 +78,14 @@ check "winner is the route without the sleep ('$winner')" test "$winner" = "-tes
 check "session done" test "$(sql "$db1" "select state from sessions")" = done
 check "engine written and loadable" \
   bash -c "'$nnroute' inspect '$work/t1.nre' | grep -q 'test.delay_ms=0'"
+# Versions: the database keys its environment on the version (with the commit) and
+# the sources hash `nnroute --version` prints, so a kernel change is another
+# environment; the engine records the version.
+ver=$("$nnroute" --version | sed -n 's/^nnroute \([^ ]*\) (sources \([0-9a-f]\{16\}\))$/\1 sources \2/p')
+check "the database's environment is version and sources ('$ver')" \
+  test -n "$ver" -a "$(sql "$db1" "select nnroute_version from environments")" = "$ver"
+check "the engine records the version" test -n "$ver" -a "$("$nnroute" inspect "$work/t1.nre" \
+  --json | "$py" -c 'import json, sys; print(json.load(sys.stdin)["nnroute_version"])')" = "${ver%% *}"
 check "report names the winner, confirmation and frontier" "$py" - "$work/t1.json" <<'EOF'
 import json, sys
 r = json.load(open(sys.argv[1]))
@@ -147,6 +159,11 @@ check "Ctrl-C exits 130 (exit $rc)" test $rc -eq 130
 check "Ctrl-C marks the session interrupted" \
   test "$(sql "$db3" "select state from sessions")" = interrupted
 check "Ctrl-C writes the best engine so far" test -s "$work/t3.nre"
+# Nothing was confirmed and holdout-checked yet: the engine is the default route's,
+# never a screening winner.
+check "Ctrl-C before the choice ships the default route" \
+  test "$(sql "$db3" "select winner_route from sessions")" = "" -a \
+  "$(sql "$db3" "select count(*) from sessions where winner_route = ''")" = 1
 # Results of another machine (here: the same file with its fingerprint edited) are
 # never resumed: --continue starts a new session and builds everything again.
 "$py" -c "import sqlite3,sys; c=sqlite3.connect(sys.argv[1]); c.execute(\"update environments set fingerprint = fingerprint || ';edited'\"); c.commit()" "$db3"
@@ -183,11 +200,21 @@ import numpy as np, pathlib, sys
 for f in pathlib.Path(sys.argv[1]).glob("*.npy"):
     np.save(pathlib.Path(sys.argv[2]) / f.name, np.load(f) * 1.5)
 EOF2
+# The default route fails the holdout as well: tune says so, exits non-zero and
+# writes no engine, unless --write-unchecked asks for it.
 "$nnroute" tune "$model" --routes '-test.delay_ms=[0|5]' --search full --db "$work/t5.db" \
   --reference "$ref" --holdout "$hold" "${common[@]}" --report "$work/t5.json" \
-  >"$work/t5.out" 2>"$work/t5.err"
+  -o "$work/t5.nre" >"$work/t5.out" 2>"$work/t5.err"
 rc=$?
-check "tune with reference and holdout files completes (exit $rc)" test $rc -eq 0
+check "a default route failing the holdout fails the session (exit $rc)" test $rc -eq 1
+check "it says the default route fails the holdout pairs" \
+  grep -q "default route itself fails the holdout" "$work/t5.err"
+check "no engine written when the default fails the holdout" test ! -e "$work/t5.nre"
+"$nnroute" tune "$model" --routes '-test.delay_ms=[0|5]' --search full --db "$work/t5b.db" \
+  --reference "$ref" --holdout "$hold" "${common[@]}" -o "$work/t5b.nre" \
+  --write-unchecked >"$work/t5b.out" 2>"$work/t5b.err"
+rc=$?
+check "--write-unchecked writes it anyway (exit $rc)" test $rc -eq 0 -a -s "$work/t5b.nre"
 check "the winner failing the holdout is rejected, the default kept" "$py" - "$work/t5.json" <<'EOF2'
 import json, sys
 r = json.load(open(sys.argv[1]))
@@ -196,6 +223,7 @@ assert fin and fin[0]["route"] == "-test.delay_ms=0" and fin[0]["significant"], 
 assert fin[0]["holdout_ok"] is False and fin[0]["holdout_margin"] < 0, fin
 assert fin[0]["reference_margin"] > 0, fin
 assert r["winner"]["route"] == "" and r["confirmation"]["significant_gain"] is False
+assert r["confirmation"]["default_holdout_ok"] is False and r["engine_written"] is False
 EOF2
 
 # ---- (6) dry runs ----------------------------------------------------------------
@@ -232,6 +260,64 @@ check "other calibration data, another table" test "$got" != "$digest"
 "$nnroute" build "$model" --route '-precision@*=int8' -o "$work/t7c.nre" >/dev/null 2>"$work/t7c.err"
 check "int8 without calibration data is refused, naming the flag" \
   grep -q -- "--calibration" "$work/t7c.err"
+
+# ---- (8) every measurement times the reference inputs, never zeros ----------------
+# test.on_zeros=nan returns a NaN exactly when the model's input is all zeros: the
+# route is fast and feasible on the reference inputs, so it must win. A measurement
+# that timed zeros (halving, confirmation, the noise check) would see the NaN and drop
+# it, and the default route would be kept.
+"$nnroute" tune "$model" --routes '-test.on_zeros=nan -test.delay_ms=0' --search full \
+  --db "$work/t8.db" "${common[@]}" --report "$work/t8.json" >"$work/t8.out" 2>"$work/t8.err"
+rc=$?
+check "tune with a route that fails on zeros completes (exit $rc)" test $rc -eq 0
+check "the route that fails only on zeros is confirmed and wins" "$py" - "$work/t8.json" <<'EOF2'
+import json, sys
+r = json.load(open(sys.argv[1]))
+assert r["winner"]["route"] == "-test.delay_ms=0 -test.on_zeros=nan", r["winner"]
+fin = r["confirmation"]["finalists"]
+assert fin and fin[0]["significant"] and fin[0]["p_holm"] <= 0.05, fin
+EOF2
+grep -q "re-measuring.*failed" "$work/t8.err" && tail -n 5 "$work/t8.err"
+
+# ---- (9) Ctrl-C during the holdout check rejects nobody -----------------------------
+# 1500 holdout pairs at 1 ms per inference give the finalist's check about 1.5 s (the
+# default route's, at 5 ms, comes first); the interrupt lands in it. The finalist must not be reported as failing the holdout,
+# and the engine written is the default route's (nothing confirmed passed yet).
+"$nnroute" tune "$model" --routes '-test.delay_ms=1' --search full --db "$work/t9.db" \
+  "${common[@]}" --candidate-timeout 60 --holdout-pairs 1500 -o "$work/t9.nre" \
+  >"$work/t9.out" 2>"$work/t9.err" &
+pid=$!
+for _ in $(seq 1 1200); do
+  grep -q "checking '-test.delay_ms=1' on" "$work/t9.err" 2>/dev/null && break
+  sleep 0.05
+done
+sleep 0.3
+kill -INT $pid
+wait $pid
+rc=$?
+check "Ctrl-C during the holdout check exits 130 (exit $rc)" test $rc -eq 130
+check "the interrupted holdout check rejects nobody" \
+  bash -c "! grep -q 'fails the holdout pairs' '$work/t9.err'"
+check "after it the default route's engine is written" test -s "$work/t9.nre" -a \
+  "$(sql "$work/t9.db" "select winner_route from sessions")" = ""
+
+# ---- (10) a finalist no faster than the default: every round runs ----------------------
+# test.perturb=1e-6 changes nothing but the outputs' last bits: its per-round ratios
+# stay within 10% of 1, so the confirmation cannot stop early and runs all its planned
+# rounds (the decision itself is not asserted: it rests on timings).
+"$nnroute" tune "$model" --routes '-test.perturb=1e-6' --search full --db "$work/t10.db" \
+  "${common[@]}" --report "$work/t10.json" >"$work/t10.out" 2>"$work/t10.err"
+rc=$?
+check "tune with a no-gain finalist completes (exit $rc)" test $rc -eq 0
+check "a no-gain finalist gets every planned confirmation round" "$py" - "$work/t10.json" <<'EOF2'
+import json, sys
+r = json.load(open(sys.argv[1]))
+c = r["confirmation"]
+assert c["planned_rounds"] >= 9 and c["rounds"] == c["planned_rounds"], c
+fin = c["finalists"]
+assert len(fin) == 1 and fin[0]["route"] == "-test.perturb=1e-6", fin
+assert 0 <= fin[0]["p_value"] <= 1 and fin[0]["p_holm"] == fin[0]["p_value"], fin
+EOF2
 
 echo "$passed passed, $failed failed"
 ((failed == 0))

@@ -3,9 +3,12 @@
  * the shape and dtype checks that must fail with NR_ERR_SHAPE. */
 #include "kernels/ref/executor.h"
 #include "unit.h"
+#include "util/version.h"
 #include "op_test.h"
 
 #include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 static nr_value make(nr_dtype t, int rank, const int64_t *dims, const void *data) {
@@ -231,4 +234,24 @@ NR_TEST(tensorscatter_circular) {
   float *o = y.data;
   CHECK(o[0] == 9 && o[1] == 2 && o[2] == 8, "%g %g %g", o[0], o[1], o[2]);
   nr_value_free(&y);
+}
+
+/* The version names the commit the library was built from (cmake/nr_version.cmake):
+ * nr_version() carries "-g" and 12 hex digits of a commit that the source tree's git
+ * knows (a build older than HEAD names an older commit, still a real one), and the
+ * sources hash is 16 hex digits. SKIP without git or outside a checkout. */
+NR_TEST(version_names_the_commit) {
+  const char *v = nr_version(), *h = nr_version_sources();
+  CHECK(v && !strncmp(v, "0.", 2) && strlen(v) < 32, "version '%s' (engines hold 31 chars)", v);
+  CHECK(h && strlen(h) == 16 && strspn(h, "0123456789abcdef") == 16, "sources '%s'", h);
+  char cmd[4200];
+  snprintf(cmd, sizeof cmd, "git -C '%s' rev-parse --git-dir >/dev/null 2>&1", NR_SOURCE_DIR);
+  if (system(cmd) != 0)
+    SKIP("no git checkout at %s", NR_SOURCE_DIR);
+  const char *g = v ? strstr(v, "-g") : NULL;
+  REQUIRE(g && strspn(g + 2, "0123456789abcdef") == 12, "version '%s' names no commit", v);
+  snprintf(cmd, sizeof cmd, "git -C '%s' cat-file -e '%.12s^{commit}' 2>/dev/null",
+           NR_SOURCE_DIR, g + 2);
+  CHECK(system(cmd) == 0, "version '%s': %.12s is not a commit of %s", v, g + 2,
+        NR_SOURCE_DIR);
 }

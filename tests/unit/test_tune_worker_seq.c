@@ -173,3 +173,46 @@ NR_TEST(tune_worker_sequence_failures_name_the_cause) {
   nr_model_destroy(m);
   unsetenv("NNROUTE_TEST_KNOBS");
 }
+
+/* The timing inputs (worker.h, `timing`): an engine built with test.on_zeros=nan
+ * returns a NaN exactly when its input is all zeros, which the worker reports as
+ * nonfinite, so the status says which data the timed runs used. Without a timing set
+ * a sequence runs on zeros; with one it runs on its pairs, starting at timing_first. */
+NR_TEST(tune_worker_sequence_times_on_the_timing_pairs) {
+  setenv("NNROUTE_TEST_KNOBS", "1", 1);
+  nr_model *m = relu_model(t);
+  REQUIRE(m);
+  char zn[32];
+  REQUIRE(engine_file(t, m, "-test.on_zeros=nan -test.delay_ms=0", zn));
+  float real_x[16], zero_x[16] = {0};
+  for (int i = 0; i < 16; i++)
+    real_x[i] = 0.25f * (float)(i + 1);
+  nr_buffer in[2] = {{.dtype = NR_DTYPE_FLOAT, .rank = 2, .dims = {2, 8}, .data = real_x},
+                     {.dtype = NR_DTYPE_FLOAT, .rank = 2, .dims = {2, 8}, .data = zero_x}};
+  nr_pair pairs[2] = {{.inputs = &in[0]}, {.inputs = &in[1]}};
+  nr_pair_set set = {pairs, 2, 1, 1};
+  const char *files[] = {zn, zn};
+  nr_worker_job j = seq_job(files, 2, 1);
+  nr_worker_result r = run_seq(t, &j);
+  CHECK(r.status == NR_CAND_NONFINITE, "no timing set: zeros, so NaN (%s: %s)",
+        nr_cand_status_name(r.status), r.message);
+  nr_worker_result_free(&r);
+  j.timing = &set; /* warm-up on pair 0 (real), the run on pair 1 (zeros, unchecked) */
+  r = run_seq(t, &j);
+  CHECK(r.status == NR_CAND_OK && r.n_times == 2, "timed on the pairs (%s: %s)",
+        nr_cand_status_name(r.status), r.message);
+  nr_worker_result_free(&r);
+  j.timing_first = 1; /* rotated: the warm-up now runs pair 1, the zeros */
+  r = run_seq(t, &j);
+  CHECK(r.status == NR_CAND_NONFINITE, "timing_first 1 starts on the zeros (%s)",
+        nr_cand_status_name(r.status));
+  nr_worker_result_free(&r);
+  j.timing_first = 2; /* wraps to pair 0 */
+  r = run_seq(t, &j);
+  CHECK(r.status == NR_CAND_OK, "timing_first 2 wraps to pair 0 (%s: %s)",
+        nr_cand_status_name(r.status), r.message);
+  nr_worker_result_free(&r);
+  unlink(zn);
+  nr_model_destroy(m);
+  unsetenv("NNROUTE_TEST_KNOBS");
+}
