@@ -187,6 +187,10 @@ static const tac_case cases[] = {
     {1, 6, 10, 10, 6, 5, 5, 1, 1, 4, 4, 2, 2, 6, true, false, NR_ACT_HARD_SWISH},
     {1, 8, 20, 20, 8, 3, 3, 1, 1, 2, 2, 2, 2, 8, true, true, NR_ACT_RELU},
     {2, 3, 13, 33, 3, 5, 5, 1, 1, 3, 1, 2, 2, 3, false, false, NR_ACT_NONE},
+    /* stride 2 down the rows, 1 along them (text recognizers): widths 7, 24, 33 */
+    {1, 8, 9, 7, 8, 3, 3, 2, 1, 1, 1, 1, 1, 8, true, false, NR_ACT_HARD_SWISH},
+    {1, 13, 6, 24, 13, 5, 5, 2, 1, 2, 2, 1, 1, 13, true, true, NR_ACT_RELU},
+    {2, 4, 11, 33, 4, 3, 3, 2, 1, 1, 1, 1, 1, 4, false, false, NR_ACT_NONE},
     /* planes too large for dw__avx2's padded buffer: its in-place path */
     {1, 2, 190, 187, 2, 3, 3, 1, 1, 1, 1, 1, 1, 2, true, false, NR_ACT_RELU},
     {1, 2, 250, 211, 2, 5, 5, 2, 2, 2, 2, 1, 1, 2, true, true, NR_ACT_HARD_SWISH},
