@@ -10,6 +10,7 @@
  * the row's last valid step (for the reverse direction: after time step 0). */
 #include "ir/op.h"
 #include "kernels/ref/ref_util.h"
+#include "kernels/ref/rnn_rules.h"
 
 #include <ctype.h>
 #include <math.h>
@@ -296,18 +297,20 @@ static nr_status data_load(nr_op_ctx *ctx, const rnn_cfg *c, rnn_data *d) {
   return NR_OK;
 }
 
-/* Offset of element (t, b, 0) of X, or of Y at direction dir. */
+static nr_rnn_dims dims_of(const rnn_cfg *c) {
+  return (nr_rnn_dims){c->layout, c->seq, c->batch, c->dirs, c->input, c->hidden};
+}
 static int64_t x_off(const rnn_cfg *c, int64_t t, int64_t b) {
-  return (c->layout ? b * c->seq + t : t * c->batch + b) * c->input;
+  nr_rnn_dims d = dims_of(c);
+  return nr_rnn_x_off(&d, t, b);
 }
 static int64_t y_off(const rnn_cfg *c, int64_t t, int dir, int64_t b) {
-  if (c->layout)
-    return ((b * c->seq + t) * c->dirs + dir) * c->hidden;
-  return ((t * c->dirs + dir) * c->batch + b) * c->hidden;
+  nr_rnn_dims d = dims_of(c);
+  return nr_rnn_y_off(&d, t, dir, b);
 }
-/* Offset of (dir, b, 0) in initial_h / Y_h / initial_c / Y_c. */
 static int64_t s_off(const rnn_cfg *c, int dir, int64_t b) {
-  return (c->layout ? b * c->dirs + dir : dir * c->batch + b) * c->hidden;
+  nr_rnn_dims d = dims_of(c);
+  return nr_rnn_s_off(&d, dir, b);
 }
 
 /* out[g] = bias[g] + sum_k m[g][k] * v[k] for rows g of an (rows x cols) matrix. */

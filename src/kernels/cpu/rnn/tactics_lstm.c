@@ -13,6 +13,7 @@
  * no constant input. */
 #include "kernels/act.h"
 #include "kernels/cpu/gemm/gemm.h"
+#include "kernels/ref/rnn_rules.h"
 #include "plan/tactic.h"
 #include "util/error.h"
 #include "util/threadpool.h"
@@ -220,16 +221,8 @@ typedef struct lstm_run {
   int threads;
 } lstm_run;
 
-static int64_t x_off(const lstm_p *p, int64_t t, int64_t b) {
-  return (p->layout ? b * p->seq + t : t * p->batch + b) * p->input;
-}
-static int64_t y_off(const lstm_p *p, int64_t t, int dir, int64_t b) {
-  if (p->layout)
-    return ((b * p->seq + t) * p->dirs + dir) * p->hidden;
-  return ((t * p->dirs + dir) * p->batch + b) * p->hidden;
-}
-static int64_t s_off(const lstm_p *p, int dir, int64_t b) {
-  return (p->layout ? b * p->dirs + dir : dir * p->batch + b) * p->hidden;
+static nr_rnn_dims dims_of(const lstm_p *p) {
+  return (nr_rnn_dims){p->layout, p->seq, p->batch, p->dirs, p->input, p->hidden};
 }
 
 /* One row's cell: gates g (i, o, f, c pre-activations), state c in place, h out. */
@@ -261,6 +254,7 @@ static void cell(const lstm_p *p, float *g, float *c, float *h, float *tc,
 
 static void run_dir(const lstm_run *r, const uint8_t *packed, int dir) {
   const lstm_p *p = r->p;
+  const nr_rnn_dims d = dims_of(p);
   int64_t B = p->batch, H = p->hidden, I = p->input, k = I + H, g = 4 * H;
   const float *bias = (const float *)(packed + align64(p->b_bytes));
   const float *peep = p->peep ? bias + align64((uint64_t)g * sizeof(float)) / 4 : NULL;
@@ -268,7 +262,7 @@ static void run_dir(const lstm_run *r, const uint8_t *packed, int dir) {
   nr_epilogue ep = {.bias = bias, .act = NR_ACT_NONE};
   for (int64_t b = 0; b < B; b++) {
     float *h = r->z + b * k + I, *c = r->cell + b * H;
-    const int64_t s = s_off(p, dir, b);
+    const int64_t s = nr_rnn_s_off(&d, dir, b);
     if (r->h0)
       memcpy(h, r->h0 + s, (size_t)H * sizeof(float));
     else
@@ -282,21 +276,21 @@ static void run_dir(const lstm_run *r, const uint8_t *packed, int dir) {
   for (int64_t s = 0; s < p->seq; s++) {
     int64_t t = backward ? p->seq - 1 - s : s;
     for (int64_t b = 0; b < B; b++)
-      memcpy(r->z + b * k, r->x + x_off(p, t, b), (size_t)I * sizeof(float));
+      memcpy(r->z + b * k, r->x + nr_rnn_x_off(&d, t, b), (size_t)I * sizeof(float));
     nr_gemm(p->cfg, B, g, k, 1.0f, (nr_gemm_operand){r->z, k, false, false}, wr, r->gates,
             g, &ep, r->gemm_scratch, r->pool, r->threads);
     for (int64_t b = 0; b < B; b++) {
       float *h = r->z + b * k + I;
       cell(p, r->gates + b * g, r->cell + b * H, h, r->tanh_c, peep);
       if (r->y)
-        memcpy(r->y + y_off(p, t, dir, b), h, (size_t)H * sizeof(float));
+        memcpy(r->y + nr_rnn_y_off(&d, t, dir, b), h, (size_t)H * sizeof(float));
     }
   }
   for (int64_t b = 0; b < B; b++) {
     if (r->yh)
-      memcpy(r->yh + s_off(p, dir, b), r->z + b * k + I, (size_t)H * sizeof(float));
+      memcpy(r->yh + nr_rnn_s_off(&d, dir, b), r->z + b * k + I, (size_t)H * sizeof(float));
     if (r->yc)
-      memcpy(r->yc + s_off(p, dir, b), r->cell + b * H, (size_t)H * sizeof(float));
+      memcpy(r->yc + nr_rnn_s_off(&d, dir, b), r->cell + b * H, (size_t)H * sizeof(float));
   }
 }
 
