@@ -96,11 +96,11 @@ static void dw8_task(void *arg, int64_t begin, int64_t end, int thread) {
       for (int l = 0; l < 8; l++)
         acc[l] = bias[l];
       for (int64_t kh = 0; kh < p->kh; kh++) {
-        int64_t ih = oh * p->sh - p->pt + kh;
+        int64_t ih = oh * p->sh - p->pt + kh * p->dh;
         if (ih < 0 || ih >= p->h)
           continue;
         for (int64_t kw = 0; kw < p->kw; kw++) {
-          int64_t iw = ow * p->sw - p->pl + kw;
+          int64_t iw = ow * p->sw - p->pl + kw * p->dw;
           if (iw < 0 || iw >= p->w)
             continue;
           const float *xv = x + (ih * p->w + iw) * 8, *wv = w + (kh * p->kw + kw) * 8;

@@ -2,7 +2,7 @@
  * only): nr_f32_conv_dw__avx2
  * (PLAIN: 8 output columns per vector; stride 2 de-interleaves two loads that stay
  * inside the row) and nr_f32_conv_dw_nchw8c__avx2 (NCHW8C: one vector is 8 channels
- * of one pixel, so any stride is a plain load). Compiled with -mavx2 -mfma; called
+ * of one pixel, so any stride and dilation is a plain load). Compiled with -mavx2 -mfma; called
  * only when nr_cpu_isa() reports AVX2 (the tactics carry NR_ISA_AVX2).
  *
  * Key decision (PLAIN): each plane is first copied into a zero-padded buffer whose rows
@@ -208,23 +208,26 @@ static void dw8_task(void *arg, int64_t begin, int64_t end, int thread) {
     const float *x = j->x + nb * (int64_t)p->h * p->w * 8, *w = j->w + b * kk * 8;
     float *y = j->y + i * (int64_t)p->ow * 8;
     __m256 bias = _mm256_loadu_ps(j->bias + b * 8);
+    int64_t ih0 = oh * p->sh - p->pt;
     int khl = 0, khh = p->kh;
-    while (khl < khh && oh * p->sh - p->pt + khl < 0)
+    while (khl < khh && ih0 + khl * p->dh < 0)
       khl++;
-    while (khh > khl && oh * p->sh - p->pt + khh - 1 >= p->h)
+    while (khh > khl && ih0 + (khh - 1) * p->dh >= p->h)
       khh--;
     for (int64_t ow = 0; ow < p->ow; ow++) {
       __m256 acc = bias;
       int64_t iw0 = ow * p->sw - p->pl;
-      int kwl = iw0 < 0 ? (int)-iw0 : 0, kwh = p->kw;
-      if (iw0 + kwh > p->w)
-        kwh = (int)(p->w - iw0);
+      int kwl = 0, kwh = p->kw;
+      while (kwl < kwh && iw0 + kwl * p->dw < 0)
+        kwl++;
+      while (kwh > kwl && iw0 + (kwh - 1) * p->dw >= p->w)
+        kwh--;
       for (int kh = khl; kh < khh; kh++) {
-        const float *xr = x + ((oh * p->sh - p->pt + kh) * p->w + iw0) * 8;
+        const float *xr = x + ((ih0 + kh * p->dh) * p->w + iw0) * 8;
         const float *wr = w + kh * p->kw * 8;
         for (int kw = kwl; kw < kwh; kw++)
-          acc = _mm256_fmadd_ps(_mm256_loadu_ps(xr + kw * 8), _mm256_loadu_ps(wr + kw * 8),
-                                acc);
+          acc = _mm256_fmadd_ps(_mm256_loadu_ps(xr + kw * p->dw * 8),
+                                _mm256_loadu_ps(wr + kw * 8), acc);
       }
       _mm256_storeu_ps(y + ow * 8, acc);
     }

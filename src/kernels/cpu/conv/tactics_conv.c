@@ -103,9 +103,10 @@ SUPPORTS_2D(sup_nhwc_im2col, has_gemm() && im2col_fits(p))
 SUPPORTS(sup_1x1, has_gemm() && is_1x1_s1(p))
 SUPPORTS_2D(sup_nhwc_1x1, has_gemm() && is_1x1_s1(p))
 SUPPORTS(sup_dw, is_dw(p) || is_dw7(p))
-/* The NCHW8C depthwise kernels read any stride pair: on AVX2 hosts they are the fast
- * path of the 2x1-strided windows that the PLAIN AVX2 kernel does not take. */
-SUPPORTS_2D(sup_dw8, is_dw(p) || is_dw_s21(p))
+/* The NCHW8C depthwise kernels read any stride pair and dilation: on AVX2 hosts they
+ * are the fast path of the 2x1-strided and dilation-2 windows that the PLAIN AVX2
+ * kernel does not take. */
+SUPPORTS_2D(sup_dw8, is_dw(p) || is_dw_s21(p) || is_dw_dil2(p))
 /* conv.dw_kernel=avx2 leaves a depthwise node to nr_f32_conv_dw__avx2 where the AVX-512
  * kernel would run it (A/B runs on one binary, triage). */
 SUPPORTS(sup_dw512,
