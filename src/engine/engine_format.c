@@ -429,7 +429,9 @@ static nr_status parse_graph(const file_view *v, nr_plan *p, const plan_counts *
                              int **bind, nr_error *err) {
   rbuf r = section_reader(v, NR_SECTION_GRAPH, err);
   nr_status st = nr_engine_graph_decode(r.p, r.len, &p->graph, bind, err);
-  if (st == NR_ERR_NOMEM)
+  /* The decoder's tensor budget is the section's length here, so a tensor over it is
+   * a corrupt section, not a lack of memory. */
+  if (st == NR_ERR_NOMEM && err && !strstr(err->message, "tensor data limit"))
     return st;
   if (st) {
     char why[sizeof err->message];
@@ -507,6 +509,8 @@ static nr_status parse_sections(const file_view *v, bool env, nr_engine *e, meta
     st = take_weights(v, p, tail, adopted, err);
   if (!st)
     st = bind_constants(&rp, p, *bind);
+  if (!st)
+    st = nr_engine_validate_steps(e, err);
   return st;
 }
 

@@ -107,6 +107,13 @@ nr_status nr_engine_graph_encode(const nr_plan *plan, uint8_t **out, size_t *len
 nr_status nr_engine_graph_decode(const uint8_t *data, size_t len, nr_graph **out,
                                  int **bind, nr_error *err);
 
+/* ---- engine_validate.c: the semantic check of every step ----------------------- */
+
+/* Every step of e's plan (graph, slots and weights in place) against what the build
+ * would have made of it: the generic checks, then the tactic's validate() hook.
+ * NR_ERR_INVALID_MODEL naming the step, tactic, node and field. */
+nr_status nr_engine_validate_steps(const nr_engine *e, nr_error *err);
+
 /* ---- engine_format.c -------------------------------------------------------------- */
 
 /* Given at least the first NR_ENGINE_HEADER_SIZE + table bytes of a file of file_size

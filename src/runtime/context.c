@@ -43,6 +43,8 @@ struct nr_context {
 };
 
 static void *alloc_aligned(uint64_t size) {
+  if (size > SIZE_MAX - ALIGN) /* a size from a file: rounding up must not wrap */
+    return NULL;
   size = (size + ALIGN - 1) & ~(uint64_t)(ALIGN - 1);
   return aligned_alloc(ALIGN, size ? size : ALIGN);
 }
