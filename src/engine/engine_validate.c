@@ -13,6 +13,7 @@
  * generic checks that hold for their plans (their plan passes rewire steps). */
 #include "engine/engine_internal.h"
 #include "ir/op.h"
+#include "plan/step_infer.h"
 #include "util/error.h"
 
 #include <stdarg.h>
@@ -149,57 +150,20 @@ static nr_status check_node_io(const nr_tactic_ctx *c) {
   return s;
 }
 
-static void slot_value(const nr_tactic_ctx *c, int slot, int tensor, nr_value *v) {
-  const nr_slot *s = &c->plan->slots[slot];
-  const nr_value *t = &c->plan->graph->tensors[tensor].value;
-  memset(v, 0, sizeof *v);
-  v->dtype = t->dtype; /* the op's rule speaks of the graph's dtypes */
-  v->rank = s->rank;
-  memcpy(v->dims, s->dims, sizeof v->dims);
-  v->data = (void *)nr_slot_data(c->plan, s);
-  if (!v->data && s->kind == NR_SLOT_ABSORBED)
-    v->data = t->data;
-}
-
 /* The op's shape rule on the input slots must give the output slots' shapes (where
- * it knows them: a shape read from a run-time tensor stays unknown). */
+ * it knows them: a shape read from a run-time tensor stays unknown, and the runtime
+ * checks it against the data of each run, context.c). */
 static nr_status check_shape_rule(const nr_tactic_ctx *c) {
-  const nr_node *n = c->node;
-  const nr_step *st = c->step;
-  if (!n->def->infer)
-    return NR_OK;
-  nr_value vin[NR_STEP_MAX_IO], vout[NR_STEP_MAX_IO];
-  nr_value *ins[NR_STEP_MAX_IO], *outs[NR_STEP_MAX_IO];
-  for (int i = 0; i < st->n_in; i++) {
-    ins[i] = st->in[i] >= 0 ? &vin[i] : NULL;
-    if (ins[i])
-      slot_value(c, st->in[i], n->inputs[i], &vin[i]);
-  }
-  for (int o = 0; o < st->n_out; o++) {
-    memset(&vout[o], 0, sizeof vout[o]);
-    vout[o].rank = -1;
-    outs[o] = st->out[o] >= 0 ? &vout[o] : NULL;
-  }
+  nr_value out[NR_STEP_MAX_IO];
   nr_error ie = {0};
-  nr_op_ctx ctx = {(nr_node *)n, st->n_in, ins, st->n_out, outs, false, NULL,
-                   c->plan->graph, &ie};
-  nr_status s = n->def->infer(&ctx);
-  for (int o = 0; !s && o < st->n_out; o++) {
-    const nr_slot *y = outs[o] ? &c->plan->slots[st->out[o]] : NULL;
-    if (!y || vout[o].rank < 0)
-      continue;
-    bool same = vout[o].rank == y->rank;
-    for (int d = 0; same && d < y->rank; d++)
-      same = vout[o].dims[d] < 0 || vout[o].dims[d] == y->dims[d];
-    if (!same)
-      s = nr_step_invalid(c, "output", "%d: slot '%.200s' has another shape than the op "
-                          "gives for the input slots", o, y->name);
-  }
-  for (int o = 0; o < st->n_out; o++)
-    nr_value_free(&vout[o]);
-  if (s == NR_OK || s == NR_ERR_INVALID_MODEL)
-    return s;
-  return nr_step_invalid(c, "slots", "the op's shape rule refuses them (%s)", ie.message);
+  if (nr_step_infer(c->plan, c->step, NULL, 0, out, &ie))
+    return nr_step_invalid(c, "slots", "the op's shape rule refuses them (%s)", ie.message);
+  int o = nr_step_shape_differs(c->plan, c->step, out, false);
+  if (o >= 0)
+    return nr_step_invalid(c, "output", "%d: slot '%.200s' has another shape than the op "
+                           "gives for the input slots", o,
+                           c->plan->slots[c->step->out[o]].name);
+  return NR_OK;
 }
 
 /* ---- prepare again: tactics without a hook ------------------------------------------ */
