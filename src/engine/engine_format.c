@@ -99,6 +99,7 @@ static const char *section_name(uint32_t id) {
   case NR_SECTION_PLAN: return "PLAN";
   case NR_SECTION_WEIGHTS: return "WEIGHTS";
   case NR_SECTION_CALIB: return "CALIB";
+  case NR_SECTION_AUTH: return "AUTH";
   }
   return "unknown";
 }
@@ -157,12 +158,17 @@ nr_status nr_engine_serialize(const nr_engine *e, uint8_t **data, size_t *len,
     goto done;
   if (e->calib && (st = nr_calib_serialize(e->calib, &calib, &calib_len, err)))
     goto done;
-  int ns = e->calib ? 5 : 4, w = ns - 1;
-  uint32_t id[5] = {NR_SECTION_META, NR_SECTION_GRAPH, NR_SECTION_PLAN, NR_SECTION_CALIB,
-                    NR_SECTION_WEIGHTS};
-  const uint8_t *body[5] = {meta.p, graph, plan.p, calib, p->weights};
-  uint64_t size[5] = {meta.len, graph_len, plan.len, calib_len, p->weights_size};
-  uint64_t off[5];
+  /* META, GRAPH, PLAN, then CALIB and AUTH when present, WEIGHTS last. */
+  uint8_t auth[NR_ENGINE_AUTH_SIZE] = {NR_ENGINE_AUTH_HMAC_SHA256}; /* MAC zero for now */
+  uint32_t id[6] = {NR_SECTION_META, NR_SECTION_GRAPH, NR_SECTION_PLAN};
+  const uint8_t *body[6] = {meta.p, graph, plan.p};
+  uint64_t size[6] = {meta.len, graph_len, plan.len}, off[6];
+  int ns = 3, auth_at = -1;
+  if (e->calib)
+    id[ns] = NR_SECTION_CALIB, body[ns] = calib, size[ns++] = calib_len;
+  if (e->sign_key_len)
+    auth_at = ns, id[ns] = NR_SECTION_AUTH, body[ns] = auth, size[ns++] = sizeof auth;
+  int w = ns++;
   id[w] = NR_SECTION_WEIGHTS;
   body[w] = p->weights;
   size[w] = p->weights_size;
@@ -190,6 +196,12 @@ nr_status nr_engine_serialize(const nr_engine *e, uint8_t **data, size_t *len,
     nr_wbuf_bytes(&file, body[i], size[i]);
   }
   uint8_t sum[32];
+  if (!file.oom && auth_at >= 0) { /* the MAC over the file with its own bytes zero */
+    nr_bytes all = {file.p, file.len};
+    st = nr_engine_mac(&all, 1, e->sign_key, e->sign_key_len, file.p + off[auth_at] + 8, err);
+    if (st)
+      goto done;
+  }
   if (!file.oom) {
     sha256_file(file.p, file.len, NULL, 0, sum);
     nr_wbuf_bytes(&file, sum, 32);
@@ -224,7 +236,7 @@ typedef struct file_view {
   const uint8_t *tail;
   size_t tail_len;
   uint64_t size;
-  section sec[6]; /* by id */
+  section sec[7]; /* by id */
 } file_view;
 
 static nr_status bad_file(nr_error *err, uint64_t off, const char *fmt, ...) NR_PRINTF(3, 4);
@@ -302,7 +314,7 @@ static nr_status read_table(file_view *v, uint32_t count, nr_error *err) {
     const uint8_t *pad = view_at(v, end, off - end);
     if (!pad || !all_zero(pad, off - end))
       return bad_file(err, end, "non-zero padding before section %s", section_name(id));
-    if (id >= 1 && id <= NR_SECTION_CALIB) {
+    if (id >= 1 && id <= NR_SECTION_AUTH) {
       if (v->sec[id].p)
         return bad_file(err, at, "section %s appears twice", section_name(id));
       if (!(v->sec[id].p = view_at(v, off, size)) && size)
@@ -322,6 +334,44 @@ static nr_status read_table(file_view *v, uint32_t count, nr_error *err) {
     return bad_file(err, end, "WEIGHTS must be the last section and the checksum must "
                     "follow it directly");
   return NR_OK;
+}
+
+/* Bytes [off, off+len) of the file, as at most two pieces (head, tail). */
+static int file_pieces(const file_view *v, uint64_t off, uint64_t len, nr_bytes *out) {
+  int n = 0;
+  if (off < v->head_len) {
+    uint64_t k = len < v->head_len - off ? len : v->head_len - off;
+    out[n++] = (nr_bytes){v->head + off, (size_t)k};
+    off += k, len -= k;
+  }
+  if (len && v->tail)
+    out[n++] = (nr_bytes){v->tail + (off - v->head_len), (size_t)len};
+  return n;
+}
+
+/* With a key: the AUTH section must hold the MAC of the file under it. */
+static nr_status check_auth(const file_view *v, nr_bytes key, nr_error *err) {
+  const section *a = &v->sec[NR_SECTION_AUTH];
+  if (!a->p)
+    return bad_file(err, 16, "the engine is not signed (built without a signing key), "
+                    "and a verification key was given");
+  if (a->size != NR_ENGINE_AUTH_SIZE || nr_le32(a->p) != NR_ENGINE_AUTH_HMAC_SHA256 ||
+      nr_le32(a->p + 4))
+    return bad_file(err, a->off, "AUTH section of %llu bytes, algorithm %u: not an "
+                    "HMAC-SHA-256 signature", (unsigned long long)a->size,
+                    a->size >= 4 ? nr_le32(a->p) : 0);
+  static const uint8_t zeros[32];
+  uint64_t mac_off = a->off + 8, body = v->size - NR_ENGINE_CHECKSUM_SIZE;
+  nr_bytes parts[5];
+  int n = file_pieces(v, 0, mac_off, parts);
+  parts[n++] = (nr_bytes){zeros, 32};
+  n += file_pieces(v, mac_off + 32, body - mac_off - 32, parts + n);
+  uint8_t mac[32];
+  nr_status st = nr_engine_mac(parts, n, key.p, key.len, mac, err);
+  if (!st && !nr_engine_mac_equal(mac, a->p + 8))
+    st = bad_file(err, mac_off, "signature mismatch: the engine was signed with another "
+                  "key, or changed after signing");
+  return st;
 }
 
 static nr_status check_sum(const file_view *v, nr_error *err) {
@@ -515,8 +565,8 @@ static nr_status parse_sections(const file_view *v, bool env, nr_engine *e, meta
 }
 
 nr_status nr_engine_parse_split(const uint8_t *head, size_t head_len, uint8_t *tail,
-                                size_t tail_len, bool check_env_flag, bool *tail_adopted,
-                                nr_engine **out, nr_error *err) {
+                                size_t tail_len, bool check_env_flag, nr_bytes key,
+                                bool *tail_adopted, nr_engine **out, nr_error *err) {
   *out = NULL;
   *tail_adopted = false;
   file_view v = {head, head_len, tail, tail ? tail_len : 0, 0, {{0}}};
@@ -526,6 +576,8 @@ nr_status nr_engine_parse_split(const uint8_t *head, size_t head_len, uint8_t *t
     st = read_table(&v, count, err);
   if (!st)
     st = check_sum(&v, err);
+  if (!st && key.len)
+    st = check_auth(&v, key, err);
   if (st)
     return st;
   nr_engine *e = calloc(1, sizeof *e);
@@ -553,5 +605,5 @@ nr_status nr_engine_parse(const uint8_t *data, size_t len, bool check_env_flag,
     return nr_errorf(err, NR_ERR_INVALID_ARGUMENT, "nr_engine_parse: no data or no out");
   bool adopted;
   return nr_engine_parse_split(data ? data : (const uint8_t *)"", len, NULL, 0,
-                               check_env_flag, &adopted, out, err);
+                               check_env_flag, (nr_bytes){NULL, 0}, &adopted, out, err);
 }
