@@ -24,8 +24,8 @@
  * Sections follow, each at an offset that is a multiple of 64, in table order,
  * ascending and non-overlapping; the bytes between the table and the first section
  * and between sections are zero padding (< 64 bytes each). Ids: 1 META, 2 GRAPH,
- * 3 PLAN, 4 WEIGHTS, each exactly once, and optionally 5 CALIB once, before WEIGHTS;
- * readers skip other ids. WEIGHTS is the last section, and the file ends right after it with a
+ * 3 PLAN, 4 WEIGHTS, each exactly once, and optionally 5 CALIB and 6 AUTH once each,
+ * before WEIGHTS; readers skip other ids. WEIGHTS is the last section, and the file ends right after it with a
  * 32-byte SHA-256 over every byte before the checksum.
  *
  * META: records {u32 key, u32 length, payload}, keys strictly ascending; unknown keys
@@ -65,6 +65,11 @@
  * CALIB: the calibration table the engine was built with (src/plan/quant.c's
  * "NRCALIB1" byte form), present only when the build had one.
  *
+ * AUTH (signed engines only, engine_sign.c): u32 algorithm (1: HMAC-SHA-256), u32
+ * reserved 0, 32-byte MAC under the signing key of every byte before the checksum,
+ * the MAC's own 32 bytes read as zeros. Checked, when the loader has a key, right
+ * after the checksum: an unsigned file or another key is refused.
+ *
  * Validation: slot dtype storable, rank 0..8, dims >= 0, nbytes at least the
  * logical size; ARENA slots nr_inside the arena, CONST slots nr_inside WEIGHTS, INPUT
  * slots naming an input index, ABSORBED slots (kind 3: a constant stored only as its
@@ -75,7 +80,12 @@
  * plan's scratch size. Any failure: NR_ERR_INVALID_MODEL "engine: <SECTION> section
  * (file offset N): ...". With the environment check on, a different fingerprint,
  * nnroute version or knob schema, or a tactic needing an ISA this process lacks,
- * gives NR_ERR_INVALID_ARGUMENT naming every difference. */
+ * gives NR_ERR_INVALID_ARGUMENT naming every difference. Last, every step is checked
+ * against what a build would make of it (engine_validate.c: the tactic runs the node's
+ * op, the step's slots are the node's tensors with their shapes, the op's shape rule
+ * gives the outputs, the tactic's validate() hook or a second prepare() agrees with
+ * the params record), and a tactic needing an ISA this process lacks is refused even
+ * with the environment check off. */
 #include "engine/engine_internal.h"
 #include "plan/quant.h"
 #include "util/error.h"
