@@ -89,14 +89,16 @@ static nr_status check_tactic(const nr_tactic_ctx *c) {
   return NR_OK;
 }
 
-/* A reorder or fault step copies one tensor: one input, one output, same shape. */
+/* A reorder, cast or fault step copies one tensor: one input, one output, same shape
+ * (and dtype, but for the casts the CUDA fp16 pass places). */
 static nr_status check_copy_step(const nr_tactic_ctx *c) {
   const nr_step *st = c->step;
   if (st->n_in != 1 || st->n_out != 1 || st->in[0] < 0 || st->out[0] < 0)
     return nr_step_invalid(c, "slots", "%d inputs and %d outputs (one of each, present)",
                            st->n_in, st->n_out);
   const nr_slot *a = &c->plan->slots[st->in[0]], *b = &c->plan->slots[st->out[0]];
-  if (!nr_slot_same_dims(a, b) || a->dtype != b->dtype)
+  bool cast = st->tactic->algo && !strcmp(st->tactic->algo, "cast");
+  if (!nr_slot_same_dims(a, b) || (a->dtype != b->dtype && !cast))
     return nr_step_invalid(c, "slots", "input '%.200s' and output '%.200s' differ in shape "
                            "or dtype", a->name, b->name);
   return NR_OK;
