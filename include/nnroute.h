@@ -171,6 +171,12 @@ typedef struct nr_build_options {
   int threads;            /* threads the engine will run with; 0: all CPUs */
   nr_device device;       /* NR_DEVICE_CPU unless set */
   const nr_calibration *calibration; /* needed when a route puts a node in int8 */
+  /* Optional: a key (copied) whose HMAC-SHA-256 signs the engine's file when it is
+   * saved, for engines that cross a trust boundary; load with the same key in
+   * nr_engine_load_options.verify_key. NULL or length 0: unsigned (integrity only,
+   * by the file's SHA-256). */
+  const void *sign_key;
+  size_t sign_key_len;
 } nr_build_options;
 
 /* Compiles a model (prepared implicitly) along a route into an engine. The engine
@@ -184,6 +190,12 @@ typedef struct nr_engine_load_options {
   int unsafe_ignore_environment; /* load an engine built for another machine,
                                     nnroute version or knob schema (results may be
                                     wrong or the process may crash) */
+  /* Optional: the key the engine must have been signed with (nr_build_options
+   * sign_key). The file's HMAC is checked before any of it is parsed; an unsigned
+   * engine, or one signed with another key or changed since, is refused
+   * (NR_ERR_INVALID_MODEL). NULL or length 0: no check. Not kept after the call. */
+  const void *verify_key;
+  size_t verify_key_len;
 } nr_engine_load_options;
 
 /* Loads an engine file, refusing one built for another environment (the message

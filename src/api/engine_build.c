@@ -92,6 +92,8 @@ nr_status nr_engine_build(nr_model *m, const nr_build_options *opts, nr_engine *
   memcpy(e->model_sha256, nr_model_sha256(m), sizeof e->model_sha256);
   e->threads = threads;
   st = keep_calibration(e, o.calibration, err);
+  if (!st && o.sign_key_len)
+    st = nr_engine_set_sign_key(e, o.sign_key, o.sign_key_len, err);
   if (st) {
     nr_engine_destroy(e);
     return st;

@@ -31,6 +31,14 @@ void nr_cli_safe_name(const char *name, char *out, size_t cap);
 int nr_cli_apply_shape(nr_model *m, const char *spec, nr_error *err);
 /* Reads a .npy or .pb tensor file by extension. */
 nr_status nr_cli_read_tensor(const char *path, nr_value *out, nr_error *err);
+/* --sign / --verify KEYFILE: the file's bytes, the HMAC key (1 to 4096 bytes;
+ * malloc'ed, the caller wipes and frees it with nr_cli_free_key). */
+nr_status nr_cli_read_key(const char *path, uint8_t **key, size_t *len, nr_error *err);
+void nr_cli_free_key(uint8_t *key, size_t len);
+/* Loads engine path (--unsafe-ignore-environment when unsafe; verified against the key
+ * in file verify_key when that is not NULL). */
+nr_status nr_cli_load_engine(const char *path, bool unsafe, const char *verify_key,
+                             nr_engine **out, nr_error *err);
 /* Prints "nnroute: <status>: <message>" to stderr; returns exit code 1. */
 int nr_cli_fail(const nr_error *err);
 /* --calibration SPEC: a calibration table file (nr_calibration_save), a directory of

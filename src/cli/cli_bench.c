@@ -23,7 +23,7 @@
 #define MAX_SHAPES 64
 
 typedef struct bench_args {
-  const char *path, *route, *shapes[MAX_SHAPES], *calibration, *inputs_dir;
+  const char *path, *route, *shapes[MAX_SHAPES], *calibration, *inputs_dir, *verify;
   int n_shapes, threads, min_iters;
   double warmup_ms, duration_ms;
   uint64_t seed;
@@ -58,7 +58,8 @@ static void bench_usage(FILE *f) {
           "                     [--threads N] [--warmup-ms MS] [--duration-ms MS]\n"
           "                     [--min-iters N] [--seed N] [--json]\n"
           "                     [--profile [--top N]] [--calibration SPEC]\n"
-          "                     [--device cpu|cuda] [--flush-l2] [--inputs-dir DIR]\n\n"
+          "                     [--device cpu|cuda] [--flush-l2] [--inputs-dir DIR]\n"
+          "                     [--verify KEYFILE]\n\n"
           "Times inferences of ENGINE (a file from `nnroute build`) or of MODEL (.onnx,\n"
           "built first along ROUTE for N threads) on seeded random inputs: warm-up for\n"
           "MS ms (default 200), then measure for at least --duration-ms (default 1000)\n"
@@ -77,7 +78,8 @@ static void bench_usage(FILE *f) {
           "GPU's L2 before every timed run (not timed).\n"
           "--inputs-dir times on DIR/<input>.npy instead of random data (token ids and\n"
           "masks that random values would put out of range); a MODEL's input shapes\n"
-          "come from those files, an ENGINE's must match them.\n");
+          "come from those files, an ENGINE's must match them. --verify refuses an\n"
+          "ENGINE not signed with KEYFILE (`nnroute build --sign`).\n");
 }
 
 static int parse_args(int argc, char **argv, bench_args *a) {
@@ -97,6 +99,8 @@ static int parse_args(int argc, char **argv, bench_args *a) {
         fprintf(stderr, "nnroute bench: --device '%s': cpu or cuda\n", argv[i]);
         return 2;
       }
+    } else if (!strcmp(arg, "--verify") && v) {
+      a->verify = argv[++i];
     } else if (!strcmp(arg, "--flush-l2")) {
       a->flush_l2 = true;
     } else if (!strcmp(arg, "--route") && v) {
@@ -147,7 +151,11 @@ static int get_engine(const bench_args *a, nr_engine **e, nr_error *err) {
     if (a->route || a->n_shapes)
       fprintf(stderr, "nnroute bench: --route and --shape apply to models; '%s' is used "
                       "as built\n", a->path);
-    return nr_engine_load(a->path, NULL, e, err) ? nr_cli_fail(err) : 0;
+    return nr_cli_load_engine(a->path, false, a->verify, e, err) ? nr_cli_fail(err) : 0;
+  }
+  if (a->verify) {
+    fprintf(stderr, "nnroute bench: --verify checks engine files; '%s' is a model\n", a->path);
+    return 2;
   }
   nr_model *m = NULL;
   if (nr_model_load(a->path, NULL, &m, err))

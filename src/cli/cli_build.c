@@ -14,7 +14,8 @@
 static void build_usage(FILE *f) {
   fprintf(f, "usage: nnroute build MODEL [--route ROUTE] [--shape NAME=DIMS]...\n"
              "                     [--threads N] [--calibration SPEC]\n"
-             "                     [--save-calibration FILE] [--device cpu|cuda] -o ENGINE\n\n"
+             "                     [--save-calibration FILE] [--device cpu|cuda]\n"
+             "                     [--sign KEYFILE] -o ENGINE\n\n"
              "Compiles MODEL along ROUTE (\"-knob=value ...\"; default: the default route,\n"
              "see `nnroute knobs MODEL`) into ENGINE for N threads (default: all CPUs).\n"
              "Nodes the route puts in int8 (precision@NODE=int8) are quantized with the\n"
@@ -23,7 +24,9 @@ static void build_usage(FILE *f) {
              "Input dimensions MODEL leaves free come from --shape, else from the\n"
              "first input set of a SPEC directory (data contradicting --shape is an\n"
              "error).\n"
-             "--device cuda builds a GPU engine (CUDA tactics and knobs; see docs/cuda.md).\n");
+             "--device cuda builds a GPU engine (CUDA tactics and knobs; see docs/cuda.md).\n"
+             "--sign signs ENGINE with an HMAC-SHA-256 under the bytes of KEYFILE; `run`,\n"
+             "`bench` and `inspect` check it with --verify KEYFILE (docs/engine-format.md).\n");
 }
 
 /* Prints the route's tokens one per line: what differs from the default route. */
@@ -70,7 +73,7 @@ static void print_summary(const nr_engine *e, const char *path) {
 
 int nr_cli_build(int argc, char **argv) {
   const char *model = NULL, *route = NULL, *out = NULL, *shapes[MAX_SHAPES];
-  const char *calib_spec = NULL, *calib_out = NULL;
+  const char *calib_spec = NULL, *calib_out = NULL, *sign = NULL;
   int n_shapes = 0, threads = 0;
   nr_device device = NR_DEVICE_CPU;
   for (int i = 1; i < argc; i++) {
@@ -93,6 +96,8 @@ int nr_cli_build(int argc, char **argv) {
         fprintf(stderr, "nnroute build: --device '%s': cpu or cuda\n", argv[i]);
         return 2;
       }
+    } else if (!strcmp(argv[i], "--sign") && v) {
+      sign = argv[++i];
     } else if (!strcmp(argv[i], "-o") && v) {
       out = argv[++i];
     } else if (argv[i][0] != '-' && !model) {
@@ -125,8 +130,13 @@ int nr_cli_build(int argc, char **argv) {
   if (!rc && calib_out && nr_calibration_save(calib, calib_out, &err))
     rc = nr_cli_fail(&err);
   nr_build_options o = {sizeof o, route, threads, device, calib};
+  uint8_t *key = NULL;
+  if (!rc && sign && nr_cli_read_key(sign, &key, &o.sign_key_len, &err))
+    rc = nr_cli_fail(&err);
+  o.sign_key = key;
   if (!rc && nr_engine_build(m, &o, &e, &err))
     rc = nr_cli_fail(&err);
+  nr_cli_free_key(key, o.sign_key_len);
   nr_calibration_destroy(calib);
   if (!rc && nr_engine_save(e, out, &err))
     rc = nr_cli_fail(&err);

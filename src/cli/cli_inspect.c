@@ -20,12 +20,14 @@
 #include <sys/stat.h>
 
 static void inspect_usage(FILE *f) {
-  fprintf(f, "usage: nnroute inspect ENGINE [--json] [--unsafe-ignore-environment]\n\n"
+  fprintf(f, "usage: nnroute inspect ENGINE [--json] [--unsafe-ignore-environment]\n"
+             "                       [--verify KEYFILE]\n\n"
              "Prints an engine's route, environment fingerprint, versions, model hash,\n"
              "inputs and outputs, memory sizes and, per step, the node, its op, the tactic\n"
              "(kernel) that runs it, the tactic's source, the layout of input 0 -> output 0,\n"
              "the dtype, and the arena offset and size of each output. An engine built for\n"
-             "another machine or nnroute is refused unless --unsafe-ignore-environment.\n");
+             "another machine or nnroute is refused unless --unsafe-ignore-environment.\n"
+             "--verify refuses an engine not signed with KEYFILE (`nnroute build --sign`).\n");
 }
 
 /* ---- what a step shows -------------------------------------------------------------- */
@@ -258,7 +260,8 @@ static int print_json(const nr_engine *e, const nr_engine_summary *p, long long 
 int nr_cli_inspect(int argc, char **argv) {
   const char *path = NULL;
   bool json = false;
-  nr_engine_load_options opts = {sizeof opts, 0};
+  const char *verify = NULL;
+  bool unsafe = false;
   for (int i = 1; i < argc; i++) {
     if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
       inspect_usage(stdout);
@@ -266,7 +269,9 @@ int nr_cli_inspect(int argc, char **argv) {
     } else if (!strcmp(argv[i], "--json")) {
       json = true;
     } else if (!strcmp(argv[i], "--unsafe-ignore-environment")) {
-      opts.unsafe_ignore_environment = 1;
+      unsafe = true;
+    } else if (!strcmp(argv[i], "--verify") && i + 1 < argc) {
+      verify = argv[++i];
     } else if (argv[i][0] != '-' && !path) {
       path = argv[i];
     } else {
@@ -281,7 +286,7 @@ int nr_cli_inspect(int argc, char **argv) {
   }
   nr_error err = {0};
   nr_engine *e = NULL;
-  if (nr_engine_load(path, &opts, &e, &err))
+  if (nr_cli_load_engine(path, unsafe, verify, &e, &err))
     return nr_cli_fail(&err);
   struct stat sb;
   long long bytes = stat(path, &sb) == 0 ? (long long)sb.st_size : -1;

@@ -23,7 +23,7 @@
 #define MAX_ARGS 64
 
 typedef struct run_args {
-  const char *path, *inputs_dir, *output_dir, *route, *calibration;
+  const char *path, *inputs_dir, *output_dir, *route, *calibration, *verify;
   const char *input_spec[MAX_ARGS], *shape_spec[MAX_ARGS];
   int n_inputs, n_shapes, threads;
   bool reference, unsafe;
@@ -43,7 +43,7 @@ static void run_usage(FILE *f) {
           "                   [--input NAME=FILE]... [--inputs-dir DIR]\n"
           "                   [--shape NAME=DIMS]... [--seed N] [--output-dir DIR]\n"
           "                   [--calibration SPEC] [--device cpu|cuda]\n"
-          "                   [--unsafe-ignore-environment]\n\n"
+          "                   [--unsafe-ignore-environment] [--verify KEYFILE]\n\n"
           "Runs an ONNX model (compiled along ROUTE, default: the default route; with\n"
           "--reference on the reference executor) or an engine file, and writes\n"
           "DIR/<output>.npy (default DIR: the current directory). FILE is .npy or .pb;\n"
@@ -56,7 +56,8 @@ static void run_usage(FILE *f) {
           "DIMS looks like 1x3x224x224. Names with characters outside [A-Za-z0-9._-]\n"
           "use '_' for them in file names. --calibration (see `nnroute build --help`)\n"
           "is needed when ROUTE puts nodes in int8. --device cuda builds the model for\n"
-          "the GPU (`nnroute knobs MODEL --device cuda` lists its knobs).\n");
+          "the GPU (`nnroute knobs MODEL --device cuda` lists its knobs). --verify\n"
+          "refuses an ENGINE not signed with KEYFILE (`nnroute build --sign`).\n");
 }
 
 static int parse_args(int argc, char **argv, run_args *a) {
@@ -93,6 +94,8 @@ static int parse_args(int argc, char **argv, run_args *a) {
       a->reference = true;
     } else if (!strcmp(arg, "--unsafe-ignore-environment")) {
       a->unsafe = true;
+    } else if (!strcmp(arg, "--verify") && v) {
+      a->verify = argv[++i];
     } else if (arg[0] != '-' && !a->path) {
       a->path = arg;
     } else {
@@ -407,13 +410,15 @@ static bool is_engine_file(const char *path) {
 }
 
 static nr_status open_source(const run_args *a, run_source *s, nr_error *err) {
+  if (!is_engine_file(a->path) && a->verify)
+    return nr_errorf(err, NR_ERR_INVALID_ARGUMENT,
+                     "'%s' is not an engine file: --verify checks engines", a->path);
   if (!is_engine_file(a->path))
     return nr_model_load(a->path, NULL, &s->model, err);
   if (a->reference || a->route)
     return nr_errorf(err, NR_ERR_INVALID_ARGUMENT,
                      "'%s' is an engine: --route and --reference need a model", a->path);
-  nr_engine_load_options o = {sizeof o, a->unsafe};
-  return nr_engine_load(a->path, &o, &s->engine, err);
+  return nr_cli_load_engine(a->path, a->unsafe, a->verify, &s->engine, err);
 }
 
 static int run_with(run_source *s, const run_args *a, nr_value *vals, nr_buffer *ins,

@@ -69,6 +69,38 @@ nr_status nr_cli_read_tensor(const char *path, nr_value *out, nr_error *err) {
                    "'%s': tensor files must end in .npy or .pb", path);
 }
 
+nr_status nr_cli_read_key(const char *path, uint8_t **key, size_t *len, nr_error *err) {
+  nr_status st = nr_io_read_file(path, 4096, key, len, err);
+  if (st)
+    return nr_error_prefix(err, "key file: ");
+  if (!*len) {
+    free(*key);
+    *key = NULL;
+    return nr_errorf(err, NR_ERR_INVALID_ARGUMENT, "key file '%s' is empty", path);
+  }
+  return NR_OK;
+}
+
+void nr_cli_free_key(uint8_t *key, size_t len) {
+  if (key)
+    memset(key, 0, len); /* the last use: the compiler may not drop it before free */
+  free(key);
+}
+
+nr_status nr_cli_load_engine(const char *path, bool unsafe, const char *verify_key,
+                             nr_engine **out, nr_error *err) {
+  nr_engine_load_options o = {sizeof o, unsafe};
+  uint8_t *key = NULL;
+  size_t len = 0;
+  nr_status st = verify_key ? nr_cli_read_key(verify_key, &key, &len, err) : NR_OK;
+  o.verify_key = key;
+  o.verify_key_len = len;
+  if (!st)
+    st = nr_engine_load(path, &o, out, err);
+  nr_cli_free_key(key, len);
+  return st;
+}
+
 int nr_cli_fail(const nr_error *err) {
   fprintf(stderr, "nnroute: %s: %s\n", nr_status_str(err->status), err->message);
   return 1;

@@ -35,5 +35,10 @@ nr_status nr_engine_serialize(const nr_engine *e, uint8_t **data, size_t *len,
 nr_status nr_engine_parse(const uint8_t *data, size_t len, bool check_env, nr_engine **out,
                           nr_error *err);
 void nr_engine_free(nr_engine *e);
+/* e signs its file with an HMAC-SHA-256 under a copy of key when serialized
+ * (engine_sign.c); nr_engine_clear_sign_key wipes and frees the copy (nr_engine_free
+ * calls it). An empty key is NR_ERR_INVALID_ARGUMENT. */
+nr_status nr_engine_set_sign_key(nr_engine *e, const void *key, size_t len, nr_error *err);
+void nr_engine_clear_sign_key(nr_engine *e);
 
 #endif

@@ -31,6 +31,7 @@ void nr_engine_free(nr_engine *e) {
     be->engine_detach(e);
   nr_plan_destroy(e->plan);
   nr_calibration_destroy(e->calib);
+  nr_engine_clear_sign_key(e);
   free(e);
 }
 
@@ -82,7 +83,7 @@ static nr_status read_at(int fd, uint8_t *buf, size_t len, uint64_t off, const c
   return NR_OK;
 }
 
-static nr_status load_fd(int fd, uint64_t size, const char *path, bool env,
+static nr_status load_fd(int fd, uint64_t size, const char *path, bool env, nr_bytes key,
                          nr_engine **out, nr_error *err) {
   uint8_t probe[NR_ENGINE_HEADER_SIZE + NR_ENGINE_MAX_SECTIONS * NR_ENGINE_TABLE_ENTRY];
   size_t probe_len = size < sizeof probe ? (size_t)size : sizeof probe;
@@ -102,8 +103,8 @@ static nr_status load_fd(int fd, uint64_t size, const char *path, bool env,
   if (!st)
     st = read_at(fd, tail, (size_t)tail_len, split, path, err);
   if (!st)
-    st = nr_engine_parse_split(head, (size_t)split, tail, (size_t)tail_len, env, &adopted,
-                               out, err);
+    st = nr_engine_parse_split(head, (size_t)split, tail, (size_t)tail_len, env, key,
+                               &adopted, out, err);
   free(head);
   if (!adopted)
     free(tail);
@@ -115,10 +116,11 @@ nr_status nr_engine_load(const char *path, const nr_engine_load_options *opts,
   if (!path || !out)
     return nr_errorf(err, NR_ERR_INVALID_ARGUMENT, "nr_engine_load: no path or out");
   *out = NULL;
-  bool env = true;
-  if (opts && opts->size >= offsetof(nr_engine_load_options, unsafe_ignore_environment) +
-                                sizeof opts->unsafe_ignore_environment)
-    env = !opts->unsafe_ignore_environment;
+  nr_engine_load_options o = {sizeof o, 0};
+  if (opts) /* an older caller's smaller struct leaves the newer fields at default */
+    memcpy(&o, opts, opts->size < sizeof o ? opts->size : sizeof o);
+  bool env = !o.unsafe_ignore_environment;
+  nr_bytes key = {o.verify_key_len ? o.verify_key : NULL, o.verify_key ? o.verify_key_len : 0};
   int fd = open(path, O_RDONLY | O_CLOEXEC);
   if (fd < 0)
     return nr_errorf(err, NR_ERR_IO, "cannot open engine '%s': %s", path, strerror(errno));
@@ -131,7 +133,7 @@ nr_status nr_engine_load(const char *path, const nr_engine_load_options *opts,
                    path, (unsigned long long)sb.st_size,
                    (unsigned long long)NR_ENGINE_MAX_FILE);
   else
-    st = load_fd(fd, (uint64_t)sb.st_size, path, env, out, err);
+    st = load_fd(fd, (uint64_t)sb.st_size, path, env, key, out, err);
   close(fd);
   if (st && st != NR_ERR_IO)
     nr_error_prefix(err, "'%s': ", path);

@@ -24,8 +24,8 @@
  * Sections follow, each at an offset that is a multiple of 64, in table order,
  * ascending and non-overlapping; the bytes between the table and the first section
  * and between sections are zero padding (< 64 bytes each). Ids: 1 META, 2 GRAPH,
- * 3 PLAN, 4 WEIGHTS, each exactly once, and optionally 5 CALIB once, before WEIGHTS;
- * readers skip other ids. WEIGHTS is the last section, and the file ends right after it with a
+ * 3 PLAN, 4 WEIGHTS, each exactly once, and optionally 5 CALIB and 6 AUTH once each,
+ * before WEIGHTS; readers skip other ids. WEIGHTS is the last section, and the file ends right after it with a
  * 32-byte SHA-256 over every byte before the checksum.
  *
  * META: records {u32 key, u32 length, payload}, keys strictly ascending; unknown keys
@@ -65,6 +65,11 @@
  * CALIB: the calibration table the engine was built with (src/plan/quant.c's
  * "NRCALIB1" byte form), present only when the build had one.
  *
+ * AUTH (signed engines only, engine_sign.c): u32 algorithm (1: HMAC-SHA-256), u32
+ * reserved 0, 32-byte MAC under the signing key of every byte before the checksum,
+ * the MAC's own 32 bytes read as zeros. Checked, when the loader has a key, right
+ * after the checksum: an unsigned file or another key is refused.
+ *
  * Validation: slot dtype storable, rank 0..8, dims >= 0, nbytes at least the
  * logical size; ARENA slots nr_inside the arena, CONST slots nr_inside WEIGHTS, INPUT
  * slots naming an input index, ABSORBED slots (kind 3: a constant stored only as its
@@ -75,7 +80,12 @@
  * plan's scratch size. Any failure: NR_ERR_INVALID_MODEL "engine: <SECTION> section
  * (file offset N): ...". With the environment check on, a different fingerprint,
  * nnroute version or knob schema, or a tactic needing an ISA this process lacks,
- * gives NR_ERR_INVALID_ARGUMENT naming every difference. */
+ * gives NR_ERR_INVALID_ARGUMENT naming every difference. Last, every step is checked
+ * against what a build would make of it (engine_validate.c: the tactic runs the node's
+ * op, the step's slots are the node's tensors with their shapes, the op's shape rule
+ * gives the outputs, the tactic's validate() hook or a second prepare() agrees with
+ * the params record), and a tactic needing an ISA this process lacks is refused even
+ * with the environment check off. */
 #include "engine/engine_internal.h"
 #include "plan/quant.h"
 #include "util/error.h"
@@ -99,6 +109,7 @@ static const char *section_name(uint32_t id) {
   case NR_SECTION_PLAN: return "PLAN";
   case NR_SECTION_WEIGHTS: return "WEIGHTS";
   case NR_SECTION_CALIB: return "CALIB";
+  case NR_SECTION_AUTH: return "AUTH";
   }
   return "unknown";
 }
@@ -157,12 +168,17 @@ nr_status nr_engine_serialize(const nr_engine *e, uint8_t **data, size_t *len,
     goto done;
   if (e->calib && (st = nr_calib_serialize(e->calib, &calib, &calib_len, err)))
     goto done;
-  int ns = e->calib ? 5 : 4, w = ns - 1;
-  uint32_t id[5] = {NR_SECTION_META, NR_SECTION_GRAPH, NR_SECTION_PLAN, NR_SECTION_CALIB,
-                    NR_SECTION_WEIGHTS};
-  const uint8_t *body[5] = {meta.p, graph, plan.p, calib, p->weights};
-  uint64_t size[5] = {meta.len, graph_len, plan.len, calib_len, p->weights_size};
-  uint64_t off[5];
+  /* META, GRAPH, PLAN, then CALIB and AUTH when present, WEIGHTS last. */
+  uint8_t auth[NR_ENGINE_AUTH_SIZE] = {NR_ENGINE_AUTH_HMAC_SHA256}; /* MAC zero for now */
+  uint32_t id[6] = {NR_SECTION_META, NR_SECTION_GRAPH, NR_SECTION_PLAN};
+  const uint8_t *body[6] = {meta.p, graph, plan.p};
+  uint64_t size[6] = {meta.len, graph_len, plan.len}, off[6];
+  int ns = 3, auth_at = -1;
+  if (e->calib)
+    id[ns] = NR_SECTION_CALIB, body[ns] = calib, size[ns++] = calib_len;
+  if (e->sign_key_len)
+    auth_at = ns, id[ns] = NR_SECTION_AUTH, body[ns] = auth, size[ns++] = sizeof auth;
+  int w = ns++;
   id[w] = NR_SECTION_WEIGHTS;
   body[w] = p->weights;
   size[w] = p->weights_size;
@@ -190,6 +206,12 @@ nr_status nr_engine_serialize(const nr_engine *e, uint8_t **data, size_t *len,
     nr_wbuf_bytes(&file, body[i], size[i]);
   }
   uint8_t sum[32];
+  if (!file.oom && auth_at >= 0) { /* the MAC over the file with its own bytes zero */
+    nr_bytes all = {file.p, file.len};
+    st = nr_engine_mac(&all, 1, e->sign_key, e->sign_key_len, file.p + off[auth_at] + 8, err);
+    if (st)
+      goto done;
+  }
   if (!file.oom) {
     sha256_file(file.p, file.len, NULL, 0, sum);
     nr_wbuf_bytes(&file, sum, 32);
@@ -224,7 +246,7 @@ typedef struct file_view {
   const uint8_t *tail;
   size_t tail_len;
   uint64_t size;
-  section sec[6]; /* by id */
+  section sec[7]; /* by id */
 } file_view;
 
 static nr_status bad_file(nr_error *err, uint64_t off, const char *fmt, ...) NR_PRINTF(3, 4);
@@ -302,7 +324,7 @@ static nr_status read_table(file_view *v, uint32_t count, nr_error *err) {
     const uint8_t *pad = view_at(v, end, off - end);
     if (!pad || !all_zero(pad, off - end))
       return bad_file(err, end, "non-zero padding before section %s", section_name(id));
-    if (id >= 1 && id <= NR_SECTION_CALIB) {
+    if (id >= 1 && id <= NR_SECTION_AUTH) {
       if (v->sec[id].p)
         return bad_file(err, at, "section %s appears twice", section_name(id));
       if (!(v->sec[id].p = view_at(v, off, size)) && size)
@@ -322,6 +344,44 @@ static nr_status read_table(file_view *v, uint32_t count, nr_error *err) {
     return bad_file(err, end, "WEIGHTS must be the last section and the checksum must "
                     "follow it directly");
   return NR_OK;
+}
+
+/* Bytes [off, off+len) of the file, as at most two pieces (head, tail). */
+static int file_pieces(const file_view *v, uint64_t off, uint64_t len, nr_bytes *out) {
+  int n = 0;
+  if (off < v->head_len) {
+    uint64_t k = len < v->head_len - off ? len : v->head_len - off;
+    out[n++] = (nr_bytes){v->head + off, (size_t)k};
+    off += k, len -= k;
+  }
+  if (len && v->tail)
+    out[n++] = (nr_bytes){v->tail + (off - v->head_len), (size_t)len};
+  return n;
+}
+
+/* With a key: the AUTH section must hold the MAC of the file under it. */
+static nr_status check_auth(const file_view *v, nr_bytes key, nr_error *err) {
+  const section *a = &v->sec[NR_SECTION_AUTH];
+  if (!a->p)
+    return bad_file(err, 16, "the engine is not signed (built without a signing key), "
+                    "and a verification key was given");
+  if (a->size != NR_ENGINE_AUTH_SIZE || nr_le32(a->p) != NR_ENGINE_AUTH_HMAC_SHA256 ||
+      nr_le32(a->p + 4))
+    return bad_file(err, a->off, "AUTH section of %llu bytes, algorithm %u: not an "
+                    "HMAC-SHA-256 signature", (unsigned long long)a->size,
+                    a->size >= 4 ? nr_le32(a->p) : 0);
+  static const uint8_t zeros[32];
+  uint64_t mac_off = a->off + 8, body = v->size - NR_ENGINE_CHECKSUM_SIZE;
+  nr_bytes parts[5];
+  int n = file_pieces(v, 0, mac_off, parts);
+  parts[n++] = (nr_bytes){zeros, 32};
+  n += file_pieces(v, mac_off + 32, body - mac_off - 32, parts + n);
+  uint8_t mac[32];
+  nr_status st = nr_engine_mac(parts, n, key.p, key.len, mac, err);
+  if (!st && !nr_engine_mac_equal(mac, a->p + 8))
+    st = bad_file(err, mac_off, "signature mismatch: the engine was signed with another "
+                  "key, or changed after signing");
+  return st;
 }
 
 static nr_status check_sum(const file_view *v, nr_error *err) {
@@ -429,7 +489,9 @@ static nr_status parse_graph(const file_view *v, nr_plan *p, const plan_counts *
                              int **bind, nr_error *err) {
   rbuf r = section_reader(v, NR_SECTION_GRAPH, err);
   nr_status st = nr_engine_graph_decode(r.p, r.len, &p->graph, bind, err);
-  if (st == NR_ERR_NOMEM)
+  /* The decoder's tensor budget is the section's length here, so a tensor over it is
+   * a corrupt section, not a lack of memory. */
+  if (st == NR_ERR_NOMEM && err && !strstr(err->message, "tensor data limit"))
     return st;
   if (st) {
     char why[sizeof err->message];
@@ -507,12 +569,14 @@ static nr_status parse_sections(const file_view *v, bool env, nr_engine *e, meta
     st = take_weights(v, p, tail, adopted, err);
   if (!st)
     st = bind_constants(&rp, p, *bind);
+  if (!st)
+    st = nr_engine_validate_steps(e, err);
   return st;
 }
 
 nr_status nr_engine_parse_split(const uint8_t *head, size_t head_len, uint8_t *tail,
-                                size_t tail_len, bool check_env_flag, bool *tail_adopted,
-                                nr_engine **out, nr_error *err) {
+                                size_t tail_len, bool check_env_flag, nr_bytes key,
+                                bool *tail_adopted, nr_engine **out, nr_error *err) {
   *out = NULL;
   *tail_adopted = false;
   file_view v = {head, head_len, tail, tail ? tail_len : 0, 0, {{0}}};
@@ -522,6 +586,8 @@ nr_status nr_engine_parse_split(const uint8_t *head, size_t head_len, uint8_t *t
     st = read_table(&v, count, err);
   if (!st)
     st = check_sum(&v, err);
+  if (!st && key.len)
+    st = check_auth(&v, key, err);
   if (st)
     return st;
   nr_engine *e = calloc(1, sizeof *e);
@@ -549,5 +615,5 @@ nr_status nr_engine_parse(const uint8_t *data, size_t len, bool check_env_flag,
     return nr_errorf(err, NR_ERR_INVALID_ARGUMENT, "nr_engine_parse: no data or no out");
   bool adopted;
   return nr_engine_parse_split(data ? data : (const uint8_t *)"", len, NULL, 0,
-                               check_env_flag, &adopted, out, err);
+                               check_env_flag, (nr_bytes){NULL, 0}, &adopted, out, err);
 }

@@ -28,7 +28,10 @@ enum {
   NR_SECTION_PLAN = 3,
   NR_SECTION_WEIGHTS = 4,
   NR_SECTION_CALIB = 5, /* optional: the calibration table int8 steps were built from */
+  NR_SECTION_AUTH = 6,  /* optional: HMAC-SHA-256 of the file (engine_sign.c) */
 };
+#define NR_ENGINE_AUTH_SIZE 40u /* u32 algorithm (1), u32 reserved, 32-byte MAC */
+#define NR_ENGINE_AUTH_HMAC_SHA256 1u
 
 /* ---- engine_sections.c: byte cursors, META and PLAN ------------------------------ */
 
@@ -107,6 +110,24 @@ nr_status nr_engine_graph_encode(const nr_plan *plan, uint8_t **out, size_t *len
 nr_status nr_engine_graph_decode(const uint8_t *data, size_t len, nr_graph **out,
                                  int **bind, nr_error *err);
 
+/* ---- engine_validate.c: the semantic check of every step ----------------------- */
+
+/* Every step of e's plan (graph, slots and weights in place) against what the build
+ * would have made of it: the generic checks, then the tactic's validate() hook.
+ * NR_ERR_INVALID_MODEL naming the step, tactic, node and field. */
+nr_status nr_engine_validate_steps(const nr_engine *e, nr_error *err);
+
+/* ---- engine_sign.c: the AUTH section's HMAC ------------------------------------------ */
+
+typedef struct nr_bytes {
+  const uint8_t *p;
+  size_t len;
+} nr_bytes;
+/* HMAC-SHA-256 under key of the concatenation of parts[0..n). */
+nr_status nr_engine_mac(const nr_bytes *parts, int n, const uint8_t *key, size_t key_len,
+                        uint8_t out[32], nr_error *err);
+bool nr_engine_mac_equal(const uint8_t a[32], const uint8_t b[32]); /* constant time */
+
 /* ---- engine_format.c -------------------------------------------------------------- */
 
 /* Given at least the first NR_ENGINE_HEADER_SIZE + table bytes of a file of file_size
@@ -117,8 +138,11 @@ uint64_t nr_engine_split_point(const uint8_t *head, size_t head_len, uint64_t fi
  * tail, when not NULL, must be 64-byte aligned and malloc'ed; when the WEIGHTS
  * section starts exactly at tail, the plan adopts it as its weights buffer and
  * *tail_adopted is set (the caller must not free it then). */
+/* key, when its len is not 0, must have signed the file (the AUTH section): an
+ * unsigned file or another key is NR_ERR_INVALID_MODEL, before any section is
+ * parsed. */
 nr_status nr_engine_parse_split(const uint8_t *head, size_t head_len, uint8_t *tail,
-                                size_t tail_len, bool check_env, bool *tail_adopted,
-                                nr_engine **out, nr_error *err);
+                                size_t tail_len, bool check_env, nr_bytes key,
+                                bool *tail_adopted, nr_engine **out, nr_error *err);
 
 #endif

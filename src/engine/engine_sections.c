@@ -537,6 +537,8 @@ static uint64_t logical_bytes(const nr_slot *s) {
 static nr_status check_slot(rbuf *r, const nr_plan *p, int i) {
   const nr_slot *s = &p->slots[i];
   uint64_t need = logical_bytes(s);
+  if (need != UINT64_MAX && s->layout != NR_LAYOUT_PLAIN)
+    need = nr_slot_bytes(s, s->layout); /* NCHW8c pads channels */
   if (need == UINT64_MAX || s->nbytes < need)
     return nr_rbuf_fail(r, "slot %d '%.200s' has %llu bytes, less than its shape needs", i,
                   s->name, (unsigned long long)s->nbytes);
@@ -577,6 +579,9 @@ static nr_status check_step(rbuf *r, const nr_plan *p, const plan_counts *c, int
     nr_slot_kind kind = s >= 0 ? p->slots[s].kind : NR_SLOT_ARENA;
     if (k >= st->n_in && (kind == NR_SLOT_CONST || kind == NR_SLOT_ABSORBED))
       return nr_rbuf_fail(r, "step %d (%s) writes constant slot %d", i, st->tactic->id, s);
+    if (k >= st->n_in && kind == NR_SLOT_INPUT)
+      return nr_rbuf_fail(r, "step %d (%s) writes graph input slot %d", i, st->tactic->id,
+                          s);
     /* An absorbed constant has no bytes: only a step with packed data can read it. */
     if (kind == NR_SLOT_ABSORBED && !st->packed_size)
       return nr_rbuf_fail(r, "step %d (%s) reads absorbed constant slot %d but has no packed "

@@ -44,6 +44,9 @@ struct nr_engine {
   struct nr_calibration *calib; /* owned copy of the build's calibration, or NULL */
   void *device_state;      /* device engines: the backend's per-engine state (the
                               weights uploaded once), owned by the backend */
+  uint8_t *sign_key;       /* HMAC key its file is signed with when saved, or NULL
+                              (owned copy; engine/engine_sign.c) */
+  size_t sign_key_len;
 };
 
 #endif

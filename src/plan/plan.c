@@ -184,8 +184,9 @@ const void *nr_step_const(const nr_tactic_ctx *c, int i) {
 }
 
 void nr_step_absorb(nr_step *st, int i) {
-  assert(i >= 0 && i < st->n_in); /* a tactic names one of its own inputs */
-  if (i >= 0 && i < 32) /* a later input stays stored: correct, only larger */
+  /* A tactic names one of its own inputs; an engine's step prepared again at load
+   * (engine_validate.c) may have fewer, and is then refused by its comparison. */
+  if (i >= 0 && i < st->n_in && i < 32) /* a later input stays stored: correct, only larger */
     st->absorbed |= 1u << i;
 }
 

@@ -137,7 +137,19 @@ struct nr_tactic {
    * give 8-bit activations; asked by the int8_chain pass after layout, before prepare,
    * which then sees the slots' dtypes. NULL: fp32 in and out. */
   bool (*io8)(const nr_tactic_ctx *c, nr_io8 *cap);
+  /* Optional: checks a loaded engine's step before any kernel sees it. c describes
+   * the step as the file gave it (plan, node, step; c->err for the message); the
+   * generic checks (engine/engine_validate.c: op type, node, slot shapes against the
+   * op's shape rule, ranges) have already passed. The hook re-derives what prepare()
+   * derived from the step's slots (the params fields run() indexes memory with, the
+   * packed-data and scratch sizes) and refuses a step that disagrees with
+   * NR_ERR_INVALID_MODEL naming the field. NULL: the generic checks only. */
+  nr_status (*validate)(const nr_tactic_ctx *c);
 };
+
+/* A validate() failure: NR_ERR_INVALID_MODEL "step K (tactic): field: why". */
+nr_status nr_step_invalid(const nr_tactic_ctx *c, const char *field, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
 
 /* A view of c's plan in which the uint8 activation slots (the int8_chain pass) read
  * as float32, for code that accepts float tensors only (nr_conv_parse, a prepare()

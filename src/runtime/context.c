@@ -13,11 +13,11 @@
  * streams and the running of the steps there. */
 #include "backends/backend.h"
 #include "plan/engine.h"
+#include "plan/step_infer.h"
 #include "runtime/profile.h"
 #include "util/error.h"
 #include "util/threadpool.h"
 
-#include <assert.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -40,9 +40,15 @@ struct nr_context {
    * step read one anyway, it reads zeros instead of dereferencing NULL. calloc maps
    * large blocks lazily, so the pages cost nothing until touched. */
   void *absorbed;
+  /* Per step: its output shapes depend on the data of a run-time input (a Reshape's
+   * shape, a Reduce's axes, Resize's sizes fed as graph inputs), so each run checks
+   * that data against the shapes the plan was built for before the step runs. */
+  bool *data_shapes;
 };
 
 static void *alloc_aligned(uint64_t size) {
+  if (size > SIZE_MAX - ALIGN) /* a size from a file: rounding up must not wrap */
+    return NULL;
   size = (size + ALIGN - 1) & ~(uint64_t)(ALIGN - 1);
   return aligned_alloc(ALIGN, size ? size : ALIGN);
 }
@@ -137,6 +143,66 @@ static nr_status check_plan(const nr_plan *p, nr_error *err) {
   return st;
 }
 
+static const char *slot_describe(const nr_slot *s, char *buf, size_t cap);
+
+/* ---- outputs whose shape a run's data decides --------------------------------------- */
+
+/* The steps whose rule leaves an output shape unknown without run-time data. */
+static nr_status find_data_shapes(nr_context *c, nr_error *err) {
+  const nr_plan *p = c->plan;
+  c->data_shapes = calloc((size_t)p->n_steps + 1, sizeof *c->data_shapes);
+  if (!c->data_shapes)
+    return nr_errorf(err, NR_ERR_NOMEM, "nr_context_create: out of memory");
+  for (int k = 0; k < p->n_steps; k++) {
+    nr_value out[NR_STEP_MAX_IO];
+    nr_error ie = {0};
+    c->data_shapes[k] = !nr_step_infer(p, &p->steps[k], NULL, 0, out, &ie) &&
+                        nr_step_shape_differs(p, &p->steps[k], out, true) >= 0;
+  }
+  return NR_OK;
+}
+
+/* The input of step st that decides output o's shape: the first whose data, left
+ * out, no longer gives o a shape other than the plan's; -1 if none alone does. */
+static int deciding_input(const nr_plan *p, const nr_step *st, void *const *in, int o) {
+  for (int i = 0; i < st->n_in && i < 32; i++) {
+    nr_value out[NR_STEP_MAX_IO];
+    nr_error ie = {0};
+    if (st->in[i] < 0 || !in[i] || p->slots[st->in[i]].kind == NR_SLOT_CONST)
+      continue;
+    if (!nr_step_infer(p, st, in, 1u << i, out, &ie) &&
+        nr_step_shape_differs(p, st, out, false) != o)
+      return i;
+  }
+  return -1;
+}
+
+/* Before step k runs: the data it is fed must give the output shapes of the plan. */
+static nr_status check_data_shapes(const nr_context *c, int k, void *const *in,
+                                   nr_error *err) {
+  const nr_plan *p = c->plan;
+  const nr_step *st = &p->steps[k];
+  const nr_node *n = &p->graph->nodes[st->node];
+  nr_value out[NR_STEP_MAX_IO];
+  nr_error ie = {0};
+  char got[128], want[128];
+  if (nr_step_infer(p, st, in, 0, out, &ie))
+    return nr_errorf(err, NR_ERR_SHAPE, "step %d, node '%s' (%s): the run's inputs do not "
+                     "fit the op: %s", k, n->name, n->op_type, ie.message);
+  int o = nr_step_shape_differs(p, st, out, false);
+  if (o < 0)
+    return NR_OK;
+  int i = deciding_input(p, st, in, o);
+  const nr_slot *y = &p->slots[st->out[o]];
+  return nr_errorf(err, NR_ERR_SHAPE, "step %d, node '%s' (%s): input %d '%s' gives output "
+                   "'%s' the shape %s, but the engine was built for %s; a value that "
+                   "decides a shape is fixed when the engine is built (rebuild it for this "
+                   "value)", k, n->name, n->op_type, i,
+                   i >= 0 && p->slots[st->in[i]].name ? p->slots[st->in[i]].name : "?",
+                   y->name ? y->name : "?", nr_value_describe(&out[o], got, sizeof got),
+                   slot_describe(y, want, sizeof want));
+}
+
 /* ---- create / destroy ----------------------------------------------------------- */
 
 /* The backend uploads the engine's weights once (its first context) and makes the
@@ -181,6 +247,10 @@ nr_status nr_context_create(const nr_engine *engine, int threads, nr_context **o
     if (c->plan->slots[i].kind == NR_SLOT_ABSORBED && c->plan->slots[i].nbytes > absorbed)
       absorbed = c->plan->slots[i].nbytes;
   c->absorbed = absorbed ? calloc(1, absorbed) : NULL;
+  if ((st = find_data_shapes(c, err))) {
+    nr_context_destroy(c);
+    return st;
+  }
   if (threads != 1)
     c->pool = nr_threadpool_create(threads);
   if (!c->arena || !c->scratch || (threads != 1 && !c->pool) || (absorbed && !c->absorbed)) {
@@ -204,6 +274,7 @@ void nr_context_destroy(nr_context *c) {
   free(c->arena);
   free(c->scratch);
   free(c->absorbed);
+  free(c->data_shapes);
   free(c);
 }
 
@@ -275,9 +346,8 @@ static nr_status check_outputs(const nr_plan *p, const nr_buffer *out, nr_error 
 }
 
 static void *slot_data(const nr_context *c, const nr_buffer *inputs, int idx) {
-  if (idx < 0)
+  if (idx < 0 || idx >= c->plan->n_slots) /* check_plan refused such a step already */
     return NULL;
-  assert(idx < c->plan->n_slots); /* check_plan checked every step's slots */
   const nr_slot *s = &c->plan->slots[idx];
   switch (s->kind) {
   case NR_SLOT_ARENA: return c->arena + s->offset;
@@ -285,8 +355,7 @@ static void *slot_data(const nr_context *c, const nr_buffer *inputs, int idx) {
   case NR_SLOT_INPUT: return inputs[s->offset].data;
   case NR_SLOT_ABSORBED: return c->absorbed; /* its readers use their packed data */
   }
-  assert(!"slot kind outside the four check_plan admits");
-  return NULL;
+  return NULL; /* a kind check_plan does not admit */
 }
 
 static nr_status run_step(nr_context *c, int k, const nr_buffer *inputs, nr_error *err) {
@@ -309,7 +378,10 @@ static nr_status run_step(nr_context *c, int k, const nr_buffer *inputs, nr_erro
       .packed = st->packed_size ? p->weights + st->packed_offset : NULL,
       .scratch = c->scratch, .pool = c->pool, .err = err,
   };
-  nr_status s = st->tactic->run(&a);
+  nr_status s = c->data_shapes[k] ? check_data_shapes(c, k, in, err) : NR_OK;
+  if (s)
+    return s;
+  s = st->tactic->run(&a);
   if (s == NR_OK)
     return NR_OK;
   if (err->status == NR_OK)

@@ -33,6 +33,29 @@ static nr_status ref_prepare(const nr_tactic_ctx *c, nr_plan *plan, nr_step *ste
   return NR_OK;
 }
 
+/* A loaded step: a kernel that writes the buffers it is given, and plain inputs and
+ * outputs (the reference kernels index every buffer in ONNX order). A subgraph op
+ * fails cleanly at run time (no executor scope), so it is not refused here. */
+static nr_status ref_validate(const nr_tactic_ctx *c) {
+  const nr_node *n = c->node;
+  if (!n || !n->def || !n->def->run || (n->def->flags & NR_OP_ALLOCATES_OUTPUTS))
+    return nr_step_invalid(c, "node", "the reference tactic has no kernel for it that "
+                           "writes the plan's buffers");
+  for (int i = 0; i < c->step->n_in; i++) {
+    const nr_slot *s = nr_step_in(c, i);
+    if (s && s->layout != NR_LAYOUT_PLAIN)
+      return nr_step_invalid(c, "input", "%d is in layout %s, not plain", i,
+                             nr_layout_name(s->layout));
+  }
+  for (int o = 0; o < c->step->n_out; o++) {
+    const nr_slot *s = nr_step_out(c, o);
+    if (s && s->layout != NR_LAYOUT_PLAIN)
+      return nr_step_invalid(c, "output", "%d is in layout %s, not plain", o,
+                             nr_layout_name(s->layout));
+  }
+  return NR_OK;
+}
+
 static void to_value(const nr_slot *s, void *data, nr_value *v) {
   memset(v, 0, sizeof *v);
   v->dtype = s->dtype;
@@ -66,6 +89,6 @@ static nr_status ref_run(const nr_exec_args *a) {
 
 const nr_tactic nr_tactics_ref[] = {
     {"ref", "*", "*", "ref", "ref", NR_LAYOUT_PLAIN, 0, -1000, ref_supports, ref_prepare,
-     ref_run},
+     ref_run, .validate = ref_validate},
     {0},
 };

@@ -108,7 +108,8 @@ void gemm_view_from_ctx(const nr_tactic_ctx *c, gemm_view *v) {
   nr_node_io_from_ctx(c, &v->io);
   for (int i = 0; i < 4; i++) {
     const nr_slot *s = nr_step_in(c, i);
-    v->is_const[i] = s && s->kind == NR_SLOT_CONST;
+    /* absorbed: a constant of a loaded engine stored only as packed data */
+    v->is_const[i] = s && (s->kind == NR_SLOT_CONST || s->kind == NR_SLOT_ABSORBED);
   }
 }
 
@@ -452,6 +453,118 @@ static nr_status ip_prepare(const nr_tactic_ctx *c, nr_plan *plan, nr_step *st) 
                                         c->err);
 }
 
+/* ---- validate: a loaded step against its slots ------------------------------------ */
+
+/* The analysis fields of the stored record must be what the slots give. */
+static nr_status check_analysis(const nr_tactic_ctx *c, const nr_gemm_step_params *p,
+                                const nr_gemm_step_params *q) {
+  const unsigned derived = GEMM_F_TA | GEMM_F_TB | GEMM_F_BATCHED | GEMM_F_A_CONST |
+                           GEMM_F_B_CONST;
+  if (p->m != q->m || p->n != q->n || p->k != q->k || p->batch != q->batch)
+    return nr_step_invalid(c, "params.m/n/k/batch", "%lld x %lld x %lld (batch %d); the "
+                           "slots give %lld x %lld x %lld (batch %d)", (long long)p->m,
+                           (long long)p->n, (long long)p->k, p->batch, (long long)q->m,
+                           (long long)q->n, (long long)q->k, q->batch);
+  if ((p->flags & derived) != (q->flags & derived) || p->op != q->op || p->bias != q->bias ||
+      p->resid != q->resid || p->act != q->act)
+    return nr_step_invalid(c, "params.flags", "flags 0x%x, op %u, bias %u, resid %u, act %u; "
+                           "the node gives 0x%x, %u, %u, %u, %u", p->flags & derived, p->op,
+                           p->bias, p->resid, p->act, q->flags & derived, q->op, q->bias,
+                           q->resid, q->act);
+  if (memcmp(&p->alpha, &q->alpha, sizeof p->alpha) ||
+      memcmp(&p->beta, &q->beta, sizeof p->beta) ||
+      memcmp(&p->act_a, &q->act_a, sizeof p->act_a) ||
+      memcmp(&p->act_b, &q->act_b, sizeof p->act_b))
+    return nr_step_invalid(c, "params.alpha/beta/act", "differ from the node's attributes");
+  return NR_OK;
+}
+
+/* Packed operands and bias: sizes as prepare_common computed them. */
+static nr_status check_packing(const nr_tactic_ctx *c, const nr_gemm_step_params *p,
+                               bool may_pack) {
+  bool pa = (p->flags & GEMM_F_PA) != 0, pb = (p->flags & GEMM_F_PB) != 0;
+  if ((pa || pb) && (!may_pack || (pa && pb) ||
+                     (pb && !(p->flags & GEMM_F_B_CONST)) ||
+                     (pa && (!(p->flags & GEMM_F_A_CONST) || (p->flags & GEMM_F_BATCHED)))))
+    return nr_step_invalid(c, "params.flags", "packs %s, which this tactic and node do "
+                           "not allow", pa ? "A" : "B");
+  for (int i = 0; i < 2; i++) {
+    const nr_slot *s = nr_step_in(c, i);
+    if (s && s->kind == NR_SLOT_ABSORBED && !(i ? pb : pa))
+      return nr_step_invalid(c, "params.flags", "input %d has no stored bytes but is not "
+                             "packed", i);
+  }
+  int64_t bs_batch = 1;
+  const nr_slot *bs = nr_step_in(c, 1);
+  for (int d = 0; pb && bs && d + 2 < bs->rank; d++)
+    bs_batch *= bs->dims[d];
+  uint64_t ops = (pb ? nr_gemm_packed_b_size(p->cfg, p->k, p->n) * (uint64_t)bs_batch : 0) +
+                 (pa ? nr_gemm_packed_a_size(p->cfg, p->m, p->k) : 0);
+  bool packed_bias = p->bias == GEMM_BIAS_PACKED_COL || p->bias == GEMM_BIAS_PACKED_ROW;
+  uint64_t blen = packed_bias ? (uint64_t)(p->bias == GEMM_BIAS_PACKED_ROW ? p->m : p->n) : 0;
+  if (c->step->packed_size != ops + blen * sizeof(float) ||
+      p->bias_off != (uint32_t)(ops / sizeof(float)))
+    return nr_step_invalid(c, "packed_size", "%llu bytes (bias at float %u); the record "
+                           "needs %llu (bias at %llu)",
+                           (unsigned long long)c->step->packed_size, p->bias_off,
+                           (unsigned long long)(ops + blen * sizeof(float)),
+                           (unsigned long long)(ops / sizeof(float)));
+  return NR_OK;
+}
+
+/* The nnroute kernels: the record's micro-kernel is the tactic's, and the scratch holds
+ * a packing buffer per thread the record says it may use. */
+static nr_status check_nn(const nr_tactic_ctx *c, const nr_gemm_step_params *p) {
+  int uk = p->cfg.ukernel;
+  if (uk >= nr_gemm_ukernel_count() || strcmp(nr_gemm_ukernel_get(uk)->name, c->step->tactic->id))
+    return nr_step_invalid(c, "params.cfg.ukernel", "%d is not the tactic's micro-kernel", uk);
+  if (!p->cfg.mc || !p->cfg.kc || !p->cfg.nc || !p->threads)
+    return nr_step_invalid(c, "params.cfg", "mc %u, kc %u, nc %u, threads %u (all must be "
+                           "positive)", p->cfg.mc, p->cfg.kc, p->cfg.nc, p->threads);
+  uint64_t need = (uint64_t)p->threads * nr_gemm_scratch_size(p->cfg, p->m, p->n, p->k, 1);
+  if (c->step->scratch < need)
+    return nr_step_invalid(c, "scratch", "%llu bytes; %u threads need %llu",
+                           (unsigned long long)c->step->scratch, p->threads,
+                           (unsigned long long)need);
+  return NR_OK;
+}
+
+/* oneDNN's scratchpads, sized again for the threads the engine was built for. */
+static nr_status check_lib_scratch(const nr_tactic_ctx *c, const nr_gemm_step_params *p) {
+  uint64_t need = 0;
+  nr_status s = NR_OK;
+  if (c->step->tactic->run == gemm_onednn_run)
+    s = gemm_onednn_scratch(p, nr_extlib_build_threads(c), &need, c->err);
+  else if (c->step->tactic->run == gemm_onednn_ip_run)
+    s = gemm_onednn_ip_fits(p) ? gemm_onednn_ip_scratch(p, nr_extlib_build_threads(c),
+                                                        &need, c->err)
+                               : nr_step_invalid(c, "params", "not an inner product");
+  if (s)
+    return s;
+  if (c->step->scratch < need)
+    return nr_step_invalid(c, "scratch", "%llu bytes; the library needs %llu",
+                           (unsigned long long)c->step->scratch, (unsigned long long)need);
+  return NR_OK;
+}
+
+static nr_status gemm_validate(const nr_tactic_ctx *c) {
+  gemm_view v;
+  nr_gemm_step_params p, q;
+  memcpy(&p, c->step->params, sizeof p);
+  gemm_view_from_ctx(c, &v);
+  if (!gemm_analyze(&v, &q))
+    return nr_step_invalid(c, "slots", "no GEMM tactic runs a node of these shapes");
+  bool nn = c->step->tactic->run == nn_run;
+  nr_status s = check_analysis(c, &p, &q);
+  if (!s)
+    s = check_packing(c, &p, nn);
+  if (!s && (p.split & ~NR_GEMM_SPLIT_ANY_THREAD) > NR_GEMM_SPLIT_N)
+    s = nr_step_invalid(c, "params.split", "%u", p.split);
+  if (!s)
+    s = nn ? check_nn(c, &p) : check_lib_scratch(c, &p);
+  return s;
+}
+
 /* ---- the table ------------------------------------------------------------------- */
 
 /* Heuristic order: on AVX-512, 1x32 for M <= 4 (the 1-row kernels only support
@@ -464,14 +577,14 @@ static nr_status ip_prepare(const nr_tactic_ctx *c, nr_plan *plan, nr_step *st) 
 
 #define NR_GEMM_UKERNEL(name, mr, nr, isa)                                              \
   {#name, GEMM_DOMAIN, GEMM_OP, "nnroute", "gemm", NR_LAYOUT_PLAIN, isa,               \
-   NN_PRIORITY(mr, isa), sup_##name, prep_##name, nn_run},
+   NN_PRIORITY(mr, isa), sup_##name, prep_##name, nn_run, .validate = gemm_validate},
 #define LIB_ROWS                                                                       \
   {"openblas_sgemm", GEMM_DOMAIN, GEMM_OP, "openblas", "gemm", NR_LAYOUT_PLAIN, 0, 40,   \
-   lib_supports, lib_prepare, gemm_openblas_run},                                      \
+   lib_supports, lib_prepare, gemm_openblas_run, .validate = gemm_validate},                                      \
   {"onednn_matmul", GEMM_DOMAIN, GEMM_OP, "onednn", "gemm", NR_LAYOUT_PLAIN, 0, 30,      \
-   onednn_supports, onednn_prepare, gemm_onednn_run},                                  \
+   onednn_supports, onednn_prepare, gemm_onednn_run, .validate = gemm_validate},                                  \
   {"onednn_inner_product", GEMM_DOMAIN, GEMM_OP, "onednn", "gemm", NR_LAYOUT_PLAIN, 0,   \
-   29, ip_supports, ip_prepare, gemm_onednn_ip_run},
+   29, ip_supports, ip_prepare, gemm_onednn_ip_run, .validate = gemm_validate},
 
 const nr_tactic nr_tactics_gemm[] = {
 #define GEMM_DOMAIN ""
