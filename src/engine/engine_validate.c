@@ -90,10 +90,13 @@ static nr_status check_tactic(const nr_tactic_ctx *c) {
 }
 
 /* A reorder, cast or fault step copies one tensor: one input, one output, same shape
- * (and dtype, but for the casts the CUDA fp16 pass places). */
+ * (and dtype, but for the casts the CUDA fp16 pass places). A fault step with
+ * test.on_zeros also reads the graph input it looks at, as a second input. */
 static nr_status check_copy_step(const nr_tactic_ctx *c) {
   const nr_step *st = c->step;
-  if (st->n_in != 1 || st->n_out != 1 || st->in[0] < 0 || st->out[0] < 0)
+  int n_in = !strcmp(st->tactic->id, "nr_test_fault") && st->n_in == 2 ? 2 : 1;
+  if (st->n_in != n_in || st->n_out != 1 || st->in[0] < 0 || st->out[0] < 0 ||
+      (n_in == 2 && st->in[1] < 0))
     return nr_step_invalid(c, "slots", "%d inputs and %d outputs (one of each, present)",
                            st->n_in, st->n_out);
   const nr_slot *a = &c->plan->slots[st->in[0]], *b = &c->plan->slots[st->out[0]];

@@ -15,6 +15,7 @@
  * again (with its model's route first in the list); NR_TAMPER_INPROC=1 runs them in this process
  * (to debug one). */
 #include "engine/engine.h"
+#include "plan/plan.h"
 #include "rng.h"
 #include "unit.h"
 #include "util/sha256.h"
@@ -92,12 +93,12 @@ static void walk_step(walker *w) {
   skip_bytes(w, take(w, 4, false)); /* tactic id */
   take(w, 4, true);                 /* node */
   uint32_t n_in = (uint32_t)take(w, 4, true), n_out = (uint32_t)take(w, 4, true);
-  for (uint32_t k = 0; k < n_in + n_out && k < 64 && !w->bad; k++)
+  for (uint32_t k = 0; k < n_in + n_out && k < 2 * NR_STEP_MAX_IO && !w->bad; k++)
     take(w, 4, true);
   for (int i = 0; i < 3; i++)
     take(w, 8, true); /* packed offset, packed size, scratch */
   take(w, 4, true);   /* threads */
-  for (int i = 0; i < 64; i++)
+  for (int i = 0; i < NR_TACTIC_PARAMS; i++)
     take(w, 1, true); /* params */
 }
 
