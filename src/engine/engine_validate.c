@@ -225,9 +225,24 @@ static nr_status shadow_init(shadow *sh, const nr_engine *e, nr_error *err) {
   return NR_OK;
 }
 
+/* An absorbed input whose values (not only its size) prepare() reads: an integer
+ * tensor (pads, axes, sizes) or a float one of at most 16 elements (Resize's scales,
+ * a clip bound, a small bias). Zeros would not give its params back. */
+static bool absorbed_parameter(const nr_slot *s) {
+  if (s->kind != NR_SLOT_ABSORBED)
+    return false;
+  bool fl = s->dtype == NR_DTYPE_FLOAT || s->dtype == NR_DTYPE_FLOAT16 ||
+            s->dtype == NR_DTYPE_BFLOAT16;
+  int64_t n = 1;
+  for (int d = 0; d < s->rank; d++)
+    n *= s->dims[d];
+  return !fl || n <= 16;
+}
+
 /* Whether step st can be prepared again and compared: a CPU fp32/16-bit step whose
  * prepare() reads only what the file stores (int8 steps also read build-time grid
- * fields of their slots, which engines do not keep). */
+ * fields of their slots, which engines do not keep; a step with an absorbed parameter
+ * input keeps the generic checks only). */
 static bool reprepare_applies(const nr_plan *p, const nr_step *st) {
   const nr_tactic *t = st->tactic;
   if (!t->prepare || t->validate || t->device != NR_DEVICE_CPU || t->io8 ||
@@ -235,7 +250,8 @@ static bool reprepare_applies(const nr_plan *p, const nr_step *st) {
     return false;
   for (int i = 0; i < st->n_in + st->n_out; i++) {
     int s = i < st->n_in ? st->in[i] : st->out[i - st->n_in];
-    if (s >= 0 && p->slots[s].dtype == NR_DTYPE_UINT8)
+    if (s >= 0 && (p->slots[s].dtype == NR_DTYPE_UINT8 ||
+                   (i < st->n_in && absorbed_parameter(&p->slots[s]))))
       return false;
   }
   return true;
