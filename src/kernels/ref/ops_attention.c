@@ -54,6 +54,20 @@ static nr_status attn_heads(nr_op_ctx *ctx, const nr_value *q, const nr_value *k
   return NR_OK;
 }
 
+/* past_key (B, Hkv, P, d) or past_value (B, Hkv, P, dv): 4-D, each known dim as Q, K
+ * and V say (the cache kernels index it by those dims). */
+static bool past_fits(const nr_value *past, const attn_dims *a, int64_t head) {
+  if (!past)
+    return true;
+  if (past->rank != 4)
+    return false;
+  int64_t want[4] = {a->b, a->hkv, a->p, head};
+  for (int i = 0; i < 4; i++)
+    if (want[i] >= 0 && past->dims[i] >= 0 && past->dims[i] != want[i])
+      return false;
+  return true;
+}
+
 /* Reads and checks the dims; unknown dims stay -1 (static inference). */
 static nr_status attn_shape(nr_op_ctx *ctx, attn_dims *a) {
   const nr_value *q = nr_op_in(ctx, IN_Q), *k = nr_op_in(ctx, IN_K);
@@ -82,6 +96,9 @@ static nr_status attn_shape(nr_op_ctx *ctx, attn_dims *a) {
     return nr_op_fail(ctx, NR_ERR_SHAPE, "hidden sizes of Q and K do not match the heads");
   if (!a->three_d && k->dims[hd] >= 0 && a->d >= 0 && k->dims[hd] != a->d)
     return nr_op_fail(ctx, NR_ERR_SHAPE, "Q and K head sizes differ");
+  if (!past_fits(pk, a, a->d) || !past_fits(nr_op_in(ctx, IN_PAST_V), a, a->dv))
+    return nr_op_fail(ctx, NR_ERR_SHAPE, "past_key and past_value must be 4-D (batch, kv "
+                      "heads, past length, head size) and agree with K and V");
   set_strides(a->qs, a->three_d, a->hq, a->s, a->d);
   set_strides(a->ks, a->three_d, a->hkv, a->l, a->d);
   set_strides(a->vs, a->three_d, a->hkv, a->l, a->dv);

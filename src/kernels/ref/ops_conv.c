@@ -414,11 +414,12 @@ static nr_status qlinear_conv_infer(nr_op_ctx *ctx) {
   return st ? st : qconv_infer_common(ctx, &qlinear_conv_io, out);
 }
 
-/* Rounds half to even and saturates to y's 8-bit range. */
+/* Rounds half to even and saturates to y's 8-bit range; NaN (a zero scale) is 0, as
+ * QuantizeLinear maps it. */
 static void store_q8(nr_value *y, int64_t i, double v) {
   double lo = y->dtype == NR_DTYPE_INT8 ? -128 : 0,
          hi = y->dtype == NR_DTYPE_INT8 ? 127 : 255;
-  v = nearbyint(v);
+  v = isnan(v) ? 0 : nearbyint(v);
   v = v < lo ? lo : v > hi ? hi : v;
   nr_store_i64(y->dtype, y->data, i, (int64_t)v);
 }
