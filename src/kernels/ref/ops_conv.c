@@ -252,6 +252,10 @@ static nr_status transpose_resolve(nr_op_ctx *ctx, const nr_value *x, const nr_v
   for (int i = 0; !st && i < nsp; i++) {
     s->win.in[i] = x->dims[2 + i];
     s->win.out[i] = NR_DIM_UNKNOWN;
+    if (s->win.in[i] == 0) { /* (in - 1) * stride would place the window before 0 */
+      st = nr_op_fail(ctx, NR_ERR_SHAPE, "spatial dim %d of X is 0", i);
+      break;
+    }
     if (s->win.in[i] >= 0 && s->win.kernel[i] >= 0)
       transpose_dim(&s->win, i, out_pad[i], target[i]);
     if (s->win.in[i] >= 0 && s->win.kernel[i] >= 0 && s->win.out[i] < 1)
