@@ -30,11 +30,12 @@ pins=(onnx==1.23.2 onnxruntime==1.23.2 numpy==2.3.5)
 # find_package(OpenCL) and fails without it: with --no-install-recommends it must be named.
 # zlib1g-dev and gfortran (for libgfortran's link): sqlite3's and openblas's static
 # link lines (pkg-config --static, used by the install check and by static programs)
-# name -lz and -lgfortran.
+# name -lz and -lgfortran. clang: the libFuzzer harnesses (tests/fuzz, the fuzz stage of
+# scripts/test.sh); Debian 12's clang 14 has -fsanitize=fuzzer.
 packages=(build-essential cmake pkg-config git ca-certificates libprotobuf-c-dev
           protobuf-c-compiler libsqlite3-dev zlib1g-dev libcjson-dev libssl-dev
           libopenblas-dev gfortran libdnnl-dev ocl-icd-opencl-dev xz-utils python3
-          python3-venv python3-numpy)
+          python3-venv python3-numpy clang)
 [[ $models != 0 ]] && packages+=(python3-torch python3-torchvision)
 # The Fashion-MNIST images (30 MB) for bench/models/fashion_mnist.py, issue 6's top-1 model.
 [[ $models != 0 ]] && packages+=(dataset-fashion-mnist)
@@ -99,6 +100,7 @@ make_venv() {
 # in the message when the dependency probe fails, so a user on another system knows
 # what to install.
 build_needs=("pkg-config:pkg-config:pkg-config" "cmake:cmake:cmake" "cc:cc:build-essential"
+             "clang:clang:clang"
              "protoc-c:protoc-c:protobuf-c-compiler"
              "pc:libprotobuf-c:libprotobuf-c-dev" "pc:libcjson:libcjson-dev"
              "pc:libcrypto:libssl-dev" "pc:sqlite3:libsqlite3-dev"

@@ -15,6 +15,9 @@
 #               compared with ONNX Runtime, and the refusals of contradicting files
 #   asan        ASan+UBSan build in build-asan/, nr_unit with NR_FUZZ_DIR naming the node
 #               suite and the exported real models (truncated and bit-flipped copies)
+#   fuzz        tests/fuzz/run.sh: the libFuzzer harnesses (clang, ASan + UBSan) in
+#               build-fuzz/, each run NR_FUZZ_SECONDS (default 60) on its saved corpus
+#               after replaying tests/fuzz/regress/; a crash, leak or hang fails it
 #   models      export the real-model suite to build/models/ (cached) + ONNX Runtime refs
 #   check       tests/models/check_models.sh: engines built along the default route vs
 #               ONNX Runtime
@@ -117,6 +120,12 @@ do_asan() {
       UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1} "$asan/tests/nr_unit"
 }
 
+do_fuzz() {
+  local node_dir=
+  [[ -d $build/node ]] && node_dir=$(cd "$build" && pwd)/node
+  NR_FUZZ_NODE=${NR_FUZZ_NODE:-$node_dir} NR_JOBS=$jobs bash tests/fuzz/run.sh
+}
+
 do_cli() { NNROUTE=$build/nnroute bash tests/cli/check_cli_inputs.sh; }
 
 do_models() {
@@ -204,6 +213,7 @@ stage knobs "build models" do_knobs
 stage tune "build models" do_tune
 stage qdq "build models" do_qdq
 stage asan "bootstrap" do_asan
+stage fuzz "bootstrap" do_fuzz
 stage fresh "" do_fresh
 
 echo

@@ -58,7 +58,9 @@ static void drop_dead(nr_graph *g) {
       if (live) {
         g->nodes[w++] = *n;
       } else {
+        /* Cleared, not just freed: tensor_read still walks this slot in this pass. */
         nr_node_free(n);
+        memset(n, 0, sizeof *n);
         changed = true;
       }
     }

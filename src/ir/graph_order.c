@@ -210,8 +210,9 @@ int64_t nr_attr_int(const nr_node *n, const char *name, int64_t dflt) {
   const nr_attr *a = nr_node_attr(n, name);
   if (!a)
     return dflt;
-  if (a->type == NR_ATTR_FLOAT)
-    return (int64_t)a->f;
+  if (a->type == NR_ATTR_FLOAT) /* NaN reads as absent; out of range saturates */
+    return a->f != a->f ? dflt : a->f >= 0x1p63f ? INT64_MAX
+                               : a->f < -0x1p63f ? INT64_MIN : (int64_t)a->f;
   return a->type == NR_ATTR_INT ? a->i : dflt;
 }
 

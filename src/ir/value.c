@@ -13,12 +13,14 @@ int64_t nr_value_count(const nr_value *v) {
   if (v->rank < 0)
     return -1;
   int64_t n = 1;
+  bool zero = false, over = false; /* a 0 dim makes 0 whatever the others multiply to */
   for (int i = 0; i < v->rank; i++) {
     if (v->dims[i] < 0)
       return -1;
-    n *= v->dims[i];
+    zero |= v->dims[i] == 0;
+    over = over || __builtin_mul_overflow(n, v->dims[i], &n);
   }
-  return n;
+  return zero ? 0 : over ? INT64_MAX : n;
 }
 
 size_t nr_value_nbytes(const nr_value *v) {

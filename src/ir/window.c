@@ -59,6 +59,9 @@ static nr_status read_kernel(nr_op_ctx *ctx, int nsp, const int64_t *kernel_from
   }
   if (!kernel_from)
     return nr_op_fail(ctx, NR_ERR_INVALID_MODEL, "attribute kernel_shape is required");
+  for (int i = 0; i < nsp; i++)
+    if (kernel_from[i] == 0) /* an empty window: every kernel walks it out of bounds */
+      return nr_op_fail(ctx, NR_ERR_SHAPE, "the weight's kernel dim %d is 0", i);
   memcpy(w->kernel, kernel_from, sizeof(int64_t) * nsp);
   return NR_OK;
 }

@@ -8,7 +8,8 @@
  * before protobuf-c runs, a small walker follows the wire format with the message
  * descriptors and refuses nesting deeper than NR_ONNX_MAX_DEPTH; and protobuf-c
  * allocates through a counting allocator that fails past a cap proportional to the
- * input size. */
+ * input size. Messages are freed through the same allocator (a real malloc failure
+ * inside the parser reads as out of memory, not as a malformed file). */
 #include "onnx/onnx_internal.h"
 
 #include <stdbool.h>
@@ -24,7 +25,8 @@
 
 typedef struct counting_alloc {
   size_t used, cap;
-  bool refused;
+  bool refused; /* the cap was reached */
+  bool oom;     /* malloc itself failed */
 } counting_alloc;
 
 static void *counting_alloc_fn(void *data, size_t size) {
@@ -34,12 +36,17 @@ static void *counting_alloc_fn(void *data, size_t size) {
     return NULL;
   }
   ca->used += size;
-  return malloc(size ? size : 1);
+  void *p = malloc(size ? size : 1);
+  ca->oom |= !p;
+  return p;
 }
 
 static void counting_free_fn(void *data, void *ptr) {
   free(ptr);
 }
+
+/* What nr_onnx_free hands protobuf-c: freeing never allocates. */
+static ProtobufCAllocator free_alloc = {counting_alloc_fn, counting_free_fn, NULL};
 
 static int read_varint(const uint8_t **p, const uint8_t *end, uint64_t *out) {
   uint64_t v = 0;
@@ -114,7 +121,7 @@ nr_status nr_onnx_unpack(const ProtobufCMessageDescriptor *desc, const void *dat
     return nr_errorf(err, NR_ERR_INVALID_MODEL,
                      "not a valid %s (messages nested deeper than %d levels)", what,
                      NR_ONNX_MAX_DEPTH);
-  counting_alloc ca = {0, NR_ONNX_ALLOC_SLACK, false};
+  counting_alloc ca = {0, NR_ONNX_ALLOC_SLACK, false, false};
   if (len > (SIZE_MAX - ca.cap) / NR_ONNX_ALLOC_FACTOR)
     ca.cap = SIZE_MAX;
   else
@@ -124,6 +131,8 @@ nr_status nr_onnx_unpack(const ProtobufCMessageDescriptor *desc, const void *dat
     *out = protobuf_c_message_unpack(desc, &alloc, len, p);
   if (*out)
     return NR_OK;
+  if (ca.oom)
+    return nr_errorf(err, NR_ERR_NOMEM, "out of memory parsing %s (%zu bytes)", what, len);
   if (ca.refused)
     return nr_errorf(err, NR_ERR_NOMEM,
                      "not a valid %s (parsing %zu bytes needed more than %zu bytes of memory)",
@@ -133,7 +142,7 @@ nr_status nr_onnx_unpack(const ProtobufCMessageDescriptor *desc, const void *dat
 
 void nr_onnx_free(ProtobufCMessage *msg) {
   if (msg)
-    protobuf_c_message_free_unpacked(msg, NULL);
+    protobuf_c_message_free_unpacked(msg, &free_alloc);
 }
 
 char *nr_onnx_strdup(const char *s) {

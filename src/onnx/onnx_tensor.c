@@ -282,6 +282,36 @@ static nr_status from_external(const Onnx__TensorProto *t, const char *what,
 
 /* ---- conversion ------------------------------------------------------------------- */
 
+/* Elements the typed field that holds dtype carries, and that field's name. */
+static size_t typed_count(const Onnx__TensorProto *t, nr_dtype dtype, const char **field) {
+  switch (dtype) {
+  case NR_DTYPE_FLOAT: *field = "float_data"; return t->n_float_data;
+  case NR_DTYPE_DOUBLE: *field = "double_data"; return t->n_double_data;
+  case NR_DTYPE_INT64: *field = "int64_data"; return t->n_int64_data;
+  case NR_DTYPE_UINT32:
+  case NR_DTYPE_UINT64: *field = "uint64_data"; return t->n_uint64_data;
+  default: *field = "int32_data"; return t->n_int32_data;
+  }
+}
+
+/* Refuses inline data (raw_data or a typed field) that cannot fill nbytes before
+ * anything is allocated: a few bytes of dims must not cost gigabytes of zeros. */
+static nr_status check_inline(const Onnx__TensorProto *t, const char *what, nr_dtype dtype,
+                              size_t nbytes, nr_error *err) {
+  if (t->segment ||
+      (t->has_data_location && t->data_location == ONNX__TENSOR_PROTO__DATA_LOCATION__EXTERNAL))
+    return NR_OK; /* fill_data refuses segments; external data is checked against its file */
+  if (t->has_raw_data)
+    return t->raw_data.len == nbytes
+               ? NR_OK
+               : nr_errorf(err, NR_ERR_INVALID_MODEL,
+                           "%s needs %zu bytes of data but raw_data holds %zu", what, nbytes,
+                           t->raw_data.len);
+  const char *field;
+  size_t n = nbytes / nr_dtype_size(dtype), have = typed_count(t, dtype, &field);
+  return have == n ? NR_OK : count_mismatch(what, n, field, have, err);
+}
+
 static nr_status fill_data(const Onnx__TensorProto *t, const char *what,
                            const char *base_dir, nr_value *v, size_t nbytes, nr_error *err) {
   size_t size = nr_dtype_size(v->dtype);
@@ -318,6 +348,8 @@ nr_status nr_onnx_tensor_convert(const Onnx__TensorProto *t, const char *what,
   memset(&v, 0, sizeof v);
   size_t nbytes = 0;
   nr_status st = tensor_shape(t, what, limit, &v, &nbytes, err);
+  if (!st)
+    st = check_inline(t, what, v.dtype, nbytes, err);
   if (st)
     return st;
   v.data = calloc(1, nbytes ? nbytes : 1);

@@ -68,7 +68,8 @@ nr_status nr_plan_add_weights(nr_plan *p, const void *data, uint64_t size, uint6
     p->weights = w;
     p->weights_cap = cap;
   }
-  memset(p->weights + p->weights_size, 0, start - p->weights_size);
+  if (start > p->weights_size) /* zero the alignment gap (weights may still be NULL) */
+    memset(p->weights + p->weights_size, 0, start - p->weights_size);
   if (size)
     data ? memcpy(p->weights + start, data, size) : memset(p->weights + start, 0, size);
   p->weights_size = end;

@@ -345,13 +345,18 @@ static nr_status check_outputs(const nr_plan *p, const nr_buffer *out, nr_error 
   return NR_OK;
 }
 
+/* base + off, where an empty arena or weights block may be NULL (its slots are empty). */
+static void *offset_in(const void *base, uint64_t off) {
+  return base ? (uint8_t *)base + off : NULL;
+}
+
 static void *slot_data(const nr_context *c, const nr_buffer *inputs, int idx) {
   if (idx < 0 || idx >= c->plan->n_slots) /* check_plan refused such a step already */
     return NULL;
   const nr_slot *s = &c->plan->slots[idx];
   switch (s->kind) {
-  case NR_SLOT_ARENA: return c->arena + s->offset;
-  case NR_SLOT_CONST: return c->plan->weights + s->offset;
+  case NR_SLOT_ARENA: return offset_in(c->arena, s->offset);
+  case NR_SLOT_CONST: return offset_in(c->plan->weights, s->offset);
   case NR_SLOT_INPUT: return inputs[s->offset].data;
   case NR_SLOT_ABSORBED: return c->absorbed; /* its readers use their packed data */
   }
@@ -426,9 +431,11 @@ static nr_status copy_outputs(nr_context *c, const nr_buffer *inputs, nr_buffer 
   if (!fresh)
     return nr_errorf(err, NR_ERR_NOMEM, "nr_context_run: out of memory");
   nr_status st = alloc_outputs(p, outs, fresh, err);
-  for (int i = 0; !st && i < p->n_outputs; i++)
-    memcpy(outs[i].data, slot_data(c, inputs, p->outputs[i]),
-           plain_bytes(&p->slots[p->outputs[i]]));
+  for (int i = 0; !st && i < p->n_outputs; i++) {
+    size_t n = plain_bytes(&p->slots[p->outputs[i]]);
+    if (n) /* an empty output's slot may have no storage */
+      memcpy(outs[i].data, slot_data(c, inputs, p->outputs[i]), n);
+  }
   free(fresh);
   return st;
 }

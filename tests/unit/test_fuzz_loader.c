@@ -156,7 +156,11 @@ static void fuzz_file(nr_test_state *t, const char *path, uint64_t seed) {
 
 /* Fuzzes up to FUZZ_MAX_FILES models spread evenly over the tree at root. */
 static void fuzz_tree(nr_test_state *t, const char *root, uint64_t seed) {
-  nftw(root, collect, 32, FTW_PHYS);
+  /* A tree NR_FUZZ_DIR names but that holds no model is missing data: a failure, so
+   * a broken path cannot pass as a fuzzed suite. */
+  int rc = nftw(root, collect, 32, FTW_PHYS);
+  CHECK(rc == 0, "NR_FUZZ_DIR tree %s cannot be walked", root);
+  CHECK(n_found > 0, "NR_FUZZ_DIR tree %s holds no .onnx model", root);
   qsort(found, (size_t)n_found, sizeof *found, by_path);
   int picks = n_found < FUZZ_MAX_FILES ? n_found : FUZZ_MAX_FILES;
   fprintf(stderr, "fuzz_loader: %d of %d models under %s, seed 0x%llx\n", picks, n_found,

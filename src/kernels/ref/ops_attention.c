@@ -54,6 +54,20 @@ static nr_status attn_heads(nr_op_ctx *ctx, const nr_value *q, const nr_value *k
   return NR_OK;
 }
 
+/* past_key (B, Hkv, P, d) or past_value (B, Hkv, P, dv): 4-D, each known dim as Q, K
+ * and V say (the cache kernels index it by those dims). */
+static bool past_fits(const nr_value *past, const attn_dims *a, int64_t head) {
+  if (!past)
+    return true;
+  if (past->rank != 4)
+    return false;
+  int64_t want[4] = {a->b, a->hkv, a->p, head};
+  for (int i = 0; i < 4; i++)
+    if (want[i] >= 0 && past->dims[i] >= 0 && past->dims[i] != want[i])
+      return false;
+  return true;
+}
+
 /* Reads and checks the dims; unknown dims stay -1 (static inference). */
 static nr_status attn_shape(nr_op_ctx *ctx, attn_dims *a) {
   const nr_value *q = nr_op_in(ctx, IN_Q), *k = nr_op_in(ctx, IN_K);
@@ -82,6 +96,16 @@ static nr_status attn_shape(nr_op_ctx *ctx, attn_dims *a) {
     return nr_op_fail(ctx, NR_ERR_SHAPE, "hidden sizes of Q and K do not match the heads");
   if (!a->three_d && k->dims[hd] >= 0 && a->d >= 0 && k->dims[hd] != a->d)
     return nr_op_fail(ctx, NR_ERR_SHAPE, "Q and K head sizes differ");
+  const int64_t vh = a->three_d ? -1 : v->dims[1]; /* 3-D: heads come from attributes */
+  if ((k->dims[0] >= 0 && a->b >= 0 && k->dims[0] != a->b) ||
+      (v->dims[0] >= 0 && a->b >= 0 && v->dims[0] != a->b) ||
+      (v->dims[sd] >= 0 && a->l >= 0 && v->dims[sd] != a->l) ||
+      (vh >= 0 && a->hkv >= 0 && vh != a->hkv))
+    return nr_op_fail(ctx, NR_ERR_SHAPE, "K and V must agree with Q in batch and with each "
+                      "other in heads and sequence length");
+  if (!past_fits(pk, a, a->d) || !past_fits(nr_op_in(ctx, IN_PAST_V), a, a->dv))
+    return nr_op_fail(ctx, NR_ERR_SHAPE, "past_key and past_value must be 4-D (batch, kv "
+                      "heads, past length, head size) and agree with K and V");
   set_strides(a->qs, a->three_d, a->hq, a->s, a->d);
   set_strides(a->ks, a->three_d, a->hkv, a->l, a->d);
   set_strides(a->vs, a->three_d, a->hkv, a->l, a->dv);
@@ -293,6 +317,12 @@ static nr_status attn_init_row(nr_op_ctx *ctx, const attn_dims *a, attn_row_ctx 
   r->scale = sc ? (double)sc->f : 1.0 / sqrt((double)a->d);
   if (r->mask && r->mask->rank > 4)
     return nr_op_fail(ctx, NR_ERR_SHAPE, "attn_mask has rank %d (at most 4)", r->mask->rank);
+  /* Broadcast to (batch, q heads, q length, keys): each leading dim is 1 or the size. */
+  const int64_t want[3] = {a->b, a->hq, a->s};
+  for (int d = 0, e = r->mask ? r->mask->rank - 4 : 0; r->mask && d < 3; d++, e++)
+    if (e >= 0 && r->mask->dims[e] != 1 && r->mask->dims[e] != want[d])
+      return nr_op_fail(ctx, NR_ERR_SHAPE, "attn_mask dim %d is %lld; it must be 1 or %lld",
+                        e, (long long)r->mask->dims[e], (long long)want[d]);
   if (r->mask)
     mask_strides(r);
   if (r->mask && r->mlast > a->t)

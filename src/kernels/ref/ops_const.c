@@ -78,6 +78,8 @@ nr_status nr_sx_constant_run(nr_op_ctx *ctx) {
   nr_value *y = nr_op_out(ctx, 0);
   if (st)
     return st;
+  if (!y) /* a node without its output names nothing to fill */
+    return nr_op_fail(ctx, NR_ERR_INVALID_MODEL, "Constant has no output");
   switch (a->type) {
   case NR_ATTR_TENSOR: memcpy(y->data, a->t.data, nr_value_nbytes(&a->t)); break;
   case NR_ATTR_FLOAT: *(float *)y->data = a->f; break;

@@ -252,6 +252,10 @@ static nr_status transpose_resolve(nr_op_ctx *ctx, const nr_value *x, const nr_v
   for (int i = 0; !st && i < nsp; i++) {
     s->win.in[i] = x->dims[2 + i];
     s->win.out[i] = NR_DIM_UNKNOWN;
+    if (s->win.in[i] == 0) { /* (in - 1) * stride would place the window before 0 */
+      st = nr_op_fail(ctx, NR_ERR_SHAPE, "spatial dim %d of X is 0", i);
+      break;
+    }
     if (s->win.in[i] >= 0 && s->win.kernel[i] >= 0)
       transpose_dim(&s->win, i, out_pad[i], target[i]);
     if (s->win.in[i] >= 0 && s->win.kernel[i] >= 0 && s->win.out[i] < 1)
@@ -414,11 +418,12 @@ static nr_status qlinear_conv_infer(nr_op_ctx *ctx) {
   return st ? st : qconv_infer_common(ctx, &qlinear_conv_io, out);
 }
 
-/* Rounds half to even and saturates to y's 8-bit range. */
+/* Rounds half to even and saturates to y's 8-bit range; NaN (a zero scale) is 0, as
+ * QuantizeLinear maps it. */
 static void store_q8(nr_value *y, int64_t i, double v) {
   double lo = y->dtype == NR_DTYPE_INT8 ? -128 : 0,
          hi = y->dtype == NR_DTYPE_INT8 ? 127 : 255;
-  v = nearbyint(v);
+  v = isnan(v) ? 0 : nearbyint(v);
   v = v < lo ? lo : v > hi ? hi : v;
   nr_store_i64(y->dtype, y->data, i, (int64_t)v);
 }

@@ -355,9 +355,10 @@ static nr_status block_params(nr_op_ctx *ctx, int64_t *bs, bool *crd) {
 }
 
 static nr_status block_check(nr_op_ctx *ctx, const nr_value *x) {
-  if (x->rank != 4 && x->rank >= 0)
+  nr_status st = nr_op_check_arity(ctx, 1, 1); /* first: x is NULL without an input */
+  if (!st && x->rank != 4 && x->rank >= 0)
     return nr_op_fail(ctx, NR_ERR_SHAPE, "input must be 4-D, has rank %d", x->rank);
-  return nr_op_check_arity(ctx, 1, 1);
+  return st;
 }
 
 nr_status nr_sx_d2s_infer(nr_op_ctx *ctx) {

@@ -483,6 +483,7 @@ static nr_status qlinear_matmul_run(nr_op_ctx *ctx) {
     double mult = in_scale_type(st_type, scale_at(as, row) * scale_at(bs, col));
     mult = in_scale_type(st_type, mult / scale_at(ys, 0));
     double v = nearbyint((double)acc[i] * mult + zp);
+    v = isnan(v) ? 0 : v; /* a zero scale: 0/0, as QuantizeLinear maps it */
     nr_store_i64(y->dtype, y->data, i, (int64_t)(v < lo ? lo : v > hi ? hi : v));
   }
   free(acc);

@@ -9,6 +9,8 @@
 #include "kernels/ref/misc.h"
 #include "kernels/ref/ref_util.h"
 
+#include <string.h>
+
 typedef struct rope_geom {
   int64_t b, h, s, d, rdim;
   bool four_d;
@@ -49,6 +51,17 @@ static nr_status rope_check_cache(nr_op_ctx *ctx, int i, const rope_geom *g) {
   if (last >= 0 && g->rdim >= 0 && last != g->rdim / 2)
     return nr_op_fail(ctx, NR_ERR_SHAPE, "cache last dim %lld is not rotary dim / 2 "
                       "(%lld)", (long long)last, (long long)(g->rdim / 2));
+  /* The kernel reads both caches at one row index: they must agree, and without
+   * position_ids their rows must cover (batch, sequence) or the sequence. */
+  const nr_value *cos = nr_op_in(ctx, 1);
+  bool same = cos->rank < 0 || (cos->rank == c->rank &&
+                                !memcmp(cos->dims, c->dims, sizeof(int64_t) * c->rank));
+  bool covers = pos || (c->rank == 3 ? (c->dims[0] < 0 || g->b < 0 || c->dims[0] == g->b) &&
+                                           (c->dims[1] < 0 || g->s < 0 || c->dims[1] == g->s)
+                                     : c->dims[0] < 0 || g->s < 0 || c->dims[0] >= g->s);
+  if (!same || !covers)
+    return nr_op_fail(ctx, NR_ERR_SHAPE, "cos and sin caches must have one shape covering "
+                      "every (batch, position) read");
   return NR_OK;
 }
 

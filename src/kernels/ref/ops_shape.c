@@ -173,7 +173,8 @@ static nr_status reshape_resolve(nr_op_ctx *ctx, const nr_value *x, int64_t *dim
   int64_t total = nr_value_count(x), rest = 1;
   for (int i = 0; i < n; i++)
     if (i != neg)
-      rest = (rest < 0 || dims[i] < 0) ? NR_DIM_UNKNOWN : rest * dims[i];
+      rest = (rest < 0 || dims[i] < 0) ? NR_DIM_UNKNOWN
+             : __builtin_mul_overflow(rest, dims[i], &rest) ? INT64_MAX : rest;
   if (neg >= 0) {
     if (total < 0 || rest < 0) {
       dims[neg] = NR_DIM_UNKNOWN;
