@@ -546,6 +546,10 @@ static nr_status check_slot(rbuf *r, const nr_plan *p, int i) {
     return nr_rbuf_fail(r, "slot %d '%.200s' (arena offset %llu, %llu bytes) lies outside the "
                   "arena (%llu bytes)", i, s->name, (unsigned long long)s->offset,
                   (unsigned long long)s->nbytes, (unsigned long long)p->arena_size);
+  size_t el = nr_dtype_size(s->dtype);
+  if ((s->kind == NR_SLOT_ARENA || s->kind == NR_SLOT_CONST) && el > 1 && s->offset % el)
+    return nr_rbuf_fail(r, "slot %d '%.200s' (offset %llu) is not aligned to its %zu-byte "
+                  "elements", i, s->name, (unsigned long long)s->offset, el);
   if (s->kind == NR_SLOT_CONST && !nr_inside(s->offset, s->nbytes, p->weights_size))
     return nr_rbuf_fail(r, "slot %d '%.200s' (weights offset %llu, %llu bytes) lies outside "
                   "WEIGHTS (%llu bytes)", i, s->name, (unsigned long long)s->offset,

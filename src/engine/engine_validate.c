@@ -180,6 +180,7 @@ static nr_status check_shape_rule(const nr_tactic_ctx *c) {
 typedef struct shadow {
   nr_plan plan;
   void *zeros;
+  uint64_t zero_bytes; /* steps reading a larger absorbed slot are not prepared again */
   nr_knob_space space;
   nr_route route;
   bool have_route;
@@ -202,10 +203,14 @@ static nr_status shadow_init(shadow *sh, const nr_engine *e, nr_error *err) {
   sh->plan.weights_size = sh->plan.weights_cap = 0;
   sh->plan.slots = malloc(sizeof *p->slots * (size_t)(p->n_slots ? p->n_slots : 1));
   sh->plan.steps = malloc(sizeof *p->steps * (size_t)(p->n_steps ? p->n_steps : 1));
-  uint64_t zero = 0;
+  /* The zeros stand for what the weights held at build time: no more than the
+   * weights, or 64 MiB, whichever is larger (a slot's size comes from the file). */
+  uint64_t zero = 0, cap = p->weights_size > (64u << 20) ? p->weights_size : (64u << 20);
   for (int i = 0; i < p->n_slots; i++)
-    if (p->slots[i].kind == NR_SLOT_ABSORBED && p->slots[i].nbytes > zero)
+    if (p->slots[i].kind == NR_SLOT_ABSORBED && p->slots[i].nbytes > zero &&
+        p->slots[i].nbytes <= cap)
       zero = p->slots[i].nbytes;
+  sh->zero_bytes = zero;
   sh->zeros = zero ? calloc(1, (size_t)zero) : NULL;
   if (!sh->plan.slots || !sh->plan.steps || (zero && !sh->zeros))
     return nr_errorf(err, NR_ERR_NOMEM, "out of memory validating the engine");
@@ -243,7 +248,7 @@ static bool absorbed_parameter(const nr_slot *s) {
  * prepare() reads only what the file stores (int8 steps also read build-time grid
  * fields of their slots, which engines do not keep; a step with an absorbed parameter
  * input keeps the generic checks only). */
-static bool reprepare_applies(const nr_plan *p, const nr_step *st) {
+static bool reprepare_applies(const shadow *sh, const nr_plan *p, const nr_step *st) {
   const nr_tactic *t = st->tactic;
   if (!t->prepare || t->validate || t->device != NR_DEVICE_CPU || t->io8 ||
       t->precision == NR_PREC_INT8)
@@ -251,7 +256,9 @@ static bool reprepare_applies(const nr_plan *p, const nr_step *st) {
   for (int i = 0; i < st->n_in + st->n_out; i++) {
     int s = i < st->n_in ? st->in[i] : st->out[i - st->n_in];
     if (s >= 0 && (p->slots[s].dtype == NR_DTYPE_UINT8 ||
-                   (i < st->n_in && absorbed_parameter(&p->slots[s]))))
+                   (i < st->n_in && absorbed_parameter(&p->slots[s])) ||
+                   (p->slots[s].kind == NR_SLOT_ABSORBED &&
+                    p->slots[s].nbytes > sh->zero_bytes)))
       return false;
   }
   return true;
@@ -316,7 +323,7 @@ static nr_status check_step(const nr_engine *e, shadow *sh, int k, nr_error *err
     s = check_shape_rule(&c);
   if (!s && st->tactic->validate)
     s = st->tactic->validate(&c);
-  else if (!s && sh->have_route && reprepare_applies(p, st))
+  else if (!s && sh->have_route && reprepare_applies(sh, p, st))
     s = reprepare(e, sh, &c, k);
   return s;
 }

@@ -236,6 +236,8 @@ static nr_status resolve_location(const char *base_dir, const char *loc, const c
   return NR_OK;
 }
 
+/* Reads nbytes at offset of the regular file path into dst; with dst NULL only checks
+ * that the file is one and holds the range (before the caller allocates for it). */
 static nr_status read_range(const char *path, const char *loc, const char *what,
                             uint64_t offset, size_t nbytes, void *dst, nr_error *err) {
   FILE *f = fopen(path, "rb");
@@ -250,7 +252,7 @@ static nr_status read_range(const char *path, const char *loc, const char *what,
     st = nr_errorf(err, NR_ERR_INVALID_MODEL,
                    "%s: external data range [%llu, +%zu) lies outside '%s' (%lld bytes)",
                    what, (unsigned long long)offset, nbytes, loc, (long long)sb.st_size);
-  else if (fseeko(f, (off_t)offset, SEEK_SET) || fread(dst, 1, nbytes, f) != nbytes)
+  else if (dst && (fseeko(f, (off_t)offset, SEEK_SET) || fread(dst, 1, nbytes, f) != nbytes))
     st = nr_errorf(err, NR_ERR_IO, "%s: reading external data '%s' failed", what, loc);
   fclose(f);
   return st;
@@ -298,9 +300,10 @@ static size_t typed_count(const Onnx__TensorProto *t, nr_dtype dtype, const char
  * anything is allocated: a few bytes of dims must not cost gigabytes of zeros. */
 static nr_status check_inline(const Onnx__TensorProto *t, const char *what, nr_dtype dtype,
                               size_t nbytes, nr_error *err) {
-  if (t->segment ||
-      (t->has_data_location && t->data_location == ONNX__TENSOR_PROTO__DATA_LOCATION__EXTERNAL))
-    return NR_OK; /* fill_data refuses segments; external data is checked against its file */
+  if (t->segment)
+    return nr_errorf(err, NR_ERR_UNSUPPORTED, "%s is a segment of a larger tensor", what);
+  if (t->has_data_location && t->data_location == ONNX__TENSOR_PROTO__DATA_LOCATION__EXTERNAL)
+    return NR_OK; /* checked against its file before the allocation */
   if (t->has_raw_data)
     return t->raw_data.len == nbytes
                ? NR_OK
@@ -350,6 +353,9 @@ nr_status nr_onnx_tensor_convert(const Onnx__TensorProto *t, const char *what,
   nr_status st = tensor_shape(t, what, limit, &v, &nbytes, err);
   if (!st)
     st = check_inline(t, what, v.dtype, nbytes, err);
+  if (!st && t->has_data_location &&
+      t->data_location == ONNX__TENSOR_PROTO__DATA_LOCATION__EXTERNAL && !t->segment)
+    st = from_external(t, what, base_dir, NULL, nbytes, err); /* the file holds it */
   if (st)
     return st;
   v.data = calloc(1, nbytes ? nbytes : 1);

@@ -215,7 +215,9 @@ static nr_status causal_check(nr_op_ctx *ctx, bool *silu) {
   if (b && b->rank >= 0)
     ok = ok && b->rank == 1 && (b->dims[0] < 0 || c < 0 || b->dims[0] == c);
   if (past && past->rank >= 0)
-    ok = ok && past->rank == 3 && (past->dims[2] < 0 || k < 0 || past->dims[2] == k - 1);
+    ok = ok && past->rank == 3 && (past->dims[2] < 0 || k < 0 || past->dims[2] == k - 1) &&
+         (past->dims[0] < 0 || x->dims[0] < 0 || past->dims[0] == x->dims[0]) &&
+         (past->dims[1] < 0 || c < 0 || past->dims[1] == c);
   if (!ok || k == 0)
     return nr_op_fail(ctx, NR_ERR_SHAPE,
                       "weight must be [C, 1, k>=1] with C = input's "

@@ -539,7 +539,8 @@ static nr_status split_run(nr_op_ctx *ctx) {
       size_t chunk = (size_t)(sizes[k] * inner) * es;
       if (y && chunk)
         memcpy((char *)y->data + (size_t)o * chunk, src, chunk);
-      src += chunk;
+      if (chunk)
+        src += chunk; /* src is NULL for an empty input */
     }
   }
   free(sizes);
