@@ -596,6 +596,10 @@ static nr_status check_step(rbuf *r, const nr_plan *p, const plan_counts *c, int
                   "WEIGHTS (%llu bytes)", i, st->tactic->id,
                   (unsigned long long)st->packed_offset,
                   (unsigned long long)st->packed_size, (unsigned long long)p->weights_size);
+  if (st->packed_size && st->packed_offset % 64)
+    return nr_rbuf_fail(r, "step %d (%s) has packed data at offset %llu, not 64-byte aligned "
+                  "as the compiler places it", i, st->tactic->id,
+                  (unsigned long long)st->packed_offset);
   if (st->scratch > p->scratch_size || st->threads < 0)
     return nr_rbuf_fail(r, "step %d (%s) has scratch %llu over the plan's %llu or threads %d", i,
                   st->tactic->id, (unsigned long long)st->scratch,

@@ -135,6 +135,11 @@ nr_status nr_misc_rotary_run(nr_op_ctx *ctx) {
     return nr_op_fail(ctx, NR_ERR_SHAPE, "cache has fewer rows than the sequence");
   if (!st && c->rank == 3 && (c->dims[0] != g.b || c->dims[1] != g.s))
     return nr_op_fail(ctx, NR_ERR_SHAPE, "3-D caches must be [batch, seq, rotary/2]");
+  const nr_value *pos = nr_op_in(ctx, 3);
+  if (!st && pos && nr_value_count(pos) != g.b * g.s)
+    return nr_op_fail(ctx, NR_ERR_SHAPE, "position_ids has %lld ids for batch %lld x "
+                      "sequence %lld", (long long)nr_value_count(pos), (long long)g.b,
+                      (long long)g.s);
   for (int64_t b = 0; !st && b < g.b; b++) {
     for (int64_t s = 0; !st && s < g.s; s++) {
       int64_t row;
