@@ -240,6 +240,10 @@ static nr_status resolve_location(const char *base_dir, const char *loc, const c
  * that the file is one and holds the range (before the caller allocates for it). */
 static nr_status read_range(const char *path, const char *loc, const char *what,
                             uint64_t offset, size_t nbytes, void *dst, nr_error *err) {
+  struct stat pre;
+  if (stat(path, &pre) == 0 && !S_ISREG(pre.st_mode)) /* fopen of a FIFO would block */
+    return nr_errorf(err, NR_ERR_IO, "%s: external data '%s' is not a regular file", what,
+                     loc);
   FILE *f = fopen(path, "rb");
   if (!f)
     return nr_errorf(err, NR_ERR_IO, "%s: cannot open external data file '%s': %s", what,

@@ -492,6 +492,13 @@ NR_TEST(loader_external_data) {
   EXPECT_FAIL(m, dir, 0, NR_ERR_IO, "missing.bin");
   set_external(&a, w, NULL, NULL, NULL);
   EXPECT_FAIL(m, dir, 0, NR_ERR_INVALID_MODEL, "location");
+  /* a FIFO (or a device) is refused before it is opened: opening one blocks */
+  char fifo[128];
+  snprintf(fifo, sizeof fifo, "%s/pipe.bin", dir);
+  REQUIRE(mkfifo(fifo, 0600) == 0);
+  set_external(&a, w, "pipe.bin", NULL, NULL);
+  EXPECT_FAIL(m, dir, 0, NR_ERR_IO, "not a regular file");
+  unlink(fifo);
   lm_free(&a);
 
   unlink(path);
