@@ -28,7 +28,7 @@ if ! .venv/bin/python bench/quant/ort_quantize.py --models "$list" --force \
   echo "0 passed, 1 failed"
   exit 1
 fi
-.venv/bin/python - "$work/rows.json" <<'PY'
+.venv/bin/python - "$work/rows.json" "$list" <<'PY'
 import json, sys
 rows = json.load(open(sys.argv[1]))
 passed = failed = 0
@@ -36,6 +36,10 @@ def check(ok, what):
     global passed, failed
     print(("PASS " if ok else "FAIL ") + what)
     passed, failed = passed + ok, failed + (not ok)
+# every listed model has its row: zero rows is a failure, not an empty pass
+have = {r.get("model") for r in rows}
+for m in [m for m in sys.argv[2].split(",") if m]:
+    check(any(h == m or (h or "").startswith(m) for h in have), f"{m}: a row was written")
 for r in rows:
     m = r["model"]
     for key in ("run_reference", "build", "engine_run", "int8_build", "int8_engine_run"):
