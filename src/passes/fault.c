@@ -37,11 +37,12 @@ typedef enum fault_kind {
   FAULT_NAN,
   FAULT_INF,
   FAULT_OOM,
+  FAULT_RUN_ERROR,
 } fault_kind;
 
 /* Indexed by fault_kind; the same order as the knob's values. */
 static const char *const fault_names[] = {"none", "build_error", "crash", "hang",
-                                          "nan",  "inf",         "oom"};
+                                          "nan",  "inf",         "oom",   "run_error"};
 
 /* The step's params record (host byte order, as every tactic's record). */
 typedef struct fault_params {
@@ -104,6 +105,8 @@ static nr_status once_per_run(const fault_params *fp, nr_error *err) {
       sleep_ms(1000);
   case FAULT_OOM:
     return fault_oom(err);
+  case FAULT_RUN_ERROR:
+    return nr_errorf(err, NR_ERR_RUNTIME, "test.fault=run_error: injected run failure");
   default:
     return NR_OK;
   }
@@ -286,7 +289,7 @@ const nr_pass nr_pass_fault = {"fault", run_fault};
  * clear, real winner. */
 const nr_knob_def nr_knobs_fault[] = {
     [NR_KNOB_ROW(NR_KNOB_TEST_FAULT)] =
-    {"test.fault", "none|build_error|crash|hang|nan|inf|oom", "none", NR_KNOB_GLOBAL,
+    {"test.fault", "none|build_error|crash|hang|nan|inf|oom|run_error", "none", NR_KNOB_GLOBAL,
      NR_KNOB_TEST, 0,
      "inject a fault: fail the build, or at run time SIGSEGV, hang, NaN/Inf in output "
      "element 0, or exhaust RLIMIT_AS",

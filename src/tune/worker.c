@@ -55,7 +55,8 @@ static volatile sig_atomic_t current_child;
 static volatile sig_atomic_t abort_requested;
 
 static const char *const status_names[NR_CAND_STATUS_COUNT] = {
-    "ok", "build_error", "crash", "timeout", "oom", "nonfinite", "accuracy_fail"};
+    "ok", "build_error", "crash", "timeout", "oom", "nonfinite", "accuracy_fail",
+    "run_error", "shape_mismatch"};
 
 const char *nr_cand_status_name(nr_cand_status s) {
   return (unsigned)s < NR_CAND_STATUS_COUNT ? status_names[s] : "unknown";
@@ -188,7 +189,7 @@ static bool child_run(child *c, const nr_buffer *inputs) {
   nr_error err = {0};
   nr_status st = nr_context_run(c->ctx, inputs, c->outs, &err);
   if (st)
-    child_fail(c, st, NR_CAND_NONFINITE, &err, "running");
+    child_fail(c, st, NR_CAND_RUN_ERROR, &err, "running");
   return !st;
 }
 
@@ -197,7 +198,7 @@ static bool child_run(child *c, const nr_buffer *inputs) {
 static bool child_accuracy(child *c) {
   const nr_worker_job *j = c->job;
   double atol = j->tol ? j->tol->atol : 0, rtol = j->tol ? j->tol->rtol : 0;
-  bool finite = true;
+  bool finite = true, any_mismatch = false;
   for (int p = 0; p < c->plan.n_pairs; p++) {
     if (!child_run(c, j->pairs->pairs[p].inputs))
       return false;
@@ -208,6 +209,7 @@ static bool child_accuracy(child *c) {
       if (!nr_losses_compute(&c->outs[o], &j->pairs->pairs[p].outputs[o], atol, rtol, l,
                              &mismatch) && finite) {
         finite = false;
+        any_mismatch = mismatch;
         snprintf(c->h->message, sizeof c->h->message, "output %d of pair %d %s", o, p,
                  mismatch ? "differs in shape or dtype from the reference"
                           : "holds a NaN or Inf");
@@ -215,7 +217,7 @@ static bool child_accuracy(child *c) {
     }
   }
   if (!finite)
-    c->h->status = NR_CAND_NONFINITE;
+    c->h->status = any_mismatch ? NR_CAND_SHAPE_MISMATCH : NR_CAND_NONFINITE;
   else if (j->tol && !nr_tolerance_check(j->tol, c->losses, c->plan.n_pairs,
                                          c->n_engine_outputs, j->output_names, NULL))
     c->h->status = NR_CAND_ACCURACY_FAIL;
@@ -494,9 +496,11 @@ static bool parse_record(const reader *r, const job_plan *p, nr_worker_result *r
   if (end != REC_END_MAGIC)
     return false;
   const char *body = r->buf + sizeof h;
-  /* Losses exist once the engine ran the pairs: ok, accuracy_fail, nonfinite. */
+  /* Losses exist once the engine ran the pairs: ok, accuracy_fail, nonfinite,
+   * shape_mismatch, and run_error (a run of the pairs failed). */
   bool judged = h.status == NR_CAND_OK || h.status == NR_CAND_ACCURACY_FAIL ||
-                h.status == NR_CAND_NONFINITE;
+                h.status == NR_CAND_NONFINITE || h.status == NR_CAND_SHAPE_MISMATCH ||
+                h.status == NR_CAND_RUN_ERROR;
   int n_losses = judged ? p->n_losses : 0;
   if (n_losses && !(res->losses = malloc(sizeof(double) * (size_t)n_losses)))
     return false;

@@ -45,10 +45,13 @@ typedef enum nr_cand_status {
   NR_CAND_OOM,
   NR_CAND_NONFINITE,
   NR_CAND_ACCURACY_FAIL,
+  NR_CAND_RUN_ERROR,      /* a run returned an error status */
+  NR_CAND_SHAPE_MISMATCH, /* an output's shape or dtype is not the reference's */
   NR_CAND_STATUS_COUNT
 } nr_cand_status;
 
-/* "ok", "build_error", "crash", "timeout", "oom", "nonfinite", "accuracy_fail". */
+/* "ok", "build_error", "crash", "timeout", "oom", "nonfinite", "accuracy_fail",
+ * "run_error", "shape_mismatch". */
 const char *nr_cand_status_name(nr_cand_status s);
 bool nr_cand_status_parse(const char *text, nr_cand_status *out);
 

@@ -520,6 +520,33 @@ NR_TEST(tune_worker_nan_and_inf_are_nonfinite) {
   teardown(&f);
 }
 
+/* A run that returns an error and an output whose shape is not the reference's get
+ * statuses of their own, not "nonfinite": the report says what went wrong. */
+NR_TEST(tune_worker_run_error_and_shape_mismatch) {
+  fixture f;
+  REQUIRE(setup(t, &f));
+  test_knobs_on();
+  nr_worker_job j = job_for(&f, "-test.fault=run_error -test.delay_ms=0");
+  nr_worker_result r = run_job(t, &j);
+  CHECK(r.status == NR_CAND_RUN_ERROR && strstr(r.message, "run_error"), "%s: %s",
+        nr_cand_status_name(r.status), r.message);
+  CHECK(r.n_times == 0, "a failing engine is not timed");
+  nr_worker_result_free(&r);
+  test_knobs_off();
+  /* the first reference output one element shorter than the engine's */
+  nr_buffer *ref = &f.pairs.pairs[0].outputs[0];
+  int d = ref->rank - 1;
+  REQUIRE(ref->rank > 0 && ref->dims[d] > 1);
+  ref->dims[d]--;
+  j = job_for(&f, "");
+  r = run_job(t, &j);
+  CHECK(r.status == NR_CAND_SHAPE_MISMATCH && strstr(r.message, "shape"), "%s: %s",
+        nr_cand_status_name(r.status), r.message);
+  nr_worker_result_free(&r);
+  ref->dims[d]++;
+  teardown(&f);
+}
+
 NR_TEST(tune_worker_perturb_beyond_tolerance_fails_accuracy_but_is_timed) {
   fixture f;
   REQUIRE(setup(t, &f));
