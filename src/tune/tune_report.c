@@ -260,6 +260,11 @@ nr_status tune_finish(tune_session *s, cJSON *report, nr_error *err) {
   if (!s->winner_route)
     unconfirmed_winner(s);
   int wi = s->winner_route ? tune_find_cand(s, s->winner_route) : -1;
+  if (wi < 0 && nr_tune_stop) { /* Ctrl-C before the default route was measured */
+    fprintf(stderr, "nnroute tune: interrupted before the default route was measured; "
+            "no engine written\n");
+    return nr_db_session_end(s->db, s->session_id, "interrupted", NULL, NULL, err);
+  }
   if (wi < 0)
     return nr_errorf(err, NR_ERR_INTERNAL, "the chosen route has no candidate");
   const tune_cand *w = &s->cands[wi];

@@ -24,7 +24,8 @@
 # candidate built, and an int8 engine carrying that table; (8) halving, confirmation
 # and the noise check time the reference inputs, not zeros; (9) a Ctrl-C during the
 # holdout check rejects nobody and ships the default route; (10) a finalist no faster
-# than the default runs every planned confirmation round.
+# than the default runs every planned confirmation round; (11) a Ctrl-C before the
+# default route is measured exits 130 and writes no engine.
 # Prints `N passed, N failed`.
 set -uo pipefail
 
@@ -300,6 +301,25 @@ check "the interrupted holdout check rejects nobody" \
   bash -c "! grep -q 'fails the holdout pairs' '$work/t9.err'"
 check "after it the default route's engine is written" test -s "$work/t9.nre" -a \
   "$(sql "$work/t9.db" "select winner_route from sessions")" = ""
+
+# ---- (11) Ctrl-C before the default route is measured ---------------------------------
+# 20000 reference pairs keep the default candidate's accuracy runs going for a while;
+# the interrupt lands there: exit 130, the session interrupted, no engine.
+"$nnroute" tune "$model" --routes '-test.delay_ms=1' --search full --db "$work/t11.db" \
+  "${common[@]}" --candidate-timeout 120 --pairs 20000 -o "$work/t11.nre" \
+  >"$work/t11.out" 2>"$work/t11.err" &
+pid=$!
+for _ in $(seq 1 1200); do
+  grep -q "preparing reference data" "$work/t11.err" 2>/dev/null && break
+  sleep 0.05
+done
+sleep 0.5
+kill -INT $pid
+wait $pid
+rc=$?
+check "Ctrl-C before the default route is measured exits 130 (exit $rc)" test $rc -eq 130
+check "... marks the session interrupted and writes no engine" test ! -e "$work/t11.nre" -a \
+  "$(sql "$work/t11.db" "select state from sessions")" = interrupted
 
 # ---- (10) a finalist no faster than the default: every round runs ----------------------
 # test.perturb=1e-6 changes nothing but the outputs' last bits: its per-round ratios
