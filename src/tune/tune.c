@@ -413,8 +413,13 @@ nr_worker_job tune_job(const tune_session *s, const char *route) {
 
 static int evaluate(tune_session *s, const char *route, const int *point, const char *phase,
                     nr_error *err) {
+  /* Named by the route's digest: a resumed session's counter would give another
+   * route's engine the same name. */
+  uint8_t md[32];
+  nr_sha256(route, strlen(route), md);
   char path[4200];
-  snprintf(path, sizeof path, "%s/c%d.nre", s->engine_dir, s->n_cands);
+  snprintf(path, sizeof path, "%s/c%02x%02x%02x%02x%02x%02x%02x%02x.nre", s->engine_dir,
+           md[0], md[1], md[2], md[3], md[4], md[5], md[6], md[7]);
   nr_worker_job job = tune_job(s, route);
   job.engine_out = path;
   nr_worker_result r = {0};

@@ -64,7 +64,7 @@ rc=$?
 check "tune completes (exit $rc)" test $rc -eq 0
 [[ $rc -ne 0 ]] && tail -n 30 "$work/t1.err"
 statuses=$(sql "$db1" "select distinct status from candidates order by status" | tr '\n' ' ')
-for s in ok build_error crash timeout oom nonfinite accuracy_fail; do
+for s in ok build_error crash timeout oom nonfinite accuracy_fail run_error; do
   check "status $s classified" grep -qw "$s" <<<"$statuses"
 done
 check "crash records SIGSEGV" test "$(sql "$db1" \
@@ -72,8 +72,8 @@ check "crash records SIGSEGV" test "$(sql "$db1" \
 total=$(sql "$db1" "select count(*) from candidates")
 distinct=$(sql "$db1" "select count(distinct route) from candidates")
 # 7 faults x 2 perturbations x 2 delays, the default route among them.
-check "all 28 routes recorded once ($total rows, $distinct distinct)" \
-  test "$total" -eq 28 -a "$distinct" -eq 28
+check "all 32 routes recorded once ($total rows, $distinct distinct)" \
+  test "$total" -eq 32 -a "$distinct" -eq 32
 winner=$(sql "$db1" "select winner_route from sessions")
 check "winner is the route without the sleep ('$winner')" test "$winner" = "-test.delay_ms=0"
 check "session done" test "$(sql "$db1" "select state from sessions")" = done
@@ -96,7 +96,7 @@ assert w["confirmed_speedup"] > 1, w
 assert r["confirmation"]["significant_gain"] is True
 c = r["confirmation"]  # 9 rounds, or at least 5 when every finalist was clear early
 assert c["planned_rounds"] >= 9 and 5 <= c["rounds"] <= c["planned_rounds"], c
-assert len(r["candidates"]) == 28
+assert len(r["candidates"]) == 32
 assert any(c["status"] == "nonfinite" for c in r["candidates"])
 assert r["pareto"] and r["break_even_inferences"] is not None
 att = r["attribution"]
@@ -127,7 +127,7 @@ done
 kill -9 $pid
 wait $pid 2>/dev/null
 before=$(sql "$db2" "select count(*) from candidates")
-check "killed mid-session ($before of 28 recorded)" test "$before" -ge 10 -a "$before" -lt 28
+check "killed mid-session ($before of 32 recorded)" test "$before" -ge 10 -a "$before" -lt 32
 "$nnroute" tune "$model" --routes "$routes" --search full --db "$db2" "${common[@]}" \
   --continue -o "$work/t2.nre" >"$work/t2b.out" 2>"$work/t2b.err"
 rc=$?
@@ -136,7 +136,7 @@ check "resumed the same session" grep -q "resuming session 1" "$work/t2b.err"
 total=$(sql "$db2" "select count(*) from candidates")
 distinct=$(sql "$db2" "select count(distinct route) from candidates")
 check "every route exactly once after resume ($total rows, $distinct distinct)" \
-  test "$total" -eq 28 -a "$distinct" -eq 28
+  test "$total" -eq 32 -a "$distinct" -eq 32
 check "one session in the database" test "$(sql "$db2" "select count(*) from sessions")" -eq 1
 check "recorded candidates were replayed, not rebuilt" \
   test "$(grep -c '(recorded)' "$work/t2b.err")" -ge "$((before - 1))"
@@ -174,8 +174,8 @@ check "another environment's session is not resumed" \
   grep -q "found no unfinished session" "$work/t3b.err"
 check "nothing replayed from another environment" \
   test "$(grep -c '(recorded)' "$work/t3b.err")" -eq 0
-check "a second session holds all 28 routes" \
-  test "$(sql "$db3" "select count(*) from candidates where session_id = 2")" -eq 28
+check "a second session holds all 32 routes" \
+  test "$(sql "$db3" "select count(*) from candidates where session_id = 2")" -eq 32
 
 # --priors: the records of that other environment may order the search, nothing more.
 # `fast` tries one-knob changes in dimension order (test.fault first), but with priors
@@ -233,7 +233,7 @@ n_full=$("$nnroute" tune "$model" --routes "$routes" --search full --dry-run |
 n_fast=$("$nnroute" tune "$model" --routes "$routes" --search fast --dry-run |
   sed -n 's/^search fast proposes \([0-9]*\) routes.*/\1/p')
 # fast: the default plus every one-knob change: 1 + 6 + 1 + 1.
-check "dry run counts full=$n_full fast=$n_fast" test "$n_full" = 28 -a "$n_fast" = 9
+check "dry run counts full=$n_full fast=$n_fast" test "$n_full" = 32 -a "$n_fast" = 10
 
 # ---- (7) int8 candidates and their calibration ------------------------------------
 db7=$work/t7.db
