@@ -44,7 +44,7 @@ nr_status nr_step_infer(const nr_plan *p, const nr_step *st, void *const *data,
   for (int i = 0; i < st->n_in; i++) {
     ins[i] = st->in[i] >= 0 && n->inputs[i] >= 0 ? &vin[i] : NULL;
     if (ins[i])
-      input_value(p, st, n, i, (skip >> i) & 1 ? NULL : data, &vin[i]);
+      input_value(p, st, n, i, i < 32 && ((skip >> i) & 1) ? NULL : data, &vin[i]);
   }
   for (int o = 0; o < st->n_out; o++)
     outs[o] = st->out[o] >= 0 ? &out[o] : NULL;
