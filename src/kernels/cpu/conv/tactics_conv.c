@@ -84,28 +84,14 @@ static bool wino_preferred(const nr_tactic_ctx *c, const conv_p *p) {
 }
 
 SUPPORTS(sup_any, true)
-/* im2col's column matrix (one image and group: C/g x kh x kw rows of oh x ow) lives
- * in scratch (NHWC: its transpose, whole; past 256 MiB the node goes elsewhere). PLAIN
- * im2col builds a larger one a band of output rows at a time (nr_conv_im2col_band),
- * but only for 8 or more output channels per group: each packed column feeds that many
- * GEMM rows, and with fewer the packing costs more than the products. style_transfer's
- * 9x9 output conv (32 -> 3 channels at 256x256, 680 MB whole) took 257 ms whole and
- * 316 ms banded against about 100 ms on the NCHW8C direct kernel (1 thread, loaded
- * host, conv.algo pinned per node). */
-#define IM2COL_MAX_COL_BYTES (256ull << 20)
-static bool im2col_fits(const conv_p *p) {
-  uint64_t rows = (uint64_t)(p->c / p->group) * p->kh * p->kw;
-  return rows * (uint64_t)p->oh * (uint64_t)p->ow * sizeof(float) <= IM2COL_MAX_COL_BYTES;
-}
 SUPPORTS(sup_im2col,
          has_gemm() && (im2col_fits(p) || p->m / p->group >= 8) && !wino_preferred(c, p))
 SUPPORTS_2D(sup_nhwc_im2col, has_gemm() && im2col_fits(p))
 SUPPORTS(sup_1x1, has_gemm() && is_1x1_s1(p))
 SUPPORTS_2D(sup_nhwc_1x1, has_gemm() && is_1x1_s1(p))
 SUPPORTS(sup_dw, is_dw(p) || is_dw7(p))
-/* The NCHW8C depthwise kernels read any stride pair and dilation: on AVX2 hosts they
- * are the fast path of the 2x1-strided and dilation-2 windows that the PLAIN AVX2
- * kernel does not take. */
+/* The NCHW8C depthwise kernels read any stride pair and dilation: the AVX2 hosts'
+ * path for the 2x1-strided and dilation-2 windows. */
 SUPPORTS_2D(sup_dw8, is_dw(p) || is_dw_s21(p) || is_dw_dil2(p))
 /* conv.dw_kernel=avx2 leaves a depthwise node to nr_f32_conv_dw__avx2 where the AVX-512
  * kernel would run it (A/B runs on one binary, triage). */
