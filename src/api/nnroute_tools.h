@@ -46,7 +46,7 @@ enum {
   NR_KNOB_INFO_MEMORY = 1u << 2,         /* M: changes memory planning only */
   NR_KNOB_INFO_TEST = 1u << 3,           /* T: test knob (NNROUTE_TEST_KNOBS=1) */
   NR_KNOB_INFO_PRECISION = 1u << 4,      /* P: reduced precision, no documented bound */
-  NR_KNOB_INFO_DATA = 1u << 5,           /* D: effect depends on calibration data */
+  NR_KNOB_INFO_DATA = 1u << 5,           /* D: effect depends on data or timings */
   NR_KNOB_INFO_SLOW_BUILD = 1u << 6,     /* S: a non-default value slows the build */
   NR_KNOB_INFO_APPROX_DEFAULT = 1u << 7, /* E: the default itself may add error */
   /* Not a table flag: the row is the node's precision knob (precision@NODE), whose

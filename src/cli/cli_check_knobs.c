@@ -66,7 +66,7 @@ static int check_instance(nr_model *m, const nr_knob_info *k, uint64_t base, int
       else
         dead++;
     } else if (h == base && (k->flags & NR_KNOB_INFO_DATA)) {
-      printf("same %s: builds the plan of '%s' on this calibration data\n", route,
+      printf("same %s: builds the plan of '%s' on this data and machine\n", route,
              *needs ? needs : "the default route");
       (*passed)++;
     } else if (h == base) {

@@ -151,7 +151,7 @@ static void print_text(const row_list *l) {
            r->help);
   }
   printf("\n%d knob%s (* marks the default; flags: A accuracy, L layout, M memory, "
-         "T test, P reduced precision: no bound, D depends on calibration data)\n", l->n,
+         "T test, P reduced precision: no bound, D depends on data or timings)\n", l->n,
          l->n == 1 ? "" : "s");
 }
 
@@ -242,7 +242,8 @@ static int print_markdown(void) {
          "bound, a relative L2 error), L changes activation layout, M changes memory\n"
          "planning only, T is a test knob (hidden unless `NNROUTE_TEST_KNOBS=1`), P is\n"
          "reduced precision (no documented bound: the user's tolerance decides, see\n"
-         "docs/precision.md), D means a value's effect depends on calibration data,\n"
+         "docs/precision.md), D means a value's effect depends on calibration data or\n"
+         "on this machine's timings,\n"
          "S means a non-default value makes the build much slower (the tuner tries it\n"
          "last), E means the default value itself may add error up to the bound where it\n"
          "applies (it is counted once in the default route's bound).\n\n"

@@ -22,7 +22,7 @@
 const nr_knob_def nr_knobs_compile[] = {
     [NR_KNOB_ROW(NR_KNOB_COMPILE_TACTIC_SELECTION)] =
     {"compile.tactic_selection", "heuristic|profile", "heuristic", NR_KNOB_GLOBAL,
-     NR_KNOB_SLOW_BUILD, 0,
+     NR_KNOB_SLOW_BUILD | NR_KNOB_DATA, 0,
      "pick each node's tactic by priority rules, or by timing every candidate alone",
      NULL, NULL},
     [NR_KNOB_ROW(NR_KNOB_COMPILE_END)] = {0},

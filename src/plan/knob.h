@@ -34,10 +34,12 @@ enum {
   NR_KNOB_PRECISION = 1u << 4, /* reduced precision: no documented bound (error_bound
                                  0); only the user's tolerance decides. Implies
                                  NR_KNOB_ACCURACY */
-  NR_KNOB_DATA = 1u << 5,     /* what a value changes depends on calibration data:
-                                 on some data two values build the same plan (a
-                                 percentile clip that is the maximum), which
-                                 check-knobs then reports but does not fail */
+  NR_KNOB_DATA = 1u << 5,     /* what a value changes depends on calibration data
+                                 or on this machine's timings: on some data two
+                                 values build the same plan (a percentile clip that
+                                 is the maximum; profiling that picks the heuristic's
+                                 tactics), which check-knobs then reports but does
+                                 not fail */
   NR_KNOB_SLOW_BUILD = 1u << 6, /* a non-default value makes the build itself much
                                  slower (it times candidates): the tuner tries it
                                  after the other one-change routes */
