@@ -42,6 +42,19 @@ ok() { echo "PASS $1"; passed=$((passed + 1)); }
 bad() { echo "FAIL $1"; failed=$((failed + 1)); }
 check() { local name=$1; shift; if "$@"; then ok "$name"; else bad "$name"; fi; }
 
+# interrupt_after PID LOG PATTERN DELAY: once LOG shows PATTERN (at most 60 s), waits
+# DELAY seconds, sends PID a Ctrl-C and returns its exit status.
+interrupt_after() {
+  local pid=$1 log=$2 pattern=$3 delay=$4
+  for _ in $(seq 1 1200); do
+    grep -q "$pattern" "$log" 2>/dev/null && break
+    sleep 0.05
+  done
+  sleep "$delay"
+  kill -INT "$pid"
+  wait "$pid"
+}
+
 routes='-test.fault=* -test.perturb=[0|1e-2] -test.delay_ms=[0|5]'
 common=(--threads 1 --candidate-timeout 4 --mem-limit 2048 --screen-ms 20
         --confirm-rounds 9 --tolerance 1e-3 --metric rel_l2 --seed 3)
@@ -287,14 +300,7 @@ grep -q "re-measuring.*failed" "$work/t8.err" && tail -n 5 "$work/t8.err"
 "$nnroute" tune "$model" --routes '-test.delay_ms=1' --search full --db "$work/t9.db" \
   "${common[@]}" --candidate-timeout 60 --holdout-pairs 1500 -o "$work/t9.nre" \
   >"$work/t9.out" 2>"$work/t9.err" &
-pid=$!
-for _ in $(seq 1 1200); do
-  grep -q "checking '-test.delay_ms=1' on" "$work/t9.err" 2>/dev/null && break
-  sleep 0.05
-done
-sleep 0.3
-kill -INT $pid
-wait $pid
+interrupt_after $! "$work/t9.err" "checking '-test.delay_ms=1' on" 0.3
 rc=$?
 check "Ctrl-C during the holdout check exits 130 (exit $rc)" test $rc -eq 130
 check "the interrupted holdout check rejects nobody" \
@@ -308,14 +314,7 @@ check "after it the default route's engine is written" test -s "$work/t9.nre" -a
 "$nnroute" tune "$model" --routes '-test.delay_ms=1' --search full --db "$work/t11.db" \
   "${common[@]}" --candidate-timeout 120 --pairs 20000 -o "$work/t11.nre" \
   >"$work/t11.out" 2>"$work/t11.err" &
-pid=$!
-for _ in $(seq 1 1200); do
-  grep -q "preparing reference data" "$work/t11.err" 2>/dev/null && break
-  sleep 0.05
-done
-sleep 0.5
-kill -INT $pid
-wait $pid
+interrupt_after $! "$work/t11.err" "preparing reference data" 0.5
 rc=$?
 check "Ctrl-C before the default route is measured exits 130 (exit $rc)" test $rc -eq 130
 check "... marks the session interrupted and writes no engine" test ! -e "$work/t11.nre" -a \
