@@ -13,8 +13,11 @@
  * none; a session "finds" the gain when finalist 0 is chosen. sigma comes from the
  * command line; bench/tune/measured_sigma.py reads it from a real session's database.
  *
- *   build/bench/nr_select_bench [--sigma 0.03] [--sessions 4000] [--rounds 9]
- *                               [--max-finalists 8] [--seed 1] */
+ *   build/bench/nr_select_bench [--sigma 0.03] [--sessions 4000] [--rounds R]
+ *                               [--max-finalists 8] [--seed 1]
+ *
+ * Without --rounds each column runs the rounds the tuner plans for that many
+ * finalists (nr_decide_planned_rounds, the default budget); --rounds R runs R for all. */
 #include "tune/decide.h"
 #include "tune/tune_internal.h"
 
@@ -88,7 +91,7 @@ typedef struct opts {
 } opts;
 
 static int parse(int argc, char **argv, opts *o) {
-  *o = (opts){0.03, 4000, 9, 8, 1};
+  *o = (opts){0.03, 4000, 0, 8, 1};
   for (int i = 1; i < argc; i++) {
     const char *v = i + 1 < argc ? argv[i + 1] : NULL;
     if (!v)
@@ -101,9 +104,9 @@ static int parse(int argc, char **argv, opts *o) {
     else return fprintf(stderr, "select_bench: unknown option '%s'\n", argv[i]), -1;
     i++;
   }
-  if (o->sigma <= 0 || o->sessions < 1 || o->rounds < 1 || o->rounds > NR_DECIDE_MAX_ROUNDS ||
+  if (o->sigma <= 0 || o->sessions < 1 || o->rounds < 0 || o->rounds > NR_DECIDE_MAX_ROUNDS ||
       o->max_fin < 1 || o->max_fin > 8)
-    return fprintf(stderr, "select_bench: need sigma > 0, sessions >= 1, 1 <= rounds <= %d, "
+    return fprintf(stderr, "select_bench: need sigma > 0, sessions >= 1, 0 <= rounds <= %d, "
                    "1 <= max-finalists <= 8\n", NR_DECIDE_MAX_ROUNDS), -1;
   return 0;
 }
@@ -113,18 +116,21 @@ int main(int argc, char **argv) {
   if (parse(argc, argv, &o))
     return 2;
   static const double gains[] = {0, 0.02, 0.05, 0.10};
-  double *ratios = malloc(sizeof *ratios * (size_t)o.rounds * 8);
+  double *ratios = malloc(sizeof *ratios * (size_t)NR_DECIDE_MAX_ROUNDS * 8);
   if (!ratios)
     return 1;
-  printf("select_bench: sigma %.4f per-round log-ratio, %d sessions a cell, up to %d "
-         "rounds, alpha %.2f family-wise, seed %llu\n", o.sigma, o.sessions, o.rounds,
-         NR_DECIDE_ALPHA, (unsigned long long)o.seed);
+  printf("select_bench: sigma %.4f per-round log-ratio, %d sessions a cell, alpha %.2f "
+         "family-wise, seed %llu\n", o.sigma, o.sessions, NR_DECIDE_ALPHA,
+         (unsigned long long)o.seed);
   printf("gain 0: sessions shipping a non-default route (false accepts; target <= 5%%)\n"
          "gain > 0: sessions choosing the faster finalist (power; target >= 80%% at 5%%)\n\n");
   printf("%-6s", "gain");
   for (int n = 1; n <= o.max_fin; n++)
     printf("  %3d fin.", n);
-  printf("   mean rounds\n");
+  printf("   mean rounds\n%-6s", "rounds");
+  for (int n = 1; n <= o.max_fin; n++)
+    printf("  %8d", o.rounds ? o.rounds : nr_decide_planned_rounds(n));
+  printf("   (planned)\n");
   for (size_t gi = 0; gi < sizeof gains / sizeof *gains; gi++) {
     char label[16];
     snprintf(label, sizeof label, "%.0f%%", 100 * gains[gi]);
@@ -137,7 +143,8 @@ int main(int argc, char **argv) {
         mu[i] = i == 0 ? 1 - gains[gi] : 1;
       int hits = 0;
       for (int s = 0; s < o.sessions; s++) {
-        int used, w = sim_session(&g, n, o.rounds, mu, o.sigma, ratios, &used);
+        int rounds = o.rounds ? o.rounds : nr_decide_planned_rounds(n);
+        int used, w = sim_session(&g, n, rounds, mu, o.sigma, ratios, &used);
         hits += gains[gi] == 0 ? w >= 0 : w == 0;
         total_rounds += used;
         cells++;

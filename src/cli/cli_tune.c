@@ -2,6 +2,7 @@
  * session lives in src/tune/. Exit codes: 0 done (or interrupted cleanly, with the
  * best engine so far written), 1 error, 2 bad arguments, 130 interrupted. */
 #include "cli/cli.h"
+#include "tune/decide.h"
 #include "tune/tune.h"
 #include "util/device.h"
 
@@ -176,6 +177,13 @@ static int parse_tune(int argc, char **argv, tune_args *a) {
   }
   if (!a->model || (o->routes && a->routes_file) || o->tol.eps < 0 || o->threads < 0) {
     tune_usage(stderr);
+    return 2;
+  }
+  /* A noisy machine doubles the rounds, and the decision takes at most
+   * NR_DECIDE_MAX_ROUNDS. */
+  if (o->confirm_rounds < 1 || o->confirm_rounds > NR_DECIDE_MAX_ROUNDS / 2) {
+    fprintf(stderr, "nnroute tune: --confirm-rounds must be 1 to %d (got %d)\n",
+            NR_DECIDE_MAX_ROUNDS / 2, o->confirm_rounds);
     return 2;
   }
   return 0;

@@ -50,6 +50,12 @@ void nr_holm_adjust(const double *p, int k, double *adj);
 /* The fewest rounds at which k finalists that all lie on one side in every round are
  * each significant after Holm's correction: the smallest m with 2^(1-m) <= alpha/k. */
 int nr_decide_min_rounds(int k, double alpha);
+/* The confirmation rounds planned for k finalists (1..8; k outside is clamped): 9 for
+ * up to three, 10 for four or five, 11 for six to eight. Holm divides alpha by up to k,
+ * so more finalists need more rounds to keep the power at a true 5% gain at 80% or
+ * more at the per-round noise of a quiet machine; the table's provenance is in
+ * decide.c. */
+int nr_decide_planned_rounds(int k);
 
 typedef struct nr_decision {
   int rounds;          /* finite ratios used */

@@ -60,7 +60,7 @@ typedef struct nr_tune_options {
   double candidate_timeout_s; /* 0: derived from the default route's cost */
   uint64_t mem_limit;         /* bytes; 0: 3/4 of physical memory */
   int finalists;              /* default 3 */
-  int confirm_rounds;         /* default 9 (minimum 9) */
+  int confirm_rounds;         /* at least this many (default 9; nr_decide_planned_rounds may plan more) */
   double screen_ms;           /* timed milliseconds per screening (default 40) */
   bool progress;              /* a live progress line (a terminal) or log lines */
   nr_device device;           /* --device: every candidate is built for it */

@@ -510,8 +510,12 @@ nr_status tune_measure_finalists(tune_session *s, cJSON *json, nr_error *err) {
   int n = gather(s, v);
   fprintf(stderr, "nnroute tune: %d feasible candidates kept for re-measurement\n", n);
   nr_status st = halving(s, v, &n, json, err);
-  /* A machine the noise check found noisy gets twice the rounds. */
-  int rounds = (s->o->confirm_rounds > 9 ? s->o->confirm_rounds : 9) * (s->noisy ? 2 : 1);
+  /* The rounds planned for this many finalists, or the user's --confirm-rounds when
+   * that is more; a machine the noise check found noisy gets twice the rounds. */
+  int rounds = nr_decide_planned_rounds(n);
+  if (s->o->confirm_rounds > rounds)
+    rounds = s->o->confirm_rounds;
+  rounds *= s->noisy ? 2 : 1;
   int done = 0;
   double *ratios = st ? NULL : calloc((size_t)(rounds * (n ? n : 1)), sizeof *ratios);
   if (!st && !ratios)

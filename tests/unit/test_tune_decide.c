@@ -90,6 +90,35 @@ NR_TEST(decide_min_rounds_match_the_two_sided_rate) {
   CHECK(nr_decide_min_rounds(8, 0.05) == 9, "%d", nr_decide_min_rounds(8, 0.05));
 }
 
+/* The planned rounds never fall below what an all-one-side result needs, and grow
+ * with the finalists. Eight finalists, each 5% faster in every round but one (1%
+ * slower there): with the rounds planned for eight, every one is accepted after
+ * Holm (W+ = 1 of 11: p = 4/2048, x 8 = 0.016); at 9 rounds none is (4/512 x 8 =
+ * 0.0625), which is why eight finalists are not given 9. */
+NR_TEST(decide_planned_rounds_keep_power_with_many_finalists) {
+  for (int k = 1; k <= 8; k++) {
+    CHECK(nr_decide_planned_rounds(k) >= nr_decide_min_rounds(k, NR_DECIDE_ALPHA), "k %d", k);
+    CHECK(k == 1 || nr_decide_planned_rounds(k) >= nr_decide_planned_rounds(k - 1), "k %d", k);
+  }
+  enum { K = 8 };
+  int planned = nr_decide_planned_rounds(K);
+  REQUIRE(planned <= 32);
+  double r[32 * K];
+  for (int round = 0; round < planned; round++)
+    for (int i = 0; i < K; i++)
+      r[round * K + i] = round == (i % planned) ? 1.01 : 0.95;
+  nr_decision d[K];
+  REQUIRE(nr_decide_finalists(r, planned, K, d) == 0);
+  for (int i = 0; i < K; i++)
+    CHECK(d[i].accepted, "finalist %d at %d rounds: p_holm %.4f", i, planned, d[i].p_holm);
+  for (int round = 0; round < 9; round++)
+    for (int i = 0; i < K; i++)
+      r[round * K + i] = round == i ? 1.01 : 0.95;
+  REQUIRE(nr_decide_finalists(r, 9, K, d) == 0);
+  for (int i = 0; i < K; i++)
+    CHECK(!d[i].accepted, "finalist %d at 9 rounds: p_holm %.4f", i, d[i].p_holm);
+}
+
 /* Five rounds, all 20% faster: one-sided 1/32, two-sided 1/16 > 0.05: not accepted;
  * six rounds are. With three such finalists seven rounds are needed. */
 NR_TEST(decide_finalists_needs_the_rounds_its_rate_needs) {
