@@ -11,6 +11,7 @@
 #include "ir/op.h"
 #include "util/error.h"
 
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -33,6 +34,28 @@ static bool node_has_subgraph(const nr_node *n) {
     if (n->attrs[a].g)
       return true;
   return false;
+}
+
+/* Folding materialises a node's outputs while the model is prepared. Outputs may be
+ * up to 4x the bytes of the constant inputs they come from (a Cast from fp16, a
+ * Transpose), plus 64 MiB; beyond that (a ConstantOfShape or Expand of a few bytes
+ * into gigabytes) the node is not folded. */
+#define FOLD_SLACK_BYTES ((size_t)64 << 20)
+
+static bool fold_fits(nr_value *const *ins, int n_in, nr_value *const *outs, int n_out) {
+  size_t in = 0, out = 0;
+  for (int i = 0; i < n_in; i++)
+    in += ins[i] ? nr_value_nbytes(ins[i]) : 0;
+  for (int o = 0; o < n_out; o++) {
+    int64_t count = outs[o] ? nr_value_count(outs[o]) : 0;
+    size_t elem = outs[o] ? nr_dtype_size(outs[o]->dtype) : 0;
+    if (count <= 0 || !elem)
+      continue;
+    if ((uint64_t)count > (SIZE_MAX / 2 - out) / elem)
+      return false;
+    out += (size_t)count * elem;
+  }
+  return out <= FOLD_SLACK_BYTES || out / 4 <= in;
 }
 
 static bool all_inputs_const(const nr_graph *g, const nr_node *n) {
@@ -101,6 +124,8 @@ static nr_status infer_node(nr_graph *g, int k, bool fold, bool *folded, nr_erro
   }
   nr_op_ctx ctx = {n, n->n_inputs, ins, n->n_outputs, outs, evaluate, NULL, g, err};
   nr_status st = n->def->infer ? n->def->infer(&ctx) : NR_OK;
+  if (!st && evaluate && !fold_fits(ins, n->n_inputs, outs, n->n_outputs))
+    evaluate = false; /* left to run time, where the memory plan and its limits apply */
   if (!st && evaluate) {
     for (int o = 0; !st && o < n->n_outputs; o++)
       if (outs[o] && !outs[o]->data && !(n->def->flags & NR_OP_ALLOCATES_OUTPUTS))

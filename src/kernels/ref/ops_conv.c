@@ -436,6 +436,10 @@ static nr_status qlinear_conv_run(nr_op_ctx *ctx) {
   const nr_value *xs = nr_op_in(ctx, QC_X_SCALE), *ws = nr_op_in(ctx, QC_W_SCALE);
   const nr_value *ys = nr_op_in(ctx, QC_Y_SCALE), *b = nr_op_in(ctx, 8);
   nr_value *y = nr_op_out(ctx, 0);
+  if (nr_value_count(y) == 0) { /* a zero batch or zero output channels */
+    free(acc);
+    return NR_OK;
+  }
   int64_t m_count = y->dims[1], size = nr_value_count(y) / (y->dims[0] * m_count);
   float x_scale = (float)nr_load_f64(xs->dtype, xs->data, 0);
   float y_scale = (float)nr_load_f64(ys->dtype, ys->data, 0);

@@ -194,6 +194,11 @@ nr_status nr_misc_gridsample_run(nr_op_ctx *ctx) {
   int64_t n = x->dims[0], c = x->dims[1], in_sp = nr_misc_prod(x->dims, 2, x->rank);
   int64_t out_sp = nr_misc_prod(y->dims, 2, y->rank), strides[NR_MAX_RANK];
   nr_strides(nd, x->dims + 2, strides);
+  if (in_sp == 0) { /* an empty image: there is no pixel to sample, every one is 0 */
+    for (int64_t i = 0, count = nr_value_count(y); i < count; i++)
+      nr_store_f64(y->dtype, y->data, i, 0);
+    return NR_OK;
+  }
   gs_taps taps[NR_MAX_RANK];
   for (int64_t b = 0; b < n; b++) {
     for (int64_t o = 0; o < out_sp; o++) {

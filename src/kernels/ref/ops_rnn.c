@@ -14,6 +14,7 @@
 
 #include <ctype.h>
 #include <math.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -188,6 +189,10 @@ static nr_status cfg_sizes(nr_op_ctx *ctx, rnn_cfg *c) {
     c->hidden = dim_or_unknown(r, 2);
   if (c->hidden == 0)
     return nr_op_fail(ctx, NR_ERR_INVALID_MODEL, "hidden_size is 0");
+  /* gates x hidden x 2 (B's length) must stay an int64 */
+  if (c->hidden > INT32_MAX)
+    return nr_op_fail(ctx, NR_ERR_INVALID_MODEL, "hidden_size %lld is too large",
+                      (long long)c->hidden);
   return NR_OK;
 }
 
