@@ -282,8 +282,12 @@ static nr_status scan_check(nr_op_ctx *ctx, nr_graph **body, int *n_state, int *
   *n_scan_in = (int)m;
   *n_state = ctx->n_inputs - (int)m;
   if ((*body)->n_inputs != ctx->n_inputs || (*body)->n_outputs != ctx->n_outputs ||
-      ctx->n_outputs > MAX_VALUES)
+      ctx->n_outputs > MAX_VALUES || ctx->n_inputs > MAX_VALUES)
     return nr_op_fail(ctx, NR_ERR_INVALID_MODEL, "body and node disagree on arity");
+  for (int i = 0; i < ctx->n_inputs; i++)
+    if (!nr_op_in(ctx, i))
+      return nr_op_fail(ctx, NR_ERR_INVALID_MODEL, "input %d is missing; every Scan "
+                        "input is a state or a scanned sequence", i);
   return NR_OK;
 }
 
