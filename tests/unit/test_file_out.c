@@ -243,7 +243,7 @@ NR_TEST(file_out_writes_through_a_link_and_into_a_fifo) {
   struct stat st;
   CHECK(lstat(link, &st) == 0 && S_ISLNK(st.st_mode), "the link was replaced");
   CHECK(!strcmp(get(target), "new"), "target: '%s'", get(target));
-  int rfd = open(fifo, O_RDONLY | O_NONBLOCK); /* a reader, so the writer's open returns */
+  int rfd = open(fifo, O_RDONLY | O_NONBLOCK); /* a reader: the writer's open returns */
   REQUIRE(rfd >= 0);
   CHECK(nr_file_write_whole(fifo, "piped", 5, "test file", &err) == NR_OK, "%s",
         err.message);
