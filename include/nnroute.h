@@ -183,6 +183,10 @@ typedef struct nr_build_options {
  * does not refer to the model afterwards. */
 NR_API nr_status nr_engine_build(nr_model *model, const nr_build_options *opts,
                                  nr_engine **out, nr_error *err);
+/* Writes the engine file. The bytes go to a new temporary file with a random name in
+ * path's directory, which is renamed over path once complete: path holds the old
+ * file or the new one, never part of one, and a failure leaves no temporary behind.
+ * nr_calibration_save writes its file the same way. */
 NR_API nr_status nr_engine_save(const nr_engine *engine, const char *path, nr_error *err);
 
 typedef struct nr_engine_load_options {

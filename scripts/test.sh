@@ -8,6 +8,9 @@
 #   bootstrap   scripts/bootstrap.sh (Debian packages, .venv)
 #   layers      scripts/check_layers.py: src/'s includes point down the floors (no folder
 #               cycle, no upward include, no other folder's *_internal.h)
+#   gpurun      tests/gpu/check_run.sh: the GPU suite's script against a stub nnroute
+#               (no GPU needed): NaN and infinity in an output, a comparison that
+#               cannot be made, a bad GPU time, no models, all fail it
 #   build       Release build in build/
 #   ctest       unit tests + ONNX node conformance (ctest --test-dir build)
 #   cli         tests/cli/check_cli_inputs.sh: run/build/bench/tune on a generated model
@@ -97,6 +100,8 @@ stage() {
 do_bootstrap() { bash scripts/bootstrap.sh; }
 
 do_layers() { /usr/bin/python3 scripts/check_layers.py; }
+
+do_gpurun() { NR_PYTHON=/usr/bin/python3 bash tests/gpu/check_run.sh; }
 
 do_build() {
   cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=Release &&
@@ -203,6 +208,7 @@ do_fresh() {
 
 stage bootstrap "" do_bootstrap
 stage layers "bootstrap" do_layers
+stage gpurun "bootstrap" do_gpurun
 stage build "bootstrap" do_build
 stage ctest "build" do_ctest
 stage cli "build bootstrap" do_cli

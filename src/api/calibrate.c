@@ -8,6 +8,7 @@
 #include "kernels/ref/executor.h"
 #include "plan/quant.h"
 #include "util/error.h"
+#include "util/file_out.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -89,15 +90,9 @@ nr_status nr_calibration_save(const nr_calibration *c, const char *path, nr_erro
   nr_status st = nr_calib_serialize(c, &bytes, &len, err);
   if (st)
     return st;
-  FILE *f = fopen(path, "wb");
-  bool ok = f && fwrite(bytes, 1, len, f) == len;
-  if (f && fclose(f))
-    ok = false;
+  st = nr_file_write_whole(path, bytes, len, "calibration table", err);
   free(bytes);
-  if (!ok)
-    return nr_errorf(err, NR_ERR_IO, "%s: cannot write the calibration table (%s)", path,
-                     strerror(errno));
-  return NR_OK;
+  return st;
 }
 
 nr_status nr_calibration_load(const char *path, nr_calibration **out, nr_error *err) {

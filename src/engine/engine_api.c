@@ -4,13 +4,14 @@
  * Key decision: loading reads the file in two pieces. Everything before the WEIGHTS
  * section goes into an ordinary buffer; WEIGHTS and the checksum go into one
  * 64-byte-aligned buffer that the plan adopts as its weights, so however large the
- * model, its weights are read once and never copied. Saving writes a temporary file
- * next to the target and renames it, so a crash never leaves half an engine under
- * the real name. */
+ * model, its weights are read once and never copied. Saving goes through
+ * util/file_out.h: a temporary with a random name beside the target, renamed over it
+ * once whole, so a crash never leaves half an engine under the real name. */
 #include "backends/backend.h"
 #include "engine/engine_internal.h"
 #include "plan/quant.h"
 #include "util/error.h"
+#include "util/file_out.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -47,23 +48,7 @@ nr_status nr_engine_save(const nr_engine *engine, const char *path, nr_error *er
   nr_status st = nr_engine_serialize(engine, &data, &len, err);
   if (st)
     return st;
-  size_t tlen = strlen(path) + 32;
-  char *tmp = malloc(tlen);
-  if (!tmp) {
-    free(data);
-    return nr_errorf(err, NR_ERR_NOMEM, "out of memory saving '%s'", path);
-  }
-  snprintf(tmp, tlen, "%s.tmp%ld", path, (long)getpid());
-  FILE *f = fopen(tmp, "wb");
-  bool ok = f && fwrite(data, 1, len, f) == len;
-  ok = (f && fclose(f) == 0) && ok;
-  if (ok && rename(tmp, path) != 0)
-    ok = false;
-  if (!ok) {
-    st = nr_errorf(err, NR_ERR_IO, "cannot write engine '%s': %s", path, strerror(errno));
-    remove(tmp);
-  }
-  free(tmp);
+  st = nr_file_write_whole(path, data, len, "engine", err);
   free(data);
   return st;
 }

@@ -7,6 +7,7 @@
  * actually present before any allocation, so a header claiming terabytes costs
  * nothing. */
 #include "io/tensor_io.h"
+#include "util/file_out.h"
 
 #include <errno.h>
 #include <stdbool.h>
@@ -336,11 +337,15 @@ nr_status nr_npy_write(const char *path, const nr_value *v, nr_error *err) {
   uint8_t pre[10];
   memcpy(pre, npy_magic, 6);
   pre[6] = 1, pre[7] = 0, pre[8] = (uint8_t)(hdr_len & 0xff), pre[9] = (uint8_t)(hdr_len >> 8);
-  FILE *f = fopen(path, "wb");
-  if (!f)
-    return nr_errorf(err, NR_ERR_IO, "cannot create '%s': %s", path, strerror(errno));
-  bool ok = fwrite(pre, 1, 10, f) == 10 && fwrite(hdr, 1, hdr_len, f) == hdr_len &&
-            (!nbytes || fwrite(v->data, 1, nbytes, f) == nbytes);
-  ok = (fclose(f) == 0) && ok;
-  return ok ? NR_OK : nr_errorf(err, NR_ERR_IO, "writing '%s' failed", path);
+  nr_file_out out;
+  st = nr_file_out_open(&out, path, ".npy file", err);
+  if (st)
+    return st;
+  bool ok = fwrite(pre, 1, 10, out.f) == 10 && fwrite(hdr, 1, hdr_len, out.f) == hdr_len &&
+            (!nbytes || fwrite(v->data, 1, nbytes, out.f) == nbytes);
+  if (!ok) {
+    nr_file_out_abort(&out);
+    return nr_errorf(err, NR_ERR_IO, "writing '%s' failed", path);
+  }
+  return nr_file_out_commit(&out, err);
 }

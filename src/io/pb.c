@@ -7,6 +7,7 @@
  * and, if it fits, reported as unsupported rather than as corrupt. Writing always uses
  * raw_data, the compact form every ONNX reader accepts. */
 #include "io/tensor_io.h"
+#include "util/file_out.h"
 #include "onnx/onnx_load.h"
 
 #include <errno.h>
@@ -131,12 +132,7 @@ static nr_status value_bytes(const nr_value *v, const char *path, size_t *nbytes
 }
 
 static nr_status write_all(const char *path, const uint8_t *buf, size_t len, nr_error *err) {
-  FILE *f = fopen(path, "wb");
-  if (!f)
-    return nr_errorf(err, NR_ERR_IO, "cannot create '%s': %s", path, strerror(errno));
-  bool ok = !len || fwrite(buf, 1, len, f) == len;
-  ok = (fclose(f) == 0) && ok;
-  return ok ? NR_OK : nr_errorf(err, NR_ERR_IO, "writing '%s' failed", path);
+  return nr_file_write_whole(path, buf, len, ".pb file", err);
 }
 
 nr_status nr_pb_write(const char *path, const nr_value *v, const char *name, nr_error *err) {

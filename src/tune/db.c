@@ -18,18 +18,37 @@
  * columns hold NULL for NaN, since SQLite stores a bound NaN as NULL; reading maps
  * NULL back to NaN. Statements are prepared per call instead of cached, so the
  * callback of a foreach may call into the database again without clobbering a
- * statement in use; preparing costs microseconds, a candidate costs seconds. */
+ * statement in use; preparing costs microseconds, a candidate costs seconds.
+ *
+ * A connection belongs to the process that opened it. SQLite's locks are POSIX
+ * advisory locks, which a forked child does not inherit, while it does inherit the
+ * connection's memory, its descriptors and the shared mapping of the -shm file: a
+ * child that used the connection would read and write the WAL index believing it
+ * holds locks it does not, which is how SQLite files get corrupted (sqlite.org,
+ * "How To Corrupt An SQLite Database File", 2.6). So each handle records its
+ * opener's pid; nr_db_prepare, through which every statement passes, refuses any
+ * other process with an error, and nr_db_close in another process leaves the
+ * handle alone, never touching the parent's connection. Opening the same file
+ * afresh in the child is no way out either: SQLite's per-process record of which
+ * locks this process holds on that file (and its -shm mapping) came across fork
+ * with the parent's connection, and a new connection would trust it. So every
+ * handle is also on a list (db_list), which a child inherits, and nr_db_open
+ * refuses a file that a handle of an ancestor process has open. */
 #include "tune/db_internal.h"
 
 #include "util/error.h"
 
+#include <errno.h>
 #include <math.h>
+#include <pthread.h>
 #include <sqlite3.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
+#include <unistd.h>
 
 #define NR_DB_APPLICATION "nnroute-tune"
 #define NR_DB_APPLICATION_ID 1852994658 /* 0x6E727462, "nrtb": nnroute tuning base */
@@ -200,9 +219,24 @@ static void unpack_doubles(double *x, const unsigned char *in, size_t n) {
   }
 }
 
+/* The handle is used by the process that opened it (see the top of this file). */
+static nr_status db_check_owner(const nr_db *db, const char *what, nr_error *err) {
+  pid_t self = getpid();
+  if (self == db->owner)
+    return NR_OK;
+  return nr_errorf(err, NR_ERR_INVALID_ARGUMENT,
+                   "tuning database '%s' (%s): the handle belongs to process %ld and "
+                   "this is process %ld, a forked child; a connection must not cross "
+                   "fork: close the database before forking and open it in the child",
+                   db->path, what, (long)db->owner, (long)self);
+}
+
 nr_status nr_db_prepare(nr_db *db, const char *sql, nr_db_stmt *q, const char *what,
                         nr_error *err) {
   *q = (nr_db_stmt){NULL, 0, SQLITE_OK};
+  nr_status s = db_check_owner(db, what, err);
+  if (s != NR_OK)
+    return s;
   int rc = sqlite3_prepare_v2(db->conn, sql, -1, &q->st, NULL);
   if (rc != SQLITE_OK) {
     sqlite3_finalize(q->st);
@@ -350,14 +384,16 @@ nr_status nr_db_row_finish(nr_db *db, const nr_db_row *r, const char *what, int6
 
 typedef enum nr_db_kind { NR_DB_FRESH, NR_DB_OURS, NR_DB_FOREIGN } nr_db_kind;
 
-static int db_query_int(nr_db *db, const char *sql, int64_t *out) {
+/* The first n integer columns of the one row sql gives. */
+static int db_query_ints(nr_db *db, const char *sql, int64_t *out, int n) {
   sqlite3_stmt *st;
   int rc = sqlite3_prepare_v2(db->conn, sql, -1, &st, NULL);
   if (rc != SQLITE_OK)
     return rc;
   rc = sqlite3_step(st);
   if (rc == SQLITE_ROW) {
-    *out = sqlite3_column_int64(st, 0);
+    for (int i = 0; i < n; i++)
+      out[i] = sqlite3_column_int64(st, i);
     rc = SQLITE_OK;
   }
   sqlite3_finalize(st);
@@ -365,12 +401,17 @@ static int db_query_int(nr_db *db, const char *sql, int64_t *out) {
 }
 
 /* What the file is: empty (ours to create), ours, or someone else's (refused). The
- * first read of the header is also where a file that is not SQLite shows. */
+ * first read of the header is also where a file that is not SQLite shows. Both
+ * values come from one statement, so from one snapshot: read by two, another
+ * process's creation of the schema could commit in between, and a new tuning
+ * database would look like a foreign one (application_id 0, our tables). */
 static nr_status db_identify(nr_db *db, nr_db_kind *kind, nr_error *err) {
-  int64_t app_id = 0, n_objects = 0;
-  int rc = db_query_int(db, "PRAGMA application_id", &app_id);
-  if (rc == SQLITE_OK)
-    rc = db_query_int(db, "SELECT count(*) FROM sqlite_schema", &n_objects);
+  int64_t v[2] = {0, 0};
+  int rc = db_query_ints(db,
+                         "SELECT (SELECT application_id FROM pragma_application_id),"
+                         " (SELECT count(*) FROM sqlite_schema)",
+                         v, 2);
+  int64_t app_id = v[0], n_objects = v[1];
   if ((rc & 0xff) == SQLITE_NOTADB)
     return nr_errorf(err, NR_ERR_INVALID_ARGUMENT,
                      "'%s' is not a tuning database: it is not an SQLite file", db->path);
@@ -459,29 +500,51 @@ static nr_status db_check_meta(nr_db *db, nr_error *err) {
   return NR_OK;
 }
 
+/* PRAGMA journal_mode = WAL, reporting the mode the file is left in. On a file that
+ * is not WAL yet, the switch upgrades a read lock to a write lock, and SQLite never
+ * waits for that (two readers waiting to write would deadlock): it answers BUSY at
+ * once while another connection writes, e.g. a second process opening the same new
+ * file during the first one's creation of the schema. So BUSY is retried here, for
+ * as long as the busy timeout lets any other lock wait. Once the file is WAL, the
+ * pragma takes no lock at all. */
+static nr_status db_journal_wal(nr_db *db, char *mode, size_t cap, nr_error *err) {
+  int waited = 0;
+  for (int delay = 1;; delay = delay < 50 ? 2 * delay : 50) {
+    nr_db_stmt q;
+    nr_status s =
+        nr_db_prepare(db, "PRAGMA journal_mode = WAL", &q, "set the journal", err);
+    if (s != NR_OK)
+      return s;
+    int rc = sqlite3_step(q.st);
+    if (rc == SQLITE_ROW) {
+      const char *m = (const char *)sqlite3_column_text(q.st, 0);
+      snprintf(mode, cap, "%s", m ? m : "?");
+    } else if ((rc & 0xff) != SQLITE_BUSY || waited >= NR_DB_BUSY_TIMEOUT_MS) {
+      s = nr_db_fail(db, rc, err, "switching to the WAL journal");
+    }
+    sqlite3_finalize(q.st);
+    if (rc == SQLITE_ROW || s != NR_OK)
+      return s;
+    sqlite3_sleep(delay);
+    waited += delay;
+  }
+}
+
 /* The journal mode is remembered by the file; the rest is per connection. Some file
  * systems (network ones) refuse WAL; there the database is an error rather than a
  * silent loss of the durability db.h promises. */
 static nr_status db_configure(nr_db *db, nr_error *err) {
-  nr_db_stmt q;
-  nr_status s =
-      nr_db_prepare(db, "PRAGMA journal_mode = WAL", &q, "set the journal", err);
+  char mode[32];
+  nr_status s = db_journal_wal(db, mode, sizeof mode, err);
   if (s != NR_OK)
     return s;
-  int rc = sqlite3_step(q.st);
-  const char *mode = rc == SQLITE_ROW ? (const char *)sqlite3_column_text(q.st, 0) : NULL;
-  if (rc != SQLITE_ROW)
-    s = nr_db_fail(db, rc, err, "switching to the WAL journal");
-  else if (!mode || strcmp(mode, "wal") != 0)
-    s = nr_errorf(err, NR_ERR_IO,
-                  "tuning database '%s': the file system refused the WAL journal (the "
-                  "mode stays '%s'); put the database on a local disk",
-                  db->path, mode ? mode : "?");
-  sqlite3_finalize(q.st);
-  if (s != NR_OK)
-    return s;
-  rc = sqlite3_exec(db->conn, "PRAGMA synchronous = FULL; PRAGMA foreign_keys = ON", NULL,
-                    NULL, NULL);
+  if (strcmp(mode, "wal") != 0)
+    return nr_errorf(err, NR_ERR_IO,
+                     "tuning database '%s': the file system refused the WAL journal (the "
+                     "mode stays '%s'); put the database on a local disk",
+                     db->path, mode);
+  int rc = sqlite3_exec(db->conn, "PRAGMA synchronous = FULL; PRAGMA foreign_keys = ON",
+                        NULL, NULL, NULL);
   return rc == SQLITE_OK
              ? NR_OK
              : nr_db_fail(db, rc, err, "setting synchronous and foreign keys");
@@ -501,17 +564,69 @@ static nr_status db_connect(nr_db *db, nr_error *err) {
   return NR_OK;
 }
 
+/* Every open handle of this process, and those of its ancestors at the fork (their
+ * copies, never used here). */
+static pthread_mutex_t db_list_lock = PTHREAD_MUTEX_INITIALIZER;
+static nr_db *db_list;
+
+/* The process (an ancestor) whose open handle has this file, or 0. */
+static pid_t db_inherited_owner(dev_t dev, ino_t ino) {
+  pid_t self = getpid(), owner = 0;
+  pthread_mutex_lock(&db_list_lock);
+  for (const nr_db *h = db_list; h && !owner; h = h->next)
+    if (h->owner != self && h->dev == dev && h->ino == ino)
+      owner = h->owner;
+  pthread_mutex_unlock(&db_list_lock);
+  return owner;
+}
+
+static void db_list_add(nr_db *db) {
+  pthread_mutex_lock(&db_list_lock);
+  db->next = db_list;
+  db_list = db;
+  pthread_mutex_unlock(&db_list_lock);
+}
+
+static void db_list_remove(nr_db *db) {
+  pthread_mutex_lock(&db_list_lock);
+  for (nr_db **p = &db_list; *p; p = &(*p)->next)
+    if (*p == db) {
+      *p = db->next;
+      break;
+    }
+  pthread_mutex_unlock(&db_list_lock);
+}
+
+/* Refuses a file that an ancestor's handle has open (see the top of this file). */
+static nr_status db_check_not_inherited(const char *path, nr_error *err) {
+  struct stat st;
+  pid_t owner = stat(path, &st) == 0 ? db_inherited_owner(st.st_dev, st.st_ino) : 0;
+  if (!owner)
+    return NR_OK;
+  return nr_errorf(err, NR_ERR_INVALID_ARGUMENT,
+                   "tuning database '%s': cannot open it in process %ld: it was forked "
+                   "from process %ld while that one had the file open, and SQLite's "
+                   "record of this process's locks on the file came along; close the "
+                   "database before forking, or open it in a process that is not such a "
+                   "fork",
+                   path, (long)getpid(), (long)owner);
+}
+
 nr_status nr_db_open(const char *path, nr_db **out, nr_error *err) {
   if (!path || !*path || !out) /* "" would be a private temporary database */
     return nr_db_invalid(NULL, err, "opening: no path, or NULL out");
   *out = NULL;
+  nr_status s = db_check_not_inherited(path, err);
+  if (s != NR_OK)
+    return s;
   nr_db *db = calloc(1, sizeof *db);
   if (!db || !(db->path = strdup(path))) {
     free(db);
     return nr_errorf(err, NR_ERR_NOMEM, "tuning database '%s': out of memory", path);
   }
+  db->owner = getpid();
   nr_db_kind kind = NR_DB_OURS;
-  nr_status s = db_connect(db, err);
+  s = db_connect(db, err);
   if (s == NR_OK)
     s = db_identify(db, &kind, err);
   if (s == NR_OK && kind == NR_DB_FRESH)
@@ -520,17 +635,28 @@ nr_status nr_db_open(const char *path, nr_db **out, nr_error *err) {
     s = db_check_meta(db, err);
   if (s == NR_OK)
     s = db_configure(db, err);
+  struct stat st;
+  if (s == NR_OK && stat(path, &st) != 0)
+    s = nr_errorf(err, NR_ERR_IO, "tuning database '%s': cannot stat it once open: %s",
+                  path, strerror(errno));
   if (s != NR_OK) {
     nr_db_close(db);
     return s;
   }
+  db->dev = st.st_dev;
+  db->ino = st.st_ino;
+  db_list_add(db);
   *out = db;
   return NR_OK;
 }
 
 void nr_db_close(nr_db *db) {
-  if (!db)
+  /* In a forked child the handle is the parent's: closing its connection could
+   * checkpoint or remove the parent's WAL, and the handle stays on the list so the
+   * file is still refused here. Its memory goes when the child exits. */
+  if (!db || getpid() != db->owner)
     return;
+  db_list_remove(db);
   sqlite3_close_v2(db->conn); /* every statement is finalized by now */
   free(db->path);
   free(db);

@@ -29,8 +29,14 @@ typedef struct nr_db nr_db;
 /* Opens (creating when absent) the database at path. A file that is not SQLite, is
  * another application's database or has a newer schema is refused, unchanged, with
  * NR_ERR_INVALID_ARGUMENT; a file that cannot be opened or written gives NR_ERR_IO.
- * A handle is for one thread, and must not be used in a forked child (open another
- * there); several processes may open the same file. */
+ * A handle is for one thread of the process that opened it. A connection must not
+ * cross fork: in a forked child every call on the parent's handle fails with
+ * NR_ERR_INVALID_ARGUMENT, nr_db_close there leaves it alone (the parent's
+ * connection is untouched), and opening the same file there is refused too, since
+ * SQLite's per-process lock records came along with the parent's connection. Close
+ * the database before forking a process that needs it. Several processes may open
+ * and write the same file at once: each write is one transaction, and a writer
+ * waits up to 5 s for another's lock. */
 nr_status nr_db_open(const char *path, nr_db **out, nr_error *err);
 void nr_db_close(nr_db *db);
 

@@ -17,13 +17,18 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/types.h>
 
 /* No array may exceed SQLite's default blob limit (1e9 bytes). */
 #define NR_DB_MAX_DOUBLES (1000000000 / 8)
 
 struct nr_db {
   sqlite3 *conn;
-  char *path; /* for messages */
+  char *path;     /* for messages */
+  pid_t owner;    /* the process that opened conn: the only one that may use it */
+  dev_t dev;      /* the file, to know it again under another name */
+  ino_t ino;
+  nr_db *next;    /* every handle of the process, its parents' included (db.c) */
 };
 
 /* ---- errors ---- */
@@ -52,7 +57,9 @@ typedef struct nr_db_stmt {
 } nr_db_stmt;
 
 /* Prepares sql into *q; what ("record a candidate") names it in the message. On
- * failure nothing is left to finalize; on success the caller finalizes q->st. */
+ * failure nothing is left to finalize; on success the caller finalizes q->st. Every
+ * statement goes through here, so this is where a handle used by a process other
+ * than the one that opened it (a forked child) is refused. */
 nr_status nr_db_prepare(nr_db *db, const char *sql, nr_db_stmt *q, const char *what,
                         nr_error *err);
 /* sqlite3_step, or the first binding failure without stepping. */

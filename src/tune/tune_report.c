@@ -9,8 +9,10 @@
 #include "tune/tune_internal.h"
 #include "util/version.h"
 #include "util/error.h"
+#include "util/file_out.h"
 
 #include <cjson/cJSON.h>
+#include <errno.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -135,19 +137,30 @@ cJSON *tune_pareto_json(const tune_cand *c, int n) {
  * default route is shipped, never a screening winner. */
 static void unconfirmed_winner(tune_session *s) { s->winner_route = strdup(""); }
 
+/* Through a temporary beside `to` (util/file_out.h): a failed copy leaves no half
+ * engine under the name the user asked for. */
 static nr_status copy_file(const char *from, const char *to, nr_error *err) {
-  FILE *in = fopen(from, "rb"), *out = in ? fopen(to, "wb") : NULL;
+  FILE *in = fopen(from, "rb");
+  if (!in)
+    return nr_errorf(err, NR_ERR_IO, "cannot copy the engine %s to %s: %s", from, to,
+                     strerror(errno));
+  nr_file_out out;
+  nr_status st = nr_file_out_open(&out, to, "engine", err);
   char buf[1 << 16];
   size_t n;
-  bool ok = in && out;
+  bool ok = !st;
   while (ok && (n = fread(buf, 1, sizeof buf, in)) > 0)
-    ok = fwrite(buf, 1, n, out) == n;
-  ok = ok && !ferror(in);
-  if (in)
-    fclose(in);
-  if (out && fclose(out))
+    ok = fwrite(buf, 1, n, out.f) == n;
+  if (ok && ferror(in))
     ok = false;
-  return ok ? NR_OK : nr_errorf(err, NR_ERR_IO, "cannot copy the engine %s to %s", from, to);
+  fclose(in);
+  if (st)
+    return st;
+  if (!ok) {
+    nr_file_out_abort(&out);
+    return nr_errorf(err, NR_ERR_IO, "cannot copy the engine %s to %s", from, to);
+  }
+  return nr_file_out_commit(&out, err);
 }
 
 /* The winner's kept engine file, or a rebuild (checked on the reference pairs again)
@@ -284,11 +297,8 @@ nr_status tune_finish(tune_session *s, cJSON *report, nr_error *err) {
   char *text = st ? NULL : cJSON_Print(report);
   if (!st && !text)
     st = nr_errorf(err, NR_ERR_NOMEM, "out of memory writing the report");
-  if (!st && s->o->report_path) {
-    FILE *f = fopen(s->o->report_path, "w");
-    if (!f || fputs(text, f) < 0 || fclose(f))
-      st = nr_errorf(err, NR_ERR_IO, "cannot write the report %s", s->o->report_path);
-  }
+  if (!st && s->o->report_path)
+    st = nr_file_write_whole(s->o->report_path, text, strlen(text), "report", err);
   if (!st)
     st = nr_db_session_end(s->db, s->session_id, nr_tune_stop ? "interrupted" : "done",
                            w->route, text, err);

@@ -11,6 +11,7 @@
  * (2e-5 + 1e-4 |ref|), so a wrong rescale or a lost key shows. The output buffer
  * carries guard elements on both sides, and nr_cuda_attention_tiled_ok must refuse
  * a head size the tiled kernel has no instance for. */
+#include "gpu_close.h"
 #include "rng.h"
 #include "unit.h"
 
@@ -138,8 +139,7 @@ static void run_case(nr_test_state *t, const f32_case *c, bool tiled) {
     reference(c, &g, q, k, v, mask, want);
     int bad = 0;
     for (int64_t i = 0; i < nq && bad < 5; i++) {
-      double tol = 2e-5 + 1e-4 * fabs(want[i]);
-      if (!(fabs(got[GUARD + i] - want[i]) <= tol)) {
+      if (!gt_close(got[GUARD + i], want[i], 2e-5, 1e-4)) {
         CHECK(false, "%s b %lld hq %lld s %lld t %lld d %lld: y[%lld] = %.9g, want %.9g "
               "(seed %u)", tiled ? "tiled" : "rowwise", (long long)c->b, (long long)c->hq,
               (long long)c->s, (long long)c->t, (long long)c->d, (long long)i, got[GUARD + i],

@@ -11,6 +11,7 @@
  * hit on purpose, and a shape the dispatcher would send elsewhere fails loudly
  * (nr_cuda_attention_fl_ok must accept every case here). The output buffer carries
  * guard elements on both sides. */
+#include "gpu_close.h"
 #include "rng.h"
 #include "unit.h"
 
@@ -160,8 +161,7 @@ static void run_case(nr_test_state *t, const fl_case *c, bool staged) {
         memcpy(gy, got + GUARD * es, (size_t)nq * 4);
     }
     for (int64_t i = 0; gy && i < nq && bad < 5; i++) {
-      double tol = 3e-3 + 2e-2 * fabs(want[i]);
-      if (!(fabs(gy[i] - want[i]) <= tol)) {
+      if (!gt_close(gy[i], want[i], 3e-3, 2e-2)) {
         CHECK(false, "%s b %lld hq %lld s %lld t %lld d %lld: y[%lld] = %g, want %g (seed %u)",
               staged ? "staged" : "registers", (long long)c->b, (long long)c->hq,
               (long long)c->s, (long long)c->t, (long long)c->d, (long long)i, gy[i], want[i],

@@ -1,6 +1,7 @@
 /* gpu_harness.c - see gpu_harness.h: hand-built graphs compiled for CUDA and compared
  * with the reference executor. */
 #include "gpu_harness.h"
+#include "gpu_close.h"
 #include "rng.h"
 
 #include "backends/backend.h"
@@ -191,18 +192,14 @@ static void plan_tactics(const nr_plan *p, char *buf, size_t cap) {
     n += (size_t)snprintf(buf + n, cap - n, "%s%s", k ? " " : "", p->steps[k].tactic->id);
 }
 
-/* Worst |got - want| / (atol + rtol |want|); NaN where one side is NaN and not both. */
+/* Worst gt_excess over the elements (gpu_close.h: a NaN or infinity that the reference
+ * does not have is INFINITY, never NaN), and where it is. */
 static double worst_ratio(const float *got, const nr_value *want, double atol, double rtol,
                           int64_t *at) {
   double worst = 0;
   int64_t n = nr_value_count(want);
   for (int64_t i = 0; i < n; i++) {
-    double w = nr_load_f64(want->dtype, want->data, i), g = got[i];
-    double r = fabs(g - w) / (atol + rtol * fabs(w));
-    if (isnan(g) != isnan(w))
-      r = INFINITY;
-    else if (isnan(g))
-      r = 0;
+    double r = gt_excess(got[i], nr_load_f64(want->dtype, want->data, i), atol, rtol);
     if (r > worst) {
       worst = r;
       *at = i;

@@ -55,10 +55,11 @@ typedef struct gt_inputs {
 void gt_inputs_make(const gt_graph *b, unsigned seed, float lo, float hi, gt_inputs *in);
 void gt_inputs_free(gt_inputs *in);
 
-/* Compiles b for CUDA along route, runs it (twice) and compares each output with the
- * reference: |got - want| <= atol + rtol * |want|. want_tactic (a substring of a
- * step's tactic id, several separated by commas, or NULL) must each appear in the
- * plan. */
+/* Compiles b for CUDA along route, runs it (three times) and compares each output
+ * with the reference by gt_close (gpu_close.h): |got - want| <= atol + rtol * |want|,
+ * NaN only against NaN, an infinity only against the same one. want_tactic (a
+ * substring of a step's tactic id, several separated by commas, or NULL) must each
+ * appear in the plan. */
 void gt_check(nr_test_state *t, const gt_graph *b, const gt_inputs *in, const char *route,
               double atol, double rtol, const char *want_tactic, unsigned seed);
 

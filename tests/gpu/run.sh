@@ -16,12 +16,17 @@
 #    random-weight layers it measured 1.1e-2 on mobilenet_v2, 1.5e-2 on resnet50 and
 #    8e-4 on bert_tiny).
 # 3. A CUDA engine file of the first model: build -o, inspect (device fields), run
-#    from the file (same outputs as the direct run of the default route), bench (GPU
-#    time reported).
+#    from the file (same outputs as the direct run of the default route), bench (a
+#    finite GPU time reported).
 #
 # Every check prints PASS/FAIL NAME; the last line is `N passed, N failed`, and the
-# exit status is non-zero when anything failed. Environment: NR_PYTHON (an interpreter
-# with numpy; default python3), NR_GPU_OUT (scratch; default $TMPDIR/nr-gpu-test).
+# exit status is non-zero when anything failed. A check passes only on its command's
+# exit status: a comparison that could not be made (a helper that crashed, a missing
+# output, no models at all) is a failure, and NaN or infinity in an output passes only
+# where the reference has the same value (tests/gpu/rel_l2.py, tests/models/compare.py).
+# tests/gpu/check_run.sh runs this script on the CPU against a stub nnroute to keep
+# that so. Environment: NR_PYTHON (an interpreter with numpy; default python3),
+# NR_GPU_OUT (scratch; default $TMPDIR/nr-gpu-test).
 set -uo pipefail
 
 repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
@@ -38,19 +43,24 @@ passed=0 failed=0 failures=()
 pass() { echo "PASS $1"; passed=$((passed + 1)); }
 fail() { echo "FAIL $1"; failed=$((failed + 1)); failures+=("$1"); }
 
-mkdir -p "$out"
+mkdir -p "$out" || { echo "cannot create the scratch folder $out"; exit 1; }
 
 # ---- 1. tactics ---------------------------------------------------------------------
 if [[ -x $build/tests/nr_gpu_test ]]; then
   "$build/tests/nr_gpu_test" >"$out/ops.log" 2>&1
+  ops_rc=$?
   grep '^FAIL' "$out/ops.log" | head -n 40
   line=$(tail -n 1 "$out/ops.log")
-  # nr_gpu_test closes with `N passed, N failed, N skipped` (tests/unit/main.c).
+  # nr_gpu_test closes with `N passed, N failed, N skipped` (tests/unit/main.c); its
+  # exit status must agree with that line.
   if [[ $line =~ ^([0-9]+)\ passed,\ ([0-9]+)\ failed(,\ [0-9]+\ skipped)?$ ]]; then
     passed=$((passed + BASH_REMATCH[1]))
     failed=$((failed + BASH_REMATCH[2]))
     ((BASH_REMATCH[2] > 0)) && failures+=("nr_gpu_test")
     echo "nr_gpu_test: $line"
+    if ((BASH_REMATCH[2] == 0 && ops_rc != 0)); then
+      fail "nr_gpu_test (exit status $ops_rc after '$line')"
+    fi
   else
     tail -n 5 "$out/ops.log"
     fail "nr_gpu_test (crashed: no summary line)"
@@ -60,18 +70,20 @@ else
 fi
 
 # ---- 2. models ------------------------------------------------------------------------
-# rel_l2 between two output directories (every .npy of the first).
-rel_l2() {
-  "$python" - "$1" "$2" <<'EOF'
-import glob, os, sys
-import numpy as np
-worst = 0.0
-for ref in glob.glob(os.path.join(sys.argv[1], "*.npy")):
-    a = np.load(ref).astype(np.float64)
-    b = np.load(os.path.join(sys.argv[2], os.path.basename(ref))).astype(np.float64)
-    worst = max(worst, float(np.linalg.norm(b - a) / max(np.linalg.norm(a), 1e-30)))
-print(f"{worst:.3g}")
-EOF
+# rel_l2_check NAME REFDIR OUTDIR TOL: one PASS/FAIL from tests/gpu/rel_l2.py's exit
+# status (0 within TOL; 1 beyond it or a NaN/inf the reference lacks; 2 no comparison).
+rel_l2_check() {
+  local msg rc
+  msg=$("$python" "$repo/tests/gpu/rel_l2.py" "$2" "$3" "$4" 2>&1)
+  rc=$?
+  msg=${msg//$'\n'/ }
+  if ((rc == 0)); then
+    pass "$1 (rel_l2 $msg)"
+  elif ((rc == 1)); then
+    fail "$1 (rel_l2 ${msg:-?}, tolerance $4)"
+  else
+    fail "$1 (rel_l2 could not compare: ${msg:-exit status $rc})"
+  fi
 }
 
 first_model=
@@ -81,7 +93,10 @@ for model in "$models"/*.onnx; do
   grep -Eq -- "$filter" <<<"$name" || continue
   first_model=${first_model:-$model}
   d=$out/$name
-  rm -rf "$d" && mkdir -p "$d"
+  if ! { rm -rf "$d" && mkdir -p "$d"; }; then
+    fail "$name (cannot make the folder $d)"
+    continue
+  fi
   if ! "$nnroute" run "$model" --reference --output-dir "$d/ref" >"$d/ref.log" 2>&1; then
     tail -n 5 "$d/ref.log"
     fail "$name reference"
@@ -101,24 +116,14 @@ for model in "$models"/*.onnx; do
     fail "$name cuda fp32"
   fi
   if "$nnroute" run "$model" --device cuda --output-dir "$d/default" >"$d/default.log" 2>&1; then
-    e=$(rel_l2 "$d/ref" "$d/default")
-    if awk -v e="$e" -v t="$tf32_tol" 'BEGIN{exit !(e <= t)}'; then
-      pass "$name cuda default route (rel_l2 $e)"
-    else
-      fail "$name cuda default route (rel_l2 $e > $tf32_tol)"
-    fi
+    rel_l2_check "$name cuda default route" "$d/ref" "$d/default" "$tf32_tol"
   else
     tail -n 5 "$d/default.log"
     fail "$name cuda default route"
   fi
   if "$nnroute" run "$model" --device cuda --route '-cuda.precision@*=fp16' \
        --output-dir "$d/fp16" >"$d/fp16.log" 2>&1; then
-    e=$(rel_l2 "$d/ref" "$d/fp16")
-    if awk -v e="$e" -v t="$fp16_tol" 'BEGIN{exit !(e <= t)}'; then
-      pass "$name cuda fp16 (rel_l2 $e)"
-    else
-      fail "$name cuda fp16 (rel_l2 $e > $fp16_tol)"
-    fi
+    rel_l2_check "$name cuda fp16" "$d/ref" "$d/fp16" "$fp16_tol"
   elif grep -q "has no instance\|applies to no node" "$d/fp16.log"; then
     pass "$name cuda fp16 (no Conv/Gemm/MatMul to put in fp16)"
   else
@@ -126,6 +131,8 @@ for model in "$models"/*.onnx; do
     fail "$name cuda fp16"
   fi
 done
+
+[[ -n $first_model ]] || fail "models (no $models/*.onnx matches NR_GPU_MODELS='$filter')"
 
 # ---- 3. an engine file ----------------------------------------------------------------
 if [[ -n $first_model ]]; then
@@ -143,8 +150,12 @@ if [[ -n $first_model ]]; then
     tail -n 5 "$d"/build.log "$d"/inspect.log "$d"/engine.log 2>/dev/null
     fail "$name cuda engine file"
   fi
+  # cJSON writes a NaN or infinite time as null: the GPU time must be a finite number > 0.
   if "$nnroute" bench "$eng" --duration-ms 300 --json >"$d/bench.json" 2>"$d/bench.log" &&
-     grep -q '"gpu_median_ms"' "$d/bench.json"; then
+     "$python" -c 'import json, math, sys
+v = json.load(open(sys.argv[1])).get("gpu_median_ms")
+sys.exit(0 if type(v) in (int, float) and math.isfinite(v) and v > 0 else 1)' \
+       "$d/bench.json" 2>>"$d/bench.log"; then
     pass "$name cuda bench ($(tr -d '\n' <"$d/bench.json" | cut -c1-160))"
   else
     tail -n 3 "$d/bench.log"

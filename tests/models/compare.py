@@ -4,11 +4,13 @@
 
 Every REFDIR/<name>.npy must have an OUTDIR/<name>.npy of the same shape and dtype
 class, and every element must satisfy |out - ref| <= atol + rtol * |ref| (numpy's
-isclose rule; NaN matches NaN only). One line per output with the largest absolute and
-relative errors, then `PASS NAME` or `FAIL NAME`; exit status 0 only on PASS. The
-largest errors are printed even on a pass, so a slow drift shows up in logs long before
-it crosses the tolerance. --show also prints both tensors when they are small (at most
-SHOW_MAX elements), with their argmax: what the example script shows a newcomer.
+isclose rule). Non-finite values are decided explicitly: NaN matches NaN only, and an
+infinity only the same infinity; either is a mismatch against anything else. One line
+per output with the largest absolute and relative errors, then `PASS NAME` or
+`FAIL NAME`; exit status 0 only on PASS. The largest errors are printed even on a
+pass, so a slow drift shows up in logs long before it crosses the tolerance. --show
+also prints both tensors when they are small (at most SHOW_MAX elements), with their
+argmax: what the example script shows a newcomer.
 """
 import argparse
 import glob
@@ -36,11 +38,16 @@ def compare_one(ref_path, out_path, rtol, atol):
         bad = int(np.count_nonzero(ref != out))
         return bad == 0, f"  {name}: {ref.dtype} {list(ref.shape)} mismatches={bad}"
     r, o = ref.astype(np.float64), out.astype(np.float64)
-    both_nan = np.isnan(r) & np.isnan(o)
-    diff = np.where(both_nan, 0.0, np.abs(o - r))
-    diff = np.where(np.isnan(diff), np.inf, diff)
-    rel = diff / np.maximum(np.abs(r), np.finfo(np.float32).tiny)
-    bad = int(np.count_nonzero(diff > atol + rtol * np.abs(np.nan_to_num(r))))
+    # Same NaN or same infinity: no error. Any other pair with a non-finite side: an
+    # infinite error, never NaN (a NaN difference would compare false and pass).
+    same = (np.isnan(r) & np.isnan(o)) | (np.isinf(r) & (o == r))
+    finite = np.isfinite(r) & np.isfinite(o)
+    with np.errstate(over="ignore", invalid="ignore"):
+        diff = np.where(same, 0.0, np.where(finite, np.abs(o - r), np.inf))
+        tol = atol + rtol * np.abs(np.where(np.isfinite(r), r, 0.0))
+        rel = np.where(diff == 0, 0.0,
+                       diff / np.maximum(np.abs(r), np.finfo(np.float32).tiny))
+    bad = int(np.count_nonzero(~(diff <= tol)))
     worst = np.unravel_index(int(np.argmax(diff)), diff.shape)
     msg = (f"  {name}: {ref.dtype} {list(ref.shape)} max_abs={diff.max():.3e} "
            f"max_rel={rel.max():.3e} at_max_abs={list(map(int, worst))} "
