@@ -20,7 +20,8 @@ static void tune_usage(FILE *f) {
     "         [--budget-builds N]\n"
     "         [--budget-time SECONDS] [--seed N] [--reference DIR]... [--holdout DIR]...\n"
     "         [--metric l0|l1|l2|linf|rel_l2|cos|top1] [--tolerance EPS]\n"
-    "         [--atol A --rtol R] [--output-tolerance NAME=EPS]... [--db FILE]\n"
+    "         [--atol A --rtol R] [--output-tolerance NAME=EPS]... [--min-margin F]\n"
+    "         [--db FILE]\n"
     "         [--continue] [--priors] [--threads N] [-o ENGINE] [--report FILE.json]\n"
     "         [--dry-run] [--write-unchecked] [--shape NAME=DIMS]...\n"
     "         [--input-range [NAME=]LO:HI]...\n"
@@ -33,7 +34,13 @@ static void tune_usage(FILE *f) {
     "in interleaved rounds and writes the fastest significantly faster route's engine\n"
     "(else the default route's). Every route that can be shipped is checked on the\n"
     "holdout pairs: when the default route fails them and nothing faster passed,\n"
-    "tune exits non-zero and writes no engine unless --write-unchecked. Defaults:\n"
+    "tune exits non-zero and writes no engine unless --write-unchecked.\n"
+    "--min-margin F (0 <= F < 1, default 0) keeps a fraction of the tolerance in\n"
+    "reserve: a route is feasible only when every loss is <= (1 - F) x its bound,\n"
+    "on the reference pairs and on the holdout pairs alike. Holdout pairs must not\n"
+    "share inputs with the reference pairs, nor calibration data with the holdout\n"
+    "pairs. The report states each margin and, for top1 and l0, a 95%% upper\n"
+    "confidence bound on the disagreement rate from the holdout pairs. Defaults:\n"
     "the default space (every knob that applies, per-node knobs as one dimension\n"
     "each), --search mixed, --budget-time 300,\n"
     "--metric rel_l2 --tolerance 1e-3, 4 generated reference pairs and 2 holdout pairs,\n"
@@ -52,10 +59,13 @@ static void tune_usage(FILE *f) {
 
 static void report_usage(FILE *f) {
   fprintf(f, "usage: nnroute report DB|REPORT.json [--session N] [--metric M]\n"
-             "                      [--tolerance EPS]\n\n"
+             "                      [--tolerance EPS] [--min-margin F]\n\n"
              "Chooses again from a tuning session's recorded losses and screening times,\n"
-             "at another metric or tolerance, without building anything; prints the\n"
-             "Pareto frontier and the choice.\n");
+             "at another metric, tolerance or margin (default: the session's), without\n"
+             "building anything; prints the Pareto frontier with each candidate's margin\n"
+             "on the reference and the holdout pairs, and the choice with its accuracy\n"
+             "statement (for top1 and l0 a 95%% upper confidence bound on the\n"
+             "disagreement rate on the holdout pairs).\n");
 }
 
 typedef struct tune_args {
@@ -96,6 +106,23 @@ static bool parse_override(const char *spec, nr_tolerance *t) {
   return true;
 }
 
+/* --min-margin F: a fraction of the tolerance, 0 <= F < 1. */
+static bool parse_margin(const char *v, double *out) {
+  char *end;
+  double f = strtod(v, &end);
+  if (end == v || *end || !(f >= 0 && f < 1))
+    return false;
+  *out = f;
+  return true;
+}
+
+static int bad_margin(const char *value) {
+  fprintf(stderr, "nnroute: bad value for --min-margin: '%s' (a fraction of the tolerance "
+          "to keep in reserve, 0 <= F < 1: 0.2 accepts losses up to 0.8 x the "
+          "tolerance)\n", value);
+  return 2;
+}
+
 static int bad(const char *what, const char *value) {
   fprintf(stderr, "nnroute tune: bad value for %s: '%s'\n", what, value);
   return 2;
@@ -116,6 +143,7 @@ static int parse_valued(tune_args *a, const char *opt, const char *v) {
   else if (!strcmp(opt, "--atol")) o->tol.atol = strtod(v, &end);
   else if (!strcmp(opt, "--rtol")) o->tol.rtol = strtod(v, &end);
   else if (!strcmp(opt, "--output-tolerance")) { if (!parse_override(v, &o->tol)) return bad(opt, v); }
+  else if (!strcmp(opt, "--min-margin")) { if (!parse_margin(v, &o->tol.min_margin)) return bad_margin(v); }
   else if (!strcmp(opt, "--db")) o->db_path = v;
   else if (!strcmp(opt, "--calibration")) o->calibration = v;
   else if (!strcmp(opt, "--threads")) o->threads = (int)strtol(v, &end, 10);
@@ -275,11 +303,15 @@ int nr_cli_tune(int argc, char **argv) {
 
 int nr_cli_report(int argc, char **argv) {
   const char *path = NULL, *metric = NULL;
-  double tol = -1;
+  double tol = -1, margin = -1;
   long long session = 0;
   for (int i = 1; i < argc; i++) {
     bool v = i + 1 < argc;
     if (!strcmp(argv[i], "--metric") && v) metric = argv[++i];
+    else if (!strcmp(argv[i], "--min-margin") && v) {
+      if (!parse_margin(argv[++i], &margin))
+        return bad_margin(argv[i]);
+    }
     else if (!strcmp(argv[i], "--tolerance") && v) tol = atof(argv[++i]);
     else if (!strcmp(argv[i], "--session") && v) session = atoll(argv[++i]);
     else if (argv[i][0] != '-' && !path) path = argv[i];
@@ -294,7 +326,7 @@ int nr_cli_report(int argc, char **argv) {
     return 2;
   }
   nr_error err = {0};
-  if (nr_tune_rechoose(path, session, metric, tol, &err))
+  if (nr_tune_rechoose(path, session, metric, tol, margin, &err))
     return nr_cli_fail(&err);
   return 0;
 }

@@ -22,9 +22,11 @@
 #include "tune/accuracy.h"
 
 #include "ir/dtype.h"
+#include "tune/confidence.h"
 
 #include <math.h>
 #include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 
 static const char *const metric_names[NR_METRIC_COUNT] = {
@@ -257,21 +259,116 @@ double nr_losses_over_pairs(const double *losses, int n_pairs, int n_outputs, in
   return pool && n_pairs > 0 ? acc / n_pairs : acc;
 }
 
-bool nr_tolerance_check(const nr_tolerance *t, const double *losses, int n_pairs,
-                        int n_outputs, const char *const *output_names,
-                        double *worst_margin) {
+double nr_margin_fraction(double eps, double loss) {
+  if (isnan(eps) || isnan(loss))
+    return -INFINITY;
+  if (loss == 0 || eps == INFINITY)
+    return 1.0; /* nothing of the bound is used, or nothing can exceed it */
+  if (eps == 0)
+    return -INFINITY;
+  return 1.0 - loss / eps;
+}
+
+bool nr_tolerance_margins(const nr_tolerance *t, const double *losses, int n_pairs,
+                          int n_outputs, const char *const *output_names,
+                          double *worst_margin, double *worst_fraction) {
   bool args_ok = t && (int)t->metric >= 0 && t->metric < NR_METRIC_COUNT &&
-                 n_pairs >= 0 && n_outputs >= 0 &&
-                 (losses || n_pairs == 0 || n_outputs == 0);
-  double worst = args_ok ? INFINITY : -INFINITY;
+                 n_pairs >= 0 && n_outputs >= 0 && t->min_margin >= 0 &&
+                 t->min_margin < 1 && (losses || n_pairs == 0 || n_outputs == 0);
+  double worst = args_ok ? INFINITY : -INFINITY, frac = worst;
   bool ok = args_ok;
   for (int o = 0; args_ok && n_pairs > 0 && o < n_outputs; o++) {
     double eps = nr_tolerance_eps(t, output_names ? output_names[o] : NULL);
     double loss = nr_losses_over_pairs(losses, n_pairs, n_outputs, o, t->metric);
-    ok = ok && loss <= eps; /* false for a NaN */
+    ok = ok && loss <= (1 - t->min_margin) * eps; /* false for a NaN */
     worst = fmin(worst, margin_of(eps, loss));
+    frac = fmin(frac, nr_margin_fraction(eps, loss));
   }
   if (worst_margin)
     *worst_margin = worst;
+  if (worst_fraction)
+    *worst_fraction = frac;
   return ok;
+}
+
+bool nr_tolerance_check(const nr_tolerance *t, const double *losses, int n_pairs,
+                        int n_outputs, const char *const *output_names,
+                        double *worst_margin) {
+  return nr_tolerance_margins(t, losses, n_pairs, n_outputs, output_names, worst_margin,
+                              NULL);
+}
+
+/* ---- what a set of pairs says about one output ---------------------------------- */
+
+int64_t nr_metric_trials(nr_metric m, const nr_buffer *ref) {
+  if (!ref || (m != NR_METRIC_TOP1 && m != NR_METRIC_L0))
+    return 0;
+  int64_t n = (int64_t)nr_buffer_count(ref);
+  if (m == NR_METRIC_L0 || n == 0)
+    return n;
+  int64_t len = ref->rank > 0 ? ref->dims[ref->rank - 1] : 1;
+  return n / len; /* n > 0, so len > 0 */
+}
+
+static int cmp_loss(const void *a, const void *b) {
+  double x = *(const double *)a, y = *(const double *)b;
+  return (x > y) - (x < y);
+}
+
+/* The q-quantile of the sorted v[0..n), interpolating between closest ranks. */
+static double sorted_quantile(const double *v, int n, double q) {
+  double pos = q * (double)(n - 1);
+  int i = (int)pos;
+  return i + 1 < n ? v[i] + (v[i + 1] - v[i]) * (pos - (double)i) : v[i];
+}
+
+/* max and p95 of the output's per-pair losses; NaN when one is NaN or memory runs
+ * out. */
+static void pair_spread(const double *losses, int n_pairs, int n_outputs, int output,
+                        nr_metric m, nr_output_accuracy *out) {
+  out->max = out->p95 = n_pairs > 0 ? NAN : 0;
+  double *v = n_pairs > 0 ? malloc(sizeof *v * (size_t)n_pairs) : NULL;
+  bool nan = false;
+  for (int p = 0; v && p < n_pairs; p++) {
+    v[p] = losses[((size_t)p * (size_t)n_outputs + (size_t)output) * NR_METRIC_COUNT +
+                  (size_t)m];
+    nan |= isnan(v[p]);
+  }
+  if (v && !nan) {
+    qsort(v, (size_t)n_pairs, sizeof *v, cmp_loss);
+    out->max = v[n_pairs - 1];
+    out->p95 = sorted_quantile(v, n_pairs, 0.95);
+  }
+  free(v);
+}
+
+/* Disagreements over the pairs: each pair's rate times its trials, rounded. */
+static int64_t count_errors(const double *losses, int n_pairs, int n_outputs, int output,
+                            nr_metric m, int64_t per_pair) {
+  int64_t errors = 0;
+  for (int p = 0; p < n_pairs; p++) {
+    double rate = losses[((size_t)p * (size_t)n_outputs + (size_t)output) * NR_METRIC_COUNT +
+                         (size_t)m];
+    errors += isfinite(rate) ? llround(fmin(fmax(rate, 0), 1) * (double)per_pair)
+                             : per_pair;
+  }
+  return errors;
+}
+
+void nr_output_accuracy_compute(const nr_tolerance *t, const double *losses, int n_pairs,
+                                int n_outputs, int output, const char *name,
+                                int64_t trials_per_pair, nr_output_accuracy *out) {
+  *out = (nr_output_accuracy){.n_pairs = n_pairs, .upper = NAN};
+  nr_metric m = t->metric;
+  out->bound = nr_tolerance_eps(t, name);
+  out->loss = nr_losses_over_pairs(losses, n_pairs, n_outputs, output, m);
+  out->margin = n_pairs > 0 ? margin_of(out->bound, out->loss) : INFINITY;
+  out->fraction = n_pairs > 0 ? nr_margin_fraction(out->bound, out->loss) : INFINITY;
+  pair_spread(losses, n_pairs, n_outputs, output, m, out);
+  if ((m == NR_METRIC_TOP1 || m == NR_METRIC_L0) && trials_per_pair > 0 &&
+      trials_per_pair <= INT64_MAX / (n_pairs > 0 ? n_pairs : 1)) {
+    out->trials = trials_per_pair * n_pairs;
+    out->errors = count_errors(losses, n_pairs, n_outputs, output, m, trials_per_pair);
+    out->upper = nr_clopper_pearson_upper(out->errors, out->trials, NR_CONFIDENCE_LEVEL);
+  }
 }

@@ -5,13 +5,17 @@
  * `nnroute report` can choose again at another metric or tolerance without running
  * anything. Any NaN or Inf in an output makes the candidate "nonfinite" whatever the
  * metric: no metric may let a NaN pass (TensorRT's tuner does). Losses are "lower is
- * better" and 0 for identical outputs; a shape or dtype mismatch gives +inf. */
+ * better" and 0 for identical outputs; a shape or dtype mismatch gives +inf.
+ * A tolerance may keep a fraction of every bound in reserve (min_margin), and the
+ * report states per output what a set of pairs says: the margin, the pair spread
+ * and, for the rates, a confidence bound (confidence.h). */
 #ifndef NR_TUNE_ACCURACY_H
 #define NR_TUNE_ACCURACY_H
 
 #include "nnroute.h"
 
 #include <stdbool.h>
+#include <stdint.h>
 
 typedef enum nr_metric {
   NR_METRIC_L0 = 0, /* fraction of elements with |out - ref| > atol + rtol * |ref| */
@@ -41,12 +45,14 @@ bool nr_losses_compute(const nr_buffer *got, const nr_buffer *ref, double atol,
                        double rtol, double out[NR_METRIC_COUNT], bool *shape_mismatch);
 
 /* What the user accepts: one metric, a bound for every output, optional per-output
- * bounds (by output name), and l0's atol/rtol. */
+ * bounds (by output name), l0's atol/rtol, and a margin to keep in reserve. */
 #define NR_TOL_MAX_OVERRIDES 32
 typedef struct nr_tolerance {
   nr_metric metric;
-  double eps;                 /* loss <= eps is feasible */
+  double eps;                 /* the bound: loss <= (1 - min_margin) * eps is feasible */
   double atol, rtol;          /* used by l0 */
+  double min_margin;          /* fraction of every bound kept in reserve, 0 <= F < 1
+                                 (0: loss <= eps; 0.2: loss <= 0.8 * eps) */
   int n_overrides;
   const char *override_name[NR_TOL_MAX_OVERRIDES]; /* not owned */
   double override_eps[NR_TOL_MAX_OVERRIDES];
@@ -63,13 +69,56 @@ double nr_tolerance_eps(const nr_tolerance *t, const char *output_name);
 double nr_losses_over_pairs(const double *losses, int n_pairs, int n_outputs, int output,
                             nr_metric m);
 /* Feasibility of a loss table laid out [pair][output][metric]: every output's loss
- * over the pairs (nr_losses_over_pairs) within its bound under t->metric. *worst_margin (may be NULL) gets the
- * smallest (bound - loss) over all of them (negative when infeasible). A NaN loss
- * is infeasible with margin -inf; a loss equal to its bound (inf included) has
- * margin 0; an empty table is feasible with margin +inf. output_names may be NULL
- * (no override applies). A NULL t or an unknown metric: false, margin -inf. */
+ * over the pairs (nr_losses_over_pairs) within (1 - t->min_margin) times its bound,
+ * under t->metric. *worst_margin (may be NULL) gets the smallest (bound - loss) over
+ * all of them, against the whole bound (so with a min_margin a candidate can be
+ * infeasible at a positive margin). A NaN loss is infeasible with margin -inf; a loss
+ * equal to its bound (inf included) has margin 0; an empty table is feasible with
+ * margin +inf. output_names may be NULL (no override applies). A NULL t, an unknown
+ * metric or a min_margin outside [0, 1): false, margin -inf. */
 bool nr_tolerance_check(const nr_tolerance *t, const double *losses, int n_pairs,
                         int n_outputs, const char *const *output_names,
                         double *worst_margin);
+/* nr_tolerance_check, also giving *worst_fraction (may be NULL): the smallest
+ * nr_margin_fraction over the outputs (+inf for an empty table, -inf when the
+ * arguments are bad). A table is feasible when that fraction is at least
+ * t->min_margin (up to rounding: the check itself compares loss and bound). */
+bool nr_tolerance_margins(const nr_tolerance *t, const double *losses, int n_pairs,
+                          int n_outputs, const char *const *output_names,
+                          double *worst_margin, double *worst_fraction);
+/* The margin as a fraction of the bound, 1 - loss / eps: 1 for an unused tolerance
+ * (loss 0, or an infinite bound), 0 at the bound, negative beyond it, -inf for a
+ * positive loss against a zero bound and for a NaN. */
+double nr_margin_fraction(double eps, double loss);
+
+/* How many trials one pair's output gives a rate metric: rows along the last axis
+ * for top1 (as its loss counts them), elements for l0; 0 for the other metrics and
+ * for an empty output. */
+int64_t nr_metric_trials(nr_metric m, const nr_buffer *ref);
+
+/* What one output's loss over a set of pairs says, for the report. */
+typedef struct nr_output_accuracy {
+  int n_pairs;
+  double bound;    /* the output's tolerance (nr_tolerance_eps) */
+  double loss;     /* over the pairs under the metric (nr_losses_over_pairs) */
+  double margin;   /* bound - loss (nr_tolerance_check's rules) */
+  double fraction; /* nr_margin_fraction(bound, loss) */
+  double max, p95; /* the largest and the 95th-percentile pair loss (linear
+                      interpolation between closest ranks, numpy's default); NaN
+                      when a pair's loss is NaN */
+  /* Rates (l0, top1) only, else 0 / NaN: */
+  int64_t trials; /* rows or elements over all the pairs (0: unknown) */
+  int64_t errors; /* of them, disagreeing: each pair's rate times its trials,
+                      rounded; a pair whose rate is not finite counts as all wrong */
+  double upper;   /* nr_clopper_pearson_upper(errors, trials) at
+                      NR_CONFIDENCE_LEVEL; NaN when trials is unknown */
+} nr_output_accuracy;
+
+/* Fills *out for one output of a [pair][output][metric] table under t->metric.
+ * trials_per_pair: nr_metric_trials of that output (every pair of a set has the
+ * same shapes); 0 or less when unknown. name may be NULL. */
+void nr_output_accuracy_compute(const nr_tolerance *t, const double *losses, int n_pairs,
+                                int n_outputs, int output, const char *name,
+                                int64_t trials_per_pair, nr_output_accuracy *out);
 
 #endif

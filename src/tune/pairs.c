@@ -952,43 +952,54 @@ uint64_t nr_pairs_hash(const nr_pair_set *set) {
   return h;
 }
 
-/* ---- calibration data ------------------------------------------------------------- */
+/* ---- disjoint sets ------------------------------------------------------------------ */
 
-nr_status nr_calibration_from_pairs(nr_model *m, const nr_pair_set *set,
-                                    nr_calibration **out, nr_error *err) {
-  nr_buffer *all = calloc((size_t)set->n * (size_t)set->n_inputs + 1, sizeof *all);
-  if (!all)
-    return nr_errorf(err, NR_ERR_NOMEM, "out of memory");
-  for (int k = 0; k < set->n; k++)
-    memcpy(all + (size_t)k * (size_t)set->n_inputs, set->pairs[k].inputs,
-           sizeof *all * (size_t)set->n_inputs);
-  nr_status st = nr_calibration_collect(m, set->n, all, out, err);
-  free(all);
-  return st;
+static uint64_t inputs_hash(const nr_pair_set *set, int k) {
+  uint64_t h = fnv_u64(FNV_OFFSET, (uint64_t)set->n_inputs);
+  for (int i = 0; i < set->n_inputs; i++)
+    h = hash_buffer(h, &set->pairs[k].inputs[i]);
+  return h;
 }
 
-nr_status nr_calibration_from_spec(nr_model *m, const char *spec, nr_calibration **out,
-                                   nr_error *err) {
-  struct stat sb;
-  *out = NULL;
-  nr_pair_set set = {0};
-  nr_status st;
-  if (!strncmp(spec, "random:", 7)) {
-    char *end;
-    long n = strtol(spec + 7, &end, 10);
-    if (*end || n < 1 || n > 4096)
-      return nr_errorf(err, NR_ERR_INVALID_ARGUMENT, "calibration '%s': random:N needs "
-                       "1 <= N <= 4096", spec);
-    st = nr_pairs_generate(m, (int)n, 0xca11b, NULL, 0, &set, err);
-  } else if (stat(spec, &sb)) {
-    return nr_errorf(err, NR_ERR_IO, "calibration '%s': %s", spec, strerror(errno));
-  } else if (!S_ISDIR(sb.st_mode)) {
-    return nr_calibration_load(spec, out, err);
-  } else {
-    st = nr_pairs_load_dir(m, spec, &set, err);
+static bool same_buffer(const nr_buffer *x, const nr_buffer *y) {
+  if (x->dtype != y->dtype || x->rank != y->rank)
+    return false;
+  for (int d = 0; d < x->rank && d < NR_MAX_RANK; d++)
+    if (x->dims[d] != y->dims[d])
+      return false;
+  size_t bytes = nr_buffer_count(x) * nr_dtype_size(x->dtype);
+  return bytes == 0 || (x->data && y->data && !memcmp(x->data, y->data, bytes));
+}
+
+bool nr_pair_inputs_equal(const nr_pair_set *a, int i, const nr_pair_set *b, int j) {
+  if (!a || !b || i < 0 || i >= a->n || j < 0 || j >= b->n || a->n_inputs != b->n_inputs)
+    return false;
+  for (int k = 0; k < a->n_inputs; k++)
+    if (!same_buffer(&a->pairs[i].inputs[k], &b->pairs[j].inputs[k]))
+      return false;
+  return true;
+}
+
+nr_status nr_pairs_check_disjoint(const nr_pair_set *held, const char *held_what,
+                                  const nr_pair_set *used, const char *used_what,
+                                  nr_error *err) {
+  if (!held || !used || held->n == 0 || used->n == 0)
+    return NR_OK;
+  uint64_t *h = malloc(sizeof *h * (size_t)used->n);
+  if (!h)
+    return nr_errorf(err, NR_ERR_NOMEM, "out of memory comparing %ss with %ss", held_what,
+                     used_what);
+  for (int j = 0; j < used->n; j++)
+    h[j] = inputs_hash(used, j);
+  nr_status st = NR_OK;
+  for (int i = 0; !st && i < held->n; i++) {
+    uint64_t hi = inputs_hash(held, i);
+    for (int j = 0; !st && j < used->n; j++)
+      if (h[j] == hi && nr_pair_inputs_equal(held, i, used, j))
+        st = nr_errorf(err, NR_ERR_INVALID_ARGUMENT,
+                       "%s '%s' has the same inputs as %s '%s'",
+                       held_what, held->pairs[i].origin, used_what, used->pairs[j].origin);
   }
-  if (!st)
-    st = nr_calibration_from_pairs(m, &set, out, err);
-  nr_pair_set_free(&set);
+  free(h);
   return st;
 }

@@ -14,6 +14,7 @@
 
 #include "nnroute.h"
 
+#include <stdbool.h>
 #include <stdint.h>
 
 typedef struct nr_pair {
@@ -67,6 +68,17 @@ nr_status nr_pairs_generate(nr_model *m, int count, uint64_t seed,
 /* 64-bit hash (FNV-1a) of every input and output of the set: dtype, shape and bytes,
  * not origins (for the database: a resumed session must use the same data). */
 uint64_t nr_pairs_hash(const nr_pair_set *set);
+/* Whether pair i of a and pair j of b have equal inputs: the same count, and each
+ * input the same dtype, shape and bytes (outputs and origins are not compared). */
+bool nr_pair_inputs_equal(const nr_pair_set *a, int i, const nr_pair_set *b, int j);
+/* Refuses (NR_ERR_INVALID_ARGUMENT) the first pair of `held` whose inputs equal those
+ * of any pair of `used` (compared by a content hash, then byte for byte); the message
+ * names both pairs by their origins (folder or "generated seed S #k"), calling them
+ * `held_what` and `used_what` ("holdout pair", "reference pair"). NR_OK when the
+ * sets share no inputs. */
+nr_status nr_pairs_check_disjoint(const nr_pair_set *held, const char *held_what,
+                                  const nr_pair_set *used, const char *used_what,
+                                  nr_error *err);
 void nr_pair_set_free(nr_pair_set *set);
 
 /* Calibrates on the inputs of set (outputs unused). */
@@ -77,5 +89,10 @@ nr_status nr_calibration_from_pairs(nr_model *m, const nr_pair_set *set,
  * fixed seed different from the tuner's reference pairs). */
 nr_status nr_calibration_from_spec(nr_model *m, const char *spec, nr_calibration **out,
                                    nr_error *err);
+/* The input sets a calibration spec names, appended to set: a directory's pairs, or
+ * random:N's generated ones (what nr_calibration_from_spec calibrates on). A table
+ * file holds none: set is left empty and *is_table set (it is cleared otherwise). */
+nr_status nr_calibration_inputs(nr_model *m, const char *spec, nr_pair_set *set,
+                                bool *is_table, nr_error *err);
 
 #endif

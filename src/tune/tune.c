@@ -18,6 +18,7 @@
 
 #include <cjson/cJSON.h>
 #include <errno.h>
+#include <limits.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -60,6 +61,7 @@ static cJSON *settings_json(const tune_session *s) {
   cJSON_AddNumberToObject(j, "tolerance", o->tol.eps);
   cJSON_AddNumberToObject(j, "atol", o->tol.atol);
   cJSON_AddNumberToObject(j, "rtol", o->tol.rtol);
+  cJSON_AddNumberToObject(j, "min_margin", o->tol.min_margin);
   cJSON *ov = cJSON_AddObjectToObject(j, "output_tolerance");
   for (int i = 0; i < o->tol.n_overrides; i++)
     cJSON_AddNumberToObject(ov, o->tol.override_name[i], o->tol.override_eps[i]);
@@ -79,11 +81,30 @@ static cJSON *settings_json(const tune_session *s) {
   cJSON *outs = cJSON_AddArrayToObject(j, "outputs");
   for (int i = 0; i < s->n_outputs; i++)
     cJSON_AddItemToArray(outs, cJSON_CreateString(s->output_names[i]));
+  cJSON *rows = cJSON_AddArrayToObject(j, "holdout_rows");
+  cJSON *elems = cJSON_AddArrayToObject(j, "holdout_elements");
+  for (int i = 0; i < s->n_outputs; i++) {
+    cJSON_AddItemToArray(rows,
+                         cJSON_CreateNumber((double)s->hold_trials[NR_TRIALS_ROWS][i]));
+    cJSON_AddItemToArray(
+        elems, cJSON_CreateNumber((double)s->hold_trials[NR_TRIALS_ELEMENTS][i]));
+  }
   cJSON_AddNumberToObject(j, "dimensions", s->space.n_dims);
   return j;
 }
 
 /* ---- setup ---------------------------------------------------------------------- */
+
+/* Appends "; reason" to the message err holds. */
+static void with_reason(nr_error *err, const char *reason) {
+  if (!err)
+    return;
+  char what[sizeof err->message];
+  snprintf(what, sizeof what, "%s", err->message);
+  nr_errorf(err, err->status, "%s; %s", what, reason);
+}
+
+static nr_status holdout_trials(tune_session *s, nr_error *err);
 
 /* A model that leaves input dimensions free takes them from the data it is given,
  * before the space is built (which prepares the model): the first reference folder,
@@ -116,9 +137,90 @@ static nr_status setup_pairs(tune_session *s, nr_error *err) {
     st = nr_pairs_generate(s->model, o->n_holdout_generated > 0 ? o->n_holdout_generated : 2,
                            o->seed ^ 0x5eedf00dull, o->ranges, o->n_ranges, &s->holdout,
                            err);
-  if (!st && nr_pairs_hash(&s->pairs) == nr_pairs_hash(&s->holdout))
-    st = nr_errorf(err, NR_ERR_INVALID_ARGUMENT, "the holdout pairs are the reference "
-                   "pairs; holdout data must never be used to choose");
+  if (!st && (st = nr_pairs_check_disjoint(&s->holdout, "holdout pair", &s->pairs,
+                                           "reference pair", err)))
+    with_reason(err,
+                "holdout data must never be used to choose: give --holdout data "
+                "that is not in --reference (or other --seed / --input-range for "
+                "generated pairs)");
+  if (!st)
+    st = holdout_trials(s, err);
+  return st;
+}
+
+/* Rows and elements one holdout pair gives each output (nr_metric_trials), the count
+ * a rate's confidence bound needs; 0 for an output whose pairs differ in shape. */
+static nr_status holdout_trials(tune_session *s, nr_error *err) {
+  static const nr_metric by[NR_TRIALS_KINDS] = {
+      [NR_TRIALS_ROWS] = NR_METRIC_TOP1, [NR_TRIALS_ELEMENTS] = NR_METRIC_L0};
+  int n = s->holdout.n_outputs;
+  for (int k = 0; k < NR_TRIALS_KINDS; k++) {
+    s->hold_trials[k] = calloc((size_t)(n ? n : 1), sizeof *s->hold_trials[k]);
+    if (!s->hold_trials[k])
+      return nr_errorf(err, NR_ERR_NOMEM, "out of memory");
+    for (int o = 0; o < n && s->holdout.n > 0; o++) {
+      int64_t t = nr_metric_trials(by[k], &s->holdout.pairs[0].outputs[o]);
+      for (int p = 1; p < s->holdout.n; p++)
+        if (nr_metric_trials(by[k], &s->holdout.pairs[p].outputs[o]) != t)
+          t = 0;
+      s->hold_trials[k][o] = t;
+    }
+  }
+  return NR_OK;
+}
+
+/* Realpath of a folder, or the path itself when it has none. */
+static void real_or_same(const char *path, char out[PATH_MAX]) {
+  if (!realpath(path, out))
+    snprintf(out, PATH_MAX, "%s", path);
+}
+
+/* The first of a and b lies in (or is) the second. */
+static bool path_within(const char *a, const char *b) {
+  size_t n = strlen(b);
+  return !strncmp(a, b, n) && (a[n] == '\0' || a[n] == '/' || (n > 0 && b[n - 1] == '/'));
+}
+
+/* --calibration DIR must not name holdout data: neither a --holdout folder (by its
+ * real path: a symlink or a "./x/../x" is the same folder) nor one inside or above
+ * it. Checked whether or not the space calibrates; the samples themselves are
+ * compared with the holdout pairs when they are read (setup_calibration). */
+static nr_status calibration_not_holdout(const nr_tune_options *o, nr_error *err) {
+  struct stat sb;
+  if (!o->calibration || stat(o->calibration, &sb) || !S_ISDIR(sb.st_mode))
+    return NR_OK;
+  char cal[PATH_MAX], hold[PATH_MAX];
+  real_or_same(o->calibration, cal);
+  for (int i = 0; i < o->n_holdout_dirs; i++) {
+    real_or_same(o->holdout_dirs[i], hold);
+    bool same = !strcmp(cal, hold), inside = path_within(cal, hold);
+    if (same || inside || path_within(hold, cal))
+      return nr_errorf(err, NR_ERR_INVALID_ARGUMENT,
+                       "--calibration '%s' %s the --holdout "
+                       "folder '%s' (%s); calibration data must never be holdout data",
+                       o->calibration,
+                       same     ? "is"
+                       : inside ? "lies inside"
+                                : "holds",
+                       o->holdout_dirs[i], hold);
+  }
+  return NR_OK;
+}
+
+/* The user's calibration data: a table file as it is, input sets (a folder,
+ * random:N) only when none of them is a holdout pair's inputs. */
+static nr_status calibration_from_spec(tune_session *s, nr_error *err) {
+  nr_pair_set cal = {0};
+  bool table = false;
+  nr_status st = nr_calibration_inputs(s->model, s->o->calibration, &cal, &table, err);
+  if (!st && !table &&
+      (st = nr_pairs_check_disjoint(&cal, "calibration sample", &s->holdout,
+                                    "holdout pair", err)))
+    with_reason(err, "calibration data must never be holdout data");
+  if (!st)
+    st = table ? nr_calibration_load(s->o->calibration, &s->calib, err)
+               : nr_calibration_from_pairs(s->model, &cal, &s->calib, err);
+  nr_pair_set_free(&cal);
   return st;
 }
 
@@ -131,7 +233,7 @@ static nr_status setup_calibration(tune_session *s, nr_error *err) {
   if (!precision)
     return NR_OK;
   nr_status st = s->o->calibration
-                     ? nr_calibration_from_spec(s->model, s->o->calibration, &s->calib, err)
+                     ? calibration_from_spec(s, err)
                      : nr_calibration_from_pairs(s->model, &s->pairs, &s->calib, err);
   if (st)
     return nr_error_prefix(err, "calibration: ");
@@ -321,14 +423,15 @@ static void summarize(tune_session *s, tune_cand *c, const nr_db_candidate *row)
   c->engine_bytes = row->engine_bytes;
   c->db_id = row->id;
   c->worst_loss = INFINITY;
-  c->margin = -INFINITY;
+  c->margin = c->margin_frac = -INFINITY;
   if (row->losses && row->n_pairs > 0) {
     c->worst_loss = tune_worst_loss(row->losses, row->n_pairs, row->n_outputs, s->o->tol.metric);
-    nr_tolerance_check(&s->o->tol, row->losses, row->n_pairs, row->n_outputs,
-                       s->output_names, &c->margin);
+    nr_tolerance_margins(&s->o->tol, row->losses, row->n_pairs, row->n_outputs,
+                         s->output_names, &c->margin, &c->margin_frac);
   } else if (c->status == NR_CAND_OK) {
     c->worst_loss = 0; /* no reference data: nothing to lose */
     c->margin = 0;
+    c->margin_frac = 1;
   }
   c->feasible = c->status == NR_CAND_OK;
   struct stat sb;
@@ -729,7 +832,14 @@ static nr_status run_default(tune_session *s, nr_error *err) {
     return nr_errorf(err, NR_ERR_RUNTIME, "the default route failed (%s); nothing to "
                      "compare against. `nnroute run MODEL --route ''` shows why",
                      nr_cand_status_name(d->status));
-  if (d->status == NR_CAND_ACCURACY_FAIL)
+  if (d->status == NR_CAND_ACCURACY_FAIL && s->o->tol.min_margin > 0)
+    fprintf(stderr,
+            "nnroute tune: warning: the default route itself leaves less than "
+            "--min-margin %g of the tolerance (worst %s loss %.3g, bound %.3g: %.1f%% of "
+            "it left); only routes within (1 - %g) x the tolerance are kept\n",
+            s->o->tol.min_margin, nr_metric_name(s->o->tol.metric), d->worst_loss,
+            s->o->tol.eps, 100 * d->margin_frac, s->o->tol.min_margin);
+  else if (d->status == NR_CAND_ACCURACY_FAIL)
     fprintf(stderr, "nnroute tune: warning: the default route itself is outside the "
             "tolerance (worst %s loss %.3g > %.3g); only routes within it are kept\n",
             nr_metric_name(s->o->tol.metric), d->worst_loss, s->o->tol.eps);
@@ -776,6 +886,8 @@ static void session_free(tune_session *s) {
   free(s->winner_route);
   free(s->settings);
   free(s->output_names);
+  for (int k = 0; k < NR_TRIALS_KINDS; k++)
+    free(s->hold_trials[k]);
   nr_pair_set_free(&s->pairs);
   nr_pair_set_free(&s->holdout);
   nr_calibration_destroy(s->calib);
@@ -793,7 +905,15 @@ nr_status nr_tune_run(const nr_tune_options *o, bool *interrupted, nr_error *err
   sigemptyset(&sa.sa_mask);
   sigaction(SIGINT, &sa, &old_int);
   sigaction(SIGTERM, &sa, &old_term);
-  nr_status st = shapes_from_data(o, err);
+  nr_status st = NR_OK;
+  if (!(o->tol.min_margin >= 0 && o->tol.min_margin < 1))
+    st = nr_errorf(err, NR_ERR_INVALID_ARGUMENT,
+                   "--min-margin %g: the margin is a fraction of the tolerance, "
+                   "0 <= F < 1", o->tol.min_margin);
+  if (!st)
+    st = calibration_not_holdout(o, err);
+  if (!st)
+    st = shapes_from_data(o, err);
   if (!st)
     st = tune_space_build(o->model, o->routes, o->device, &s.space, err);
   if (!st)

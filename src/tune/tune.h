@@ -47,7 +47,10 @@ typedef struct nr_tune_options {
                                  holdout's) */
   nr_input_range ranges[NR_TUNE_MAX_DIRS];
   int n_ranges;
-  nr_tolerance tol;
+  nr_tolerance tol;           /* with tol.min_margin (--min-margin, 0 <= F < 1): a
+                                 candidate is feasible, on the reference and on the
+                                 holdout pairs alike, only when every loss is
+                                 <= (1 - F) x its bound */
   const char *db_path;        /* default "nnroute-tune.db" */
   bool resume;                /* --continue */
   bool priors;                /* order the search by other environments' results */
@@ -74,9 +77,12 @@ typedef struct nr_tune_options {
 nr_status nr_tune_run(const nr_tune_options *o, bool *interrupted, nr_error *err);
 
 /* `nnroute report`: chooses again from recorded losses and screening timings (a
- * database file or a report JSON), at another metric or tolerance (NULL / < 0: the
- * session's own), and prints the frontier and the choice. session 0: the newest. */
+ * database file or a report JSON), at another metric, tolerance or min margin
+ * (NULL / < 0: the session's own), and prints the frontier with each shown
+ * candidate's margins, and the choice with its accuracy statement. The choice is
+ * the fastest feasible candidate that did not fail a recorded holdout check at that
+ * tolerance. A min_margin of 1 or more is refused. session 0: the newest. */
 nr_status nr_tune_rechoose(const char *path, int64_t session, const char *metric,
-                           double tolerance, nr_error *err);
+                           double tolerance, double min_margin, nr_error *err);
 
 #endif

@@ -56,12 +56,20 @@ typedef struct tune_cand {
   double median, lo, hi;/* screening latency (ms); 0 when not measured */
   double worst_loss;    /* max over pairs and outputs, session metric */
   double margin;        /* min over outputs of (bound - loss) */
+  double margin_frac;   /* min over outputs of (bound - loss) / bound */
   double build_ms;
   uint64_t engine_bytes;
   char *engine_path;    /* kept engine file, or NULL */
   int changes;          /* non-default knob instances in the route */
   char *phase;
 } tune_cand;
+
+/* The two ways a rate counts its trials: rows (top1) and elements (l0). */
+typedef enum tune_trials {
+  NR_TRIALS_ROWS,
+  NR_TRIALS_ELEMENTS,
+  NR_TRIALS_KINDS
+} tune_trials;
 
 typedef struct tune_session {
   const nr_tune_options *o;
@@ -94,6 +102,8 @@ typedef struct tune_session {
   nr_calibration *calib; /* for int8 candidates; NULL when the space has no precision
                             knob */
   char calib_sha[65];    /* its digest ("" without one) */
+  int64_t *hold_trials[NR_TRIALS_KINDS]; /* per output: rows / elements one holdout
+                                            pair gives (0: the pairs differ) */
 } tune_session;
 
 extern volatile sig_atomic_t nr_tune_stop;
@@ -143,5 +153,38 @@ nr_status tune_noise_check(tune_session *s, struct cJSON *json, nr_error *err);
 struct cJSON *tune_candidates_json(tune_session *s, nr_error *err);
 /* Pareto frontier of latency against worst loss over measured candidates. */
 struct cJSON *tune_pareto_json(const tune_cand *c, int n);
+
+/* ---- the accuracy statement (tune_accuracy.c) ---- */
+
+/* A candidate's accuracy on the reference and the holdout pairs, per output, under
+ * one tolerance: what the report states for the winner and `nnroute report` for the
+ * candidates it shows. */
+typedef struct tune_accuracy {
+  const nr_tolerance *tol;
+  int n_outputs;
+  const char *const *names;    /* may be NULL */
+  int n_ref, n_hold;           /* pairs in each set (n_hold 0: not checked) */
+  nr_output_accuracy *ref;     /* n_outputs entries */
+  nr_output_accuracy *hold;    /* n_outputs entries, or NULL: not checked */
+  double ref_margin, ref_frac; /* nr_tolerance_margins over the outputs */
+  double hold_margin, hold_frac;
+  bool ref_ok, hold_ok; /* within (1 - min_margin) x the bounds */
+} tune_accuracy;
+
+/* Fills a from loss tables [pair][output][metric] (hold NULL or n_hold 0: not checked).
+ * trials[kind][output] are the counts one holdout pair gives (tune_trials; NULL or 0:
+ * unknown, then no confidence bound). False when memory runs out. */
+bool tune_accuracy_make(tune_accuracy *a, const nr_tolerance *tol, int n_outputs,
+                        const char *const *names, const double *ref, int n_ref,
+                        const double *hold, int n_hold, int64_t *const *trials);
+void tune_accuracy_free(tune_accuracy *a);
+/* The report's "accuracy" object. */
+struct cJSON *tune_accuracy_json(const tune_accuracy *a);
+/* The statement for people, one line per set and output, each starting with indent. */
+void tune_accuracy_print(const tune_accuracy *a, const char *indent);
+/* "disagreement <= 2.95% with 95% confidence on 100 held-out inputs" for a rate with
+ * a bound, else "" (into out). */
+void tune_accuracy_bound_text(const nr_output_accuracy *r, nr_metric m, char *out,
+                              size_t cap);
 
 #endif

@@ -365,7 +365,11 @@ int tune_entry_cmp(const void *a, const void *b) {
 
 /* ---- holdout -------------------------------------------------------------------- */
 
-static nr_status holdout_check(tune_session *s, tune_cand *c, bool *ok, double *margin,
+/* The candidate on the holdout pairs, under the session's tolerance and --min-margin
+ * (the worker's check): *ok when every output is within (1 - min_margin) x its
+ * bound, as on the reference pairs. margin[0] is the smallest (bound - loss),
+ * margin[1] the smallest fraction of the bound left. */
+static nr_status holdout_check(tune_session *s, tune_cand *c, bool *ok, double margin[2],
                                nr_error *err) {
   nr_worker_job job = tune_job(s, c->route);
   job.engine_in = c->engine_path;
@@ -376,10 +380,10 @@ static nr_status holdout_check(tune_session *s, tune_cand *c, bool *ok, double *
   nr_worker_result r = {0};
   nr_status st = nr_worker_run(&job, &r, err);
   *ok = !st && r.status == NR_CAND_OK;
-  *margin = -INFINITY;
+  margin[0] = margin[1] = -INFINITY;
   if (!st && r.losses) {
-    nr_tolerance_check(&s->o->tol, r.losses, r.n_pairs, r.n_outputs, s->output_names,
-                       margin);
+    nr_tolerance_margins(&s->o->tol, r.losses, r.n_pairs, r.n_outputs, s->output_names,
+                         &margin[0], &margin[1]);
     st = nr_db_candidate_set_holdout(s->db, c->db_id, r.losses, r.n_pairs, r.n_outputs,
                                      err);
   }
@@ -387,8 +391,15 @@ static nr_status holdout_check(tune_session *s, tune_cand *c, bool *ok, double *
   return st;
 }
 
+static void add_margin(cJSON *j, const char *key, double v) {
+  if (isfinite(v))
+    cJSON_AddNumberToObject(j, key, v);
+  else
+    cJSON_AddNullToObject(j, key);
+}
+
 static cJSON *entry_json(const entry *e, const tune_cand *d, bool holdout_ok,
-                         double holdout_margin) {
+                         const double holdout_margin[2]) {
   cJSON *j = cJSON_CreateObject();
   cJSON_AddStringToObject(j, "route", e->c->route);
   cJSON_AddNumberToObject(j, "non_default_knobs", e->c->changes);
@@ -401,9 +412,23 @@ static cJSON *entry_json(const entry *e, const tune_cand *d, bool holdout_ok,
   cJSON_AddNumberToObject(j, "p_holm", e->p_holm);
   cJSON_AddBoolToObject(j, "significant", e->accepted);
   cJSON_AddNumberToObject(j, "reference_margin", e->c->margin);
-  cJSON_AddNumberToObject(j, "holdout_margin", holdout_margin);
+  add_margin(j, "reference_margin_fraction", e->c->margin_frac);
+  cJSON_AddNumberToObject(j, "holdout_margin", holdout_margin[0]);
+  add_margin(j, "holdout_margin_fraction", holdout_margin[1]);
   cJSON_AddBoolToObject(j, "holdout_ok", holdout_ok);
   return j;
+}
+
+/* "margin -0.0012" or, with --min-margin, "margin 0.0002, 18.0% of the tolerance;
+ * --min-margin asks 25%". */
+static void margin_words(const tune_session *s, const double margin[2], char *out,
+                         size_t cap) {
+  double f = s->o->tol.min_margin;
+  if (f > 0)
+    snprintf(out, cap, "margin %.3g, %.1f%% of the tolerance; --min-margin asks %.3g%%",
+             margin[0], 100 * margin[1], 100 * f);
+  else
+    snprintf(out, cap, "margin %.3g", margin[0]);
 }
 
 /* The default route on the holdout pairs (s->default_holdout), so the route shipped
@@ -411,19 +436,25 @@ static cJSON *entry_json(const entry *e, const tune_cand *d, bool holdout_ok,
 static nr_status check_default(tune_session *s, cJSON *conf, nr_error *err) {
   tune_cand *d = &s->cands[s->default_idx];
   bool ok = false;
-  double margin = -INFINITY;
+  double margin[2] = {-INFINITY, -INFINITY};
   s->default_holdout = 0;
   if (s->holdout.n <= 0)
     return NR_OK;
-  nr_status st = holdout_check(s, d, &ok, &margin, err);
+  nr_status st = holdout_check(s, d, &ok, margin, err);
   if (st || nr_tune_stop)
     return st;
   s->default_holdout = ok ? 1 : -1;
   cJSON_AddBoolToObject(conf, "default_holdout_ok", ok);
-  cJSON_AddNumberToObject(conf, "default_holdout_margin", margin);
-  if (!ok)
-    fprintf(stderr, "nnroute tune: the default route itself fails the holdout pairs "
-            "(margin %.3g)\n", margin);
+  cJSON_AddNumberToObject(conf, "default_holdout_margin", margin[0]);
+  add_margin(conf, "default_holdout_margin_fraction", margin[1]);
+  if (!ok) {
+    char why[160];
+    margin_words(s, margin, why, sizeof why);
+    fprintf(stderr,
+            "nnroute tune: the default route itself fails the holdout pairs "
+            "(%s)\n",
+            why);
+  }
   return NR_OK;
 }
 
@@ -438,13 +469,18 @@ static nr_status choose(tune_session *s, entry *v, int n, cJSON *conf, nr_error 
   const char *winner = NULL;
   for (int i = 0; !st && !nr_tune_stop && i < n; i++) {
     bool ok = false;
-    double margin = -INFINITY;
-    st = v[i].accepted ? holdout_check(s, v[i].c, &ok, &margin, err) : NR_OK;
+    double margin[2] = {-INFINITY, -INFINITY};
+    st = v[i].accepted ? holdout_check(s, v[i].c, &ok, margin, err) : NR_OK;
     if (st || nr_tune_stop)
       break;
-    if (v[i].accepted && !ok)
-      fprintf(stderr, "nnroute tune: '%s' is faster but fails the holdout pairs "
-              "(margin %.3g); rejected\n", v[i].c->route, margin);
+    if (v[i].accepted && !ok) {
+      char why[160];
+      margin_words(s, margin, why, sizeof why);
+      fprintf(stderr,
+              "nnroute tune: '%s' is faster but fails the holdout pairs "
+              "(%s); rejected\n",
+              v[i].c->route, why);
+    }
     cJSON_AddItemToArray(list, entry_json(&v[i], d, ok, margin));
     if (!winner && v[i].accepted && ok)
       winner = v[i].c->route;

@@ -5,7 +5,10 @@
  * The report is built from the database rows, not from the session's memory, so a
  * resumed session reports every candidate of the whole session, and `nnroute report`
  * on the database and on the JSON report see the same data. Non-finite losses are
- * written as JSON null (JSON has no Inf/NaN) and read back as +inf. */
+ * written as JSON null (JSON has no Inf/NaN) and read back as +inf. The winner's
+ * accuracy statement (tune_accuracy.c) is built from its row too, holdout losses
+ * included; choosing again skips a candidate whose recorded holdout check fails at
+ * the new tolerance, as the session rejects such a finalist. */
 #include "tune/tune_internal.h"
 #include "util/version.h"
 #include "util/error.h"
@@ -180,7 +183,16 @@ static nr_status write_engine(tune_session *s, const tune_cand *w, nr_error *err
   return st;
 }
 
-static void add_winner(tune_session *s, cJSON *report, const tune_cand *w, double wall_s) {
+/* A number, or null when it is not finite (JSON has no Inf or NaN). */
+static void add_finite(cJSON *j, const char *key, double v) {
+  if (isfinite(v))
+    cJSON_AddNumberToObject(j, key, v);
+  else
+    cJSON_AddNullToObject(j, key);
+}
+
+static void add_winner(tune_session *s, cJSON *report, const tune_cand *w,
+                       const tune_accuracy *acc, double wall_s) {
   const tune_cand *d = &s->cands[s->default_idx];
   cJSON *j = cJSON_AddObjectToObject(report, "winner");
   cJSON_AddStringToObject(j, "route", w->route);
@@ -202,6 +214,11 @@ static void add_winner(tune_session *s, cJSON *report, const tune_cand *w, doubl
   }
   cJSON_AddNumberToObject(j, "confirmed_speedup", speedup);
   cJSON_AddNumberToObject(j, "reference_margin", w->margin);
+  add_finite(j, "reference_margin_fraction", w->margin_frac);
+  add_finite(j, "holdout_margin", acc && acc->hold ? acc->hold_margin : NAN);
+  add_finite(j, "holdout_margin_fraction", acc && acc->hold ? acc->hold_frac : NAN);
+  if (acc)
+    cJSON_AddItemToObject(j, "accuracy", tune_accuracy_json(acc));
   double gain_ms = d->median * (1 - 1 / speedup);
   cJSON_AddNumberToObject(report, "tuning_wall_s", wall_s);
   if (gain_ms > 0)
@@ -237,9 +254,11 @@ static void add_header(tune_session *s, cJSON *report) {
   double ci[2] = {d->lo, d->hi};
   cJSON_AddItemToObject(dj, "screening_ci95_ms", cJSON_CreateDoubleArray(ci, 2));
   cJSON_AddNumberToObject(dj, "reference_margin", d->margin);
+  add_finite(dj, "reference_margin_fraction", d->margin_frac);
 }
 
-static void summary(const tune_session *s, const tune_cand *w, const cJSON *report) {
+static void summary(const tune_session *s, const tune_cand *w, const tune_accuracy *acc,
+                    const cJSON *report) {
   int count[NR_CAND_STATUS_COUNT] = {0};
   for (int i = 0; i < s->n_cands; i++)
     count[s->cands[i].status]++;
@@ -267,6 +286,23 @@ static void summary(const tune_session *s, const tune_cand *w, const cJSON *repo
     printf("winner: the default route (%s)\n",
            nr_tune_stop ? "interrupted before a confirmed gain"
                         : "no route was significantly faster within the tolerance");
+  if (acc)
+    tune_accuracy_print(acc, "  ");
+}
+
+/* The winner's accuracy statement from its database row (its holdout losses are
+ * there once it was checked). False, with *a untouched, when the row is missing. */
+static bool winner_accuracy(tune_session *s, const tune_cand *w, tune_accuracy *a) {
+  nr_db_candidate row;
+  bool found = false, ok = false;
+  if (nr_db_candidate_get(s->db, s->session_id, w->route, &row, &found, NULL) || !found)
+    return false;
+  if (row.n_outputs == s->n_outputs)
+    ok = tune_accuracy_make(a, &s->o->tol, s->n_outputs, s->output_names, row.losses,
+                            row.n_pairs, row.holdout_losses, row.n_holdout_pairs,
+                            s->hold_trials);
+  nr_db_candidate_free(&row);
+  return ok;
 }
 
 nr_status tune_finish(tune_session *s, cJSON *report, nr_error *err) {
@@ -282,12 +318,17 @@ nr_status tune_finish(tune_session *s, cJSON *report, nr_error *err) {
     return nr_errorf(err, NR_ERR_INTERNAL, "the chosen route has no candidate");
   const tune_cand *w = &s->cands[wi];
   double wall_s = s->prior_elapsed + tune_now() - s->t0;
+  tune_accuracy acc;
+  bool have_acc = winner_accuracy(s, w, &acc);
   add_header(s, report);
-  add_winner(s, report, w, wall_s);
+  add_winner(s, report, w, have_acc ? &acc : NULL, wall_s);
   cJSON_AddItemToObject(report, "pareto", tune_pareto_json(s->cands, s->n_cands));
   cJSON *cands = tune_candidates_json(s, err);
-  if (!cands)
+  if (!cands) {
+    if (have_acc)
+      tune_accuracy_free(&acc);
     return err->status ? err->status : NR_ERR_NOMEM;
+  }
   cJSON_AddItemToObject(report, "candidates", cands);
   /* the default route is the only one that can be shipped unchecked: refuse it when
    * the holdout check said no, unless asked */
@@ -303,7 +344,9 @@ nr_status tune_finish(tune_session *s, cJSON *report, nr_error *err) {
     st = nr_db_session_end(s->db, s->session_id, nr_tune_stop ? "interrupted" : "done",
                            w->route, text, err);
   if (!st)
-    summary(s, w, report);
+    summary(s, w, have_acc ? &acc : NULL, report);
+  if (have_acc)
+    tune_accuracy_free(&acc);
   free(text);
   return st;
 }
@@ -312,8 +355,9 @@ nr_status tune_finish(tune_session *s, cJSON *report, nr_error *err) {
 
 typedef struct rec {
   char *route, *status;
-  double median, worst, margin;
-  bool feasible;
+  double median, worst, hold_worst;
+  bool feasible, have_acc;
+  tune_accuracy acc; /* margins, and the holdout statement when it was checked */
 } rec;
 
 typedef struct rec_list {
@@ -322,10 +366,12 @@ typedef struct rec_list {
   nr_tolerance tol;
   const char **names;
   int n_names;
+  int64_t *trials[NR_TRIALS_KINDS]; /* per output, from the settings; NULL: unknown */
 } rec_list;
 
 static void rec_push(rec_list *l, const char *route, const char *status, double median,
-                     const double *losses, int n_pairs, int n_outputs) {
+                     const double *losses, int n_pairs, int n_outputs, const double *hold,
+                     int n_hold) {
   if (l->n == l->cap) {
     int cap = l->cap ? 2 * l->cap : 64;
     rec *v = realloc(l->v, sizeof *v * (size_t)cap);
@@ -335,32 +381,67 @@ static void rec_push(rec_list *l, const char *route, const char *status, double 
     l->cap = cap;
   }
   rec *r = &l->v[l->n++];
-  *r = (rec){strdup(route), strdup(status), median, INFINITY, -INFINITY, false};
-  bool measured = !strcmp(status, "ok") || !strcmp(status, "accuracy_fail");
+  *r = (rec){.route = strdup(route ? route : ""),
+             .status = strdup(status ? status : ""),
+             .median = median,
+             .worst = INFINITY,
+             .hold_worst = NAN};
+  bool measured = status && (!strcmp(status, "ok") || !strcmp(status, "accuracy_fail"));
   if (losses && n_pairs > 0 && n_outputs == l->n_names) {
-    r->feasible = nr_tolerance_check(&l->tol, losses, n_pairs, n_outputs, l->names,
-                                     &r->margin) && measured;
+    r->have_acc = tune_accuracy_make(&r->acc, &l->tol, n_outputs, l->names, losses,
+                                     n_pairs, hold, n_hold, l->trials);
+    r->feasible = r->have_acc && r->acc.ref_ok && measured;
     r->worst = tune_worst_loss(losses, n_pairs, n_outputs, l->tol.metric);
-  } else if (!strcmp(status, "ok")) {
+    if (hold && n_hold > 0)
+      r->hold_worst = tune_worst_loss(hold, n_hold, n_outputs, l->tol.metric);
+  } else if (status && !strcmp(status, "ok")) {
     r->feasible = true;
-    r->worst = r->margin = 0;
+    r->worst = 0;
   }
 }
 
 static int db_rec(const nr_db_candidate *c, void *user) {
-  rec_push(user, c->route, c->status, c->median_ms, c->losses, c->n_pairs, c->n_outputs);
+  rec_push(user, c->route, c->status, c->median_ms, c->losses, c->n_pairs, c->n_outputs,
+           c->holdout_losses, c->n_holdout_pairs);
   return 0;
 }
 
-/* The session's tolerance from its settings JSON, with the caller's overrides. */
+/* A setting a session recorded, or dflt when an older session lacks it. */
+static double setting_num(const cJSON *set, const char *key, double dflt) {
+  const cJSON *v = cJSON_GetObjectItem(set, key);
+  return cJSON_IsNumber(v) ? v->valuedouble : dflt;
+}
+
+/* Per output counts from the settings (holdout_rows, holdout_elements); NULL when the
+ * session did not record them or they do not match the outputs. */
+static int64_t *trials_from_settings(const cJSON *set, const char *key, int n) {
+  const cJSON *a = cJSON_GetObjectItem(set, key);
+  if (!cJSON_IsArray(a) || cJSON_GetArraySize(a) != n)
+    return NULL;
+  int64_t *v = calloc((size_t)(n ? n : 1), sizeof *v);
+  for (int i = 0; v && i < n; i++) {
+    const cJSON *x = cJSON_GetArrayItem(a, i);
+    v[i] = cJSON_IsNumber(x) && x->valuedouble > 0 ? (int64_t)x->valuedouble : 0;
+  }
+  return v;
+}
+
+/* The session's tolerance from its settings JSON, with the caller's overrides
+ * (metric NULL, eps < 0, min_margin < 0: the session's). */
 static nr_status tol_from_settings(const cJSON *set, rec_list *l, const char *metric,
-                                   double eps, nr_error *err) {
+                                   double eps, double min_margin, nr_error *err) {
   const cJSON *m = cJSON_GetObjectItem(set, "metric");
   if (!cJSON_IsString(m) || !nr_metric_parse(m->valuestring, &l->tol.metric))
     return nr_errorf(err, NR_ERR_INVALID_ARGUMENT, "the recorded session has no metric");
   l->tol.eps = cJSON_GetNumberValue(cJSON_GetObjectItem(set, "tolerance"));
   l->tol.atol = cJSON_GetNumberValue(cJSON_GetObjectItem(set, "atol"));
   l->tol.rtol = cJSON_GetNumberValue(cJSON_GetObjectItem(set, "rtol"));
+  l->tol.min_margin = min_margin >= 0 ? min_margin : setting_num(set, "min_margin", 0);
+  if (!(l->tol.min_margin >= 0 && l->tol.min_margin < 1))
+    return nr_errorf(err, NR_ERR_INVALID_ARGUMENT,
+                     "--min-margin %g: the margin is a "
+                     "fraction of the tolerance, 0 <= F < 1",
+                     l->tol.min_margin);
   if (metric && !nr_metric_parse(metric, &l->tol.metric))
     return nr_errorf(err, NR_ERR_INVALID_ARGUMENT, "unknown metric '%s' (l0, l1, l2, linf, "
                      "rel_l2, cos, top1)", metric);
@@ -379,6 +460,9 @@ static nr_status tol_from_settings(const cJSON *set, rec_list *l, const char *me
   l->names = calloc((size_t)(l->n_names ? l->n_names : 1), sizeof *l->names);
   for (int i = 0; l->names && i < l->n_names; i++)
     l->names[i] = cJSON_GetStringValue(cJSON_GetArrayItem(outs, i));
+  l->trials[NR_TRIALS_ROWS] = trials_from_settings(set, "holdout_rows", l->n_names);
+  l->trials[NR_TRIALS_ELEMENTS] = trials_from_settings(set, "holdout_elements",
+                                                       l->n_names);
   return l->names ? NR_OK : nr_errorf(err, NR_ERR_NOMEM, "out of memory");
 }
 
@@ -401,15 +485,18 @@ static double *losses_from_json(const cJSON *pairs, const rec_list *l, int *n_pa
 static void json_recs(const cJSON *report, rec_list *l) {
   const cJSON *c;
   cJSON_ArrayForEach(c, cJSON_GetObjectItem(report, "candidates")) {
-    int np = 0;
+    int np = 0, nh = 0;
     const cJSON *losses = cJSON_GetObjectItem(c, "losses");
+    const cJSON *hold = cJSON_GetObjectItem(c, "holdout_losses");
     double *v = losses ? losses_from_json(losses, l, &np) : NULL;
+    double *h = hold ? losses_from_json(hold, l, &nh) : NULL;
     rec_push(l, cJSON_GetStringValue(cJSON_GetObjectItem(c, "route")),
              cJSON_GetStringValue(cJSON_GetObjectItem(c, "status")),
-             cJSON_GetNumberValue(cJSON_GetObjectItem(
-                 cJSON_GetObjectItem(c, "screening"), "median_ms")),
-             v, np, l->n_names);
+             cJSON_GetNumberValue(
+                 cJSON_GetObjectItem(cJSON_GetObjectItem(c, "screening"), "median_ms")),
+             v, np, l->n_names, h, nh);
     free(v);
+    free(h);
   }
 }
 
@@ -431,20 +518,33 @@ static char *read_text(const char *path) {
   return t;
 }
 
-static void print_choice(const rec_list *l) {
-  const rec *d = NULL, *b = NULL;
-  int feasible = 0;
-  for (int i = 0; i < l->n; i++) {
-    const rec *r = &l->v[i];
-    if (r->route && !*r->route)
-      d = r;
-    feasible += r->feasible;
-    if (r->feasible && r->median > 0 && (!b || r->median < b->median))
-      b = r;
-  }
-  printf("metric %s, tolerance %g: %d of %d candidates feasible\n",
-         nr_metric_name(l->tol.metric), l->tol.eps, feasible, l->n);
-  printf("\n  %10s %12s %12s  %s\n", "median ms", "worst loss", "feasible", "route");
+/* The holdout column of a shown candidate: the rates' bound, else the worst output's
+ * 95th-percentile pair ("-" when it was not checked). */
+static void holdout_cells(const rec *r, nr_metric m, char *worst, char *margin,
+                          char *spread, size_t cap) {
+  snprintf(worst, cap, "-");
+  snprintf(margin, cap, "-");
+  snprintf(spread, cap, "-");
+  if (!r->have_acc || !r->acc.hold)
+    return;
+  snprintf(worst, cap, "%.3g", r->hold_worst);
+  snprintf(margin, cap, "%.1f%%", 100 * r->acc.hold_frac);
+  double v = -INFINITY;
+  bool rate = m == NR_METRIC_TOP1 || m == NR_METRIC_L0;
+  for (int o = 0; o < r->acc.n_outputs; o++)
+    v = fmax(v, rate ? r->acc.hold[o].upper : r->acc.hold[o].p95);
+  if (rate && !isnan(v) && v > -INFINITY)
+    snprintf(spread, cap, "<=%.3g%%", 100 * v);
+  else if (!rate)
+    snprintf(spread, cap, "%.3g", v);
+}
+
+static void print_frontier(const rec_list *l) {
+  printf("\n  %10s %11s %8s %11s %9s %10s %9s  %s\n", "median ms", "worst loss", "margin",
+         "holdout", "h.margin",
+         l->tol.metric == NR_METRIC_TOP1 || l->tol.metric == NR_METRIC_L0 ? "h.bound95"
+                                                                          : "h.p95",
+         "feasible", "route");
   double best = INFINITY;
   for (int pass = 0; pass < l->n; pass++) { /* frontier by increasing latency */
     const rec *next = NULL;
@@ -457,8 +557,43 @@ static void print_choice(const rec_list *l) {
     if (!next)
       break;
     best = next->worst;
-    printf("  %10.3f %12.3g %12s  %s\n", next->median, next->worst,
-           next->feasible ? "yes" : "no", *next->route ? next->route : "(default route)");
+    char margin[32] = "-", hw[32], hm[32], hs[32];
+    if (next->have_acc)
+      snprintf(margin, sizeof margin, "%.1f%%", 100 * next->acc.ref_frac);
+    holdout_cells(next, l->tol.metric, hw, hm, hs, sizeof hw);
+    printf("  %10.3f %11.3g %8s %11s %9s %10s %9s  %s\n", next->median, next->worst,
+           margin, hw, hm, hs, next->feasible ? "yes" : "no",
+           *next->route ? next->route : "(default route)");
+  }
+}
+
+/* Chooses the fastest feasible candidate that did not fail a recorded holdout check
+ * at this tolerance (the tuner rejects such a finalist too). */
+static void print_choice(const rec_list *l) {
+  const rec *d = NULL, *b = NULL;
+  int feasible = 0;
+  for (int i = 0; i < l->n; i++) {
+    const rec *r = &l->v[i];
+    if (r->route && !*r->route)
+      d = r;
+    feasible += r->feasible;
+    bool held_out = r->have_acc && r->acc.hold && !r->acc.hold_ok;
+    if (r->feasible && r->median > 0 && !held_out && (!b || r->median < b->median))
+      b = r;
+  }
+  printf("metric %s, tolerance %g", nr_metric_name(l->tol.metric), l->tol.eps);
+  if (l->tol.min_margin > 0)
+    printf(", min margin %g (loss <= %g)", l->tol.min_margin,
+           (1 - l->tol.min_margin) * l->tol.eps);
+  printf(": %d of %d candidates feasible\n", feasible, l->n);
+  print_frontier(l);
+  for (int i = 0; i < l->n; i++) {
+    const rec *r = &l->v[i];
+    if (r->feasible && r->have_acc && r->acc.hold && !r->acc.hold_ok)
+      printf(
+          "\nnot chosen: %s fails the holdout pairs at this tolerance (%.1f%% of it "
+          "left)\n",
+          *r->route ? r->route : "(default route)", 100 * r->acc.hold_frac);
   }
   if (!b) {
     printf("\nno candidate is feasible at this tolerance\n");
@@ -468,10 +603,13 @@ static void print_choice(const rec_list *l) {
   if (d && d->median > 0)
     printf("  screening speedup over the default route %.3fx (not confirmed: run `nnroute "
            "tune` with this tolerance to confirm it)\n", d->median / b->median);
+  if (b->have_acc)
+    tune_accuracy_print(&b->acc, "  ");
 }
 
 static nr_status rechoose_db(const char *path, int64_t session, rec_list *l,
-                             const char *metric, double eps, nr_error *err) {
+                             const char *metric, double eps, double min_margin,
+                             nr_error *err) {
   nr_db *db = NULL;
   nr_db_session ses = {0};
   bool found = false;
@@ -488,7 +626,7 @@ static nr_status rechoose_db(const char *path, int64_t session, rec_list *l,
     st = nr_errorf(err, NR_ERR_INVALID_MODEL, "session %lld: unreadable settings",
                    (long long)ses.id);
   if (!st)
-    st = tol_from_settings(set, l, metric, eps, err);
+    st = tol_from_settings(set, l, metric, eps, min_margin, err);
   if (!st) {
     printf("session %lld (%s): %s\n", (long long)ses.id, ses.state ? ses.state : "?",
            ses.argv ? ses.argv : "");
@@ -500,8 +638,8 @@ static nr_status rechoose_db(const char *path, int64_t session, rec_list *l,
   return st;
 }
 
-static nr_status rechoose_json(const char *path, rec_list *l, const char *metric, double eps,
-                               nr_error *err) {
+static nr_status rechoose_json(const char *path, rec_list *l, const char *metric,
+                               double eps, double min_margin, nr_error *err) {
   char *text = read_text(path);
   cJSON *rep = text ? cJSON_Parse(text) : NULL;
   free(text);
@@ -514,7 +652,7 @@ static nr_status rechoose_json(const char *path, rec_list *l, const char *metric
     st = nr_errorf(err, NR_ERR_INVALID_ARGUMENT, "%s: not an nnroute tuning report (no "
                    "settings)", path);
   if (!st)
-    st = tol_from_settings(set, l, metric, eps, err);
+    st = tol_from_settings(set, l, metric, eps, min_margin, err);
   if (!st)
     json_recs(rep, l);
   cJSON_Delete(rep);
@@ -522,19 +660,23 @@ static nr_status rechoose_json(const char *path, rec_list *l, const char *metric
 }
 
 nr_status nr_tune_rechoose(const char *path, int64_t session, const char *metric,
-                           double tolerance, nr_error *err) {
+                           double tolerance, double min_margin, nr_error *err) {
   rec_list l = {0};
   const char *dot = strrchr(path, '.');
   nr_status st = dot && !strcmp(dot, ".json")
-                     ? rechoose_json(path, &l, metric, tolerance, err)
-                     : rechoose_db(path, session, &l, metric, tolerance, err);
+                     ? rechoose_json(path, &l, metric, tolerance, min_margin, err)
+                     : rechoose_db(path, session, &l, metric, tolerance, min_margin, err);
   if (!st)
     print_choice(&l);
   for (int i = 0; i < l.n; i++) {
     free(l.v[i].route);
     free(l.v[i].status);
+    if (l.v[i].have_acc)
+      tune_accuracy_free(&l.v[i].acc);
   }
   free(l.v);
   free(l.names);
+  for (int k = 0; k < NR_TRIALS_KINDS; k++)
+    free(l.trials[k]);
   return st;
 }

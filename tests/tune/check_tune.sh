@@ -25,7 +25,10 @@
 # and the noise check time the reference inputs, not zeros; (9) a Ctrl-C during the
 # holdout check rejects nobody and ships the default route; (10) a finalist no faster
 # than the default runs every planned confirmation round; (11) a Ctrl-C before the
-# default route is measured exits 130 and writes no engine.
+# default route is measured exits 130 and writes no engine; (12) a holdout pair equal
+# to a reference pair, a --calibration naming a holdout folder or holding a holdout
+# pair's inputs, and --min-margin 1 are refused; --min-margin holds on the holdout
+# check too; the report carries the margins and, for top1, the confidence bound.
 # Prints `N passed, N failed`.
 set -uo pipefail
 
@@ -202,18 +205,29 @@ check "--priors orders the search" test "$(sql "$db3" \
 check "--priors reuses no result" test "$(grep -c '(recorded)' "$work/t3c.err")" -eq 0
 
 # ---- (5) reference data from files; a winner that fails the holdout is rejected ----
-# Reference: the model's input and ONNX Runtime's output for it. Holdout: the same
-# input with the output scaled by 1.5, so every route fails it: the fast route must be
-# rejected after its confirmation and the default route kept.
+# Reference: the model's input and ONNX Runtime's output for it. Holdout: another
+# input (the reference one halved) with the reference executor's output for it scaled
+# by 1.5, so every route fails it: the fast route must be rejected after its
+# confirmation and the default route kept.
 ref=$work/ref hold=$work/hold
 mkdir -p "$ref" "$hold"
-cp "$models/mlp_op13/input.npy" "$ref/" && cp "$models/mlp_op13/input.npy" "$hold/"
-cp "$models/mlp_op13/ref/"*.npy "$ref/"
-"$py" - "$models/mlp_op13/ref" "$hold" <<'EOF2'
+cp "$models/mlp_op13/input.npy" "$models/mlp_op13/ref/"*.npy "$ref/"
+# holdout_like DIR SCALE: DIR holds the halved reference input and the reference
+# executor's output for it times SCALE.
+holdout_like() {
+  mkdir -p "$1"
+  "$py" -c 'import numpy as np, sys; x = np.load(sys.argv[1]); np.save(sys.argv[2], (x * 0.5).astype(x.dtype))' \
+    "$ref/input.npy" "$1/input.npy"
+  "$nnroute" run "$model" --reference --inputs-dir "$1" --output-dir "$1" >/dev/null
+  "$py" - "$1" "$2" <<'EOF2'
 import numpy as np, pathlib, sys
 for f in pathlib.Path(sys.argv[1]).glob("*.npy"):
-    np.save(pathlib.Path(sys.argv[2]) / f.name, np.load(f) * 1.5)
+    if f.name != "input.npy":
+        y = np.load(f)
+        np.save(f, (y * float(sys.argv[2])).astype(y.dtype))
 EOF2
+}
+holdout_like "$hold" 1.5
 # The default route fails the holdout as well: tune says so, exits non-zero and
 # writes no engine, unless --write-unchecked asks for it.
 "$nnroute" tune "$model" --routes '-test.delay_ms=[0|5]' --search full --db "$work/t5.db" \
@@ -336,6 +350,104 @@ assert c["planned_rounds"] >= 9 and c["rounds"] == c["planned_rounds"], c
 fin = c["finalists"]
 assert len(fin) == 1 and fin[0]["route"] == "-test.perturb=1e-6", fin
 assert 0 <= fin[0]["p_value"] <= 1 and fin[0]["p_holm"] == fin[0]["p_value"], fin
+EOF2
+
+# ---- (12) holdout data stays out of choosing; margins and confidence bounds --------
+# A holdout pair with a reference pair's inputs is refused before anything is built,
+# naming both; so is --calibration naming a holdout folder (here through a symlink),
+# and a calibration sample equal to a holdout pair's inputs.
+same=$work/same
+mkdir -p "$same" && cp "$ref/input.npy" "$same/" && cp "$hold/logits.npy" "$same/"
+"$nnroute" tune "$model" --routes '-test.delay_ms=[0|5]' --db "$work/t12a.db" \
+  --reference "$ref" --holdout "$same" "${common[@]}" >"$work/t12a.out" 2>"$work/t12a.err"
+rc=$?
+check "a holdout pair equal to a reference pair is refused (exit $rc)" test $rc -eq 1 -a \
+  ! -e "$work/t12a.db"
+check "... naming both pairs" grep -q "holdout pair '$same' has the same inputs as reference pair '$ref'" \
+  "$work/t12a.err"
+ln -s "$hold" "$work/hold_link"
+"$nnroute" tune "$model" --routes '-test.delay_ms=[0|5]' --db "$work/t12b.db" \
+  --reference "$ref" --holdout "$hold" --calibration "$work/hold_link" "${common[@]}" \
+  >"$work/t12b.out" 2>"$work/t12b.err"
+rc=$?
+check "--calibration naming the holdout folder by a symlink is refused (exit $rc)" \
+  test $rc -eq 1 -a ! -e "$work/t12b.db"
+check "... saying so" grep -q "is the --holdout folder '$hold'" "$work/t12b.err"
+cal=$work/cal
+mkdir -p "$cal" && cp "$hold/input.npy" "$cal/"
+"$nnroute" tune "$model" --routes '-precision@*=[fp32|int8]' --db "$work/t12c.db" \
+  --reference "$ref" --holdout "$hold" --calibration "$cal" "${common[@]}" \
+  >"$work/t12c.out" 2>"$work/t12c.err"
+rc=$?
+check "a calibration sample equal to a holdout pair is refused (exit $rc)" test $rc -eq 1 \
+  -a ! -e "$work/t12c.db"
+check "... naming both" grep -q "calibration sample '$cal' has the same inputs as holdout pair '$hold'" \
+  "$work/t12c.err"
+"$nnroute" tune "$model" --min-margin 1 --dry-run >/dev/null 2>"$work/t12d.err"
+rc=$?
+check "--min-margin 1 is refused (exit $rc)" test $rc -eq 2
+check "... saying what it takes" grep -q "0 <= F < 1" "$work/t12d.err"
+# --min-margin on the holdout check too: test.perturb=1e-4 has rel_l2 1e-4 on the
+# reference pairs (90% of 1e-3 left). The holdout outputs are scaled by 1 - 4.5e-4:
+# there the route's loss is 5.5e-4 and the default route's 4.5e-4. With
+# --min-margin 0.5 (losses up to 5e-4) the fast route passes the reference pairs but
+# fails the holdout pairs and the default route is shipped; without, it wins.
+mhold=$work/mhold
+holdout_like "$mhold" 0.99955
+for f in 0.5 0; do
+  "$nnroute" tune "$model" --routes '-test.perturb=1e-4 -test.delay_ms=0' --search full \
+    --db "$work/t12m$f.db" --reference "$ref" --holdout "$mhold" "${common[@]}" \
+    --min-margin $f --report "$work/t12m$f.json" >"$work/t12m$f.out" 2>"$work/t12m$f.err"
+  rc=$?
+  check "tune --min-margin $f completes (exit $rc)" test $rc -eq 0
+done
+check "--min-margin 0.5 rejects a finalist short of it on the holdout pairs" \
+  grep -q "fails the holdout pairs (margin .*--min-margin asks 50%); rejected" "$work/t12m0.5.err"
+check "the margins in the report, and the same route winning without the margin" \
+  "$py" - "$work/t12m0.5.json" "$work/t12m0.json" <<'EOF2'
+import json, sys
+strict, loose = (json.load(open(p)) for p in sys.argv[1:3])
+fast = "-test.perturb=1e-4 -test.delay_ms=0"
+assert strict["settings"]["min_margin"] == 0.5 and loose["settings"]["min_margin"] == 0
+fin = strict["confirmation"]["finalists"][0]
+assert fin["route"] == fast and fin["significant"] and not fin["holdout_ok"], fin
+assert abs(fin["reference_margin_fraction"] - 0.9) < 1e-3, fin
+assert abs(fin["holdout_margin_fraction"] - 0.45) < 2e-3, fin
+w = strict["winner"]
+assert w["route"] == "" and strict["confirmation"]["default_holdout_ok"] is True, w
+acc = w["accuracy"]
+assert acc["metric"] == "rel_l2" and acc["min_margin"] == 0.5 and acc["confidence"] == 0.95
+assert acc["reference"]["within"] and acc["holdout"]["within"], acc
+assert abs(acc["holdout"]["margin_fraction"] - 0.55) < 2e-3, acc
+out = acc["outputs"][0]
+assert out["holdout"]["pairs"] == 1 and out["holdout"]["max"] == out["holdout"]["p95"], out
+assert abs(out["holdout"]["max"] - 4.5e-4) < 5e-6, out
+lw = loose["winner"]
+assert lw["route"] == fast and abs(lw["holdout_margin_fraction"] - 0.45) < 2e-3, lw
+assert lw["accuracy"]["outputs"][0]["holdout"]["p95"] > 5e-4, lw
+EOF2
+# nnroute report honours the recorded margin, and another one.
+check "report re-chooses with the recorded margin" \
+  grep -q "1 of 2 candidates feasible" <("$nnroute" report "$work/t12m0.5.json" --min-margin 0.95)
+check "report at --min-margin 0.5 skips the route that failed the holdout" \
+  grep -q "not chosen: -test.perturb=1e-4 -test.delay_ms=0 fails the holdout pairs" \
+  <("$nnroute" report "$work/t12m0.5.db")
+# top1: 100 generated holdout pairs of one row each, none changed: the bound is the
+# closed form 1 - 0.05^(1/100) = 2.95%, stated on 100 held-out inputs.
+"$nnroute" tune "$model" --routes '-test.delay_ms=0' --search full --db "$work/t12t.db" \
+  "${common[@]}" --metric top1 --tolerance 0.05 --holdout-pairs 100 \
+  --report "$work/t12t.json" >"$work/t12t.out" 2>"$work/t12t.err"
+rc=$?
+check "top1 tune completes (exit $rc)" test $rc -eq 0
+check "it states the bound" grep -q "disagreement <= 2.95% with 95% confidence on 100 held-out inputs" \
+  "$work/t12t.out"
+check "the bound in the report" "$py" - "$work/t12t.json" <<'EOF2'
+import json, sys
+r = json.load(open(sys.argv[1]))
+h = r["winner"]["accuracy"]["outputs"][0]["holdout"]
+assert h["trials"] == 100 and h["disagreeing"] == 0 and h["trial"] == "row", h
+assert abs(h["upper_bound"] - (1 - 0.05 ** (1 / 100))) < 1e-9, h
+assert r["settings"]["holdout_rows"] == [1] and r["settings"]["holdout_elements"] == [10]
 EOF2
 
 echo "$passed passed, $failed failed"
