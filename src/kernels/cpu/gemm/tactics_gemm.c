@@ -739,16 +739,16 @@ const nr_knob_def nr_knobs_gemm[] = {
      "N blocking (rounded down to the tile) of the nnroute GEMM kernels",
      knob_applies, nc_valid},
     [NR_KNOB_ROW(NR_KNOB_GEMM_THREADS)] =
-    {"gemm.threads", "auto|m|n", "auto", NR_KNOB_NODE, 0, 0,
+    {"gemm.threads", "auto|m|n", "auto", NR_KNOB_NODE, NR_KNOB_THREADS, 0,
      "which dimension the nnroute GEMM kernels split across threads", knob_applies, NULL},
     [NR_KNOB_ROW(NR_KNOB_GEMM_THREADS_MAP)] =
-    {"gemm.threads_map", "fixed|any", "fixed", NR_KNOB_NODE, 0, 0,
+    {"gemm.threads_map", "fixed|any", "fixed", NR_KNOB_NODE, NR_KNOB_THREADS, 0,
      "fixed: part i of the nnroute GEMM's thread split runs on thread i (a thread "
      "streams the same slice of the packed weights on every run); any: whichever "
      "thread comes first takes the next part",
      knob_applies, NULL},
     [NR_KNOB_ROW(NR_KNOB_GEMM_THREADS_MAX)] =
-    {"gemm.threads_max", "all|1", "all", NR_KNOB_NODE, 0, 0,
+    {"gemm.threads_max", "all|1", "all", NR_KNOB_NODE, NR_KNOB_THREADS, 0,
      "threads of this GEMM step: all of the pool, or 1 (the calling thread; OpenBLAS "
      "and oneDNN run on one thread)",
      knob_applies, NULL},
