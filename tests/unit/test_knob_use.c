@@ -201,17 +201,24 @@ NR_TEST(knob_use_plan_summary_is_by_meaning) {
   nr_engine *e = build(t, m, "", 1), *e2 = build(t, m2, "", 1);
   nr_engine *naive = build(t, m, "-memory.plan=naive", 1);
   nr_engine *nofuse = build(t, m, "-fuse.conv_act@" CONV0 "=none", 1);
-  REQUIRE(e && e2 && naive && nofuse);
+  nr_engine *split = build(t, m, "-gemm.threads@" GEMM "=n", 1);
+  REQUIRE(e && e2 && naive && nofuse && split);
   char *a = nr_engine_plan_summary(e), *b = nr_engine_plan_summary(e2);
   char *c = nr_engine_plan_summary(naive), *d = nr_engine_plan_summary(nofuse);
-  REQUIRE(a && b && c && d);
+  char *f = nr_engine_plan_summary(split);
+  REQUIRE(a && b && c && d && f);
+  /* The nnroute GEMM step describes the fields its kernel reads, by name. */
+  CHECK(strstr(a, "params{op=") && strstr(a, " kc=") && strstr(a, " split="),
+        "the GEMM tactic's describe hook: %s", a);
+  CHECK(strcmp(a, f), "a thread split the kernel reads changes the summary");
   CHECK(nr_engine_plan_hash(e) != nr_engine_plan_hash(e2),
         "names are in the plan's bytes");
   CHECK(!strcmp(a, b), "names are not in what the plan does");
   CHECK(strcmp(a, c), "another memory plan, another summary");
   CHECK(strcmp(a, d) && strstr(a, "nnroute:FusedConv"), "a fused op is in it");
   CHECK(!strstr(a, CONV0) && !strstr(a, GEMM), "no node names in it");
-  free(a), free(b), free(c), free(d);
+  free(a), free(b), free(c), free(d), free(f);
+  nr_engine_destroy(split);
   nr_engine_destroy(nofuse);
   nr_engine_destroy(naive);
   nr_engine_destroy(e2);
