@@ -32,8 +32,9 @@
 #   routes      tests/models/check_routes.sh: 20 seeded random routes per model, each
 #               built, run and compared with ONNX Runtime within its knobs' error bound
 #   knobs       docs/knobs.md matches `nnroute knobs --markdown`; nnroute check-knobs on
-#               smaller models: every non-default knob value must change the built plan
-#               (no dead knobs)
+#               smaller models: every non-default knob value must change what the built
+#               plan does (its plan summary; no dead knobs), and a value the build
+#               reports ignored must not
 #   tune        tests/tune/check_tune.sh: `nnroute tune` with the fault-injection knobs:
 #               every candidate status, the known winner, `nnroute report`, kill -9 and
 #               --continue, int8 candidates and their calibration

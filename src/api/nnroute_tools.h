@@ -5,7 +5,8 @@
  *     rows, with route parsing, route expressions and canonical route text over them;
  *   - an engine summary: its record (route, device, sizes, versions, calibration), the
  *     environment it was built for, and per step the node, op, tactic, layout, dtype
- *     and output slots, plus the plan hash `check-knobs` compares;
+ *     and output slots; how a build used its route's knobs (the values it ignored);
+ *     and the plan summary `check-knobs` compares, what the plan does;
  *   - what measuring needs of a context: the device timer, the cache flush and the
  *     per-step timing hook; and the environment and calibration digests the tuning
  *     database keys its rows by.
@@ -49,6 +50,7 @@ enum {
   NR_KNOB_INFO_DATA = 1u << 5,           /* D: effect depends on data or timings */
   NR_KNOB_INFO_SLOW_BUILD = 1u << 6,     /* S: a non-default value slows the build */
   NR_KNOB_INFO_APPROX_DEFAULT = 1u << 7, /* E: the default itself may add error */
+  NR_KNOB_INFO_THREADS = 1u << 8,        /* C: acts only when a context has 2+ threads */
   /* Not a table flag: the row is the node's precision knob (precision@NODE), whose
    * int8 value needs a calibration. */
   NR_KNOB_INFO_NODE_PRECISION = 1u << 16,
@@ -103,6 +105,8 @@ nr_status nr_knob_list_definitions(const nr_knob_list_options *o, nr_knob_list *
 void nr_knob_list_free(nr_knob_list *l);
 /* Index of value in row k, or -1. */
 int nr_knob_info_value_index(const nr_knob_info *k, const char *value);
+/* Index of the row with this id ("conv.algo@NODE", "memory.plan"), or -1. */
+int nr_knob_list_find(const nr_knob_list *l, const char *id);
 /* A hash of every knob table, 16 hex digits written into buf (engines and tuning
  * records carry it; a different one means stale). Returns buf. */
 const char *nr_knob_list_schema(char buf[17]);
@@ -138,8 +142,8 @@ typedef struct nr_engine_summary {
   int n_steps;
   int reference_steps;         /* steps on the reference tactic (source "ref") */
   int reorder_steps;           /* layout reorders (NR_STEP_INFO_REORDER) */
-  int ignored_knobs;           /* restrictions the build could not honour (a build's
-                                  engine only: not saved in the file) */
+  int ignored_knobs;           /* how many of the route's values changed nothing (a
+                                  build's engine only: not saved in the file) */
   int threads;                 /* thread count the plan was built for */
   uint64_t build_ms;
   uint64_t arena_bytes, scratch_bytes, weights_bytes; /* per context / shared */
@@ -151,6 +155,12 @@ typedef struct nr_engine_summary {
    * (calib_tensors 0 and calib_sha256 "" without one). */
   int calib_tensors, calib_input_sets;
   char calib_sha256[65];
+  /* A build's engine only ("" for a loaded one): the route's values the build ignored,
+   * as canonical route tokens ("-conv.layout@/l1/conv=nhwc"; "" for none), and the
+   * canonical route without them, which builds the same plan: the tuner's name for the
+   * candidate. */
+  const char *ignored;
+  const char *effective_route;
 } nr_engine_summary;
 
 nr_status nr_engine_summarize(const nr_engine *e, nr_engine_summary *out, nr_error *err);
@@ -210,13 +220,38 @@ typedef struct nr_slot_info {
   uint64_t nbytes;
 } nr_slot_info;
 
+/* How a build read its route, per row of knob list l (the model's, for the engine's
+ * device): NR_KNOB_USE_* bits in use[l->n]. A row the build never read can take any
+ * value without changing the plan; a SET row that is not EFFECTIVE was ignored.
+ * NR_ERR_INVALID_ARGUMENT for an engine without the record (a loaded one). */
+enum {
+  NR_KNOB_USE_READ = 1u << 0,      /* some read may depend on the value */
+  NR_KNOB_USE_EFFECTIVE = 1u << 1, /* the value made the plan differ from its default */
+  NR_KNOB_USE_SET = 1u << 2, /* the route sets it to a value other than its default */
+};
+nr_status nr_engine_knob_use(const nr_engine *e, const nr_knob_list *l, uint8_t *use,
+                             nr_error *err);
+
 /* Output o of step k; NR_ERR_INVALID_ARGUMENT when the step has no such output. */
 nr_status nr_engine_step_output(const nr_engine *e, int k, int o, nr_slot_info *out);
 /* A hash of what execution depends on: the graph's nodes, every step (tactic, slots,
  * params, packed data, scratch, threads), every slot (dtype, shape, layout, kind,
- * size, offset, alias), the arena size and the weights' bytes. Two builds with equal
- * hashes run the same plan (check-knobs finds dead knob values with it). */
+ * size, offset, alias), the arena size and the weights' bytes: the bytes of the plan.
+ * Equal hashes mean the same plan byte for byte. */
 uint64_t nr_engine_plan_hash(const nr_engine *e);
+/* What the plan does, as text (malloc'ed; NULL when out of memory), one line per fact:
+ * the device, the arena size and the engine's threads; per step its op (domain, type:
+ * fused ops are the nnroute domain's) with a digest of the node's attributes, the
+ * tactic, its precision, thread cap, scratch, packed data (size and a digest of its
+ * bytes) and the parameters its kernel reads (the tactic's describe hook, else every
+ * byte of the record); per input and output of a step its kind, dtype, shape, layout,
+ * size and place (arena offset and in-place flag, graph input index, or a digest of a
+ * constant's bytes); the graph outputs. Nothing that only names or numbers things
+ * (node and tensor names, slot indices, where a constant sits in the weights, the
+ * route text) is in it: two builds with equal summaries execute the same steps on the
+ * same memory plan, and `check-knobs` calls a value whose summary equals the
+ * default's dead. */
+char *nr_engine_plan_summary(const nr_engine *e);
 
 /* ---- measuring ---------------------------------------------------------------- */
 

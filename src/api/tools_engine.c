@@ -99,19 +99,51 @@ nr_status nr_engine_summarize(const nr_engine *e, nr_engine_summary *out, nr_err
   if (!e || !e->plan || !out)
     return nr_errorf(err, NR_ERR_INVALID_ARGUMENT, "no engine to summarize");
   const nr_plan *p = e->plan;
-  *out = (nr_engine_summary){
-      .size = sizeof *out, .route = p->route ? p->route : "", .device = p->device,
-      .n_steps = p->n_steps, .ignored_knobs = p->ignored_knobs, .threads = e->threads,
-      .build_ms = e->build_ms, .arena_bytes = p->arena_size,
-      .scratch_bytes = p->scratch_size, .weights_bytes = p->weights_size,
-      .nnroute_version = e->nnroute_version, .knob_schema = e->knob_schema,
-      .model_sha256 = e->model_sha256};
+  *out = (nr_engine_summary){.size = sizeof *out,
+                             .route = p->route ? p->route : "",
+                             .device = p->device,
+                             .n_steps = p->n_steps,
+                             .ignored_knobs = p->ignored_knobs,
+                             .threads = e->threads,
+                             .build_ms = e->build_ms,
+                             .arena_bytes = p->arena_size,
+                             .scratch_bytes = p->scratch_size,
+                             .weights_bytes = p->weights_size,
+                             .nnroute_version = e->nnroute_version,
+                             .knob_schema = e->knob_schema,
+                             .model_sha256 = e->model_sha256,
+                             .ignored = p->ignored ? p->ignored : "",
+                             .effective_route = p->effective_route ? p->effective_route
+                                                                   : ""};
   count_steps(p, out);
   if (e->calib && !nr_calib_digest(e->calib, out->calib_sha256, NULL)) {
     out->calib_tensors = e->calib->n;
     out->calib_input_sets = e->calib->samples;
   } else {
     out->calib_sha256[0] = '\0';
+  }
+  return NR_OK;
+}
+
+nr_status nr_engine_knob_use(const nr_engine *e, const nr_knob_list *l, uint8_t *use,
+                             nr_error *err) {
+  if (!e || !e->plan || !e->plan->knob_use || !l || !use)
+    return nr_errorf(err, NR_ERR_INVALID_ARGUMENT,
+                     "the engine has no record of its "
+                     "route's use (only a build's engine has one)");
+  memset(use, 0, (size_t)l->n);
+  const nr_plan *p = e->plan;
+  for (int i = 0; i < p->n_knob_use; i++) {
+    const nr_plan_knob_use *u = &p->knob_use[i];
+    int k = nr_knob_list_find(l, u->id);
+    if (k < 0)
+      return nr_errorf(err, NR_ERR_INVALID_ARGUMENT,
+                       "knob instance '%s' of the engine "
+                       "is not in the knob list (another model or device)",
+                       u->id);
+    use[k] = (uint8_t)((u->bits & NR_ROUTE_READ ? NR_KNOB_USE_READ : 0) |
+                       (u->bits & NR_ROUTE_EFFECTIVE ? NR_KNOB_USE_EFFECTIVE : 0) |
+                       (u->value ? NR_KNOB_USE_SET : 0));
   }
   return NR_OK;
 }

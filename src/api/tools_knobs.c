@@ -23,7 +23,8 @@ _Static_assert(SAME(NR_KNOB_INFO_ACCURACY, NR_KNOB_ACCURACY) &&
                    SAME(NR_KNOB_INFO_PRECISION, NR_KNOB_PRECISION) &&
                    SAME(NR_KNOB_INFO_DATA, NR_KNOB_DATA) &&
                    SAME(NR_KNOB_INFO_SLOW_BUILD, NR_KNOB_SLOW_BUILD) &&
-                   SAME(NR_KNOB_INFO_APPROX_DEFAULT, NR_KNOB_APPROX_DEFAULT),
+                   SAME(NR_KNOB_INFO_APPROX_DEFAULT, NR_KNOB_APPROX_DEFAULT) &&
+                   SAME(NR_KNOB_INFO_THREADS, NR_KNOB_THREADS),
                "nnroute_tools.h's knob flags match plan/knob.h's");
 #undef SAME
 _Static_assert(NR_KNOB_LIST_MAX_VALUES == NR_KNOB_MAX_VALUES, "one value limit");
@@ -200,6 +201,17 @@ int nr_knob_info_value_index(const nr_knob_info *k, const char *value) {
   for (int v = 0; value && v < k->n_values; v++)
     if (!strcmp(k->values[v], value))
       return v;
+  return -1;
+}
+
+int nr_knob_list_find(const nr_knob_list *l, const char *id) {
+  if (!l || !l->impl || !id)
+    return -1;
+  if (l->impl->has_space)
+    return nr_knob_space_find(&l->impl->space, id);
+  for (int i = 0; i < l->n; i++)
+    if (!strcmp(l->knobs[i].id, id))
+      return i;
   return -1;
 }
 

@@ -29,13 +29,8 @@ static void build_usage(FILE *f) {
              "`bench` and `inspect` check it with --verify KEYFILE (docs/engine-format.md).\n");
 }
 
-/* Prints the route's tokens one per line: what differs from the default route. */
-static void print_changes(const char *route) {
-  if (!*route) {
-    printf("route:   default (no knob changed)\n");
-    return;
-  }
-  printf("route changes:\n");
+/* Prints route tokens one per line. */
+static void print_changes_list(const char *route) {
   const char *p = route;
   while (*p) {
     const char *sp = strchr(p, ' ');
@@ -47,14 +42,29 @@ static void print_changes(const char *route) {
   }
 }
 
+/* The route's tokens: what differs from the default route. */
+static void print_changes(const char *route) {
+  if (!*route) {
+    printf("route:   default (no knob changed)\n");
+    return;
+  }
+  printf("route changes:\n");
+  print_changes_list(route);
+}
+
 static void print_summary(const nr_engine *e, const char *path) {
   nr_engine_summary sum = {sizeof sum};
   if (nr_engine_summarize(e, &sum, NULL))
     return;
   print_changes(sum.route);
-  if (sum.ignored_knobs)
-    printf("note:    %d knob restriction(s) had no tactic left after earlier choices "
-           "and were ignored (see `nnroute inspect`)\n", sum.ignored_knobs);
+  if (sum.ignored_knobs) {
+    printf(
+        "ignored: %d value(s) of the route changed nothing in this build (a tactic "
+        "that was not chosen, a restriction no tactic left satisfies); the route "
+        "without them builds the same plan:\n",
+        sum.ignored_knobs);
+    print_changes_list(sum.ignored);
+  }
   if (sum.device != NR_DEVICE_CPU) {
     nr_environment env = {sizeof env};
     nr_engine_environment(e, &env);

@@ -112,6 +112,8 @@ static void flags_text(unsigned f, char *buf) {
     buf[n++] = 'S';
   if (f & NR_KNOB_INFO_APPROX_DEFAULT)
     buf[n++] = 'E';
+  if (f & NR_KNOB_INFO_THREADS)
+    buf[n++] = 'C';
   if (!n)
     buf[n++] = '-';
   buf[n] = '\0';
@@ -151,7 +153,8 @@ static void print_text(const row_list *l) {
            r->help);
   }
   printf("\n%d knob%s (* marks the default; flags: A accuracy, L layout, M memory, "
-         "T test, P reduced precision: no bound, D depends on data or timings)\n", l->n,
+         "T test, P reduced precision: no bound, D depends on data or timings, C acts with\n"
+         "2+ threads only)\n", l->n,
          l->n == 1 ? "" : "s");
 }
 
@@ -170,6 +173,7 @@ static cJSON *row_json(const row *r) {
                         r->op_type ? cJSON_CreateString(r->op_type) : cJSON_CreateNull());
   cJSON_AddBoolToObject(o, "affects_accuracy", r->flags & NR_KNOB_INFO_ACCURACY);
   cJSON_AddBoolToObject(o, "affects_layout", r->flags & NR_KNOB_INFO_LAYOUT);
+  cJSON_AddBoolToObject(o, "threads_only", r->flags & NR_KNOB_INFO_THREADS);
   cJSON_AddNumberToObject(o, "error_bound", r->error_bound);
   cJSON_AddStringToObject(o, "help", r->help);
   return o;
@@ -246,7 +250,9 @@ static int print_markdown(void) {
          "on this machine's timings,\n"
          "S means a non-default value makes the build much slower (the tuner tries it\n"
          "last), E means the default value itself may add error up to the bound where it\n"
-         "applies (it is counted once in the default route's bound).\n\n"
+         "applies (it is counted once in the default route's bound), C means the knob\n"
+         "acts only when a context runs two or more threads (a tuning session with\n"
+         "`--threads 1` leaves it out of its space).\n\n"
          "| knob | scope | values | flags | error bound | help |\n"
          "| --- | --- | --- | --- | --- | --- |\n");
   for (int i = 0; i < defs.n; i++)

@@ -5,7 +5,11 @@
  * then every tensor becomes a slot (constants copied into the plan's weights, graph
  * inputs bound at run time, everything else in the arena) and every node a step; then
  * the plan passes (NR_PLAN_PASSES) choose tactics, layouts, prepare the tactics
- * (weight packing) and plan memory. */
+ * (weight packing) and plan memory.
+ *
+ * The passes read a copy of the route that records every read (route.h, knob use);
+ * the plan keeps the record: which of the route's values changed nothing, and the
+ * route without them. */
 #include "compiler/compile.h"
 #include "plan/families.h"
 #include "plan/pass.h"
@@ -13,6 +17,7 @@
 #include "util/error.h"
 
 #include <assert.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -222,14 +227,62 @@ static nr_status run_passes(nr_compile_ctx *c, const nr_pass *const *passes, int
   return NR_OK;
 }
 
+/* ---- the route's record ---------------------------------------------------------- */
+
+static nr_status keep_use(nr_plan *p, const nr_route *r, int i) {
+  const nr_knob_inst *k = &r->space->inst[i];
+  nr_plan_knob_use *u = &p->knob_use[p->n_knob_use++];
+  bool set = r->choice[i] != k->dflt;
+  *u = (nr_plan_knob_use){strdup(k->id), set ? strdup(k->values[r->choice[i]]) : NULL,
+                          r->use[i]};
+  return u->id && (!set || u->value) ? NR_OK : NR_ERR_NOMEM;
+}
+
+/* The canonical text of r's ignored values (ignored) or of r without them. */
+static char *tokens(const nr_route *r, bool ignored) {
+  nr_route t = {r->space, malloc(sizeof(int) * (size_t)(r->space->n ? r->space->n : 1))};
+  if (!t.choice)
+    return NULL;
+  for (int i = 0; i < r->space->n; i++)
+    t.choice[i] = nr_route_ignored(r, i) == ignored ? r->choice[i]
+                                                    : r->space->inst[i].dflt;
+  char *text = nr_route_canonical(&t);
+  free(t.choice);
+  return text;
+}
+
+/* Copies the record of route r (tracked) into the plan. */
+static nr_status record_use(nr_plan *p, const nr_route *r, nr_error *err) {
+  int n = 0;
+  for (int i = 0; i < r->space->n; i++) {
+    n += r->use[i] || r->choice[i] != r->space->inst[i].dflt;
+    p->ignored_knobs += nr_route_ignored(r, i);
+  }
+  p->knob_use = calloc((size_t)(n ? n : 1), sizeof *p->knob_use);
+  nr_status st = p->knob_use ? NR_OK : NR_ERR_NOMEM;
+  for (int i = 0; !st && i < r->space->n; i++)
+    if (r->use[i] || r->choice[i] != r->space->inst[i].dflt)
+      st = keep_use(p, r, i);
+  if (!st && (!(p->ignored = tokens(r, true)) || !(p->effective_route = tokens(r, false))))
+    st = NR_ERR_NOMEM;
+  return st ? nr_errorf(err, NR_ERR_NOMEM, "out of memory recording the route's use")
+            : NR_OK;
+}
+
 nr_status nr_compile(const nr_graph *src, const nr_route *route, int threads,
                      const struct nr_calibration *calib, nr_plan **out, nr_error *err) {
   nr_plan *p = calloc(1, sizeof *p);
+  nr_route r = {0};
   if (!p)
     return nr_errorf(err, NR_ERR_NOMEM, "out of memory");
-  nr_status st = nr_graph_clone(src, NULL, &p->graph, err);
-  nr_device device = route && route->space ? route->space->device : NR_DEVICE_CPU;
-  nr_compile_ctx c = {p->graph, p, route, threads, err, calib, device};
+  bool tracked = route && route->space;
+  nr_status st = tracked ? nr_route_copy(&r, route, err) : NR_OK;
+  if (!st && tracked)
+    st = nr_route_track(&r, err);
+  if (!st)
+    st = nr_graph_clone(src, NULL, &p->graph, err);
+  nr_device device = tracked ? route->space->device : NR_DEVICE_CPU;
+  nr_compile_ctx c = {p->graph, p, tracked ? &r : route, threads, err, calib, device};
   p->device = device;
   if (!st)
     st = run_passes(&c, graph_passes, (int)(sizeof graph_passes / sizeof *graph_passes));
@@ -242,6 +295,9 @@ nr_status nr_compile(const nr_graph *src, const nr_route *route, int threads,
     st = run_passes(&c, plan_passes, (int)(sizeof plan_passes / sizeof *plan_passes));
   if (!st && !(p->route = nr_route_canonical(route)))
     st = nr_errorf(err, NR_ERR_NOMEM, "out of memory");
+  if (!st && tracked)
+    st = record_use(p, &r, err);
+  nr_route_free(&r);
   if (st) {
     nr_plan_destroy(p);
     return st;

@@ -58,10 +58,19 @@ uint64_t nr_knob_allowing(const nr_knob_def *def, const nr_tactic *t) {
   return bits;
 }
 
+static bool pins(const nr_knob_def *d, const char *v, const nr_tactic *t) {
+  return v && strcmp(v, "auto") && nr_knob_allows(d, v, t);
+}
+
+/* Effective only where the default's answer differs (route.h, knob use). */
 bool nr_route_pins(const nr_route *r, nr_knob_id id, const nr_node *n, const nr_tactic *t) {
   const nr_knob_def *d = nr_knob_def_of(id);
-  const char *v = d ? nr_route_get(r, id, d->scope == NR_KNOB_GLOBAL ? NULL : n) : NULL;
-  return v && strcmp(v, "auto") && nr_knob_allows(d, v, t);
+  const nr_node *at = d && d->scope == NR_KNOB_GLOBAL ? NULL : n;
+  const char *v = d ? nr_route_peek_def(r, d, at) : NULL;
+  bool yes = pins(d, v, t);
+  if (v && yes != pins(d, d->dflt, t))
+    nr_route_mark_effective(r, d, at);
+  return yes;
 }
 
 static bool op_matches(const nr_tactic *t, const nr_node *n) {
@@ -97,9 +106,10 @@ static void collect(const nr_tactic *t, void *user) {
  * knobs are independent, so a combination may be unsatisfiable (conv.algo=direct with
  * conv.layout=nhwc when no direct tactic runs in NHWC), or a pass may have turned the
  * node into an op the knob's tactics do not implement. Such a restriction is skipped
- * and counted in plan->ignored_knobs rather than failing the build: every route the
- * knob space admits must build. */
-static void restrict_by_knobs(const nr_tactic_ctx *c, cand_list *l, int *ignored) {
+ * rather than failing the build (every route the knob space admits must build), and
+ * so is one that every candidate satisfies: the value is read without effect and the
+ * route's record (route.h, knob use) lists it as ignored. */
+static void restrict_by_knobs(const nr_tactic_ctx *c, cand_list *l) {
   const nr_knob_def *knobs[NR_KNOB_MAX_RESTRICTING];
   int nk = nr_knob_restricting(knobs, NR_KNOB_MAX_RESTRICTING);
   for (int k = 0; k < nk && k < NR_KNOB_MAX_RESTRICTING; k++) {
@@ -109,7 +119,8 @@ static void restrict_by_knobs(const nr_tactic_ctx *c, cand_list *l, int *ignored
     if (d->restricts == NR_RESTRICTS_INT8_SOURCE &&
         nr_route_precision(c->route, c->node) != NR_PREC_INT8)
       continue;
-    const char *v = nr_route_get_def(c->route, d, d->scope == NR_KNOB_GLOBAL ? NULL : c->node);
+    const nr_node *at = d->scope == NR_KNOB_GLOBAL ? NULL : c->node;
+    const char *v = nr_route_peek_def(c->route, d, at);
     if (!v || !strcmp(v, "auto"))
       continue;
     int w = 0;
@@ -117,10 +128,9 @@ static void restrict_by_knobs(const nr_tactic_ctx *c, cand_list *l, int *ignored
     for (int i = 0; i < l->n; i++)
       if (nr_knob_allows(d, v, l->t[i]))
         kept[w++] = l->t[i];
-    if (!w) {
-      (*ignored)++;
+    if (!w || w == l->n)
       continue;
-    }
+    nr_route_mark_effective(c->route, d, at);
     memcpy(l->t, kept, sizeof(kept[0]) * (size_t)w);
     l->n = w;
   }
@@ -231,7 +241,7 @@ static nr_status select_step(nr_compile_ctx *cc, int k, bool profile) {
                       cc->calib, cc->device};
   cand_list l = {.ctx = &tc};
   nr_tactic_foreach(collect, &l);
-  restrict_by_knobs(&tc, &l, &p->ignored_knobs);
+  restrict_by_knobs(&tc, &l);
   nr_precision prec = nr_route_precision(cc->route, tc.node);
   if (!l.n && prec != NR_PREC_FP32) {
     char node[256];

@@ -128,14 +128,7 @@ const nr_knob_def nr_knobs_precision[] = {
 };
 NR_KNOB_TABLE_CHECK(nr_knobs_precision, NR_KNOB_PRECISION_END);
 
-nr_precision nr_route_precision(const nr_route *r, const nr_node *n) {
-  /* precision, and in CUDA builds cuda.precision (cuda_knobs.c) */
-  const nr_knob_def *knobs[NR_KNOB_MAX_RESTRICTING];
-  int nk = n ? nr_knob_restricting(knobs, NR_KNOB_MAX_RESTRICTING) : 0;
-  const char *v = NULL;
-  for (int i = 0; i < nk && i < NR_KNOB_MAX_RESTRICTING && !v; i++)
-    if (knobs[i]->restricts == NR_RESTRICTS_PRECISION)
-      v = nr_route_get_def(r, knobs[i], n);
+static nr_precision precision_of(const char *v, const nr_node *n) {
   if (v && !strcmp(v, "auto")) { /* its default: TF32 convolutions, exact products */
     bool conv = nr_pu_is_op(n, "Conv") ||
                 (n->domain && !strcmp(n->domain, "nnroute") && !strcmp(n->op_type, "FusedConv"));
@@ -144,5 +137,25 @@ nr_precision nr_route_precision(const nr_route *r, const nr_node *n) {
   for (int p = 0; v && p < NR_PREC_COUNT; p++)
     if (!strcmp(v, prec_names[p]))
       return (nr_precision)p;
+  return NR_PREC_FP32;
+}
+
+/* Effective only where the value gives another precision than the default does
+ * (cuda.precision=fp32 on a Gemm is what auto gives: route.h, knob use). */
+nr_precision nr_route_precision(const nr_route *r, const nr_node *n) {
+  /* precision, and in CUDA builds cuda.precision (cuda_knobs.c) */
+  const nr_knob_def *knobs[NR_KNOB_MAX_RESTRICTING];
+  int nk = n ? nr_knob_restricting(knobs, NR_KNOB_MAX_RESTRICTING) : 0;
+  for (int i = 0; i < nk && i < NR_KNOB_MAX_RESTRICTING; i++) {
+    const char *v = knobs[i]->restricts == NR_RESTRICTS_PRECISION
+                        ? nr_route_peek_def(r, knobs[i], n)
+                        : NULL;
+    if (!v)
+      continue;
+    nr_precision p = precision_of(v, n);
+    if (p != precision_of(knobs[i]->dflt, n))
+      nr_route_mark_effective(r, knobs[i], n);
+    return p;
+  }
   return NR_PREC_FP32;
 }

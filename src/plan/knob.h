@@ -26,15 +26,15 @@
 typedef enum nr_knob_scope { NR_KNOB_GLOBAL = 0, NR_KNOB_NODE = 1 } nr_knob_scope;
 
 enum {
-  NR_KNOB_ACCURACY = 1u << 0, /* a value may change results beyond fp reassociation */
-  NR_KNOB_LAYOUT = 1u << 1,   /* changes memory layout of activations */
-  NR_KNOB_MEMORY = 1u << 2,   /* changes memory planning only */
-  NR_KNOB_TEST = 1u << 3,     /* fault injection for tests; hidden unless
+  NR_KNOB_ACCURACY = 1u << 0,   /* a value may change results beyond fp reassociation */
+  NR_KNOB_LAYOUT = 1u << 1,     /* changes memory layout of activations */
+  NR_KNOB_MEMORY = 1u << 2,     /* changes memory planning only */
+  NR_KNOB_TEST = 1u << 3,       /* fault injection for tests; hidden unless
                                  NNROUTE_TEST_KNOBS=1 is set in the environment */
-  NR_KNOB_PRECISION = 1u << 4, /* reduced precision: no documented bound (error_bound
+  NR_KNOB_PRECISION = 1u << 4,  /* reduced precision: no documented bound (error_bound
                                  0); only the user's tolerance decides. Implies
                                  NR_KNOB_ACCURACY */
-  NR_KNOB_DATA = 1u << 5,     /* what a value changes depends on calibration data
+  NR_KNOB_DATA = 1u << 5,       /* what a value changes depends on calibration data
                                  or on this machine's timings: on some data two
                                  values build the same plan (a percentile clip that
                                  is the maximum; profiling that picks the heuristic's
@@ -47,6 +47,10 @@ enum {
                                  may add up to error_bound where it applies
                                  (conv.winograd_from=auto), so the default route's own
                                  bound includes it once */
+  NR_KNOB_THREADS = 1u << 8, /* only acts when a context runs 2+ threads (it splits,
+                                 maps or caps a step's threads): a tuning session at
+                                 --threads 1 measures no difference and leaves it out
+                                 of its space */
 };
 
 #define NR_KNOB_MAX_VALUES 32

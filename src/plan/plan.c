@@ -42,6 +42,13 @@ void nr_plan_destroy(nr_plan *p) {
   free(p->outputs);
   free(p->weights);
   free(p->route);
+  free(p->ignored);
+  free(p->effective_route);
+  for (int i = 0; i < p->n_knob_use; i++) {
+    free(p->knob_use[i].id);
+    free(p->knob_use[i].value);
+  }
+  free(p->knob_use);
   free(p);
 }
 

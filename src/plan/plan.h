@@ -75,6 +75,13 @@ typedef struct nr_step {
                                  nr_step_absorb */
 } nr_step;
 
+/* One knob instance of the build's route as the build used it (nr_route_track). */
+typedef struct nr_plan_knob_use {
+  char *id;     /* "conv.layout@/layer1/conv1" (owned) */
+  char *value;  /* its value, when not the default (owned); else NULL */
+  uint8_t bits; /* NR_ROUTE_READ, NR_ROUTE_EFFECTIVE */
+} nr_plan_knob_use;
+
 typedef struct nr_plan {
   nr_graph *graph;            /* optimized logical graph (owned) */
   nr_slot *slots;
@@ -89,7 +96,15 @@ typedef struct nr_plan {
   uint64_t arena_size;
   uint64_t scratch_size;      /* max over steps */
   char *route;                /* canonical route the plan was built with */
-  int ignored_knobs;          /* restrictions the build could not honour (not saved) */
+  /* The build's record of its route (route.h, knob use; none of it is saved, a loaded
+   * engine has none): the values that changed nothing, as canonical route tokens
+   * ("" for none), and how many; the canonical route without them, which builds this
+   * same plan; and every instance the build read or the route set. */
+  int ignored_knobs;
+  char *ignored;
+  char *effective_route;
+  nr_plan_knob_use *knob_use;
+  int n_knob_use;
   nr_device device;           /* where every step runs (the engine's META records it) */
 } nr_plan;
 

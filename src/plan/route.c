@@ -6,7 +6,9 @@
  * concrete route needs exactly one value valid at every selected instance; an
  * expression keeps whatever of its values each instance allows. Parsing works on a
  * copy, so a route or expression is left untouched by a text that fails. This is the
- * one place that turns knob names into knobs; code reads a route by knob id. */
+ * one place that turns knob names into knobs; code reads a route by knob id, and every
+ * read goes through the lookups at the end, which keep the record of how a build used
+ * the route (route.h, knob use). */
 #include "plan/knob_internal.h"
 #include "plan/route.h"
 #include "util/error.h"
@@ -307,6 +309,7 @@ nr_status nr_route_init(nr_route *r, const nr_knob_space *space, nr_error *err) 
   if (!r || !space)
     return nr_errorf(err, NR_ERR_INVALID_ARGUMENT, "nr_route_init: NULL route or space");
   r->space = space;
+  r->use = NULL;
   r->choice = alloc_choices(space->n);
   if (!r->choice)
     return nr_errorf(err, NR_ERR_NOMEM, "out of memory for a route");
@@ -319,7 +322,18 @@ void nr_route_free(nr_route *r) {
   if (!r)
     return;
   free(r->choice);
+  free(r->use);
   r->choice = NULL;
+  r->use = NULL;
+}
+
+nr_status nr_route_track(nr_route *r, nr_error *err) {
+  if (!r || !r->space)
+    return nr_errorf(err, NR_ERR_INVALID_ARGUMENT,
+                     "nr_route_track: route not initialised");
+  free(r->use);
+  r->use = calloc((size_t)(r->space->n ? r->space->n : 1), 1);
+  return r->use ? NR_OK : nr_errorf(err, NR_ERR_NOMEM, "out of memory for a route record");
 }
 
 nr_status nr_route_copy(nr_route *dst, const nr_route *src, nr_error *err) {
@@ -331,6 +345,7 @@ nr_status nr_route_copy(nr_route *dst, const nr_route *src, nr_error *err) {
   memcpy(c, src->choice, sizeof *c * (size_t)src->space->n);
   dst->space = src->space;
   dst->choice = c;
+  dst->use = NULL; /* a copy is another route: it records its own reads, if asked */
   return NR_OK;
 }
 
@@ -374,14 +389,46 @@ int nr_route_changes(const nr_route *r) {
   return n;
 }
 
-const char *nr_route_get_def(const nr_route *r, const nr_knob_def *def,
-                             const nr_node *node) {
-  if (!r || !r->space || !def)
-    return NULL;
+/* Index of def's instance for node in r's space, or -1. */
+static int inst_of(const nr_route *r, const nr_knob_def *def, const nr_node *node) {
+  if (!r || !r->space || !r->choice || !def)
+    return -1;
   int i = nr_knob_space_find_parts(r->space, def->name, strlen(def->name),
                                    node ? node->name : NULL);
-  return i < 0 || r->space->inst[i].def != def ? NULL
-                                               : r->space->inst[i].values[r->choice[i]];
+  return i < 0 || r->space->inst[i].def != def ? -1 : i;
+}
+
+static void mark(const nr_route *r, int i, unsigned bits) {
+  if (r->use)
+    r->use[i] |= (uint8_t)bits;
+}
+
+static bool at_default(const nr_route *r, int i) {
+  return r->choice[i] == r->space->inst[i].dflt;
+}
+
+const char *nr_route_peek_def(const nr_route *r, const nr_knob_def *def,
+                              const nr_node *node) {
+  int i = inst_of(r, def, node);
+  if (i < 0)
+    return NULL;
+  mark(r, i, NR_ROUTE_READ);
+  return r->space->inst[i].values[r->choice[i]];
+}
+
+void nr_route_mark_effective(const nr_route *r, const nr_knob_def *def,
+                             const nr_node *node) {
+  int i = inst_of(r, def, node);
+  if (i >= 0 && !at_default(r, i))
+    mark(r, i, NR_ROUTE_READ | NR_ROUTE_EFFECTIVE);
+}
+
+const char *nr_route_get_def(const nr_route *r, const nr_knob_def *def,
+                             const nr_node *node) {
+  const char *v = nr_route_peek_def(r, def, node);
+  if (v)
+    nr_route_mark_effective(r, def, node);
+  return v;
 }
 
 const char *nr_route_get(const nr_route *r, nr_knob_id id, const nr_node *node) {
@@ -390,8 +437,26 @@ const char *nr_route_get(const nr_route *r, nr_knob_id id, const nr_node *node) 
 
 bool nr_route_is(const nr_route *r, nr_knob_id id, const nr_node *node,
                  const char *value) {
-  const char *v = nr_route_get(r, id, node);
-  return v && value && !strcmp(v, value);
+  const nr_knob_def *def = nr_knob_def_of(id);
+  int i = inst_of(r, def, node);
+  if (i < 0 || !value)
+    return false;
+  const nr_knob_inst *k = &r->space->inst[i];
+  bool is = !strcmp(k->values[r->choice[i]], value);
+  mark(r, i,
+       NR_ROUTE_READ |
+           (is != !strcmp(k->values[k->dflt], value) ? NR_ROUTE_EFFECTIVE : 0));
+  return is;
+}
+
+unsigned nr_route_use(const nr_route *r, const nr_knob_def *def, const nr_node *node) {
+  int i = inst_of(r, def, node);
+  return i >= 0 && r->use ? r->use[i] : 0;
+}
+
+bool nr_route_ignored(const nr_route *r, int i) {
+  return r && r->use && i >= 0 && i < r->space->n && !at_default(r, i) &&
+         !(r->use[i] & NR_ROUTE_EFFECTIVE);
 }
 
 /* ---- expressions ---------------------------------------------------------------- */

@@ -145,6 +145,12 @@ struct nr_tactic {
    * packed-data and scratch sizes) and refuses a step that disagrees with
    * NR_ERR_INVALID_MODEL naming the field. NULL: the generic checks only. */
   nr_status (*validate)(const nr_tactic_ctx *c);
+  /* Optional: the fields of the step's params record that run() reads for this step,
+   * as words "name=value" written into buf (cap bytes, NUL-terminated), for the plan
+   * summary (nr_engine_plan_summary, which check-knobs compares): a field prepare()
+   * fills but run() does not read here is left out, so a knob value that changes only
+   * it builds the same summary. NULL: every byte of the record counts. */
+  void (*describe)(const nr_step *step, char *buf, size_t cap);
 };
 
 /* A validate() failure: NR_ERR_INVALID_MODEL "step K (tactic): field: why". */

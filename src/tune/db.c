@@ -52,14 +52,15 @@
 
 #define NR_DB_APPLICATION "nnroute-tune"
 #define NR_DB_APPLICATION_ID 1852994658 /* 0x6E727462, "nrtb": nnroute tuning base */
-#define NR_DB_SCHEMA_VERSION 2
+#define NR_DB_SCHEMA_VERSION 3
 #define NR_DB_BUSY_TIMEOUT_MS 5000
 #define NR_DB_STR_(x) #x
 #define NR_DB_STR(x) NR_DB_STR_(x)
 
 _Static_assert(NR_DB_APPLICATION_ID == 0x6E727462, "application id is 'nrtb'");
 
-/* Schema version 2 (version 1 lacked the calibrations table; db_migrate adds it).
+/* Schema version 3 (version 1 lacked the calibrations table, version 2 the knob use
+ * of candidates and the aliases table; db_migrate_v1 and db_migrate_v2 add them).
  * Changing anything here means bumping NR_DB_SCHEMA_VERSION and teaching nr_db_open
  * to migrate the older files. The CHECKs tie each BLOB's length
  * to the counts that give its layout, so a row can never disagree with itself. */
@@ -71,6 +72,25 @@ _Static_assert(NR_DB_APPLICATION_ID == 0x6E727462, "application id is 'nrtb'");
   "  bytes      BLOB NOT NULL,\n"                                                       \
   "  created_at REAL NOT NULL\n"                                                        \
   ") STRICT;\n"
+/* Routes a session asked for that build another candidate's plan (the values where
+ * they differ were ignored by the build): the route, the candidate's route, and the
+ * order they were asked in. */
+#define NR_DB_ALIASES_TABLE                                                              \
+  "CREATE TABLE aliases (\n"                                                             \
+  "  id         INTEGER PRIMARY KEY,\n"                                                  \
+  "  session_id INTEGER NOT NULL REFERENCES sessions (id),\n"                            \
+  "  seq        INTEGER NOT NULL,\n"                                                     \
+  "  route      TEXT NOT NULL,\n"                                                        \
+  "  same_as    TEXT NOT NULL,\n"                                                        \
+  "  created_at REAL NOT NULL,\n"                                                        \
+  "  UNIQUE (session_id, route)\n"                                                       \
+  ") STRICT;\n"
+/* Version 3's columns of candidates: the values the build ignored (route tokens, NULL
+ * when unknown) and per knob instance how the build used it, one digit each
+ * (NR_KNOB_USE_* bits; '' when unknown). */
+#define NR_DB_CANDIDATE_V3_COLUMNS_DDL                                                   \
+  "  ignored         TEXT,\n"                                                            \
+  "  knob_use        TEXT NOT NULL DEFAULT '',\n"
 
 static const char nr_db_schema[] =
     "PRAGMA application_id = " NR_DB_STR(NR_DB_APPLICATION_ID) ";\n"
@@ -135,6 +155,7 @@ static const char nr_db_schema[] =
     "  ci_lo_ms        REAL,\n"
     "  ci_hi_ms        REAL,\n"
     "  created_at      REAL NOT NULL,\n"
+    NR_DB_CANDIDATE_V3_COLUMNS_DDL
     "  UNIQUE (session_id, route),\n"
     "  CHECK (length(losses) = 8 * n_pairs * n_outputs * n_metrics),\n"
     "  CHECK (length(holdout_losses) = 8 * n_holdout_pairs * n_outputs * n_metrics),\n"
@@ -155,7 +176,7 @@ static const char nr_db_schema[] =
     "  CHECK (length(times_ms) = 8 * n_times)\n"
     ") STRICT;\n"
     "CREATE INDEX measurements_by_candidate ON measurements (candidate_id);\n"
-    NR_DB_CALIBRATIONS_TABLE;
+    NR_DB_CALIBRATIONS_TABLE NR_DB_ALIASES_TABLE;
 
 /* ---- errors (db_internal.h) ---- */
 
@@ -447,18 +468,36 @@ static nr_status db_create(nr_db *db, nr_error *err) {
   return s;
 }
 
-/* Version 1 -> 2: one new table, in one transaction, so a crash leaves either. */
-static nr_status db_migrate_v1(nr_db *db, nr_error *err) {
-  int rc = sqlite3_exec(db->conn,
-                        "BEGIN IMMEDIATE;\n" NR_DB_CALIBRATIONS_TABLE
-                        "UPDATE meta SET value = '2' WHERE key = 'schema_version';\n"
-                        "COMMIT;",
-                        NULL, NULL, NULL);
+/* One upgrade step in one transaction, so a crash leaves the old schema or the new. */
+static nr_status db_migrate(nr_db *db, const char *sql, int from, nr_error *err) {
+  int rc = sqlite3_exec(db->conn, sql, NULL, NULL, NULL);
   if (rc != SQLITE_OK) {
     sqlite3_exec(db->conn, "ROLLBACK", NULL, NULL, NULL);
-    return nr_db_fail(db, rc, err, "upgrading the database from schema version 1");
+    return nr_db_fail(db, rc, err, "upgrading the database from schema version %d", from);
   }
   return NR_OK;
+}
+
+/* Version 1 -> 2: the calibrations table. */
+static nr_status db_migrate_v1(nr_db *db, nr_error *err) {
+  return db_migrate(db,
+                    "BEGIN IMMEDIATE;\n" NR_DB_CALIBRATIONS_TABLE
+                    "UPDATE meta SET value = '2' WHERE key = 'schema_version';\n"
+                    "COMMIT;",
+                    1, err);
+}
+
+/* Version 2 -> 3: the candidates' knob use (unknown for the rows already there) and
+ * the aliases table. */
+static nr_status db_migrate_v2(nr_db *db, nr_error *err) {
+  return db_migrate(
+      db,
+      "BEGIN IMMEDIATE;\n"
+      "ALTER TABLE candidates ADD COLUMN ignored TEXT;\n"
+      "ALTER TABLE candidates ADD COLUMN knob_use TEXT NOT NULL DEFAULT '';\n" NR_DB_ALIASES_TABLE
+      "UPDATE meta SET value = '3' WHERE key = 'schema_version';\n"
+      "COMMIT;",
+      2, err);
 }
 
 /* The meta table of a file that carries our application_id. */
@@ -491,13 +530,14 @@ static nr_status db_check_meta(nr_db *db, nr_error *err) {
                      "tuning database '%s' has schema version %lld, newer than the %d "
                      "this nnroute reads; use the nnroute that wrote it, or a newer one",
                      db->path, (long long)version, NR_DB_SCHEMA_VERSION);
-  if (version == 1)
-    return db_migrate_v1(db, err);
-  if (version < NR_DB_SCHEMA_VERSION)
-    return nr_errorf(err, NR_ERR_INVALID_ARGUMENT,
-                     "tuning database '%s' has an unknown schema version %lld", db->path,
-                     (long long)version);
-  return NR_OK;
+  nr_status s = version == 1 ? db_migrate_v1(db, err) : NR_OK;
+  if (s == NR_OK && (version == 1 || version == 2))
+    return db_migrate_v2(db, err);
+  if (s == NR_OK && version < NR_DB_SCHEMA_VERSION)
+    s = nr_errorf(err, NR_ERR_INVALID_ARGUMENT,
+                  "tuning database '%s' has an unknown schema version %lld", db->path,
+                  (long long)version);
+  return s;
 }
 
 /* PRAGMA journal_mode = WAL, reporting the mode the file is left in. On a file that

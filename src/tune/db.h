@@ -11,6 +11,8 @@
  *                 output of every pair (reference and holdout), screening timings
  *                 and their statistics, build time, engine size and file
  *   measurements  later timings of a candidate (halving rounds, confirmation rounds)
+ *   aliases       routes a session asked for that build another candidate's plan (they
+ *                 differ from it only in values the build ignored), and that route
  *
  * Writes are single transactions, the journal is WAL and synchronous=FULL, so a
  * session killed at any point (kill -9 included) leaves every committed candidate and
@@ -111,6 +113,11 @@ typedef struct nr_db_candidate {
   int n_times;
   double median_ms, ci_lo_ms, ci_hi_ms; /* of the screening timings (0 when none) */
   double created_at;
+  /* How the build used the route (NULL / "" when unknown: it failed, or the row
+   * predates schema 3): the route tokens it ignored ("" for none), and per knob
+   * instance of the session's knob list, in its order, one digit of NR_KNOB_USE_* bits. */
+  char *ignored;
+  char *knob_use;
 } nr_db_candidate;
 
 void nr_db_candidate_free(nr_db_candidate *c); /* frees the members, not c */
@@ -140,6 +147,14 @@ nr_status nr_db_candidate_set_engine(nr_db *db, int64_t id, const char *engine_p
  * reference pairs takes the holdout's); n_pairs 0 clears them. */
 nr_status nr_db_candidate_set_holdout(nr_db *db, int64_t id, const double *losses,
                                       int n_pairs, int n_outputs, nr_error *err);
+
+/* Records that `route`, asked for as the seq-th question of a session, builds the plan
+ * of candidate `same_as` (a candidate's route); a route is recorded once per session. */
+nr_status nr_db_alias_put(nr_db *db, int64_t session_id, int seq, const char *route,
+                          const char *same_as, nr_error *err);
+/* The candidate route an alias names (malloc'ed), or NULL in *same_as when none. */
+nr_status nr_db_alias_get(nr_db *db, int64_t session_id, const char *route,
+                          char **same_as, nr_error *err);
 
 typedef struct nr_db_measurement {
   int64_t candidate_id;

@@ -21,10 +21,11 @@
 
 /* ---- candidates ---- */
 
-#define NR_DB_CANDIDATE_COLS                                                            \
-  "id, session_id, seq, route, point, phase, status, signal, message, build_ms,"        \
-  " engine_bytes, engine_path, n_metrics, n_pairs, n_outputs, losses, n_holdout_pairs," \
-  " holdout_losses, n_times, times_ms, median_ms, ci_lo_ms, ci_hi_ms, created_at"
+#define NR_DB_CANDIDATE_COLS                                                             \
+  "id, session_id, seq, route, point, phase, status, signal, message, build_ms,"         \
+  " engine_bytes, engine_path, n_metrics, n_pairs, n_outputs, losses, n_holdout_pairs,"  \
+  " holdout_losses, n_times, times_ms, median_ms, ci_lo_ms, ci_hi_ms, created_at,"       \
+  " ignored, knob_use"
 
 void nr_db_candidate_free(nr_db_candidate *c) {
   if (!c)
@@ -38,6 +39,9 @@ void nr_db_candidate_free(nr_db_candidate *c) {
   free(c->losses);
   free(c->holdout_losses);
   free(c->times_ms);
+  free(c->ignored);
+  free(c->knob_use);
+  c->ignored = c->knob_use = NULL;
   c->route = c->point = c->phase = c->status = c->message = c->engine_path = NULL;
   c->losses = c->holdout_losses = c->times_ms = NULL;
 }
@@ -101,6 +105,8 @@ static void bind_candidate(nr_db_stmt *q, const nr_db_candidate *c, const size_t
   nr_db_bind_real(q, c->ci_lo_ms);
   nr_db_bind_real(q, c->ci_hi_ms);
   nr_db_bind_real(q, now);
+  nr_db_bind_text(q, c->ignored);
+  nr_db_bind_text(q, c->knob_use ? c->knob_use : "");
 }
 
 /* The only UNIQUE constraint of candidates is (session_id, route): a violation is the
@@ -123,8 +129,9 @@ nr_status nr_db_candidate_put(nr_db *db, nr_db_candidate *c, nr_error *err) {
   if (s == NR_OK)
     s = nr_db_prepare(
         db,
-        "INSERT INTO candidates (" NR_DB_CANDIDATE_COLS ") VALUES (NULL,"
-        " ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        "INSERT INTO candidates (" NR_DB_CANDIDATE_COLS
+        ") VALUES (NULL,"
+        " ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
         &q, "record a candidate", err);
   if (s != NR_OK)
     return s;
@@ -175,6 +182,8 @@ static nr_status db_read_candidate(nr_db *db, sqlite3_stmt *st, nr_db_candidate 
   c->ci_lo_ms = nr_db_row_real(&r);
   c->ci_hi_ms = nr_db_row_real(&r);
   c->created_at = nr_db_row_real(&r);
+  c->ignored = nr_db_row_text(&r);
+  c->knob_use = nr_db_row_text(&r);
   nr_status s = nr_db_row_finish(db, &r, "candidate", c->id, err);
   if (s != NR_OK)
     nr_db_candidate_free(c);
@@ -202,6 +211,54 @@ nr_status nr_db_candidate_get(nr_db *db, int64_t session_id, const char *route,
   else if (rc != SQLITE_ROW && rc != SQLITE_DONE)
     s = nr_db_fail(db, rc, err, "looking up route '%s' of session %lld", route,
                    (long long)session_id);
+  sqlite3_finalize(q.st);
+  return s;
+}
+
+/* ---- aliases ---- */
+
+nr_status nr_db_alias_put(nr_db *db, int64_t session_id, int seq, const char *route,
+                          const char *same_as, nr_error *err) {
+  if (!db || !route || !same_as)
+    return nr_db_invalid(db, err, "recording an alias: NULL argument");
+  nr_db_stmt q;
+  nr_status s = nr_db_prepare(db,
+                              "INSERT INTO aliases (session_id, seq, route, same_as,"
+                              " created_at) VALUES (?, ?, ?, ?, ?)",
+                              &q, "record an alias", err);
+  if (s != NR_OK)
+    return s;
+  nr_db_bind_int(&q, session_id);
+  nr_db_bind_int(&q, seq);
+  nr_db_bind_text(&q, route);
+  nr_db_bind_text(&q, same_as);
+  nr_db_bind_real(&q, nr_db_now());
+  return nr_db_write(db, &q, NULL, err, "recording route '%s' of session %lld as '%s'",
+                     route, (long long)session_id, same_as);
+}
+
+nr_status nr_db_alias_get(nr_db *db, int64_t session_id, const char *route,
+                          char **same_as, nr_error *err) {
+  if (!db || !route || !same_as)
+    return nr_db_invalid(db, err, "looking an alias up: NULL argument");
+  *same_as = NULL;
+  nr_db_stmt q;
+  nr_status s = nr_db_prepare(
+      db, "SELECT same_as FROM aliases WHERE session_id = ? AND route = ?", &q,
+      "look an alias up", err);
+  if (s != NR_OK)
+    return s;
+  nr_db_bind_int(&q, session_id);
+  nr_db_bind_text(&q, route);
+  int rc = nr_db_step(&q);
+  if (rc == SQLITE_ROW) {
+    const unsigned char *t = sqlite3_column_text(q.st, 0);
+    if (!(*same_as = strdup(t ? (const char *)t : "")))
+      s = nr_errorf(err, NR_ERR_NOMEM, "out of memory reading an alias");
+  } else if (rc != SQLITE_DONE) {
+    s = nr_db_fail(db, rc, err, "looking up alias '%s' of session %lld", route,
+                   (long long)session_id);
+  }
   sqlite3_finalize(q.st);
   return s;
 }

@@ -28,6 +28,7 @@ enum {
 
 typedef struct result {
   bool told, feasible;
+  bool same; /* nr_search_tell_same: another point's build, not a build of its own */
   double cost, lo, hi;
   double loss; /* nr_search_tell_loss; NaN until told */
 } result;
@@ -70,6 +71,7 @@ struct nr_search {
   bool *late;    /* per dimension (nr_search_config.late), NULL: none */
   uint64_t rng;
   int max_points;
+  int64_t n_same; /* points told nr_search_tell_same */
   double min_gain;
   int64_t space; /* number of points; INT64_MAX when that does not fit */
 
@@ -669,11 +671,11 @@ static int by_cost(const void *a, const void *b) {
   return (x->k > y->k) - (x->k < y->k); /* ties: the earlier proposal */
 }
 
-/* The best feasible told points, at most s->pop of them, best first. */
+/* The best feasible told points (not nr_search_tell_same's), at most pop, best first. */
 static int64_t evolve_parents(nr_search *s) {
   int64_t n = 0;
   for (int64_t k = 0; k < s->n_pts; k++)
-    if (told_feasible(s, k))
+    if (told_feasible(s, k) && !s->res[k].same)
       s->pool[n++] = (ranked){s->res[k].cost, k};
   qsort(s->pool, (size_t)n, sizeof *s->pool, by_cost);
   return n < s->pop ? n : s->pop;
@@ -925,6 +927,14 @@ void nr_search_destroy(nr_search *s) {
   free(s);
 }
 
+/* Random, evolve: max_points builds of their own, at most SAME_CAP x max_points points
+ * in all (a space of mostly ignored values must still end). */
+#define SAME_CAP 8
+static bool builds_left(const nr_search *s) {
+  return s->n_pts - s->n_same < s->max_points &&
+         s->n_pts < (int64_t)SAME_CAP * s->max_points;
+}
+
 /* The algorithm's candidate (new, as each generator guarantees) into s->tmp. */
 static bool propose(nr_search *s) {
   switch (s->kind) {
@@ -942,10 +952,8 @@ static bool propose(nr_search *s) {
       return false;
     strcpy(s->phase, s->stage == 1 ? "fast" : s->stage == 2 ? "greedy" : "extend");
     return true;
-  case NR_SEARCH_RANDOM:
-    return s->n_pts < s->max_points && next_random(s, s->tmp);
-  case NR_SEARCH_EVOLVE:
-    return s->n_pts < s->max_points && next_evolve(s, s->tmp);
+  case NR_SEARCH_RANDOM: return builds_left(s) && next_random(s, s->tmp);
+  case NR_SEARCH_EVOLVE: return builds_left(s) && next_evolve(s, s->tmp);
   default:
     return false;
   }
@@ -966,10 +974,19 @@ void nr_search_tell(nr_search *s, const int *point, bool feasible, double cost,
   if (k < 0)
     return;
   /* A NaN cost would make rankings depend on the sort's internals: call it endless. */
-  s->res[k] =
-      (result){true, feasible, isnan(cost) ? INFINITY : cost,
-               isnan(cost_lo) ? INFINITY : cost_lo, isnan(cost_hi) ? INFINITY : cost_hi,
-               s->res[k].loss};
+  s->res[k] = (result){true,
+                       feasible,
+                       s->res[k].same,
+                       isnan(cost) ? INFINITY : cost,
+                       isnan(cost_lo) ? INFINITY : cost_lo,
+                       isnan(cost_hi) ? INFINITY : cost_hi,
+                       s->res[k].loss};
+}
+
+void nr_search_tell_same(nr_search *s, const int *point) {
+  int64_t k = s && point ? find_point(s, point) : -1;
+  if (k >= 0 && !s->res[k].same)
+    s->res[k].same = true, s->n_same++;
 }
 
 void nr_search_tell_loss(nr_search *s, const int *point, double loss) {

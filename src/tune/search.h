@@ -34,7 +34,7 @@
  *                   no unproposed neighbour. It combines the gains too small for
  *                   phase 2's test under noise.
  *   random the default, then uniform points (each dimension drawn independently),
- *          no repeats
+ *          no repeats, until max_points builds
  *   evolve the default point and a random population, then generations: half the
  *          children climb (an unproposed one-change neighbour of the best feasible
  *          point so far), the others come from tournament selection, uniform
@@ -74,8 +74,10 @@ typedef struct nr_search_config {
   const int *n_values;  /* per dimension, >= 1 (copied) */
   const int *dflt;      /* per dimension, the default value index (copied) */
   uint64_t seed;
-  /* random/evolve: stop after this many points (they are otherwise endless);
-   * fast/full/mixed ignore it (the driver's budgets cut them). 0: 64. */
+  /* random/evolve: stop after this many points that are builds of their own (they
+   * are otherwise endless; points told nr_search_tell_same do not count, but at most
+   * 8 x max_points points are proposed in all); fast/full/mixed ignore it (the
+   * driver's budgets cut them). 0: 64. */
   int max_points;
   double min_gain;      /* mixed: significance threshold; 0: 0.01 */
   /* Optional priors (may be NULL): prior[d][v] is a score where lower is more
@@ -104,6 +106,12 @@ int nr_search_next(nr_search *s, int *point);
  * and a point never proposed is ignored. point is read during the call only. */
 void nr_search_tell(nr_search *s, const int *point, bool feasible, double cost,
                     double cost_lo, double cost_hi);
+/* Tells that point (one nr_search_next returned) builds the plan of a point evaluated
+ * before: the values where they differ were ignored by the build, so it cost no build
+ * and its result (told as usual) is that point's. Random and evolve do not count it
+ * against max_points, and evolve does not breed from it twice; every algorithm still
+ * never proposes it again. Told once per point; told again it changes nothing. */
+void nr_search_tell_same(nr_search *s, const int *point);
 /* The accuracy loss measured at a point (lower is better; NaN: unknown), told before
  * or after its nr_search_tell. Only greedy uses it, to order its changes. */
 void nr_search_tell_loss(nr_search *s, const int *point, double loss);

@@ -1,5 +1,6 @@
 /* tune.c - the tuning session: setup (space, data, database), the search loop over
- * isolated candidates, and the end (winner engine, report, summary).
+ * isolated candidates (tune_cands.c evaluates them), and the end (winner engine,
+ * report, summary).
  *
  * Resume is replay: the search is deterministic given its seed and the results it is
  * told, so a resumed session asks the same questions again and the database answers
@@ -11,10 +12,11 @@
  * the database); the measurement stages re-time those files in fresh processes. */
 #include "api/nnroute_tools.h"
 #include "tune/tune_internal.h"
-#include "util/version.h"
 #include "util/device.h"
 #include "util/error.h"
 #include "util/sha256.h"
+#include "util/threadpool.h"
+#include "util/version.h"
 
 #include <cjson/cJSON.h>
 #include <errno.h>
@@ -354,228 +356,6 @@ static nr_status make_engine_dir(tune_session *s, nr_error *err) {
   return NR_OK;
 }
 
-/* ---- candidates ----------------------------------------------------------------- */
-
-int tune_find_cand(const tune_session *s, const char *route) {
-  for (int i = 0; i < s->n_cands; i++)
-    if (!strcmp(s->cands[i].route, route))
-      return i;
-  return -1;
-}
-
-double tune_worst_loss(const double *losses, int n_pairs, int n_outputs, nr_metric m) {
-  double w = 0;
-  for (int o = 0; o < n_outputs; o++) {
-    double l = nr_losses_over_pairs(losses, n_pairs, n_outputs, o, m);
-    if (!(l <= w))
-      w = isnan(l) ? INFINITY : l;
-  }
-  return w;
-}
-
-static int count_changes(const tune_session *s, const char *route) {
-  const nr_knob_list *knobs = &s->space.knobs;
-  int *choice = malloc(sizeof *choice * (size_t)(knobs->n ? knobs->n : 1));
-  int n = choice && !nr_knob_list_parse_route(knobs, route, choice, NULL)
-              ? nr_knob_list_changes(knobs, choice)
-              : 0;
-  free(choice);
-  return n;
-}
-
-static tune_cand *push_cand(tune_session *s, const char *route, const int *point,
-                            const char *phase) {
-  if (s->n_cands == s->cap_cands) {
-    int cap = s->cap_cands ? 2 * s->cap_cands : 64;
-    tune_cand *c = realloc(s->cands, sizeof *c * (size_t)cap);
-    if (!c)
-      return NULL;
-    s->cands = c;
-    s->cap_cands = cap;
-  }
-  tune_cand *c = &s->cands[s->n_cands];
-  memset(c, 0, sizeof *c);
-  c->route = strdup(route);
-  c->phase = strdup(phase);
-  if (point) {
-    c->point = malloc(sizeof *c->point * (size_t)(s->space.n_dims ? s->space.n_dims : 1));
-    if (c->point)
-      memcpy(c->point, point, sizeof *c->point * (size_t)s->space.n_dims);
-  }
-  if (!c->route || !c->phase || (point && !c->point)) {
-    free(c->route);
-    free(c->phase);
-    free(c->point);
-    return NULL;
-  }
-  c->changes = count_changes(s, route);
-  s->n_cands++;
-  return c;
-}
-
-/* Fills the in-memory summary from a database row. */
-static void summarize(tune_session *s, tune_cand *c, const nr_db_candidate *row) {
-  nr_cand_status_parse(row->status, &c->status);
-  c->median = row->median_ms;
-  c->lo = row->ci_lo_ms;
-  c->hi = row->ci_hi_ms;
-  c->build_ms = row->build_ms;
-  c->engine_bytes = row->engine_bytes;
-  c->db_id = row->id;
-  c->worst_loss = INFINITY;
-  c->margin = c->margin_frac = -INFINITY;
-  if (row->losses && row->n_pairs > 0) {
-    c->worst_loss = tune_worst_loss(row->losses, row->n_pairs, row->n_outputs, s->o->tol.metric);
-    nr_tolerance_margins(&s->o->tol, row->losses, row->n_pairs, row->n_outputs,
-                         s->output_names, &c->margin, &c->margin_frac);
-  } else if (c->status == NR_CAND_OK) {
-    c->worst_loss = 0; /* no reference data: nothing to lose */
-    c->margin = 0;
-    c->margin_frac = 1;
-  }
-  c->feasible = c->status == NR_CAND_OK;
-  struct stat sb;
-  if (row->engine_path && !stat(row->engine_path, &sb))
-    c->engine_path = strdup(row->engine_path);
-}
-
-static nr_status record(tune_session *s, const char *route, const int *point,
-                        const char *phase, const nr_worker_result *r, const char *path,
-                        nr_db_candidate *row, nr_error *err) {
-  nr_stats st = {0};
-  if (r->n_times)
-    nr_stats_compute(r->times_ms, (size_t)r->n_times, 1, &st);
-  char *pt = point ? tune_point_text(point, s->space.n_dims) : NULL;
-  *row = (nr_db_candidate){
-      .session_id = s->session_id, .seq = s->n_cands, .route = (char *)route,
-      .point = pt, .phase = (char *)phase,
-      .status = (char *)nr_cand_status_name(r->status), .signal = r->signal,
-      .message = (char *)r->message, .build_ms = r->build_ms,
-      .engine_bytes = r->engine_bytes, .engine_path = (char *)path,
-      .n_pairs = r->n_pairs, .n_outputs = r->n_outputs, .losses = r->losses,
-      .times_ms = r->times_ms, .n_times = r->n_times, .median_ms = st.median,
-      .ci_lo_ms = st.ci95_lo, .ci_hi_ms = st.ci95_hi};
-  nr_status rc = nr_db_candidate_put(s->db, row, err);
-  free(pt);
-  row->point = NULL;
-  return rc;
-}
-
-void tune_drop_engine(tune_session *s, tune_cand *c) {
-  if (!c->engine_path)
-    return;
-  unlink(c->engine_path);
-  nr_db_candidate_set_engine(s->db, c->db_id, NULL, NULL);
-  free(c->engine_path);
-  c->engine_path = NULL;
-}
-
-static int median_cmp(const void *a, const void *b) {
-  const tune_cand *x = *(tune_cand *const *)a, *y = *(tune_cand *const *)b;
-  return (x->median > y->median) - (x->median < y->median);
-}
-
-/* The greedy search's current answer: its latest feasible point of phase greedy or
- * extend (each supersedes the one before), or -1. */
-static int greedy_answer(const tune_session *s) {
-  for (int i = s->n_cands - 1; i >= 0; i--) {
-    const char *ph = s->cands[i].phase ? s->cands[i].phase : "";
-    if (s->cands[i].feasible && (!strcmp(ph, "greedy") || !strcmp(ph, "extend")))
-      return i;
-  }
-  return -1;
-}
-
-/* Keeps the engine files of the s->keep fastest feasible candidates, the default
- * route's and the greedy search's answer; deletes the others' files. The answer is
- * kept whatever its screening time: on a loaded machine single-change points can
- * screen faster than a combination that is really faster, and the re-measurement
- * must see the combination to judge. */
-static void prune_engines(tune_session *s) {
-  tune_cand **v = malloc(sizeof *v * (size_t)(s->n_cands ? s->n_cands : 1));
-  if (!v)
-    return;
-  int n = 0, answer = greedy_answer(s);
-  for (int i = 0; i < s->n_cands; i++)
-    if (s->cands[i].engine_path && i != s->default_idx && i != answer)
-      v[n++] = &s->cands[i];
-  qsort(v, (size_t)n, sizeof *v, median_cmp);
-  for (int i = s->keep - (answer >= 0); i < n; i++)
-    tune_drop_engine(s, v[i]);
-  free(v);
-}
-
-nr_worker_job tune_job(const tune_session *s, const char *route) {
-  return (nr_worker_job){.model = s->model, .route = route, .threads = s->o->threads,
-                         .pairs = &s->pairs, .tol = &s->o->tol,
-                         .output_names = s->output_names, .timeout_s = s->timeout_s,
-                         .mem_limit = s->mem_limit, .measure = true,
-                         .min_time_ms = s->o->screen_ms, .calibration = s->calib,
-                         .device = s->o->device};
-}
-
-static int evaluate(tune_session *s, const char *route, const int *point, const char *phase,
-                    nr_error *err) {
-  /* Named by the route's digest: a resumed session's counter would give another
-   * route's engine the same name. */
-  uint8_t md[32];
-  nr_sha256(route, strlen(route), md);
-  char path[4200];
-  snprintf(path, sizeof path, "%s/c%02x%02x%02x%02x%02x%02x%02x%02x.nre", s->engine_dir,
-           md[0], md[1], md[2], md[3], md[4], md[5], md[6], md[7]);
-  nr_worker_job job = tune_job(s, route);
-  job.engine_out = path;
-  nr_worker_result r = {0};
-  if (nr_worker_run(&job, &r, err))
-    return -1;
-  if (nr_tune_stop) { /* the child was killed by Ctrl-C: not a result */
-    unlink(path);
-    nr_worker_result_free(&r);
-    return -1;
-  }
-  bool keep = r.status == NR_CAND_OK || r.status == NR_CAND_ACCURACY_FAIL;
-  if (!keep)
-    unlink(path);
-  nr_db_candidate row;
-  nr_status st = record(s, route, point, phase, &r, keep ? path : NULL, &row, err);
-  tune_cand *c = st ? NULL : push_cand(s, route, point, phase);
-  if (c)
-    summarize(s, c, &row);
-  nr_worker_result_free(&r);
-  if (!c) {
-    if (!st)
-      nr_errorf(err, NR_ERR_NOMEM, "out of memory recording a candidate");
-    return -1;
-  }
-  if (!c->feasible && s->n_cands - 1 != s->default_idx)
-    tune_drop_engine(s, c); /* infeasible engines are never measured again */
-  prune_engines(s);
-  return s->n_cands - 1;
-}
-
-int tune_candidate(tune_session *s, const char *route, const int *point, const char *phase,
-                   bool *replayed, nr_error *err) {
-  *replayed = true;
-  int i = tune_find_cand(s, route);
-  if (i >= 0)
-    return i;
-  nr_db_candidate row;
-  bool found = false;
-  if (nr_db_candidate_get(s->db, s->session_id, route, &row, &found, err))
-    return -1;
-  if (found) {
-    tune_cand *c = push_cand(s, route, point, row.phase ? row.phase : phase);
-    if (c)
-      summarize(s, c, &row);
-    nr_db_candidate_free(&row);
-    if (!c)
-      return nr_errorf(err, NR_ERR_NOMEM, "out of memory"), -1;
-    return s->n_cands - 1;
-  }
-  *replayed = false;
-  return evaluate(s, route, point, phase, err);
-}
-
 /* ---- the search loop ------------------------------------------------------------ */
 
 static int count_feasible(const tune_session *s) {
@@ -595,6 +375,38 @@ static const tune_cand *best_screened(const tune_session *s) {
 
 static double search_elapsed(const tune_session *s) {
   return s->prior_elapsed + tune_now() - s->t0;
+}
+
+/* Route tokens as people read them: "conv.layout@x=nhwc gemm.kc@*=128". */
+static void plain_tokens(const char *route, char *out, size_t cap) {
+  size_t n = 0;
+  for (const char *p = route ? route : ""; *p && n + 1 < cap; p++)
+    if (!(*p == '-' && (p == route || p[-1] == ' ')))
+      out[n++] = *p;
+  out[n] = '\0';
+}
+
+/* A route that builds a known candidate's plan: said once, with what was ignored. */
+static void progress_same(const tune_session *s, int64_t total, const char *route,
+                          const int *point, const tune_cand *c) {
+  if (s->o->progress)
+    return;
+  char *what = point ? tune_space_describe(&s->space, point) : NULL;
+  char tot[32], ign[512] = "", tok[256];
+  snprintf(tot, sizeof tot, total > 0 ? "%lld" : "?", (long long)total);
+  for (const char *p = route; *p;) { /* its tokens the candidate's route lacks */
+    size_t n = strcspn(p, " ");
+    snprintf(tok, sizeof tok, " %.*s ", (int)n, p);
+    char have[4096];
+    snprintf(have, sizeof have, " %s ", c->route);
+    if (!strstr(have, tok) && strlen(ign) + n + 2 < sizeof ign)
+      snprintf(ign + strlen(ign), sizeof ign - strlen(ign), "%s%.*s", *ign ? " " : "",
+               (int)n - 1, p + 1);
+    p += n + (p[n] == ' ');
+  }
+  fprintf(stderr, "[%d/%s] %-13s %s  = %s  ignored: %s\n", s->builds, tot, "same",
+          what && *what ? what : route, *c->route ? c->route : "(default route)", ign);
+  free(what);
 }
 
 static void progress(const tune_session *s, int64_t total, const tune_cand *last,
@@ -619,9 +431,14 @@ static void progress(const tune_session *s, int64_t total, const tune_cand *last
   }
   char *what = last->point ? tune_space_describe(&s->space, last->point) : NULL;
   const char *shown = what ? what : last->route;
-  fprintf(stderr, "[%d/%s] %-13s %s%8.3f ms  %s  (best %s, %.0fs)\n", done, tot,
+  char ign[512] = "";
+  if (last->ignored && *last->ignored) {
+    snprintf(ign, sizeof ign, "  ignored: ");
+    plain_tokens(last->ignored, ign + strlen(ign), sizeof ign - strlen(ign));
+  }
+  fprintf(stderr, "[%d/%s] %-13s %s%8.3f ms  %s  (best %s, %.0fs)%s\n", done, tot,
           nr_cand_status_name(last->status), replayed ? "(recorded) " : "", last->median,
-          *shown ? shown : "(default route)", best, el);
+          *shown ? shown : "(default route)", best, el, ign);
   free(what);
 }
 
@@ -647,10 +464,13 @@ static nr_search *make_search(const tune_session *s, double **prior_rows) {
       for (int j = 0; j < dim->n_insts; j++)
         late[d] |= (s->space.knobs.knobs[dim->insts[j]].flags & NR_KNOB_INFO_SLOW_BUILD) != 0;
     }
-    nr_search_config cfg = {.kind = s->o->search, .n_dims = n, .n_values = nv, .dflt = df,
+    nr_search_config cfg = {.kind = s->o->search,
+                            .n_dims = n,
+                            .n_values = nv,
+                            .dflt = df,
                             .seed = s->o->seed,
                             .max_points = s->o->budget_builds > 0 ? s->o->budget_builds
-                                                                  : 256,
+                                                                  : NR_TUNE_SEARCH_BUILDS,
                             .prior = (const double *const *)prior_rows,
                             .late = late};
     r = nr_search_create(&cfg);
@@ -672,21 +492,26 @@ static nr_status search_loop(tune_session *s, nr_search *search, nr_error *err) 
       st = nr_errorf(err, NR_ERR_NOMEM, "out of memory");
       break;
     }
-    bool replayed;
+    tune_how how;
     int before = s->n_cands;
-    int i = tune_candidate(s, route, point, nr_search_phase(search), &replayed, err);
-    free(route);
+    int i = tune_candidate(s, route, point, nr_search_phase(search), &how, err);
     if (i < 0) {
+      free(route);
       st = nr_tune_stop ? NR_OK : err->status;
       break;
     }
     const tune_cand *c = &s->cands[i];
+    if (s->n_cands == before) /* an earlier candidate's plan: no build of its own */
+      nr_search_tell_same(search, point);
     nr_search_tell_loss(search, point, c->worst_loss);
     nr_search_tell(search, point, c->feasible, c->median, c->lo, c->hi);
     if (s->n_cands > before) {
       s->builds++;
-      progress(s, nr_search_total(search), c, replayed);
+      progress(s, nr_search_total(search), c, how == TUNE_REPLAYED);
+    } else if (how == TUNE_SAME) {
+      progress_same(s, nr_search_total(search), route, point, c);
     }
+    free(route);
   }
   if (s->o->progress)
     fprintf(stderr, "\n");
@@ -767,7 +592,9 @@ static nr_status dry_run(tune_session *s, nr_error *err) {
   int64_t total = nr_search_total(search);
   printf("search %s proposes %s%lld routes%s\n", nr_search_name(s->o->search),
          total < 0 ? "up to " : "",
-         (long long)(total < 0 ? (s->o->budget_builds > 0 ? s->o->budget_builds : 256) : total),
+         (long long)(total < 0 ? (s->o->budget_builds > 0 ? s->o->budget_builds
+                                                          : NR_TUNE_SEARCH_BUILDS)
+                               : total),
          s->o->search == NR_SEARCH_MIXED ? " in its first phase" : "");
   int *point = malloc(sizeof(int) * (size_t)(sp->n_dims ? sp->n_dims : 1));
   for (int k = 0; point && k < 1000 && (total >= 0 && total <= 1000) &&
@@ -820,9 +647,9 @@ static void restore_elapsed(tune_session *s) {
 /* The default route first: the baseline every speedup is measured against, and the
  * cost that sets the other candidates' timeout. */
 static nr_status run_default(tune_session *s, nr_error *err) {
-  bool replayed;
+  tune_how how;
   s->timeout_s = s->o->candidate_timeout_s > 0 ? s->o->candidate_timeout_s : 600;
-  int i = tune_candidate(s, "", NULL, "default", &replayed, err);
+  int i = tune_candidate(s, "", NULL, "default", &how, err);
   if (i < 0)
     return nr_tune_stop ? NR_OK : err->status;
   s->default_idx = i;
@@ -847,7 +674,7 @@ static nr_status run_default(tune_session *s, nr_error *err) {
     double cost_s = (d->build_ms + 50 * d->median) / 1000;
     s->timeout_s = 60 + 20 * cost_s;
   }
-  if (replayed)
+  if (how == TUNE_REPLAYED)
     restore_elapsed(s);
   return NR_OK;
 }
@@ -876,13 +703,7 @@ static nr_status session_body(tune_session *s, cJSON *report, nr_error *err) {
 }
 
 static void session_free(tune_session *s) {
-  for (int i = 0; i < s->n_cands; i++) {
-    free(s->cands[i].route);
-    free(s->cands[i].point);
-    free(s->cands[i].engine_path);
-    free(s->cands[i].phase);
-  }
-  free(s->cands);
+  tune_cands_free(s);
   free(s->winner_route);
   free(s->settings);
   free(s->output_names);
@@ -915,7 +736,8 @@ nr_status nr_tune_run(const nr_tune_options *o, bool *interrupted, nr_error *err
   if (!st)
     st = shapes_from_data(o, err);
   if (!st)
-    st = tune_space_build(o->model, o->routes, o->device, &s.space, err);
+    st = tune_space_build(o->model, o->routes, o->device,
+                          nr_threads_or_online(o->threads), &s.space, err);
   if (!st)
     st = setup_outputs(&s, err);
   if (!st && o->dry_run)

@@ -24,6 +24,9 @@
 #include <stdint.h>
 
 #define NR_TUNE_MAX_DIRS 16
+/* Builds after which the random and evolve searches end when --budget-builds sets no
+ * number (docs/tuner.md); routes that build another candidate's plan do not count. */
+#define NR_TUNE_SEARCH_BUILDS 256
 
 typedef struct nr_tune_options {
   nr_model *model;            /* loaded; the session prepares it, first giving dims
@@ -33,7 +36,9 @@ typedef struct nr_tune_options {
   const char *argv;           /* the command line, recorded */
   const char *routes;         /* route expression; NULL: the default space */
   nr_search_kind search;
-  int budget_builds;          /* candidates built; 0: unlimited */
+  int budget_builds;          /* candidates built; 0: unlimited, except that random and
+                                 evolve (which never end on their own) stop after
+                                 NR_TUNE_SEARCH_BUILDS builds */
   double budget_time_s;       /* wall time of the search phase; 0: unlimited */
   uint64_t seed;
   const char *reference_dirs[NR_TUNE_MAX_DIRS];

@@ -26,17 +26,31 @@ typedef struct tune_dim {
 
 typedef struct tune_space {
   nr_knob_list knobs;
+  int threads;     /* the session's (resolved): at 1, thread knobs are no dimension */
   int *base;       /* per knob instance: the value the expression pins (else the
                       default route's), a choice vector of knobs */
   tune_dim *dims;
   int n_dims;
 } tune_space;
 
-nr_status tune_space_build(nr_model *m, const char *expr, nr_device device, tune_space *s,
-                           nr_error *err);
+/* threads: the session's, resolved (1: knobs flagged NR_KNOB_INFO_THREADS are no
+ * dimension; an expression's value for them stays in the base route). */
+nr_status tune_space_build(nr_model *m, const char *expr, nr_device device, int threads,
+                           tune_space *s, nr_error *err);
 void tune_space_free(tune_space *s);
+/* The choice vector of a point (knobs.n entries). */
+void tune_space_choice(const tune_space *s, const int *point, int *choice);
 /* Canonical route text of a point (malloc'ed). */
 char *tune_space_route(const tune_space *s, const int *point);
+/* Whether route q builds the plan that route r's build made, given how that build used
+ * each knob (use: NR_KNOB_USE_* per row of l): where q differs from r, r's build never
+ * read the instance, or read it without effect and q has the default there. */
+bool tune_same_build(const nr_knob_list *l, const int *q, const int *r,
+                     const uint8_t *use);
+/* r with every value that did not act (not NR_KNOB_USE_EFFECTIVE) at its default: the
+ * choice vector of r's canonical route, which leaves ignored values out. */
+void tune_effective_choice(const nr_knob_list *l, const int *r, const uint8_t *use,
+                           int *out);
 /* The point as dimension settings ("-conv.algo@*=winograd23"), for people: shorter
  * than the route when a dimension sets many nodes (malloc'ed; "" = all defaults). */
 char *tune_space_describe(const tune_space *s, const int *point);
@@ -60,8 +74,15 @@ typedef struct tune_cand {
   double build_ms;
   uint64_t engine_bytes;
   char *engine_path;    /* kept engine file, or NULL */
-  int changes;          /* non-default knob instances in the route */
+  int changes;          /* non-default knob instances in the route: the effective
+                           ones (the route is canonical: ignored values left out) */
   char *phase;
+  /* How its build used the route (NULL when unknown: the build failed, or a row from
+   * an older database): per knob row NR_KNOB_USE_* bits, the route as asked (choice
+   * vector; SET bits say where it left the default), and the ignored values' tokens. */
+  uint8_t *use;
+  int *asked;
+  char *ignored;
 } tune_cand;
 
 /* The two ways a rate counts its trials: rows (top1) and elements (l0). */
@@ -70,6 +91,12 @@ typedef enum tune_trials {
   NR_TRIALS_ELEMENTS,
   NR_TRIALS_KINDS
 } tune_trials;
+
+/* A route the session asked for that builds candidate `cand`'s plan. */
+typedef struct tune_alias {
+  char *route;
+  int cand;
+} tune_alias;
 
 typedef struct tune_session {
   const nr_tune_options *o;
@@ -83,6 +110,8 @@ typedef struct tune_session {
   char engine_dir[4096];
   tune_cand *cands;
   int n_cands, cap_cands;
+  tune_alias *aliases;
+  int n_aliases, cap_aliases;
   int default_idx;       /* index of the default route's candidate */
   int builds;            /* candidates evaluated (replayed ones included) */
   double t0;             /* session start (monotonic seconds) */
@@ -109,15 +138,27 @@ typedef struct tune_session {
 extern volatile sig_atomic_t nr_tune_stop;
 
 double tune_now(void);
-/* Evaluates (or replays from the database) a route; returns its index in s->cands,
- * or -1 when the parent itself failed (err set). *replayed tells which. */
-int tune_candidate(tune_session *s, const char *route, const int *point, const char *phase,
-                   bool *replayed, nr_error *err);
+/* Frees the candidates and aliases (tune_cands.c). */
+void tune_cands_free(tune_session *s);
+/* How tune_candidate answered. */
+typedef enum tune_how {
+  TUNE_BUILT,    /* evaluated now: a new candidate */
+  TUNE_REPLAYED, /* recorded already (this run, or the database of a resumed session) */
+  TUNE_SAME,     /* it builds a known candidate's plan (its other values were ignored):
+                    that candidate, recorded as an alias, nothing measured */
+} tune_how;
+/* Evaluates (or replays from the database) a route; returns its index in s->cands
+ * (for an alias, the candidate whose plan it builds), or -1 when the parent itself
+ * failed (err set). *how tells which. Candidates are named by their canonical route,
+ * which leaves out the values the build ignored. */
+int tune_candidate(tune_session *s, const char *route, const int *point,
+                   const char *phase, tune_how *how, nr_error *err);
 /* Measures kept engines again: successive halving over the best screened feasible
  * candidates, then the interleaved confirmation of the finalists against the default
  * route and the holdout check; chooses the winner (s->winner_route). Fills json
  * (a cJSON object) with what it measured. */
-/* Index of the candidate with this canonical route in s->cands, or -1. */
+/* Index of the candidate with this canonical route in s->cands, or of the one an alias
+ * with this route names; -1 when none. */
 int tune_find_cand(const tune_session *s, const char *route);
 /* The largest output loss under metric m over a [pair][output][metric] table, each
  * output's loss over the pairs as nr_losses_over_pairs takes it (rates pooled, the

@@ -350,7 +350,8 @@ static nr_status decide(entry *v, const double *ratios, int rounds, int n, nr_er
 
 /* A total order, so the preference never depends on the order halving left the
  * finalists in: accepted first, then the faster estimate, then fewer non-default
- * knobs, then the canonical route text. */
+ * knobs (effective ones: a candidate's canonical route leaves out the values its
+ * build ignored), then the canonical route text. */
 int tune_entry_cmp(const void *a, const void *b) {
   const entry *x = a, *y = b;
   if (x->accepted != y->accepted)
@@ -494,15 +495,31 @@ static nr_status choose(tune_session *s, entry *v, int n, cJSON *conf, nr_error 
 
 /* ---- attribution ---------------------------------------------------------------- */
 
+/* Whether dimension d set any value in candidate c's build that acted (its knob use:
+ * an instance the dimension sets that is SET and EFFECTIVE); true when unknown. */
+static bool dim_acts(const tune_session *s, const tune_cand *c, int d) {
+  if (!c->use)
+    return true;
+  const tune_dim *dim = &s->space.dims[d];
+  for (int j = 0; j < dim->n_insts; j++) {
+    uint8_t u = c->use[dim->insts[j]];
+    if ((u & NR_KNOB_USE_SET) && (u & NR_KNOB_USE_EFFECTIVE))
+      return true;
+  }
+  return false;
+}
+
 /* From the winner back to the default one knob (dimension) at a time: how much
- * slower the winner gets without each of its changes. Bounded: at most 8 knobs and
- * 15% over the time budget. */
+ * slower the winner gets without each of its changes. Only changes that acted count:
+ * a dimension whose values the winner's build ignored is listed under "ignored" and
+ * not reverted. Bounded: at most 8 knobs and 15% over the time budget. */
 static nr_status attribution(tune_session *s, cJSON *json, nr_error *err) {
   int w = -1;
   for (int i = 0; i < s->n_cands; i++)
     if (!strcmp(s->cands[i].route, s->winner_route) && s->cands[i].point)
       w = i;
   cJSON *list = cJSON_AddArrayToObject(json, "attribution");
+  cJSON *ignored = cJSON_AddArrayToObject(json, "attribution_ignored");
   if (w < 0 || !*s->winner_route)
     return NR_OK;
   int nd = s->space.n_dims, done = 0;
@@ -514,11 +531,18 @@ static nr_status attribution(tune_session *s, cJSON *json, nr_error *err) {
     const int *wp = s->cands[w].point;
     if (wp[d] == s->space.dims[d].dflt || s->prior_elapsed + tune_now() - s->t0 > limit)
       continue;
+    if (!dim_acts(s, &s->cands[w], d)) {
+      char tok[512];
+      snprintf(tok, sizeof tok, "%s=%s", s->space.dims[d].name,
+               s->space.dims[d].values[wp[d]]);
+      cJSON_AddItemToArray(ignored, cJSON_CreateString(tok));
+      continue;
+    }
     memcpy(p, wp, sizeof *p * (size_t)nd);
     p[d] = s->space.dims[d].dflt;
     char *route = tune_space_route(&s->space, p);
-    bool replayed;
-    int i = route ? tune_candidate(s, route, p, "attribution", &replayed, err) : -1;
+    tune_how how;
+    int i = route ? tune_candidate(s, route, p, "attribution", &how, err) : -1;
     free(route);
     if (i < 0) {
       free(p);

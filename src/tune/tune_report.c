@@ -64,6 +64,8 @@ static int add_cand_json(const nr_db_candidate *c, void *user) {
     cJSON_AddNumberToObject(j, "signal", c->signal);
   if (c->message && *c->message)
     cJSON_AddStringToObject(j, "message", c->message);
+  if (c->ignored && *c->ignored) /* the asked route's values its build ignored */
+    cJSON_AddStringToObject(j, "ignored", c->ignored);
   cJSON_AddNumberToObject(j, "build_ms", c->build_ms);
   cJSON_AddNumberToObject(j, "engine_bytes", (double)c->engine_bytes);
   cJSON *t = cJSON_AddObjectToObject(j, "screening");
@@ -266,6 +268,11 @@ static void summary(const tune_session *s, const tune_cand *w, const tune_accura
   for (int k = 0; k < NR_CAND_STATUS_COUNT; k++)
     if (count[k])
       printf("%-14s %d\n", nr_cand_status_name((nr_cand_status)k), count[k]);
+  if (s->n_aliases)
+    printf(
+        "%-14s %d (routes that built a candidate's plan: their other values were "
+        "ignored; not built or timed again)\n",
+        "same", s->n_aliases);
   const tune_cand *d = &s->cands[s->default_idx];
   const tune_cand **f = malloc(sizeof *f * (size_t)s->n_cands);
   int k = f ? frontier(s->cands, s->n_cands, f) : 0;
@@ -330,6 +337,13 @@ nr_status tune_finish(tune_session *s, cJSON *report, nr_error *err) {
     return err->status ? err->status : NR_ERR_NOMEM;
   }
   cJSON_AddItemToObject(report, "candidates", cands);
+  cJSON *same = cJSON_AddArrayToObject(report, "same_routes");
+  for (int i = 0; i < s->n_aliases; i++) { /* asked for, built another's plan */
+    cJSON *a = cJSON_CreateObject();
+    cJSON_AddStringToObject(a, "route", s->aliases[i].route);
+    cJSON_AddStringToObject(a, "same_as", s->cands[s->aliases[i].cand].route);
+    cJSON_AddItemToArray(same, a);
+  }
   /* the default route is the only one that can be shipped unchecked: refuse it when
    * the holdout check said no, unless asked */
   s->engine_refused = !*w->route && s->default_holdout < 0 && !s->o->write_unchecked;

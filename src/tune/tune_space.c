@@ -13,7 +13,16 @@
  * share a bottleneck and a tolerance story: fp16 weights pay on a memory-bound
  * classifier Gemm (mobilenet_v2's 1280 x 1000: half its bytes) and lose on
  * compute-bound convolutions, so one all-or-nothing dimension would never find the
- * classifier alone. */
+ * classifier alone.
+ *
+ * Knobs that act only when a context runs two or more threads (flag C) are no
+ * dimension of a session at --threads 1: it measures on one thread, where they change
+ * nothing it could see.
+ *
+ * Which routes build the same plan is decided here too (tune_same_build): a build
+ * reports, per knob instance, whether it read it and whether the value acted; two
+ * routes that differ only where one's build never read, or read without effect where
+ * the other has the default, build the same plan. */
 #include "tune/tune_internal.h"
 #include "util/error.h"
 
@@ -53,6 +62,11 @@ static nr_status add_value(tune_dim *d, const char *v, nr_error *err) {
 
 /* An expression: each instance with more than one allowed value is a dimension;
  * one allowed value that is not the default pins it in the base route. */
+/* A knob a session at one thread cannot see act (NR_KNOB_INFO_THREADS). */
+static bool idle_here(const tune_space *s, const nr_knob_info *k) {
+  return s->threads == 1 && (k->flags & NR_KNOB_INFO_THREADS);
+}
+
 static nr_status dims_from_expr(tune_space *s, const char *expr, nr_error *err) {
   uint64_t *allowed = malloc(sizeof *allowed * (size_t)(s->knobs.n ? s->knobs.n : 1));
   nr_status st = allowed ? nr_knob_list_parse_expr(&s->knobs, expr, allowed, err)
@@ -60,8 +74,8 @@ static nr_status dims_from_expr(tune_space *s, const char *expr, nr_error *err) 
   for (int i = 0; !st && i < s->knobs.n; i++) {
     const nr_knob_info *k = &s->knobs.knobs[i];
     uint64_t m = allowed[i];
-    if (popcount64(m) == 1) {
-      s->base[i] = __builtin_ctzll(m);
+    if (popcount64(m) == 1 || idle_here(s, k)) {
+      s->base[i] = m >> k->dflt & 1 ? k->dflt : __builtin_ctzll(m);
       continue;
     }
     if (!(st = add_dim(s, k->id, err))) {
@@ -99,7 +113,7 @@ static nr_status dims_default(tune_space *s, nr_error *err) {
   nr_status st = NR_OK;
   for (int i = 0; !st && i < s->knobs.n; i++) {
     const nr_knob_info *k = &s->knobs.knobs[i];
-    if (k->needs)
+    if (k->needs || idle_here(s, k))
       continue;
     char name[160];
     if (k->node && (k->flags & NR_KNOB_INFO_PRECISION) && k->op_type)
@@ -149,9 +163,10 @@ static void drop_fixed(tune_space *s) {
   s->n_dims = n;
 }
 
-nr_status tune_space_build(nr_model *m, const char *expr, nr_device device, tune_space *s,
-                           nr_error *err) {
+nr_status tune_space_build(nr_model *m, const char *expr, nr_device device, int threads,
+                           tune_space *s, nr_error *err) {
   memset(s, 0, sizeof *s);
+  s->threads = threads;
   nr_knob_list_options o = {.size = sizeof o, .device = device};
   nr_status st = nr_knob_list_build(m, &o, &s->knobs, err);
   if (!st && !(s->base = malloc(sizeof *s->base * (size_t)(s->knobs.n ? s->knobs.n : 1))))
@@ -181,11 +196,7 @@ void tune_space_free(tune_space *s) {
   memset(s, 0, sizeof *s);
 }
 
-char *tune_space_route(const tune_space *s, const int *point) {
-  size_t n = (size_t)(s->knobs.n ? s->knobs.n : 1);
-  int *choice = malloc(sizeof *choice * n);
-  if (!choice)
-    return NULL;
+void tune_space_choice(const tune_space *s, const int *point, int *choice) {
   memcpy(choice, s->base, sizeof *choice * (size_t)s->knobs.n);
   for (int d = 0; d < s->n_dims; d++) {
     const tune_dim *dim = &s->dims[d];
@@ -196,9 +207,35 @@ char *tune_space_route(const tune_space *s, const int *point) {
         choice[dim->insts[j]] = v;
     }
   }
+}
+
+char *tune_space_route(const tune_space *s, const int *point) {
+  int *choice = malloc(sizeof *choice * (size_t)(s->knobs.n ? s->knobs.n : 1));
+  if (!choice)
+    return NULL;
+  tune_space_choice(s, point, choice);
   char *text = nr_knob_list_route_text(&s->knobs, choice);
   free(choice);
   return text;
+}
+
+/* ---- builds that are the same ------------------------------------------------------ */
+
+bool tune_same_build(const nr_knob_list *l, const int *q, const int *r,
+                     const uint8_t *use) {
+  for (int i = 0; i < l->n; i++) {
+    if (!(use[i] & NR_KNOB_USE_READ) || q[i] == r[i])
+      continue;
+    if ((use[i] & NR_KNOB_USE_EFFECTIVE) || q[i] != l->knobs[i].dflt)
+      return false;
+  }
+  return true;
+}
+
+void tune_effective_choice(const nr_knob_list *l, const int *r, const uint8_t *use,
+                           int *out) {
+  for (int i = 0; i < l->n; i++)
+    out[i] = use[i] & NR_KNOB_USE_EFFECTIVE ? r[i] : l->knobs[i].dflt;
 }
 
 char *tune_point_text(const int *point, int n) {

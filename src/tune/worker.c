@@ -3,7 +3,8 @@
  * Key decision: the child reports through one binary record on a pipe, and anything
  * short of a complete, well-formed record is a crash. The record is a fixed header
  * (magic, version, the child's own classification, counts, build time, engine size,
- * message), then the losses and the run times as doubles, then a trailing magic; the
+ * message), then the losses and the run times as doubles, the sequence's run counts,
+ * the knob use bytes (one per knob row of the job), then a trailing magic; the
  * parent checks every count against what the job allows before copying anything out.
  * The child allocates its whole record before it lowers its memory limit, so running
  * out of memory can still be reported. The parent owns every way the child can end:
@@ -18,6 +19,7 @@
  * parallel region then waits forever (it is reported as a timeout). The tuner's parent
  * only loads the model and runs the reference executor, which uses no OpenMP. */
 #include "tune/worker.h"
+#include "api/nnroute_tools.h"
 #include "util/error.h"
 
 #include <errno.h>
@@ -37,13 +39,15 @@
 
 #define REC_MAGIC 0x5257524eu     /* "NRWR" */
 #define REC_END_MAGIC 0x444e4557u /* "WEND" */
-#define REC_VERSION 2u
+#define REC_VERSION 3u
 
 typedef struct rec_header {
   uint32_t magic, version;
   int32_t status; /* the child's classification (never timeout or crash) */
   int32_t n_pairs, n_outputs, n_times;
   int32_t n_seq;  /* sequence mode: per-slot run counts follow the times */
+  int32_t n_use;  /* knob use bytes after those (job.knobs' rows; 0 without) */
+  int32_t use_valid, same; /* the use bytes hold the build's; job.same_as said yes */
   double build_ms;
   uint64_t engine_bytes;
   char message[512];
@@ -85,6 +89,7 @@ typedef struct job_plan {
   double min_time_ms, timeout_ms;
   int n_pairs, n_losses; /* losses: n_pairs * outputs * NR_METRIC_COUNT */
   int n_outputs;         /* of the pairs; -1 when there are none (the engine's) */
+  int n_use;             /* knob use bytes: job.knobs' rows when building, else 0 */
 } job_plan;
 
 static job_plan plan_job(const nr_worker_job *j) {
@@ -102,13 +107,14 @@ static job_plan plan_job(const nr_worker_job *j) {
   p.n_pairs = pairs ? j->pairs->n : 0;
   p.n_outputs = pairs ? j->pairs->n_outputs : -1;
   p.n_losses = pairs ? p.n_pairs * p.n_outputs * NR_METRIC_COUNT : 0;
+  p.n_use = !p.n_seq && !j->engine_in && j->knobs ? j->knobs->n : 0;
   return p;
 }
 
 static size_t record_size(const job_plan *p, int n_times) {
   return sizeof(rec_header) +
          sizeof(double) * ((size_t)p->n_losses + (size_t)n_times + (size_t)p->n_seq) +
-         sizeof(uint32_t);
+         (size_t)p->n_use + sizeof(uint32_t);
 }
 
 /* ---- the child ---------------------------------------------------------------------- */
@@ -120,6 +126,7 @@ typedef struct child {
   double *losses;    /* inside the record */
   double *times;     /* inside the record, room for max_times */
   double *seq;       /* sequence mode: runs per slot (n_seq) */
+  uint8_t *use;      /* knob use bytes (n_use), allocated with the record */
   nr_engine *engine;
   nr_context *ctx;
   nr_buffer *outs;   /* one set of output buffers (engine output count) */
@@ -148,7 +155,16 @@ static bool child_build(child *c) {
   c->h->build_ms = now_ms() - t0;
   if (st)
     child_fail(c, st, NR_CAND_BUILD_ERROR, &err, j->engine_in ? "loading" : "building");
+  if (!st && c->plan.n_use)
+    c->h->use_valid = !nr_engine_knob_use(c->engine, j->knobs, c->use, NULL);
   return !st;
+}
+
+/* Whether the caller has measured this build already (job.same_as). */
+static bool child_same(child *c) {
+  const nr_worker_job *j = c->job;
+  c->h->same = c->h->use_valid && j->same_as && j->same_as(j->same_user, c->use);
+  return c->h->same;
 }
 
 static bool child_save(child *c) {
@@ -372,6 +388,7 @@ static void child_send(child *c, int fd) {
   write_all(fd, c->losses, body + sizeof(double) * (size_t)n_times);
   if (c->plan.n_seq)
     write_all(fd, c->seq, sizeof(double) * (size_t)c->plan.n_seq);
+  write_all(fd, c->use, (size_t)c->plan.n_use);
   write_all(fd, &end, sizeof end);
 }
 
@@ -379,8 +396,10 @@ static bool child_alloc(child *c) {
   size_t n = (size_t)c->plan.n_losses + (size_t)c->plan.max_times + (size_t)c->plan.n_seq;
   c->h = calloc(1, sizeof *c->h);
   c->losses = calloc(n ? n : 1, sizeof(double));
-  if (!c->h || !c->losses)
+  c->use = calloc((size_t)c->plan.n_use + 1, 1);
+  if (!c->h || !c->losses || !c->use)
     return false;
+  c->h->n_use = c->plan.n_use;
   c->times = c->losses + c->plan.n_losses;
   c->seq = c->times + c->plan.max_times; /* zero: a slot never reached ran 0 times */
   c->h->n_seq = c->plan.n_seq;
@@ -420,8 +439,8 @@ static _Noreturn void child_main(const nr_worker_job *job, pid_t parent, int fd)
     child_send(&c, fd);
     _exit(0);
   }
-  bool ok = child_build(&c) && (!job->engine_out || child_save(&c)) && child_context(&c) &&
-            (c.plan.n_pairs == 0 || child_accuracy(&c));
+  bool ok = child_build(&c) && !child_same(&c) && (!job->engine_out || child_save(&c)) &&
+            child_context(&c) && (c.plan.n_pairs == 0 || child_accuracy(&c));
   if (ok && job->measure)
     child_measure(&c, 0);
   child_send(&c, fd);
@@ -487,6 +506,7 @@ static bool parse_record(const reader *r, const job_plan *p, nr_worker_result *r
   memcpy(&h, r->buf, sizeof h);
   if (h.magic != REC_MAGIC || h.version != REC_VERSION || h.n_times < 0 ||
       h.n_times > p->max_times || h.n_seq != p->n_seq || h.n_pairs != p->n_pairs ||
+      h.n_use != p->n_use || (h.same && h.status != NR_CAND_OK) ||
       (p->n_outputs >= 0 && h.n_outputs != p->n_outputs) || h.status < NR_CAND_OK ||
       h.status >= NR_CAND_STATUS_COUNT || h.status == NR_CAND_CRASH ||
       h.status == NR_CAND_TIMEOUT || r->len != record_size(p, h.n_times))
@@ -497,10 +517,11 @@ static bool parse_record(const reader *r, const job_plan *p, nr_worker_result *r
     return false;
   const char *body = r->buf + sizeof h;
   /* Losses exist once the engine ran the pairs: ok, accuracy_fail, nonfinite,
-   * shape_mismatch, and run_error (a run of the pairs failed). */
-  bool judged = h.status == NR_CAND_OK || h.status == NR_CAND_ACCURACY_FAIL ||
-                h.status == NR_CAND_NONFINITE || h.status == NR_CAND_SHAPE_MISMATCH ||
-                h.status == NR_CAND_RUN_ERROR;
+   * shape_mismatch, and run_error (a run of the pairs failed); not for a known build. */
+  bool judged = !h.same &&
+                (h.status == NR_CAND_OK || h.status == NR_CAND_ACCURACY_FAIL ||
+                 h.status == NR_CAND_NONFINITE || h.status == NR_CAND_SHAPE_MISMATCH ||
+                 h.status == NR_CAND_RUN_ERROR);
   int n_losses = judged ? p->n_losses : 0;
   if (n_losses && !(res->losses = malloc(sizeof(double) * (size_t)n_losses)))
     return false;
@@ -529,6 +550,15 @@ static bool parse_record(const reader *r, const job_plan *p, nr_worker_result *r
       return false;
     res->n_seq = p->n_seq;
   }
+  if (h.use_valid && p->n_use) {
+    const char *at = body + sizeof(double) * ((size_t)p->n_losses + (size_t)h.n_times +
+                                              (size_t)p->n_seq);
+    if (!(res->knob_use = malloc((size_t)p->n_use)))
+      return false;
+    memcpy(res->knob_use, at, (size_t)p->n_use);
+    res->n_knob_use = p->n_use;
+  }
+  res->same = h.same != 0;
   res->status = (nr_cand_status)h.status;
   res->build_ms = h.build_ms;
   res->engine_bytes = h.engine_bytes;
@@ -656,9 +686,12 @@ void nr_worker_result_free(nr_worker_result *res) {
   free(res->losses);
   free(res->times_ms);
   free(res->seq_runs);
+  free(res->knob_use);
   res->losses = NULL;
   res->times_ms = NULL;
   res->seq_runs = NULL;
+  res->knob_use = NULL;
+  res->n_knob_use = 0;
   res->n_times = 0;
   res->n_seq = 0;
 }

@@ -23,6 +23,10 @@
  *   ok
  * The parent must be single-threaded when it forks (the CLI is).
  *
+ * With the model's knob list, the child also reports how the build used each knob
+ * instance (which values it ignored), and may stop right after the build when the
+ * caller says that build was measured already (job.same_as).
+ *
  * Sequence mode times several engine files in one child, in a given order (the
  * tuner's confirmation rounds: default, finalist, default, ...): one process start
  * (driver, library handles) per round instead of one per timing. */
@@ -87,6 +91,15 @@ typedef struct nr_worker_job {
    * mode), and zero-filled inputs only when there are no pairs at all. */
   const nr_pair_set *timing;
   int timing_first;
+  /* Single mode, building: the model's knob list for the route's device (NULL: none).
+   * The result then carries how the build used each row (nr_engine_knob_use), and
+   * same_as (optional, with same_user) is asked in the child right after the build
+   * with those bits: when it answers true, the build is one the caller has already
+   * measured (its values that changed something are another candidate's), and the
+   * child stops there: no engine file, no accuracy run, no timing (result `same`). */
+  const struct nr_knob_list *knobs;
+  bool (*same_as)(void *user, const uint8_t *use);
+  void *same_user;
 } nr_worker_job;
 
 #define NR_WORKER_MAX_SEQUENCE 64
@@ -104,6 +117,12 @@ typedef struct nr_worker_result {
   double wall_ms;           /* the child's whole life */
   int *seq_runs;            /* sequence mode: timed runs per slot (owned), n_seq of them */
   int n_seq;
+  /* With job.knobs and a build that succeeded: per knob row its NR_KNOB_USE_* bits
+   * (owned; NULL otherwise), and whether same_as answered true (status ok, nothing
+   * measured). */
+  uint8_t *knob_use;
+  int n_knob_use;
+  bool same;
 } nr_worker_result;
 
 /* Runs one job in a child process and classifies it. Returns NR_OK whenever a

@@ -631,10 +631,10 @@ NR_TEST(tune_db_refuses_newer_schema) {
   nr_error err = {0};
   REQUIRE(nr_db_open(f.path, &db, &err) == NR_OK, "%s", err.message);
   nr_db_close(db);
-  REQUIRE(sqlite_exec(f.path, "UPDATE meta SET value = '3' WHERE key = 'schema_version'"));
+  REQUIRE(sqlite_exec(f.path, "UPDATE meta SET value = '4' WHERE key = 'schema_version'"));
   db = NULL;
   CHECK(nr_db_open(f.path, &db, &err) == NR_ERR_INVALID_ARGUMENT && !db);
-  CHECK(strstr(err.message, f.path) && strstr(err.message, "schema version 3"), "%s",
+  CHECK(strstr(err.message, f.path) && strstr(err.message, "schema version 4"), "%s",
         err.message);
   /* Our application_id but no meta table: damaged, refused too. */
   REQUIRE(sqlite_exec(f.path, "DROP TABLE meta"));
@@ -662,7 +662,57 @@ NR_TEST(tune_db_file_is_wal_and_tagged) {
   sqlite3_close(c);
   CHECK(wal, "journal mode is not WAL");
   CHECK(sqlite_int(f.path, "PRAGMA application_id") == 0x6E727462);
-  CHECK(sqlite_int(f.path, "SELECT value FROM meta WHERE key = 'schema_version'") == 2);
+  CHECK(sqlite_int(f.path, "SELECT value FROM meta WHERE key = 'schema_version'") == 3);
+  fixture_free(&f);
+}
+
+/* What a version-2 file lacks: the candidates' knob use and the aliases table. */
+#define NR_TEST_SCHEMA_2_SQL                                                             \
+  "DROP TABLE aliases; ALTER TABLE candidates DROP COLUMN ignored;"                      \
+  " ALTER TABLE candidates DROP COLUMN knob_use;"                                        \
+  " UPDATE meta SET value = '2' WHERE key = 'schema_version'"
+
+/* A version-2 file keeps its candidates through the upgrade (their knob use unknown)
+ * and gains the aliases table: an alias round-trips, a route is aliased once. */
+NR_TEST(tune_db_upgrades_version_2_and_keeps_candidates) {
+  db_fixture f;
+  REQUIRE(fixture_make(&f));
+  nr_db *db = NULL;
+  nr_error err = {0};
+  REQUIRE(nr_db_open(f.path, &db, &err) == NR_OK, "%s", err.message);
+  int64_t sid = make_session(db, "cpu", "ab", "", "h");
+  REQUIRE(sid > 0);
+  nr_db_candidate c = {.session_id = sid,
+                       .route = "-a=1",
+                       .status = "ok",
+                       .ignored = "-b@n=2",
+                       .knob_use = "0152"};
+  REQUIRE(nr_db_candidate_put(db, &c, &err) == NR_OK, "%s", err.message);
+  nr_db_candidate g;
+  bool found = false;
+  REQUIRE(nr_db_candidate_get(db, sid, "-a=1", &g, &found, &err) == NR_OK && found);
+  CHECK(same_str(g.ignored, "-b@n=2") && same_str(g.knob_use, "0152"), "%s %s",
+        g.ignored ? g.ignored : "NULL", g.knob_use ? g.knob_use : "NULL");
+  nr_db_candidate_free(&g);
+  nr_db_close(db);
+  REQUIRE(sqlite_exec(f.path, NR_TEST_SCHEMA_2_SQL));
+  REQUIRE(nr_db_open(f.path, &db, &err) == NR_OK, "upgrade: %s", err.message);
+  REQUIRE(nr_db_candidate_get(db, sid, "-a=1", &g, &found, &err) == NR_OK && found, "%s",
+          err.message);
+  CHECK(!g.ignored && same_str(g.knob_use, ""), "an old row's use is unknown");
+  nr_db_candidate_free(&g);
+  char *same = NULL;
+  CHECK(nr_db_alias_put(db, sid, 1, "-a=1 -b@n=2", "-a=1", &err) == NR_OK, "%s",
+        err.message);
+  CHECK(nr_db_alias_put(db, sid, 2, "-a=1 -b@n=2", "-a=1", &err) != NR_OK,
+        "a route is aliased once");
+  CHECK(nr_db_alias_get(db, sid, "-a=1 -b@n=2", &same, &err) == NR_OK &&
+            same_str(same, "-a=1"),
+        "%s", err.message);
+  free(same);
+  CHECK(nr_db_alias_get(db, sid, "-a=2", &same, &err) == NR_OK && !same);
+  nr_db_close(db);
+  CHECK(sqlite_int(f.path, "SELECT value FROM meta WHERE key = 'schema_version'") == 3);
   fixture_free(&f);
 }
 
@@ -675,8 +725,9 @@ NR_TEST(tune_db_upgrades_version_1_and_keeps_calibrations) {
   nr_error err = {0};
   REQUIRE(nr_db_open(f.path, &db, &err) == NR_OK, "%s", err.message);
   nr_db_close(db);
-  REQUIRE(sqlite_exec(f.path, "DROP TABLE calibrations; UPDATE meta SET value = '1' WHERE"
-                              " key = 'schema_version'"));
+  REQUIRE(sqlite_exec(f.path, NR_TEST_SCHEMA_2_SQL
+                      "; DROP TABLE calibrations;"
+                      " UPDATE meta SET value = '1' WHERE key = 'schema_version'"));
   REQUIRE(nr_db_open(f.path, &db, &err) == NR_OK, "upgrade: %s", err.message);
   const uint8_t blob[5] = {1, 2, 0, 4, 5};
   CHECK(nr_db_calibration_put(db, "abc", blob, 5, &err) == NR_OK, "%s", err.message);
@@ -690,8 +741,9 @@ NR_TEST(tune_db_upgrades_version_1_and_keeps_calibrations) {
   CHECK(nr_db_calibration_get(db, "missing", &got, &len, &err) == NR_ERR_INVALID_ARGUMENT &&
         strstr(err.message, "missing"), "%s", err.message);
   nr_db_close(db);
-  CHECK(sqlite_int(f.path, "SELECT value FROM meta WHERE key = 'schema_version'") == 2);
+  CHECK(sqlite_int(f.path, "SELECT value FROM meta WHERE key = 'schema_version'") == 3);
   CHECK(sqlite_int(f.path, "SELECT count(*) FROM calibrations") == 1);
+  CHECK(sqlite_int(f.path, "SELECT count(*) FROM aliases") == 0);
   fixture_free(&f);
 }
 

@@ -946,3 +946,42 @@ NR_TEST(tune_search_greedy_extends_past_an_interaction) {
         "the last point is in phase %s", ph[n - 1]);
   CHECK(greedy_loss(want) <= 0.6 + 1e-12 && greedy_loss(last) > 0.6 + 1e-12);
 }
+
+/* Points told nr_search_tell_same (their build was another point's) are no build:
+ * random and evolve propose max_points others besides them, never one twice, and stop
+ * at 8 x max_points points when every point is one. */
+static void check_same_points(nr_test_state *t, nr_search_kind kind) {
+  problem pb;
+  const int nv[] = {6, 6, 6, 6, 6}, df[] = {0, 0, 0, 0, 0};
+  init_problem(&pb, 5, nv, df);
+  for (int all = 0; all < 2; all++) {
+    nr_search *s = make(&pb, kind, 7, 20, NULL);
+    REQUIRE(s);
+    static run r;
+    r.n = 0;
+    int p[MAX_DIMS], own = 0;
+    while (r.n < MAX_PTS && nr_search_next(s, p)) {
+      memcpy(r.pts[r.n++], p, sizeof p);
+      bool same = all || p[0] % 2; /* "dimension 0's odd values are ignored" */
+      if (same)
+        nr_search_tell_same(s, p);
+      own += !same;
+      nr_search_tell(s, p, true, pb.cost(&pb, p), 1, 1);
+    }
+    CHECK(all_distinct(&pb, &r), "%s repeats", nr_search_name(kind));
+    if (all)
+      CHECK(r.n == 8 * 20 && own == 0, "%s: %d points of which %d builds",
+            nr_search_name(kind), r.n, own);
+    else
+      CHECK(own == 20 && r.n > 20, "%s: %d points of which %d builds",
+            nr_search_name(kind), r.n, own);
+    nr_search_destroy(s);
+  }
+}
+
+NR_TEST(tune_search_random_same_points_are_no_builds) {
+  check_same_points(t, NR_SEARCH_RANDOM);
+}
+NR_TEST(tune_search_evolve_same_points_are_no_builds) {
+  check_same_points(t, NR_SEARCH_EVOLVE);
+}

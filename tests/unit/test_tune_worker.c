@@ -10,6 +10,7 @@
 #include "rng.h"
 #include "unit.h"
 
+#include "api/nnroute_tools.h"
 #include "engine/engine.h"
 #include "loader_models.h"
 #include "tune/worker.h"
@@ -733,6 +734,77 @@ NR_TEST(tune_worker_twenty_faulty_jobs_leave_no_fd_or_zombie) {
   int ws;
   errno = 0;
   CHECK(waitpid(-1, &ws, WNOHANG) < 0 && errno == ECHILD, "a child is left over");
+  test_knobs_off();
+  teardown(&f);
+}
+
+/* ---- knob use and builds measured already ----------------------------------------- */
+
+typedef struct same_probe {
+  int row; /* the knob row the callback looks at */
+  bool answer;
+  int calls;
+  uint8_t seen;
+} same_probe;
+
+static bool same_probe_fn(void *user, const uint8_t *use) {
+  same_probe *p = user; /* runs in the child: what it records stays there */
+  p->calls++;
+  p->seen = use[p->row];
+  return p->answer && (use[p->row] & NR_KNOB_USE_EFFECTIVE);
+}
+
+/* With the knob list the child reports how the build used every row; when same_as says
+ * the build was measured already, the child stops after the build: no engine file, no
+ * accuracy run, no timing. */
+NR_TEST(tune_worker_reports_knob_use_and_stops_on_a_known_build) {
+  fixture f;
+  REQUIRE(setup(t, &f));
+  test_knobs_on();
+  nr_knob_list l = {0};
+  nr_error err = {0};
+  REQUIRE(!nr_knob_list_build(f.model, NULL, &l, &err), "%s", err.message);
+  int row = nr_knob_list_find(&l, "test.delay_ms");
+  REQUIRE(row >= 0);
+  char path[] = "/tmp/nr_worker_same_XXXXXX";
+  int fd = mkstemp(path);
+  REQUIRE(fd >= 0);
+  close(fd);
+  unlink(path);
+  same_probe probe = {row, false, 0, 0};
+  nr_worker_job j = job_for(&f, "-test.delay_ms=0");
+  j.knobs = &l;
+  j.same_as = same_probe_fn;
+  j.same_user = &probe;
+  j.engine_out = path;
+  nr_worker_result r = run_job(t, &j);
+  CHECK(r.status == NR_CAND_OK && !r.same, "%s: %s", nr_cand_status_name(r.status),
+        r.message);
+  CHECK(r.knob_use && r.n_knob_use == l.n, "%d use bytes for %d rows", r.n_knob_use, l.n);
+  if (r.knob_use)
+    CHECK(r.knob_use[row] == (NR_KNOB_USE_READ | NR_KNOB_USE_EFFECTIVE | NR_KNOB_USE_SET),
+          "test.delay_ms: %u", r.knob_use[row]);
+  CHECK(r.n_times == 3 && r.losses && access(path, F_OK) == 0, "measured and saved");
+  CHECK(probe.calls == 0, "the callback runs in the child only");
+  nr_worker_result_free(&r);
+  unlink(path);
+
+  probe.answer = true;
+  r = run_job(t, &j);
+  CHECK(r.status == NR_CAND_OK && r.same, "%s: %s", nr_cand_status_name(r.status),
+        r.message);
+  CHECK(r.n_times == 0 && !r.times_ms && !r.losses, "%d runs timed", r.n_times);
+  CHECK(access(path, F_OK) != 0, "no engine file for a known build");
+  CHECK(r.knob_use && r.knob_use[row] & NR_KNOB_USE_EFFECTIVE);
+  nr_worker_result_free(&r);
+
+  /* A build error carries no knob use. */
+  j = job_for(&f, "-test.fault=build_error");
+  j.knobs = &l;
+  r = run_job(t, &j);
+  CHECK(r.status == NR_CAND_BUILD_ERROR && !r.knob_use && !r.same);
+  nr_worker_result_free(&r);
+  nr_knob_list_free(&l);
   test_knobs_off();
   teardown(&f);
 }

@@ -168,8 +168,10 @@ static cudnnStatus_t describe(const conv_params *p, nr_precision prec, nr_layout
 
 /* ---- build time: the algorithm ------------------------------------------------------------ */
 
+/* Read without effect (route.h, knob use): choose_algo marks it once cuDNN runs it. */
 static int knob_algo(const nr_tactic_ctx *c) {
-  const char *v = nr_route_get(c->route, NR_KNOB_CUDA_CONV_ALGO, c->node);
+  const char *v = nr_route_peek_def(c->route, nr_knob_def_of(NR_KNOB_CUDA_CONV_ALGO),
+                                    c->node);
   for (int i = 0; v && i < (int)(sizeof algo_names / sizeof algo_names[0]); i++)
     if (!strcmp(v, algo_names[i]))
       return i;
@@ -217,10 +219,10 @@ static nr_status choose_algo(const nr_tactic_ctx *c, nr_plan *plan, conv_params 
   uint64_t limit = nr_cuda_workspace_limit(c);
   bool profile = nr_route_is(c->route, NR_KNOB_COMPILE_TACTIC_SELECTION, NULL, "profile");
   int want = knob_algo(c), algo = want;
-  if (!st && (algo < 0 || algo_workspace(h, d, algo) > limit)) {
-    plan->ignored_knobs += algo >= 0;
-    algo = pick_algo(h, d, limit, profile, false);
-  }
+  if (!st && (algo < 0 || algo_workspace(h, d, algo) > limit))
+    algo = pick_algo(h, d, limit, profile, false); /* a refused one is ignored */
+  else if (!st)
+    nr_route_mark_effective(c->route, nr_knob_def_of(NR_KNOB_CUDA_CONV_ALGO), c->node);
   if (!st && algo < 0)
     st = nr_errorf(c->err, NR_ERR_UNSUPPORTED, "cuDNN offers no convolution algorithm "
                    "within the %llu-byte workspace limit", (unsigned long long)limit);

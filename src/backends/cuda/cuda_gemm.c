@@ -238,8 +238,10 @@ static void pack_cmat(const nr_tactic_ctx *c, const nr_gemm_desc *d,
       dst[i * p->n + j] = d->beta * src[(rows == 1 ? 0 : i) * cols + (cols == 1 ? 0 : j)];
 }
 
+/* Read without effect (route.h, knob use): gemm_prepare marks it once it is used. */
 static int32_t knob_algo(const nr_tactic_ctx *c) {
-  const char *v = nr_route_get(c->route, NR_KNOB_CUDA_GEMM_ALGO, c->node);
+  const char *v = nr_route_peek_def(c->route, nr_knob_def_of(NR_KNOB_CUDA_GEMM_ALGO),
+                                    c->node);
   return v ? (int32_t)strtol(v, NULL, 10) : 0;
 }
 
@@ -265,10 +267,10 @@ static nr_status gemm_prepare(const nr_tactic_ctx *c, nr_plan *plan, nr_step *st
     nr_status st = lt_count(c, &p, work, &n_algos);
     if (st)
       return st;
-    if (want >= n_algos) {
-      plan->ignored_knobs += want > 0;
+    if (want >= n_algos) /* past the list's end: the first, as the default (ignored) */
       want = 0;
-    }
+    else
+      nr_route_mark_effective(c->route, nr_knob_def_of(NR_KNOB_CUDA_GEMM_ALGO), c->node);
     p.algo = (uint8_t)want;
   }
   packed_layout pl = packed_of(&p, prec);

@@ -12,8 +12,8 @@
  * Whether a value works is decided where the knowledge is: which convolution
  * algorithms cuDNN runs for a shape, or how many algorithms cuBLASLt's heuristic
  * returns, is asked at build time on the GPU; a value it refuses falls back to the
- * library's heuristic and is counted as an ignored knob (like the select pass's
- * restrictions), so every route the space admits builds. */
+ * library's heuristic and the build records the value as ignored (route.h, knob use;
+ * like the select pass's restrictions), so every route the space admits builds. */
 #include "backends/cuda/cuda_knobs.h"
 #include "passes/fate.h"
 #include "passes/pass_util.h"

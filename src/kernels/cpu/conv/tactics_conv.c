@@ -986,7 +986,7 @@ const nr_knob_def nr_knobs_conv[] = {
      "X tile from L1) or W panels outer (Y written as sequential streams)",
      pw_applies, pw_order_valid},
     [NR_KNOB_ROW(NR_KNOB_CONV_THREADS)] =
-    {"conv.threads", "auto|1", "auto", NR_KNOB_NODE, 0, 0.0,
+    {"conv.threads", "auto|1", "auto", NR_KNOB_NODE, NR_KNOB_THREADS, 0.0,
      "threads of the conv step: the whole pool, or the calling thread only",
      conv_applies, NULL},
     [NR_KNOB_ROW(NR_KNOB_CONV_DW_KERNEL)] =

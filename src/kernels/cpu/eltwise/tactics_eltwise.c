@@ -501,7 +501,7 @@ const nr_knob_def nr_knobs_cpu_eltwise[] = {
      "auto = the vector nr_f32_v<op>[_bcast]__{avx2,portable} tactics (algo \"vector\"), "
      "ref = the reference tactic", applies_tactic, NULL, .restricts = NR_RESTRICTS_ALGO},
     [NR_KNOB_ROW(NR_KNOB_ELTWISE_THREADS)] =
-    {"eltwise.threads", "all|1", "all", NR_KNOB_NODE, 0, 0,
+    {"eltwise.threads", "all|1", "all", NR_KNOB_NODE, NR_KNOB_THREADS, 0,
      "threads of an elementwise, softmax, layernorm or pooling step: all of the pool, or "
      "1 (the calling thread only; frees the other cores for parallel steps)",
      applies_threads, NULL},

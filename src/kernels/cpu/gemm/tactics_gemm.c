@@ -27,6 +27,7 @@
 #include "util/error.h"
 #include "util/threadpool.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -565,6 +566,29 @@ static nr_status gemm_validate(const nr_tactic_ctx *c) {
   return s;
 }
 
+/* ---- the plan summary ------------------------------------------------------------ */
+
+/* The params nn_run reads (nr_tactic.describe): the problem, the epilogue (an
+ * activation's parameters only for the activations that take them, the packed bias's
+ * offset only when there is one) and the blocking, thread split and scratch threads. */
+static void nn_describe(const nr_step *st, char *buf, size_t cap) {
+  nr_gemm_step_params p;
+  memcpy(&p, st->params, sizeof p);
+  bool act_ab = p.act == NR_ACT_CLIP || p.act == NR_ACT_LEAKY_RELU ||
+                p.act == NR_ACT_HARD_SIGMOID;
+  bool packed_bias = p.bias == GEMM_BIAS_PACKED_COL || p.bias == GEMM_BIAS_PACKED_ROW;
+  int n = snprintf(buf, cap, "op=%u flags=%#x m=%lld n=%lld k=%lld batch=%d alpha=%a "
+                   "beta=%a act=%u bias=%u resid=%u ukernel=%s mc=%u kc=%u nc=%u split=%#x "
+                   "threads=%u", p.op, p.flags, (long long)p.m, (long long)p.n,
+                   (long long)p.k, p.batch, p.alpha, p.beta, p.act, p.bias, p.resid,
+                   nr_gemm_ukernel_get(p.cfg.ukernel)->name, p.cfg.mc, p.cfg.kc, p.cfg.nc,
+                   p.split, p.threads);
+  if (n > 0 && (size_t)n < cap && act_ab)
+    n += snprintf(buf + n, cap - (size_t)n, " act_a=%a act_b=%a", p.act_a, p.act_b);
+  if (n > 0 && (size_t)n < cap && packed_bias)
+    snprintf(buf + n, cap - (size_t)n, " bias_off=%u", p.bias_off);
+}
+
 /* ---- the table ------------------------------------------------------------------- */
 
 /* Heuristic order: on AVX-512, 1x32 for M <= 4 (the 1-row kernels only support
@@ -577,7 +601,8 @@ static nr_status gemm_validate(const nr_tactic_ctx *c) {
 
 #define NR_GEMM_UKERNEL(name, mr, nr, isa)                                              \
   {#name, GEMM_DOMAIN, GEMM_OP, "nnroute", "gemm", NR_LAYOUT_PLAIN, isa,               \
-   NN_PRIORITY(mr, isa), sup_##name, prep_##name, nn_run, .validate = gemm_validate},
+   NN_PRIORITY(mr, isa), sup_##name, prep_##name, nn_run, .validate = gemm_validate,   \
+   .describe = nn_describe},
 #define LIB_ROWS                                                                       \
   {"openblas_sgemm", GEMM_DOMAIN, GEMM_OP, "openblas", "gemm", NR_LAYOUT_PLAIN, 0, 40,   \
    lib_supports, lib_prepare, gemm_openblas_run, .validate = gemm_validate},                                      \
@@ -739,16 +764,16 @@ const nr_knob_def nr_knobs_gemm[] = {
      "N blocking (rounded down to the tile) of the nnroute GEMM kernels",
      knob_applies, nc_valid},
     [NR_KNOB_ROW(NR_KNOB_GEMM_THREADS)] =
-    {"gemm.threads", "auto|m|n", "auto", NR_KNOB_NODE, 0, 0,
+    {"gemm.threads", "auto|m|n", "auto", NR_KNOB_NODE, NR_KNOB_THREADS, 0,
      "which dimension the nnroute GEMM kernels split across threads", knob_applies, NULL},
     [NR_KNOB_ROW(NR_KNOB_GEMM_THREADS_MAP)] =
-    {"gemm.threads_map", "fixed|any", "fixed", NR_KNOB_NODE, 0, 0,
+    {"gemm.threads_map", "fixed|any", "fixed", NR_KNOB_NODE, NR_KNOB_THREADS, 0,
      "fixed: part i of the nnroute GEMM's thread split runs on thread i (a thread "
      "streams the same slice of the packed weights on every run); any: whichever "
      "thread comes first takes the next part",
      knob_applies, NULL},
     [NR_KNOB_ROW(NR_KNOB_GEMM_THREADS_MAX)] =
-    {"gemm.threads_max", "all|1", "all", NR_KNOB_NODE, 0, 0,
+    {"gemm.threads_max", "all|1", "all", NR_KNOB_NODE, NR_KNOB_THREADS, 0,
      "threads of this GEMM step: all of the pool, or 1 (the calling thread; OpenBLAS "
      "and oneDNN run on one thread)",
      knob_applies, NULL},
