@@ -36,6 +36,13 @@
 nr_graph *nr_model_graph(nr_model *m);
 /* SHA-256 of the bytes the model was loaded from (32 bytes, owned by the model). */
 const uint8_t *nr_model_sha256(const nr_model *m);
+/* Makes graph input `name` a constant holding a copy of value, as if the file had it
+ * as an initializer: it leaves the model's inputs (later ones move up by one), and
+ * preparation folds through it. value must have the input's dtype and a shape its
+ * declaration allows; the model must not be prepared yet. `conformance` uses it to
+ * build the node tests' weights into engines; the model's SHA-256 stays the file's. */
+nr_status nr_model_set_input_constant(nr_model *m, const char *name,
+                                      const nr_buffer *value, nr_error *err);
 
 /* ---- knob lists ----------------------------------------------------------------- */
 
