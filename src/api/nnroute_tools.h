@@ -52,7 +52,8 @@ enum {
   NR_KNOB_INFO_LAYOUT = 1u << 1,         /* L: changes activation layout */
   NR_KNOB_INFO_MEMORY = 1u << 2,         /* M: changes memory planning only */
   NR_KNOB_INFO_TEST = 1u << 3,           /* T: test knob (NNROUTE_TEST_KNOBS=1) */
-  NR_KNOB_INFO_PRECISION = 1u << 4,      /* P: reduced precision, no documented bound */
+  NR_KNOB_INFO_PRECISION = 1u << 4,      /* P: reduced precision, bounded per value
+                                            (def_bounds) or not at all */
   NR_KNOB_INFO_DATA = 1u << 5,           /* D: effect depends on data or timings */
   NR_KNOB_INFO_SLOW_BUILD = 1u << 6,     /* S: a non-default value slows the build */
   NR_KNOB_INFO_APPROX_DEFAULT = 1u << 7, /* E: the default itself may add error */
@@ -79,6 +80,9 @@ typedef struct nr_knob_info {
   const char *const *def_values;
   unsigned flags;       /* NR_KNOB_INFO_* */
   double error_bound;   /* accuracy knobs: the documented relative L2 bound */
+  /* Precision knobs with a documented bound per value: n_def_values bounds, parallel
+   * to def_values; NULL otherwise. nr_knob_info_value_bound reads either. */
+  const double *def_bounds;
   const char *help;     /* one line ("" when none) */
   const char *needs;    /* route under which the values matter, or NULL */
 } nr_knob_info;
@@ -110,6 +114,10 @@ nr_status nr_knob_list_definitions(const nr_knob_list_options *o, nr_knob_list *
 void nr_knob_list_free(nr_knob_list *l);
 /* Index of value in row k, or -1. */
 int nr_knob_info_value_index(const nr_knob_info *k, const char *value);
+/* The relative L2 error value v of row k may add where it applies: 0 for the default,
+ * the value's entry of def_bounds when there is one, else error_bound (0 for knobs
+ * that change no result, and for precision knobs without documented bounds). */
+double nr_knob_info_value_bound(const nr_knob_info *k, int v);
 /* A hash of every knob table, 16 hex digits written into buf (engines and tuning
  * records carry it; a different one means stale). Returns buf. */
 const char *nr_knob_list_schema(char buf[17]);
