@@ -38,10 +38,11 @@ typedef struct conf_opts {
   int timeout_s;
   long min_tests; /* fewer tests found than this is a failure (--min-tests) */
   bool engines;   /* also build and run engines (--engines, --routes) */
-  int routes;     /* seeded random routes per data set, after the default route */
+  bool each_value; /* every single-change route too (--each-value) */
+  int routes;     /* seeded random routes per data set, after those */
   uint64_t seed;
   double change_p;
-  int threads; /* engine threads; 0: all CPUs */
+  int threads;    /* engine threads; 0: all CPUs */
 } conf_opts;
 
 /* The child's stage records go to this descriptor (-1: not isolated). */
@@ -276,18 +277,37 @@ static void append(char *buf, size_t cap, const char *text) {
 
 /* "route 2 on test_data_set_0: --route '...' [--calibration DIR]": what replays it
  * (`nnroute run TEST/model.onnx --inputs-dir DIR` plus these options). */
-static void route_label(int k, const char *route, const set_data *d, bool calib,
+static void route_label(const char *name, const char *route, const set_data *d, bool calib,
                         char *out, size_t cap) {
-  char name[32] = "default route";
-  if (k)
-    snprintf(name, sizeof name, "route %d", k);
   int len = snprintf(out, cap, "%s on %s%s: --route '%.700s'", name,
                      base_name(d->set_dir), d->form, route);
   if (calib && len > 0 && (size_t)len < cap)
     snprintf(out + len, cap - (size_t)len, " --calibration %s", base_name(d->set_dir));
 }
 
-/* The default route, then o->routes seeded random ones, on one data set. */
+/* --each-value: moves choice from one single-change route to the next (row *row at
+ * value *v, both -1 before the first), every value of every knob instance in list
+ * order; false after the last, choice back at the default route. Knobs of reduced
+ * precision without documented bounds stay out, as in random routes. */
+static bool next_single_change(const nr_knob_list *l, int *choice, int *row, int *v) {
+  if (*row >= 0)
+    choice[*row] = l->knobs[*row].dflt;
+  for (int i = *row < 0 ? 0 : *row; i < l->n; i++, *v = -1) {
+    const nr_knob_info *k = &l->knobs[i];
+    if ((k->flags & NR_KNOB_INFO_PRECISION) && !k->def_bounds)
+      continue;
+    for (int w = *v + 1; w < k->n_values; w++)
+      if (w != k->dflt) {
+        *row = i, *v = w;
+        choice[i] = w;
+        return true;
+      }
+  }
+  return false;
+}
+
+/* The default route, every single change (--each-value), then o->routes seeded random
+ * ones, on one data set; stops at the first that does not pass. */
 static result_kind run_engines(nr_model *m, const set_data *d, const conf_opts *o,
                                char *why, size_t cap) {
   nr_error err = {0};
@@ -305,15 +325,28 @@ static result_kind run_engines(nr_model *m, const set_data *d, const conf_opts *
              err.message);
   uint64_t state = route_seed(o, base_name(d->test), d->set) ^
                    (*d->form ? 0x5bd1e995u : 0);
-  for (int k = 0; r == RES_PASS && k <= o->routes; k++) {
-    if (k)
+  enum { DEFAULT_ROUTE, SINGLE_CHANGES, RANDOM_ROUTES } phase = DEFAULT_ROUTE;
+  int row = -1, v = -1, drawn = 0;
+  while (r == RES_PASS) {
+    char name[32] = "default route";
+    bool is_default = phase == DEFAULT_ROUTE;
+    if (phase == SINGLE_CHANGES && next_single_change(&l, choice, &row, &v)) {
+      snprintf(name, sizeof name, "single-change route");
+    } else if (!is_default) {
+      if (drawn == o->routes)
+        break;
+      phase = RANDOM_ROUTES;
       nr_cli_draw_route(&l, choice, o->change_p, NR_CLI_PRECISION_CHANGES, &state);
+      snprintf(name, sizeof name, "route %d", ++drawn);
+    }
     char *text = nr_knob_list_route_text(&l, choice), label[900], detail[1024];
-    route_label(k, text ? text : "", d, nr_cli_route_needs_calibration(&l, choice), label,
-                sizeof label);
+    route_label(name, text ? text : "", d, nr_cli_route_needs_calibration(&l, choice),
+                label, sizeof label);
     stage(label);
-    r = run_route(m, &l, choice, text ? text : "", k == 0, d, &calib, o, detail,
+    r = run_route(m, &l, choice, text ? text : "", is_default, d, &calib, o, detail,
                   sizeof detail);
+    if (is_default)
+      phase = o->each_value ? SINGLE_CHANGES : RANDOM_ROUTES;
     /* A FAIL gives the label first: a long reason may be cut, never the route. */
     if (r == RES_SKIP) {
       snprintf(why, cap, "%s", detail);
@@ -555,13 +588,15 @@ static void json_string(const char *s) {
 
 static void conf_usage(FILE *f) {
   fprintf(f, "usage: nnroute conformance PATH... [--json] [--rtol R] [--atol A]\n"
-             "         [--timeout S] [--min-tests N] [--engines] [--routes K]\n"
-             "         [--seed S (1)] [--change-probability P (0.3)] [--threads N]\n\n"
+             "         [--timeout S] [--min-tests N] [--engines] [--each-value]\n"
+             "         [--routes K] [--seed S (1)] [--change-probability P (0.3)]\n"
+             "         [--threads N]\n\n"
              "Finds every test directory (model.onnx + test_data_set_N) under each PATH,\n"
              "runs it on the reference executor and compares with the expected outputs\n"
              "(rtol 1e-3, atol 1e-7 unless given). --engines also builds and runs each\n"
-             "data set as an engine along the default route, --routes K along K seeded\n"
-             "random routes too (each knob off its default with probability P); both on\n"
+             "data set as an engine along the default route, --each-value along every\n"
+             "route that moves one knob instance to one other value, --routes K along K\n"
+             "seeded random routes (each knob off its default with probability P); all on\n"
              "the model as given and, with two inputs or more, with the inputs after the\n"
              "first made constants, as an exported model's weights are (the form in\n"
              "which Conv, Gemm and MatMul run compiled kernels and have precision\n"
@@ -605,6 +640,8 @@ static int parse_args(int argc, char **argv, conf_opts *o, path_list *tests) {
       o->timeout_s = atoi(argv[++i]);
     } else if (!strcmp(arg, "--engines")) {
       o->engines = true;
+    } else if (!strcmp(arg, "--each-value")) {
+      o->engines = o->each_value = true;
     } else if (!strcmp(arg, "--seed") && v) {
       o->seed = strtoull(argv[++i], NULL, 10);
     } else if (!strcmp(arg, "--change-probability") && v) {
@@ -661,8 +698,9 @@ int nr_cli_conformance(int argc, char **argv) {
   else if (!o.json)
     printf("found %d tests\n", tests.n);
   if (o.engines && !o.json)
-    printf("engines: the default route and %d random route%s per data set (seed %llu)\n",
-           o.routes, o.routes == 1 ? "" : "s", (unsigned long long)o.seed);
+    printf("engines: the default route%s and %d random route%s per data set (seed %llu)\n",
+           o.each_value ? ", every single change" : "", o.routes, o.routes == 1 ? "" : "s",
+           (unsigned long long)o.seed);
   if (o.json)
     printf("{\"tests\": [");
   for (int t = 0; t < tests.n; t++) {
