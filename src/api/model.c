@@ -164,6 +164,38 @@ nr_status nr_model_set_input_shape(nr_model *m, const char *name, int rank,
   return NR_OK;
 }
 
+nr_status nr_model_set_input_constant(nr_model *m, const char *name,
+                                      const nr_buffer *value, nr_error *err) {
+  if (!m || !name || !value || (!value->data && nr_buffer_count(value)))
+    return nr_errorf(err, NR_ERR_INVALID_ARGUMENT,
+                     "nr_model_set_input_constant: NULL "
+                     "argument");
+  int i = find_input(m, name);
+  nr_status st = nr_model_set_input_shape(m, name, value->rank, value->dims, err);
+  if (st)
+    return st;
+  nr_graph *g = m->graph;
+  nr_tensor *t = &g->tensors[g->inputs[i]];
+  char buf[128];
+  if (value->dtype != t->value.dtype)
+    return nr_errorf(err, NR_ERR_SHAPE,
+                     "input '%s' is declared %s; a %s constant cannot "
+                     "replace it",
+                     name, nr_value_describe(&t->value, buf, sizeof buf),
+                     nr_dtype_name(value->dtype));
+  nr_value v = {0};
+  if ((st = nr_value_alloc(&v, value->dtype, value->rank, value->dims, err)))
+    return st;
+  memcpy(v.data, value->data, nr_value_nbytes(&v));
+  nr_value_free(&t->value);
+  t->value = v;
+  t->flags = (t->flags & ~(unsigned)NR_TENSOR_INPUT) | NR_TENSOR_CONST;
+  memmove(g->inputs + i, g->inputs + i + 1,
+          sizeof *g->inputs * (size_t)(g->n_inputs - i - 1));
+  g->n_inputs--;
+  return NR_OK;
+}
+
 nr_status nr_model_prepare(nr_model *m, nr_error *err) {
   if (m->prepared)
     return NR_OK;

@@ -37,6 +37,13 @@
 nr_graph *nr_model_graph(nr_model *m);
 /* SHA-256 of the bytes the model was loaded from (32 bytes, owned by the model). */
 const uint8_t *nr_model_sha256(const nr_model *m);
+/* Makes graph input `name` a constant holding a copy of value, as if the file had it
+ * as an initializer: it leaves the model's inputs (later ones move up by one), and
+ * preparation folds through it. value must have the input's dtype and a shape its
+ * declaration allows; the model must not be prepared yet. `conformance` uses it to
+ * build the node tests' weights into engines; the model's SHA-256 stays the file's. */
+nr_status nr_model_set_input_constant(nr_model *m, const char *name,
+                                      const nr_buffer *value, nr_error *err);
 
 /* ---- knob lists ----------------------------------------------------------------- */
 
@@ -46,7 +53,8 @@ enum {
   NR_KNOB_INFO_LAYOUT = 1u << 1,         /* L: changes activation layout */
   NR_KNOB_INFO_MEMORY = 1u << 2,         /* M: changes memory planning only */
   NR_KNOB_INFO_TEST = 1u << 3,           /* T: test knob (NNROUTE_TEST_KNOBS=1) */
-  NR_KNOB_INFO_PRECISION = 1u << 4,      /* P: reduced precision, no documented bound */
+  NR_KNOB_INFO_PRECISION = 1u << 4,      /* P: reduced precision, bounded per value
+                                            (def_bounds) or not at all */
   NR_KNOB_INFO_DATA = 1u << 5,           /* D: effect depends on data or timings */
   NR_KNOB_INFO_SLOW_BUILD = 1u << 6,     /* S: a non-default value slows the build */
   NR_KNOB_INFO_APPROX_DEFAULT = 1u << 7, /* E: the default itself may add error */
@@ -74,6 +82,9 @@ typedef struct nr_knob_info {
   const char *const *def_values;
   unsigned flags;       /* NR_KNOB_INFO_* */
   double error_bound;   /* accuracy knobs: the documented relative L2 bound */
+  /* Precision knobs with a documented bound per value: n_def_values bounds, parallel
+   * to def_values; NULL otherwise. nr_knob_info_value_bound reads either. */
+  const double *def_bounds;
   const char *help;     /* one line ("" when none) */
   const char *needs;    /* route under which the values matter, or NULL */
 } nr_knob_info;
@@ -107,6 +118,11 @@ void nr_knob_list_free(nr_knob_list *l);
 int nr_knob_info_value_index(const nr_knob_info *k, const char *value);
 /* Index of the row with this id ("conv.algo@NODE", "memory.plan"), or -1. */
 int nr_knob_list_find(const nr_knob_list *l, const char *id);
+
+/* The relative L2 error value v of row k may add where it applies: 0 for the default,
+ * the value's entry of def_bounds when there is one, else error_bound (0 for knobs
+ * that change no result, and for precision knobs without documented bounds). */
+double nr_knob_info_value_bound(const nr_knob_info *k, int v);
 /* A hash of every knob table, 16 hex digits written into buf (engines and tuning
  * records carry it; a different one means stale). Returns buf. */
 const char *nr_knob_list_schema(char buf[17]);

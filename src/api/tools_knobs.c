@@ -35,7 +35,9 @@ _Static_assert(NR_KNOB_LIST_MAX_VALUES == NR_KNOB_MAX_VALUES, "one value limit")
 typedef struct def_values {
   const char *ptr[NR_KNOB_MAX_VALUES];
   char buf[NR_KNOB_MAX_VALUES][64];
+  double bound[NR_KNOB_MAX_VALUES]; /* the definition's value_bounds, when it has them */
   int n, dflt;
+  bool has_bounds;
 } def_values;
 
 struct nr_knob_list_impl {
@@ -54,8 +56,10 @@ static void split_values(const nr_knob_def *d, def_values *dv) {
     snprintf(dv->buf[v], sizeof dv->buf[v], "%.*s", (int)len, s);
     if (!strcmp(dv->buf[v], d->dflt))
       dv->dflt = v;
+    dv->bound[v] = nr_knob_value_bound(d, v);
     dv->n++;
   }
+  dv->has_bounds = d->value_bounds != NULL;
 }
 
 static unsigned info_flags(const nr_knob_def *d) {
@@ -96,6 +100,7 @@ static void fix_value_pointers(struct nr_knob_list_impl *im) {
     for (int v = 0; v < im->defs[i].n; v++)
       im->defs[i].ptr[v] = im->defs[i].buf[v];
     im->rows[i].def_values = im->defs[i].ptr;
+    im->rows[i].def_bounds = im->defs[i].has_bounds ? im->defs[i].bound : NULL;
     if (!im->has_space)
       im->rows[i].values = im->defs[i].ptr;
   }
@@ -213,6 +218,15 @@ int nr_knob_list_find(const nr_knob_list *l, const char *id) {
     if (!strcmp(l->knobs[i].id, id))
       return i;
   return -1;
+}
+
+double nr_knob_info_value_bound(const nr_knob_info *k, int v) {
+  if (v < 0 || v >= k->n_values || v == k->dflt)
+    return 0;
+  for (int d = 0; k->def_bounds && d < k->n_def_values; d++)
+    if (!strcmp(k->def_values[d], k->values[v]))
+      return k->def_bounds[d];
+  return k->error_bound;
 }
 
 const char *nr_knob_list_schema(char buf[17]) { return nr_knob_schema(buf); }

@@ -49,6 +49,8 @@ nr_status nr_cli_calibration(nr_model *m, const char *spec, nr_calibration **out
                              nr_error *err);
 /* Fills v with seeded random data suited to its dtype. */
 void nr_cli_random_fill(nr_value *v, uint64_t *state);
+/* The next value of the commands' seeded generator (splitmix64) at *state. */
+uint64_t nr_cli_random_u64(uint64_t *state);
 /* DIR/<name>.npy (the name made safe for a file name, nr_cli_safe_name). */
 nr_status nr_cli_read_dir_tensor(const char *dir, const char *name, nr_value *v,
                                  nr_error *err);
@@ -58,5 +60,27 @@ void nr_cli_warn_reference(const nr_engine *e, const double *step_ms);
 /* Per-step milliseconds of one run of e on random inputs after a warm-up run
  * (malloc'ed, nr_engine_step_count entries); NULL when a run fails. */
 double *nr_cli_step_times(const nr_engine *e, int threads);
+
+/* ---- random routes (cli_routes.c) --------------------------------------------------
+ * Routes over a model's knob list (api/nnroute_tools.h) as choice vectors. */
+struct nr_knob_list;
+/* A seeded random route: each knob instance leaves its default with probability p,
+ * to a uniformly drawn valid value; the precision@NODE instances with probability
+ * min(p, precision_changes / their number), so that about precision_changes nodes of
+ * a route are in reduced precision at most; knobs of reduced precision without a
+ * documented bound per value stay at their default. */
+void nr_cli_draw_route(const struct nr_knob_list *l, int *choice, double p,
+                       double precision_changes, uint64_t *state);
+#define NR_CLI_PRECISION_CHANGES 2.0 /* the commands' default precision_changes */
+/* The relative L2 error a route may add: base, plus the bound of every accuracy-knob
+ * instance off its default (the value's own bound for the precision knob), plus once
+ * per knob whose default is itself approximate (NR_KNOB_INFO_APPROX_DEFAULT) and that
+ * some instance leaves at that default. */
+double nr_cli_route_bound(const struct nr_knob_list *l, const int *choice, double base);
+/* Whether the route puts some node in int8 (the build then needs a calibration). */
+bool nr_cli_route_needs_calibration(const struct nr_knob_list *l, const int *choice);
+/* Relative L2 error of got against want (absolute when want is all zeros); a shape or
+ * dtype mismatch, or NaN or Inf where want has none, gives +inf. */
+double nr_cli_rel_l2(const nr_buffer *got, const nr_buffer *want);
 
 #endif

@@ -4,11 +4,13 @@
  * bound the route's knobs document. A failure prints the route, so it can be replayed
  * with `nnroute run MODEL --route '...'`.
  *
- * Bound: relative L2 error <= base + the sum of error_bound over the route's
- * non-default accuracy knobs (and once per knob whose default is itself approximate,
- * NR_KNOB_INFO_APPROX_DEFAULT), where base allows floating-point reassociation. A route
- * that fails to build is a failure too: every route the knob space admits must
- * compile.
+ * Bound: relative L2 error <= base + the bounds of the route's non-default accuracy
+ * knobs (error_bound, or for precision@NODE the bound of its value; and once per knob
+ * whose default is itself approximate, NR_KNOB_INFO_APPROX_DEFAULT), where base allows
+ * floating-point reassociation (cli_routes.c adds them up). A route that fails to
+ * build is a failure too: every route the knob space admits must compile. A route
+ * with int8 nodes is built with a calibration of the inputs it is checked on (or
+ * --calibration SPEC): the bound of int8 assumes ranges taken from such data.
  *
  * Key decision: the default base grows with the network's depth in products (Conv,
  * Gemm, MatMul and their fused forms): 1e-5 x sqrt(products / 8), at least 1e-5.
@@ -28,97 +30,39 @@
 #include <string.h>
 
 typedef struct check_args {
-  const char *model, *inputs_dir, *expect_dir;
+  const char *model, *inputs_dir, *expect_dir, *calibration, *each;
   int count, threads;
   uint64_t seed;
-  double base, change_p;
+  double base, change_p, precision_changes;
 } check_args;
 
-static uint64_t next_u64(uint64_t *s) {
-  uint64_t z = (*s += 0x9e3779b97f4a7c15ull);
-  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-  return z ^ (z >> 31);
-}
-
-/* Each instance leaves its default with probability p, to a uniformly drawn value. */
-static void draw_route(const nr_knob_list *l, int *choice, double p, uint64_t *state) {
-  for (int i = 0; i < l->n; i++) {
-    const nr_knob_info *k = &l->knobs[i];
-    choice[i] = k->dflt;
-    /* Reduced precision has no bound to check against; check-knobs and the tuner's
-     * tolerance cover it. */
-    if (k->flags & NR_KNOB_INFO_PRECISION)
-      continue;
-    if (k->n_values < 2 || (double)(next_u64(state) >> 11) * 0x1p-53 >= p)
-      continue;
-    int v = (int)(next_u64(state) % (uint64_t)(k->n_values - 1));
-    choice[i] = v >= k->dflt ? v + 1 : v;
-  }
-}
-
-/* base, plus error_bound for every accuracy-knob instance off its default, plus once
- * per knob whose default is itself approximate (NR_KNOB_INFO_APPROX_DEFAULT: Winograd
- * where it is faster) and that some instance leaves at that default. */
-static double route_bound(const nr_knob_list *l, const int *choice, double base) {
-  double b = base;
-  const char *counted[64]; /* knob names, unique per knob */
-  int n_counted = 0;
-  for (int i = 0; i < l->n; i++) {
-    const nr_knob_info *k = &l->knobs[i];
-    if (!(k->flags & NR_KNOB_INFO_ACCURACY))
-      continue;
-    if (choice[i] != k->dflt) {
-      b += k->error_bound;
-      continue;
-    }
-    if (!(k->flags & NR_KNOB_INFO_APPROX_DEFAULT))
-      continue;
-    bool seen = false;
-    for (int j = 0; j < n_counted && !seen; j++)
-      seen = !strcmp(counted[j], k->name);
-    if (!seen && n_counted < 64) {
-      counted[n_counted++] = k->name;
-      b += k->error_bound;
-    }
-  }
-  return b;
-}
-
-/* Relative L2 error of got against want (absolute when want is all zeros); NaN or
- * Inf anywhere gives +inf. */
-static double rel_l2(const nr_buffer *got, const nr_buffer *want) {
-  size_t n = nr_buffer_count(want);
-  if (got->dtype != want->dtype || got->rank != want->rank || nr_buffer_count(got) != n)
-    return INFINITY;
-  double num = 0, den = 0;
-  for (size_t i = 0; i < n; i++) {
-    double x = nr_load_f64(got->dtype, got->data, (int64_t)i);
-    double y = nr_load_f64(want->dtype, want->data, (int64_t)i);
-    if (!isfinite(x) && !(isnan(x) && isnan(y)) && x != y)
-      return INFINITY;
-    if (isfinite(x) && isfinite(y)) {
-      num += (x - y) * (x - y);
-      den += y * y;
-    }
-  }
-  return den > 0 ? sqrt(num / den) : sqrt(num);
-}
-
 static void check_usage(FILE *f) {
-  fprintf(f, "usage: nnroute check-routes MODEL [--count N (20)] [--seed S (1)]\n"
-             "         [--inputs-dir DIR] [--expect-dir DIR] [--threads N]\n"
-             "         [--change-probability P (0.3)] [--base-tolerance T]\n\n"
-             "Builds and runs the default route and N-1 seeded random routes of MODEL and\n"
-             "compares each output with the reference executor (or DIR/<output>.npy),\n"
-             "allowing relative L2 error T plus the error bounds of the route's\n"
-             "accuracy knobs. T defaults to 1e-5 x sqrt(P / 8), at least 1e-5, for a\n"
-             "model with P Conv/Gemm/MatMul nodes (fp32 reassociation adds up with\n"
-             "depth). Prints PASS/FAIL per route, then 'N passed, N failed'.\n");
+  fprintf(f,
+          "usage: nnroute check-routes MODEL [--count N (20)] [--seed S (1)]\n"
+          "         [--inputs-dir DIR] [--expect-dir DIR] [--threads N]\n"
+          "         [--change-probability P (0.3)] [--base-tolerance T]\n"
+          "         [--calibration SPEC] [--precision-changes M (2)] [--each KNOB]\n\n"
+          "Builds and runs the default route and N-1 seeded random routes of MODEL and\n"
+          "compares each output with the reference executor (or DIR/<output>.npy),\n"
+          "allowing relative L2 error T plus the error bounds of the route's\n"
+          "accuracy knobs (precision@NODE: the bound of fp16, bf16 or int8). T\n"
+          "defaults to 1e-5 x sqrt(K / 8), at least 1e-5, for a model with K\n"
+          "Conv/Gemm/MatMul nodes (fp32 reassociation adds up with depth). Each knob\n"
+          "leaves its default with probability P, precision@NODE with probability\n"
+          "min(P, M / its instances), so a route has about M nodes in fp16, bf16 or\n"
+          "int8. Routes with int8 nodes are calibrated on the checked inputs, or on\n"
+          "--calibration SPEC (as `nnroute build`). --each KNOB replaces the random\n"
+          "routes by every instance of KNOB at each of its other values, one change\n"
+          "per route, and prints the largest error per value. Prints PASS/FAIL per\n"
+          "route, then 'N passed, N failed'.\n");
 }
 
 static int parse(int argc, char **argv, check_args *a) {
-  *a = (check_args){.count = 20, .seed = 1, .base = -1, .change_p = 0.3};
+  *a = (check_args){.count = 20,
+                    .seed = 1,
+                    .base = -1,
+                    .change_p = 0.3,
+                    .precision_changes = NR_CLI_PRECISION_CHANGES};
   for (int i = 1; i < argc; i++) {
     bool v = i + 1 < argc;
     if (!strcmp(argv[i], "--count") && v) a->count = atoi(argv[++i]);
@@ -128,6 +72,10 @@ static int parse(int argc, char **argv, check_args *a) {
     else if (!strcmp(argv[i], "--threads") && v) a->threads = atoi(argv[++i]);
     else if (!strcmp(argv[i], "--change-probability") && v) a->change_p = atof(argv[++i]);
     else if (!strcmp(argv[i], "--base-tolerance") && v) a->base = atof(argv[++i]);
+    else if (!strcmp(argv[i], "--calibration") && v) a->calibration = argv[++i];
+    else if (!strcmp(argv[i], "--each") && v) a->each = argv[++i];
+    else if (!strcmp(argv[i], "--precision-changes") && v)
+      a->precision_changes = atof(argv[++i]);
     else if (argv[i][0] != '-' && !a->model) a->model = argv[i];
     else {
       check_usage(argv[i][1] == 'h' ? stdout : stderr);
@@ -185,13 +133,13 @@ static nr_status make_expected(nr_model *m, const check_args *a, const nr_buffer
 
 /* Builds and runs one route; *worst gets the largest error over the outputs. */
 static nr_status try_route(nr_model *m, const char *route, const check_args *a,
-                           const nr_buffer *ins, const nr_buffer *want, double *worst,
-                           nr_error *err) {
+                           const nr_calibration *calib, const nr_buffer *ins,
+                           const nr_buffer *want, double *worst, nr_error *err) {
   nr_engine *e = NULL;
   nr_context *ctx = NULL;
   int no = nr_model_output_count(m);
   nr_buffer *got = calloc((size_t)(no ? no : 1), sizeof *got);
-  nr_build_options o = {sizeof o, route, a->threads};
+  nr_build_options o = {sizeof o, route, a->threads, .calibration = calib};
   nr_status st = got ? nr_engine_build(m, &o, &e, err) : NR_ERR_NOMEM;
   if (!st)
     st = nr_context_create(e, a->threads, &ctx, err);
@@ -199,13 +147,13 @@ static nr_status try_route(nr_model *m, const char *route, const check_args *a,
     st = nr_context_run(ctx, ins, got, err);
   *worst = 0;
   for (int i = 0; !st && i < no; i++) {
-    double d = nr_dtype_is_float(want[i].dtype)
-                   ? rel_l2(&got[i], &want[i])
-                   : (got[i].dtype == want[i].dtype &&
-                      nr_buffer_count(&got[i]) == nr_buffer_count(&want[i]) &&
-                      !memcmp(got[i].data, want[i].data,
-                              nr_buffer_count(&want[i]) * nr_dtype_size(want[i].dtype)))
-                         ? 0 : INFINITY;
+    double d = nr_dtype_is_float(want[i].dtype) ? nr_cli_rel_l2(&got[i], &want[i])
+               : (got[i].dtype == want[i].dtype &&
+                  nr_buffer_count(&got[i]) == nr_buffer_count(&want[i]) &&
+                  !memcmp(got[i].data, want[i].data,
+                          nr_buffer_count(&want[i]) * nr_dtype_size(want[i].dtype)))
+                   ? 0
+                   : INFINITY;
     if (d > *worst || isnan(d))
       *worst = isnan(d) ? INFINITY : d;
   }
@@ -229,51 +177,138 @@ static double depth_base(const nr_graph *g, int *products) {
   return n > 8 ? 1e-5 * sqrt(n / 8.0) : 1e-5;
 }
 
+/* What every route of one run is checked with. The calibration is collected the
+ * first time a route puts a node in int8. */
+typedef struct check_run {
+  nr_model *m;
+  const check_args *a;
+  const nr_buffer *ins, *want;
+  nr_knob_list knobs;
+  nr_calibration *calib;
+  double base;
+  int passed, failed;
+  /* --each: per definition value, the routes tried and the largest error seen */
+  int each_n[NR_KNOB_LIST_MAX_VALUES];
+  double each_worst[NR_KNOB_LIST_MAX_VALUES];
+  const char *each_at[NR_KNOB_LIST_MAX_VALUES];
+} check_run;
+
+/* --calibration SPEC, or else the inputs the routes are checked on (one set). */
+static nr_status need_calibration(check_run *r, nr_error *err) {
+  if (r->calib)
+    return NR_OK;
+  if (r->a->calibration)
+    return nr_cli_calibration(r->m, r->a->calibration, &r->calib, err);
+  return nr_calibration_collect(r->m, 1, r->ins, &r->calib, err);
+}
+
+/* Builds, runs and judges one route; returns its error (or +inf when it failed). */
+static double check_route(check_run *r, int i, const int *choice) {
+  char *text = nr_knob_list_route_text(&r->knobs, choice);
+  double bound = nr_cli_route_bound(&r->knobs, choice, r->base), worst = INFINITY;
+  nr_error e = {0};
+  nr_status st = nr_cli_route_needs_calibration(&r->knobs, choice)
+                     ? need_calibration(r, &e)
+                     : NR_OK;
+  if (!st)
+    st = try_route(r->m, text ? text : "", r->a, r->calib, r->ins, r->want, &worst, &e);
+  bool ok = !st && worst <= bound;
+  ok ? r->passed++ : r->failed++;
+  if (st)
+    printf("FAIL route %d: build or run failed: %s\n  --route '%s'\n", i, e.message, text);
+  else
+    printf("%s route %d: rel_l2 %.3g (bound %.3g), %d knobs changed%s%s%s\n",
+           ok ? "PASS" : "FAIL", i, worst, bound, nr_knob_list_changes(&r->knobs, choice),
+           ok ? "" : "\n  --route '", ok ? "" : text, ok ? "" : "'");
+  fflush(stdout);
+  free(text);
+  return st ? INFINITY : worst;
+}
+
+static void random_routes(check_run *r, int *choice) {
+  uint64_t state = r->a->seed * 0x2545f4914f6cdd1dull + 1;
+  for (int i = 0; i < r->a->count; i++) {
+    if (i)
+      nr_cli_draw_route(&r->knobs, choice, r->a->change_p, r->a->precision_changes,
+                        &state);
+    check_route(r, i, choice);
+  }
+}
+
+/* --each KNOB: the default route, then every instance of KNOB at every other value
+ * it may take there, one change at a time. */
+static void each_routes(check_run *r, int *choice) {
+  int n = 0;
+  check_route(r, n++, choice);
+  for (int i = 0; i < r->knobs.n; i++) {
+    const nr_knob_info *k = &r->knobs.knobs[i];
+    if (strcmp(k->name, r->a->each))
+      continue;
+    for (int v = 0; v < k->n_values; v++) {
+      int d = 0;
+      while (d < k->n_def_values && strcmp(k->def_values[d], k->values[v]))
+        d++;
+      if (v == k->dflt || d == k->n_def_values)
+        continue;
+      choice[i] = v;
+      double worst = check_route(r, n++, choice);
+      choice[i] = k->dflt;
+      if (++r->each_n[d] == 1 || !(worst <= r->each_worst[d])) {
+        r->each_worst[d] = worst;
+        r->each_at[d] = k->id;
+      }
+    }
+  }
+}
+
+static void each_summary(const check_run *r) {
+  for (int i = 0; i < r->knobs.n; i++) {
+    const nr_knob_info *k = &r->knobs.knobs[i];
+    if (strcmp(k->name, r->a->each))
+      continue;
+    for (int d = 0; d < k->n_def_values; d++)
+      if (r->each_n[d])
+        printf("%s=%s: %d routes, largest rel_l2 %.3g at %s (bound of one change %.3g)\n",
+               k->name, k->def_values[d], r->each_n[d], r->each_worst[d], r->each_at[d],
+               r->base + (k->def_bounds ? k->def_bounds[d] : k->error_bound));
+    return; /* one summary per knob: the first instance has every definition value */
+  }
+  printf("%s: the model has no instance of this knob\n", r->a->each);
+}
+
 static int check_all(nr_model *m, const check_args *a, const nr_buffer *ins,
                      const nr_buffer *want) {
   nr_error err = {0};
-  nr_knob_list knobs = {0};
-  if (nr_knob_list_build(m, NULL, &knobs, &err))
+  check_run r = {m, a, ins, want, .base = a->base};
+  if (nr_knob_list_build(m, NULL, &r.knobs, &err))
     return nr_cli_fail(&err);
-  int *choice = calloc((size_t)knobs.n + 1, sizeof *choice); /* the default route */
-  nr_status st = choice ? nr_knob_list_parse_route(&knobs, "", choice, &err)
+  int *choice = calloc((size_t)r.knobs.n + 1, sizeof *choice); /* the default route */
+  nr_status st = choice ? nr_knob_list_parse_route(&r.knobs, "", choice, &err)
                         : nr_errorf(&err, NR_ERR_NOMEM, "out of memory");
   if (st) {
     free(choice);
-    nr_knob_list_free(&knobs);
+    nr_knob_list_free(&r.knobs);
     return nr_cli_fail(&err);
   }
-  nr_graph *g = nr_model_graph(m);
-  uint64_t state = a->seed * 0x2545f4914f6cdd1dull + 1;
-  int passed = 0, failed = 0, products = 0;
-  double base = a->base;
-  if (base < 0) {
-    base = depth_base(g, &products);
-    printf("base tolerance %.3g (rel_l2; %d Conv/Gemm/MatMul nodes; --base-tolerance "
-           "sets it)\n", base, products);
+  if (r.base < 0) {
+    int products = 0;
+    r.base = depth_base(nr_model_graph(m), &products);
+    printf(
+        "base tolerance %.3g (rel_l2; %d Conv/Gemm/MatMul nodes; --base-tolerance "
+        "sets it)\n",
+        r.base, products);
   }
-  for (int i = 0; i < a->count; i++) {
-    if (i)
-      draw_route(&knobs, choice, a->change_p, &state);
-    char *text = nr_knob_list_route_text(&knobs, choice);
-    double bound = route_bound(&knobs, choice, base), worst = 0;
-    nr_error e = {0};
-    nr_status st = try_route(m, text ? text : "", a, ins, want, &worst, &e);
-    bool ok = !st && worst <= bound;
-    ok ? passed++ : failed++;
-    if (st)
-      printf("FAIL route %d: build or run failed: %s\n  --route '%s'\n", i, e.message, text);
-    else
-      printf("%s route %d: rel_l2 %.3g (bound %.3g), %d knobs changed%s%s%s\n",
-             ok ? "PASS" : "FAIL", i, worst, bound, nr_knob_list_changes(&knobs, choice),
-             ok ? "" : "\n  --route '", ok ? "" : text, ok ? "" : "'");
-    fflush(stdout);
-    free(text);
+  if (a->each) {
+    each_routes(&r, choice);
+    each_summary(&r);
+  } else {
+    random_routes(&r, choice);
   }
   free(choice);
-  nr_knob_list_free(&knobs);
-  printf("%d passed, %d failed\n", passed, failed);
-  return failed ? 1 : 0;
+  nr_calibration_destroy(r.calib);
+  nr_knob_list_free(&r.knobs);
+  printf("%d passed, %d failed\n", r.passed, r.failed);
+  return r.failed ? 1 : 0;
 }
 
 int nr_cli_check_routes(int argc, char **argv) {

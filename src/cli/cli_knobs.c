@@ -153,9 +153,8 @@ static void print_text(const row_list *l) {
            r->help);
   }
   printf("\n%d knob%s (* marks the default; flags: A accuracy, L layout, M memory, "
-         "T test, P reduced precision: no bound, D depends on data or timings, C acts with\n"
-         "2+ threads only)\n", l->n,
-         l->n == 1 ? "" : "s");
+         "T test, P reduced precision: a bound per value or none, D depends on data or "
+         "timings, C acts with 2+ threads only)\n", l->n, l->n == 1 ? "" : "s");
 }
 
 /* ---- JSON ----------------------------------------------------------------------- */
@@ -175,6 +174,12 @@ static cJSON *row_json(const row *r) {
   cJSON_AddBoolToObject(o, "affects_layout", r->flags & NR_KNOB_INFO_LAYOUT);
   cJSON_AddBoolToObject(o, "threads_only", r->flags & NR_KNOB_INFO_THREADS);
   cJSON_AddNumberToObject(o, "error_bound", r->error_bound);
+  if (r->def_bounds) { /* precision: the bound of each value valid here */
+    cJSON *b = cJSON_CreateObject();
+    for (int v = 0; v < r->n_values; v++)
+      cJSON_AddNumberToObject(b, r->values[v], nr_knob_info_value_bound(r, v));
+    cJSON_AddItemToObject(o, "value_bounds", b);
+  }
   cJSON_AddStringToObject(o, "help", r->help);
   return o;
 }
@@ -224,7 +229,12 @@ static void md_row(const row *r) {
   printf("| `%s` | %s | ", r->name, r->global ? "global" : "node");
   for (int v = 0; v < r->n_values; v++)
     printf(v == r->dflt ? "%s**`%s`**" : "%s`%s`", v ? ", " : "", r->values[v]);
-  printf(" | %s | %.3g | ", flags, r->error_bound);
+  printf(" | %s | ", flags);
+  if (!r->def_bounds)
+    printf("%.3g", r->error_bound);
+  for (int v = 0; r->def_bounds && v < r->n_values; v++)
+    printf("%s%s %.3g", v ? ", " : "", r->values[v], nr_knob_info_value_bound(r, v));
+  printf(" | ");
   md_cell(r->help);
   printf(" |\n");
 }
@@ -245,7 +255,8 @@ static int print_markdown(void) {
          "A changes results beyond floating-point reassociation (bounded by the error\n"
          "bound, a relative L2 error), L changes activation layout, M changes memory\n"
          "planning only, T is a test knob (hidden unless `NNROUTE_TEST_KNOBS=1`), P is\n"
-         "reduced precision (no documented bound: the user's tolerance decides, see\n"
+         "reduced precision (a bound per value, what one node in that precision may\n"
+         "add, or none documented: then only the user's tolerance decides; see\n"
          "docs/precision.md), D means a value's effect depends on calibration data or\n"
          "on this machine's timings,\n"
          "S means a non-default value makes the build much slower (the tuner tries it\n"

@@ -106,7 +106,7 @@ int nr_cli_fail(const nr_error *err) {
   return 1;
 }
 
-static uint64_t next_random(uint64_t *s) {
+uint64_t nr_cli_random_u64(uint64_t *s) {
   uint64_t z = (*s += 0x9e3779b97f4a7c15ull);
   z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
   z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
@@ -118,7 +118,7 @@ static uint64_t next_random(uint64_t *s) {
 void nr_cli_random_fill(nr_value *v, uint64_t *state) {
   int64_t n = nr_value_count(v);
   for (int64_t i = 0; i < n; i++) {
-    uint64_t r = next_random(state);
+    uint64_t r = nr_cli_random_u64(state);
     if (nr_dtype_is_float(v->dtype))
       nr_store_f64(v->dtype, v->data, i, (double)(r >> 11) * 0x1p-52 - 1.0);
     else if (v->dtype == NR_DTYPE_BOOL)

@@ -40,14 +40,34 @@ static const nr_pass *const plan_passes[] = {
 
 /* ---- after the graph passes: order, bind, infer, drop dead nodes ---------------- */
 
+static bool has_subgraph(const nr_node *n) {
+  for (int a = 0; a < n->n_attrs; a++)
+    if (n->attrs[a].g)
+      return true;
+  return false;
+}
+
+/* Whether a graph output or a node reads t; the body of an If, Loop or Scan reads the
+ * enclosing-scope tensors it names, which are no inputs of the node. */
 static bool tensor_read(const nr_graph *g, int t) {
   for (int i = 0; i < g->n_outputs; i++)
     if (g->outputs[i] == t)
       return true;
-  for (int k = 0; k < g->n_nodes; k++)
-    for (int i = 0; i < g->nodes[k].n_inputs; i++)
-      if (g->nodes[k].inputs[i] == t)
+  for (int k = 0; k < g->n_nodes; k++) {
+    const nr_node *n = &g->nodes[k];
+    for (int i = 0; i < n->n_inputs; i++)
+      if (n->inputs[i] == t)
         return true;
+    if (!has_subgraph(n))
+      continue;
+    int *deps = NULL, nd = nr_node_deps(g, n, &deps);
+    bool read = nd < 0; /* out of memory: keep the node */
+    for (int i = 0; i < nd && !read; i++)
+      read = deps[i] == t;
+    free(deps);
+    if (read)
+      return true;
+  }
   return false;
 }
 

@@ -6,8 +6,12 @@
  * accumulation). The select pass keeps only tactics whose `precision` field equals
  * the node's value, so a precision is offered exactly by writing tactics for it; a
  * node with no tactic at the requested precision fails to build with a message naming
- * both. Reduced precision has no documented error bound (NR_KNOB_PRECISION): whether
- * a route is acceptable is the user's tolerance, measured by the tuner. */
+ * both. Each reduced precision has a documented bound (value_bounds): the relative L2
+ * error one node in it may add to the model's outputs, the largest measured over the
+ * model suite (`check-routes --each precision`, docs/precision.md) with a margin. The
+ * suite's random weights amplify a layer's error up to ~50x by the output, so these
+ * bounds catch a wrong kernel, not a lost bit; whether a route is acceptable for an
+ * application is still the user's tolerance, measured by the tuner. */
 #include "plan/compile_knobs.h"
 #include "passes/fate.h"
 #include "passes/pass_util.h"
@@ -112,7 +116,8 @@ const nr_knob_def nr_knobs_precision[] = {
      NR_KNOB_ACCURACY | NR_KNOB_PRECISION, 0.0,
      "numeric precision of a Conv/Gemm/MatMul with constant weights (int8 needs "
      "calibration data)",
-     precision_applies, precision_valid, .restricts = NR_RESTRICTS_PRECISION},
+     precision_applies, precision_valid, .restricts = NR_RESTRICTS_PRECISION,
+     .value_bounds = "0|0.15|0.03|0.3"},
     [NR_KNOB_ROW(NR_KNOB_PRECISION_INT8_SOURCE)] =
     {"precision.int8_source", "auto|nnroute|onednn", "auto", NR_KNOB_GLOBAL, 0, 0.0,
      "which implementation runs int8 nodes: the priority rule, nnroute's own int8 GEMM, "

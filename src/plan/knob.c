@@ -82,6 +82,30 @@ int nr_knob_value_count(const char *values) {
   return n;
 }
 
+/* Entry i of a value_bounds list as a number; false when it is missing or is not
+ * one finite number. */
+static bool bound_at(const char *list, int i, double *out) {
+  const char *s;
+  size_t len;
+  char buf[32], *end;
+  if (!list || !nr_knob_value_at(list, i, &s, &len) || !len || len >= sizeof buf)
+    return false;
+  snprintf(buf, sizeof buf, "%.*s", (int)len, s);
+  *out = strtod(buf, &end);
+  return !*end && isfinite(*out);
+}
+
+double nr_knob_value_bound(const nr_knob_def *d, int i) {
+  double b;
+  if (d->value_bounds)
+    return bound_at(d->value_bounds, i, &b) ? b : 0;
+  const char *s;
+  size_t len;
+  bool dflt = nr_knob_value_at(d->values, i, &s, &len) && len == strlen(d->dflt) &&
+              !memcmp(s, d->dflt, len);
+  return dflt ? 0 : d->error_bound;
+}
+
 /* Index of value v[0..vlen) in a '|' list, or -1. */
 static int value_index(const char *values, const char *v, size_t vlen) {
   const char *s;
@@ -130,6 +154,29 @@ static nr_status validate_values(const nr_knob_def *d, nr_error *err) {
   return NR_OK;
 }
 
+/* value_bounds: on a precision knob only, one number per value, 0 exactly at the
+ * default and > 0 at every other value. */
+static nr_status validate_bounds(const nr_knob_def *d, nr_error *err) {
+  if (!d->value_bounds)
+    return NR_OK;
+  if (!(d->flags & NR_KNOB_PRECISION))
+    return nr_errorf(err, NR_ERR_INTERNAL, "knob '%s': value_bounds belong to precision "
+                     "knobs (P); others have one error_bound", d->name);
+  int n = nr_knob_value_count(d->values), nb = nr_knob_value_count(d->value_bounds);
+  if (nb != n)
+    return nr_errorf(err, NR_ERR_INTERNAL, "knob '%s': value_bounds '%s' has %d entries "
+                     "for %d values", d->name, d->value_bounds, nb, n);
+  int dflt = value_index(d->values, d->dflt, strlen(d->dflt));
+  for (int i = 0; i < n; i++) {
+    double b;
+    if (!bound_at(d->value_bounds, i, &b) || b < 0 || (i == dflt) != (b == 0))
+      return nr_errorf(err, NR_ERR_INTERNAL, "knob '%s': value_bounds entry %d of '%s' "
+                       "is not a bound (a number: 0 for the default, > 0 for the others)",
+                       d->name, i, d->value_bounds);
+  }
+  return NR_OK;
+}
+
 static nr_status validate_row(const nr_knob_def *d, nr_error *err) {
   if (!well_formed(d->name, strlen(d->name), "@|[]*"))
     return nr_errorf(err, NR_ERR_INTERNAL, "knob name '%s' is empty or holds a space or "
@@ -147,7 +194,7 @@ static nr_status validate_row(const nr_knob_def *d, nr_error *err) {
     return nr_errorf(err, NR_ERR_INTERNAL, "knob '%s': error_bound %g does not fit its "
                      "flags (accuracy knobs need a bound > 0, others 0)", d->name,
                      d->error_bound);
-  return NR_OK;
+  return validate_bounds(d, err);
 }
 
 static nr_status check_unique(const nr_knob_def *const *tables, int n, int t,
@@ -203,6 +250,8 @@ uint64_t nr_knob_hash_tables(const nr_knob_def *const *tables, int n) {
       h = fnv(h, d->values ? d->values : "");
       h = fnv(h, d->dflt ? d->dflt : "");
       h = fnv(h, num);
+      if (d->value_bounds) /* absent adds nothing: tables without any hash as before */
+        h = fnv(h, d->value_bounds);
     }
     h = fnv(h, "\n"); /* table separator */
   }

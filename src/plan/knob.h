@@ -31,10 +31,11 @@ enum {
   NR_KNOB_MEMORY = 1u << 2,     /* changes memory planning only */
   NR_KNOB_TEST = 1u << 3,       /* fault injection for tests; hidden unless
                                  NNROUTE_TEST_KNOBS=1 is set in the environment */
-  NR_KNOB_PRECISION = 1u << 4,  /* reduced precision: no documented bound (error_bound
-                                 0); only the user's tolerance decides. Implies
-                                 NR_KNOB_ACCURACY */
-  NR_KNOB_DATA = 1u << 5,       /* what a value changes depends on calibration data
+  NR_KNOB_PRECISION = 1u << 4, /* reduced precision (error_bound 0): each value has
+                                 its own bound in value_bounds, or, without that
+                                 list, none is documented and only the user's
+                                 tolerance decides. Implies NR_KNOB_ACCURACY */
+  NR_KNOB_DATA = 1u << 5,     /* what a value changes depends on calibration data
                                  or on this machine's timings: on some data two
                                  values build the same plan (a percentile clip that
                                  is the maximum; profiling that picks the heuristic's
@@ -95,6 +96,10 @@ typedef struct nr_knob_def {
   /* Whether and how the knob's values restrict tactic choice; not part of the schema
    * hash (it changes no value a route can hold). */
   nr_knob_restricts restricts;
+  /* Precision knobs only, optional: the documented relative L2 bound each value may
+   * add where it applies, a '|' list parallel to values ("0|2e-2|4e-3|5e-2"; the
+   * default's entry 0, every other > 0). NULL: no documented bound. */
+  const char *value_bounds;
 } nr_knob_def;
 
 #define NR_KNOB_DEVICE(d) (1u << (unsigned)(d))
@@ -164,6 +169,9 @@ int nr_knob_value_index(const nr_knob_inst *k, const char *value);
 bool nr_knob_test_knobs_enabled(void);
 /* Value i of a '|' list: sets *start and *len; false past the end. */
 bool nr_knob_value_at(const char *values, int i, const char **start, size_t *len);
+/* The bound a non-default value i of d may add: entry i of value_bounds, else
+ * error_bound (0 for the default value). */
+double nr_knob_value_bound(const nr_knob_def *d, int i);
 /* Calls fn for every knob definition of every table (test knobs included). */
 void nr_knob_foreach(void (*fn)(const nr_knob_def *def, void *user), void *user);
 /* The rows of every table whose restricts field is not NR_RESTRICTS_NONE, in table
@@ -172,8 +180,8 @@ int nr_knob_restricting(const nr_knob_def **out, int cap);
 #define NR_KNOB_MAX_RESTRICTING 32 /* a cap enough for every table */
 /* Finds a definition by name; NULL if none. */
 const nr_knob_def *nr_knob_find(const char *name);
-/* A hash of every knob table (names, values, defaults, scopes, flags); it changes
- * whenever any table changes, so stale engines and tuning records are refused.
+/* A hash of every knob table (names, values, defaults, scopes, flags, bounds); it
+ * changes whenever any table changes, so stale engines and tuning records are refused.
  * Written as 16 hex digits into buf. */
 const char *nr_knob_schema(char buf[17]);
 

@@ -9,7 +9,10 @@
 # Environment: NNROUTE (default build/nnroute), NR_ROUTES_COUNT (routes per model,
 # default 20), NR_ROUTES_SEED (default 1), NR_MODELS_FILTER (grep -E on model names),
 # NR_ROUTES_TOLERANCE (base relative L2 allowed against ONNX Runtime; default 1e-4,
-# since ONNX Runtime itself reassociates).
+# since ONNX Runtime itself reassociates), NR_ROUTES_EACH (a knob name: instead of
+# random routes, every instance of it at each other value, one change per route, with
+# the largest error per value; `precision` measures the bounds docs/precision.md
+# gives fp16, bf16 and int8).
 set -uo pipefail
 
 repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
@@ -19,6 +22,8 @@ count=${NR_ROUTES_COUNT:-20}
 seed=${NR_ROUTES_SEED:-1}
 filter=${NR_MODELS_FILTER:-.}
 base=${NR_ROUTES_TOLERANCE:-1e-4}
+each=()
+[[ -n ${NR_ROUTES_EACH:-} ]] && each=(--each "$NR_ROUTES_EACH")
 
 shopt -s nullglob
 files=("$models"/*.onnx)
@@ -35,7 +40,7 @@ for model in "${files[@]}"; do
   log=$(mktemp)
   "$nnroute" check-routes "$model" --count "$count" --seed "$seed" \
     --inputs-dir "$models/$name" --expect-dir "$models/$name/ref" \
-    --base-tolerance "$base" >"$log" 2>&1
+    --base-tolerance "$base" "${each[@]}" >"$log" 2>&1
   rc=$?
   sed 's/^/  /' "$log"
   p=$(grep -Eo '^[0-9]+ passed' "$log" | grep -Eo '[0-9]+' || echo 0)

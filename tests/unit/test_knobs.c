@@ -114,6 +114,32 @@ NR_TEST(knobs_validation_errors) {
   expect_invalid(t, (nr_knob_def[]){{"x.many", many, "v0"}, {0}}, "33 values");
 }
 
+/* A precision knob may carry one bound per value; what a bad list looks like. */
+NR_TEST(knobs_value_bounds_validation) {
+  const unsigned P = NR_KNOB_ACCURACY | NR_KNOB_PRECISION;
+  nr_knob_def ok[] = {{"x.prec", "fp32|half|int8", "fp32", NR_KNOB_NODE, P, 0, "p"}, {0}};
+  ok[0].value_bounds = "0|0.01|0.2";
+  const nr_knob_def *const list[] = {table_a, ok};
+  nr_error err = {0};
+  CHECK(nr_knob_tables_validate(list, 2, &err) == NR_OK, "%s", err.message);
+  CHECK(nr_knob_value_bound(&ok[0], 0) == 0 && nr_knob_value_bound(&ok[0], 1) == 0.01 &&
+        nr_knob_value_bound(&ok[0], 2) == 0.2);
+  CHECK(nr_knob_value_bound(&table_b[1], 1) == 1e-3 &&
+            nr_knob_value_bound(&table_b[1], 0) == 0,
+        "without value_bounds: error_bound off the default");
+  static const char *const bad[] = {"0|0.01",  "0|0.01|0.2|1", "0.1|0.01|0.2",
+                                    "0|0|0.2", "0|x|0.2",      "0|-1|0.2",
+                                    "0||0.2",  "0|inf|0.2"};
+  for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+    nr_knob_def b[] = {{"x.prec", "fp32|half|int8", "fp32", NR_KNOB_NODE, P, 0, "p"}, {0}};
+    b[0].value_bounds = bad[i];
+    expect_invalid(t, b, "value_bounds");
+  }
+  nr_knob_def not_prec[] = {{"x.y", "a|b", "a", 0, NR_KNOB_ACCURACY, 0.5}, {0}};
+  not_prec[0].value_bounds = "0|0.5";
+  expect_invalid(t, not_prec, "precision knobs");
+}
+
 NR_TEST(knobs_schema_hash_tracks_every_field) {
   nr_knob_def copy[3];
   memcpy(copy, table_a, sizeof copy);
@@ -135,6 +161,9 @@ NR_TEST(knobs_schema_hash_tracks_every_field) {
   copy[1].values = "auto|direct|im2col";
   CHECK(h != nr_knob_hash_tables(list, 2), "values");
   copy[1].values = table_a[1].values;
+  copy[1].value_bounds = "0|1|2|3";
+  CHECK(h != nr_knob_hash_tables(list, 2), "value bounds");
+  copy[1].value_bounds = NULL;
   copy[1].help = "other help";
   CHECK(h == nr_knob_hash_tables(list, 2), "help text is not part of the schema");
   const nr_knob_def *const swapped[] = {table_b, table_a};

@@ -40,8 +40,16 @@ NR_TEST(tools_knob_list_is_the_knob_space) {
     CHECK(k->global == (in->def->scope == NR_KNOB_GLOBAL), "row %d scope", i);
     CHECK(k->n_def_values >= k->n_values, "row %d: %d definition values", i,
           k->n_def_values);
-    for (int v = 0; v < k->n_values; v++)
+    for (int v = 0; v < k->n_values; v++) {
       CHECK(!strcmp(k->values[v], in->values[v]), "row %d value %d", i, v);
+      int d = 0; /* the value's index in its definition */
+      while (d < k->n_def_values && strcmp(k->def_values[d], k->values[v]))
+        d++;
+      CHECK(nr_knob_info_value_bound(k, v) ==
+                (v == k->dflt ? 0 : nr_knob_value_bound(in->def, d)),
+            "row %d value %d: bound %g", i, v, nr_knob_info_value_bound(k, v));
+    }
+    CHECK(!k->def_bounds == !in->def->value_bounds, "row %d: bounds per value", i);
   }
   nr_knob_space_free(&s);
   nr_knob_list_free(&l);
