@@ -8,6 +8,7 @@
  * Each test works in its own mkdtemp directory under /tmp and removes it. */
 #include "io/tensor_io.h"
 #include "ir/ir.h"
+#include "scratch_dir.h"
 #include "unit.h"
 #include "util/file_out.h"
 
@@ -25,35 +26,10 @@
 
 #define TINY_CNN NR_SOURCE_DIR "/examples/tiny_cnn/model.onnx"
 
-typedef struct fo_dir {
-  char dir[32];
-  char path[96]; /* dir/out.bin, the usual destination */
-} fo_dir;
+typedef nr_scratch_dir fo_dir;
 
-static bool fo_make(fo_dir *d) {
-  snprintf(d->dir, sizeof d->dir, "/tmp/nr_file_out_XXXXXX");
-  if (!mkdtemp(d->dir))
-    return false;
-  snprintf(d->path, sizeof d->path, "%s/out.bin", d->dir);
-  return true;
-}
-
-/* Removes the directory with its files, links, FIFOs and empty folders. */
-static void fo_free(fo_dir *d) {
-  DIR *dh = opendir(d->dir);
-  struct dirent *e;
-  char p[512];
-  while (dh && (e = readdir(dh))) {
-    if (strcmp(e->d_name, ".") && strcmp(e->d_name, "..")) {
-      snprintf(p, sizeof p, "%s/%s", d->dir, e->d_name);
-      if (unlink(p) != 0)
-        rmdir(p);
-    }
-  }
-  if (dh)
-    closedir(dh);
-  rmdir(d->dir);
-}
+static bool fo_make(fo_dir *d) { return nr_scratch_make(d, "nr_file_out", "out.bin"); }
+static void fo_free(fo_dir *d) { nr_scratch_free(d); }
 
 /* How many entries the directory holds, and how many look like a temporary. */
 static int fo_entries(const fo_dir *d, int *temps) {

@@ -6,6 +6,7 @@
  * Each test works in its own mkdtemp directory under /tmp and removes it. */
 #include "tune/accuracy.h"
 #include "tune/db.h"
+#include "scratch_dir.h"
 #include "unit.h"
 
 #include <dirent.h>
@@ -19,34 +20,10 @@
 #include <time.h>
 #include <unistd.h>
 
-typedef struct db_fixture {
-  char dir[32];
-  char path[64];
-} db_fixture;
+typedef nr_scratch_dir db_fixture;
 
-static bool fixture_make(db_fixture *f) {
-  snprintf(f->dir, sizeof f->dir, "/tmp/nr_tune_db_XXXXXX");
-  if (!mkdtemp(f->dir))
-    return false;
-  snprintf(f->path, sizeof f->path, "%s/tune.db", f->dir);
-  return true;
-}
-
-/* Removes the directory and what SQLite left in it (db, -wal, -shm). */
-static void fixture_free(db_fixture *f) {
-  DIR *d = opendir(f->dir);
-  struct dirent *e;
-  char p[512];
-  while (d && (e = readdir(d))) {
-    if (strcmp(e->d_name, ".") && strcmp(e->d_name, "..")) {
-      snprintf(p, sizeof p, "%s/%s", f->dir, e->d_name);
-      unlink(p);
-    }
-  }
-  if (d)
-    closedir(d);
-  rmdir(f->dir);
-}
+static bool fixture_make(db_fixture *f) { return nr_scratch_make(f, "nr_tune_db", "tune.db"); }
+static void fixture_free(db_fixture *f) { nr_scratch_free(f); }
 
 static bool same_bits(const double *a, const double *b, size_t n) {
   return n == 0 || (a && b && memcmp(a, b, n * sizeof *a) == 0);

@@ -9,6 +9,7 @@
  * printing the error they got on stderr. */
 #include "tune/accuracy.h"
 #include "tune/db.h"
+#include "scratch_dir.h"
 #include "unit.h"
 
 #include <dirent.h>
@@ -19,34 +20,10 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-typedef struct fork_fixture {
-  char dir[32];
-  char path[64];
-} fork_fixture;
+typedef nr_scratch_dir fork_fixture;
 
-static bool ff_make(fork_fixture *f) {
-  snprintf(f->dir, sizeof f->dir, "/tmp/nr_tune_dbf_XXXXXX");
-  if (!mkdtemp(f->dir))
-    return false;
-  snprintf(f->path, sizeof f->path, "%s/tune.db", f->dir);
-  return true;
-}
-
-/* Removes the directory and what SQLite left in it (db, -wal, -shm). */
-static void ff_free(fork_fixture *f) {
-  DIR *d = opendir(f->dir);
-  struct dirent *e;
-  char p[512];
-  while (d && (e = readdir(d))) {
-    if (strcmp(e->d_name, ".") && strcmp(e->d_name, "..")) {
-      snprintf(p, sizeof p, "%s/%s", f->dir, e->d_name);
-      unlink(p);
-    }
-  }
-  if (d)
-    closedir(d);
-  rmdir(f->dir);
-}
+static bool ff_make(fork_fixture *f) { return nr_scratch_make(f, "nr_tune_dbf", "tune.db"); }
+static void ff_free(fork_fixture *f) { nr_scratch_free(f); }
 
 /* One integer (or -1) from a direct SQLite connection of its own. */
 static int64_t ff_int(const char *path, const char *sql) {
