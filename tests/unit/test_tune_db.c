@@ -7,6 +7,7 @@
 #include "tune/accuracy.h"
 #include "tune/db.h"
 #include "scratch_dir.h"
+#include "sqlite_int.h"
 #include "unit.h"
 
 #include <dirent.h>
@@ -43,16 +44,7 @@ static bool sqlite_exec(const char *path, const char *sql) {
 }
 
 static int64_t sqlite_int(const char *path, const char *sql) {
-  sqlite3 *c = NULL;
-  sqlite3_stmt *st = NULL;
-  int64_t v = -1;
-  if (sqlite3_open(path, &c) == SQLITE_OK &&
-      sqlite3_prepare_v2(c, sql, -1, &st, NULL) == SQLITE_OK &&
-      sqlite3_step(st) == SQLITE_ROW)
-    v = sqlite3_column_int64(st, 0);
-  sqlite3_finalize(st);
-  sqlite3_close(c);
-  return v;
+  return nr_sqlite_int(path, sql);
 }
 
 /* A session of a fresh environment and model; 0 on failure. */

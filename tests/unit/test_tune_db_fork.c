@@ -10,6 +10,7 @@
 #include "tune/accuracy.h"
 #include "tune/db.h"
 #include "scratch_dir.h"
+#include "sqlite_int.h"
 #include "unit.h"
 
 #include <dirent.h>
@@ -27,16 +28,7 @@ static void ff_free(fork_fixture *f) { nr_scratch_free(f); }
 
 /* One integer (or -1) from a direct SQLite connection of its own. */
 static int64_t ff_int(const char *path, const char *sql) {
-  sqlite3 *c = NULL;
-  sqlite3_stmt *st = NULL;
-  int64_t v = -1;
-  if (sqlite3_open(path, &c) == SQLITE_OK &&
-      sqlite3_prepare_v2(c, sql, -1, &st, NULL) == SQLITE_OK &&
-      sqlite3_step(st) == SQLITE_ROW)
-    v = sqlite3_column_int64(st, 0);
-  sqlite3_finalize(st);
-  sqlite3_close(c);
-  return v;
+  return nr_sqlite_int(path, sql);
 }
 
 /* The first column of the first row as text into buf, the same way: PRAGMA
