@@ -243,14 +243,14 @@ static prim_key ip_key(const nr_gemm_step_params *p) {
 /* oneDNN 2.6 makes bf16 primitives on avx512_core and up only (emulated below
  * AVX512-BF16); on an AVX2 host prepare() could not create them, so the rows must not
  * claim the node (the knob space would offer a route that cannot build). */
-static bool onednn_has_bf16(void) {
+bool lp_onednn_has_bf16(void) {
   dnnl_cpu_isa_t isa = dnnl_get_effective_cpu_isa();
   return (isa & dnnl_cpu_isa_avx512_core) == dnnl_cpu_isa_avx512_core;
 }
 
 bool lp_onednn_ip_supports(const nr_tactic_ctx *c) {
   nr_gemm_step_params p;
-  return onednn_has_bf16() && ip_problem(c, &p);
+  return lp_onednn_has_bf16() && ip_problem(c, &p);
 }
 
 static nr_status prep_fail(const nr_tactic_ctx *c, const nr_step *st, nr_status s,
@@ -327,7 +327,7 @@ static bool conv_problem(const nr_tactic_ctx *c, conv_p *p) {
 
 bool lp_onednn_conv_supports(const nr_tactic_ctx *c) {
   conv_p p;
-  return onednn_has_bf16() && conv_problem(c, &p);
+  return lp_onednn_has_bf16() && conv_problem(c, &p);
 }
 
 nr_status lp_onednn_conv_prepare(const nr_tactic_ctx *c, nr_plan *plan, nr_step *st) {

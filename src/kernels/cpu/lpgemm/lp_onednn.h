@@ -10,6 +10,9 @@
 #include "ir/fused.h"
 #include "plan/tactic.h"
 
+/* Whether oneDNN makes bf16 primitives here: its effective ISA (ONEDNN_MAX_CPU_ISA
+ * included) has avx512_core; below it the rows claim no node. */
+bool lp_onednn_has_bf16(void);
 bool lp_onednn_ip_supports(const nr_tactic_ctx *c);
 nr_status lp_onednn_ip_prepare(const nr_tactic_ctx *c, nr_plan *plan, nr_step *st);
 nr_status lp_onednn_ip_run(const nr_exec_args *x);

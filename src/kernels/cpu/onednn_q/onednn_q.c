@@ -40,7 +40,7 @@ void nr_onednn_q_weights(const float *w, int64_t n_out, int64_t len, int64_t so,
   }
 }
 
-static int act_qmax(void) {
+int nr_onednn_q_act_qmax(void) {
   dnnl_cpu_isa_t isa = dnnl_get_effective_cpu_isa();
   bool vnni = (isa & dnnl_cpu_isa_avx512_core_vnni) == dnnl_cpu_isa_avx512_core_vnni ||
               (isa & dnnl_cpu_isa_avx2_vnni) == dnnl_cpu_isa_avx2_vnni;
@@ -48,7 +48,7 @@ static int act_qmax(void) {
 }
 
 nr_status nr_onednn_q_input_params(const nr_tactic_ctx *c, nr_qparams *q) {
-  int qmax = act_qmax();
+  int qmax = nr_onednn_q_act_qmax();
   nr_status s = nr_quant_act_params(c, 0, qmax, q);
   if (s)
     return s;
@@ -211,7 +211,7 @@ static bool conv_io8(const nr_tactic_ctx *c, nr_io8 *cap) {
     return false;
   *cap = (nr_io8){.in = true,
                   .out = !p.has_res && act_in_primitive((nr_act)p.act, p.act_a, p.act_b),
-                  .qmax = act_qmax(),
+                  .qmax = nr_onednn_q_act_qmax(),
                   .round = NR_Q8_ROUND_FMA,
                   .out_rounds = 1u << NR_Q8_ROUND_MUL | 1u << NR_Q8_ROUND_FMA};
   return true;
@@ -248,7 +248,7 @@ static nr_status conv_prepare8(const nr_tactic_ctx *c, nr_plan *plan, nr_step *s
     if (s)
       return s;
     if (q.scale != x->q8_scale || q.zero_point != x->q8_zero_point ||
-        x->q8_qmax != act_qmax() || x->q8_round != NR_Q8_ROUND_FMA) {
+        x->q8_qmax != nr_onednn_q_act_qmax() || x->q8_round != NR_Q8_ROUND_FMA) {
       char b[256];
       return nr_errorf(c->err, NR_ERR_INTERNAL, "%s: %s: the uint8 input '%s' is on "
                        "another grid than this step's", nr_node_describe(c->node, b, sizeof b),

@@ -80,10 +80,13 @@ typedef struct nr_onednn_q_head {
 void nr_onednn_q_weights(const float *w, int64_t n_out, int64_t len, int64_t so,
                          int64_t si, int8_t *q, float *scale);
 
-/* The quantization of the step's input 0 (nr_quant_act_params), checked usable. Its
- * grid is [0, 255] where oneDNN multiplies u8 by s8 with VNNI (int32 accumulation),
- * else [0, 127]: without VNNI oneDNN sums pairs of u8 x s8 products in int16
- * (vpmaddubsw), which 7-bit activations keep from saturating. */
+/* The largest activation code the primitives take here: 255 where oneDNN multiplies
+ * u8 by s8 with VNNI (int32 accumulation), else 127: without VNNI it sums pairs of
+ * u8 x s8 products in int16 (vpmaddubsw), which 7-bit activations keep from
+ * saturating, and a pre-quantized model's grid is rescaled to them. */
+int nr_onednn_q_act_qmax(void);
+/* The quantization of the step's input 0 (nr_quant_act_params) on the grid
+ * [0, nr_onednn_q_act_qmax()], checked usable. */
 nr_status nr_onednn_q_input_params(const nr_tactic_ctx *c, nr_qparams *q);
 
 /* Appends act(a, b) to po as eltwise post-ops; false when oneDNN has no post-op for
