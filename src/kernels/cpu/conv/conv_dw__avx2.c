@@ -108,16 +108,9 @@ dw_tile(const float *buf, const conv_pad *d, const float *w, float b, float *y, 
         acc[r] = _mm256_fmadd_ps(_mm256_loadu_ps(src + r * S * d->rs), wv, acc[r]);
     }
   int64_t left = ow - o;
-  __m256i m = _mm256_cmpgt_epi32(_mm256_set1_epi32((int)(left < 8 ? left : 8)),
-                                 _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
 #pragma GCC unroll 4
-  for (int r = 0; r < R; r++) {
-    float *yr = y + (oh + r) * ow + o;
-    if (left >= 8)
-      _mm256_storeu_ps(yr, acc[r]);
-    else
-      _mm256_maskstore_ps(yr, m, acc[r]);
-  }
+  for (int r = 0; r < R; r++)
+    nr_vf_store_first(y + (oh + r) * ow + o, acc[r], left);
 }
 
 static inline __attribute__((always_inline)) void

@@ -11,6 +11,7 @@
 #define NR_KERNELS_CPU_CONV_CONV_PAD_AVX2_H
 
 #include "kernels/cpu/conv/conv_internal.h"
+#include "kernels/cpu/simd/simd_avx2.h"
 
 #include <immintrin.h>
 
@@ -21,7 +22,7 @@ static inline void conv_copy(float *dst, const float *src, int64_t n) {
   if (i < n) {
     __m256i m = _mm256_cmpgt_epi32(_mm256_set1_epi32((int)(n - i)),
                                    _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
-    _mm256_maskstore_ps(dst + i, m, _mm256_maskload_ps(src + i, m));
+    nr_vf_store_first(dst + i, _mm256_maskload_ps(src + i, m), n - i);
   }
 }
 

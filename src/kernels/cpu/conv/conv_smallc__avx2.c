@@ -91,13 +91,7 @@ sc_tile(const sc_job *j, const float *planes, float *y, int64_t m, int64_t oh, i
 #pragma GCC unroll 3
     for (int v = 0; v < nv; v++) {
       int64_t left = p->ow - o - 8 * v;
-      if (left >= 8) {
-        _mm256_storeu_ps(yr + 8 * v, acc[i][v]);
-      } else {
-        __m256i msk = _mm256_cmpgt_epi32(_mm256_set1_epi32((int)left),
-                                         _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
-        _mm256_maskstore_ps(yr + 8 * v, msk, acc[i][v]);
-      }
+      nr_vf_store_first(yr + 8 * v, acc[i][v], left);
     }
   }
 }

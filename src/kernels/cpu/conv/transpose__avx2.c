@@ -2,10 +2,12 @@
  *
  * Key decision: one 8x8 register transpose (unpacklo/hi, shuffle, permute2f128: 24
  * shuffles for 64 floats) serves every tile; a tile at the matrix edge reads its
- * missing rows as zeros and its short rows through maskload, and writes through
- * maskstore, so the edge costs a few masked instructions rather than a scalar loop,
+ * missing rows as zeros and its short rows through maskload, and writes its short rows
+ * in plain 16-, 8- and 4-byte stores (nr_vf_store_first: AMD microcodes vmaskmovps
+ * stores), so the edge costs a few instructions rather than a scalar loop,
  * and the 3-channel image input of a CNN (rows = 3) still moves 8 pixels at a time. */
 #include "kernels/cpu/conv/transpose.h"
+#include "kernels/cpu/simd/simd_avx2.h"
 
 #include <immintrin.h>
 
@@ -51,18 +53,14 @@ static inline void tile_full(const float *s, int64_t lds, float *d, int64_t ldd)
 static inline void tile_edge(const float *s, int64_t lds, float *d, int64_t ldd, int64_t ib,
                              int64_t jb, int64_t lb) {
   __m256 r[8];
-  __m256i cm = lane_mask(jb), lm = lane_mask(lb);
+  __m256i cm = lane_mask(jb);
   for (int k = 0; k < 8; k++)
     r[k] = k >= ib    ? _mm256_setzero_ps()
            : jb == 8 ? _mm256_loadu_ps(s + k * lds)
                      : _mm256_maskload_ps(s + k * lds, cm);
   tr8x8(r);
-  for (int k = 0; k < jb; k++) {
-    if (lb == 8)
-      _mm256_storeu_ps(d + k * ldd, r[k]);
-    else
-      _mm256_maskstore_ps(d + k * ldd, lm, r[k]);
-  }
+  for (int k = 0; k < jb; k++)
+    nr_vf_store_first(d + k * ldd, r[k], lb);
 }
 
 void nr_f32_transpose__avx2(const float *src, int64_t lds, float *dst, int64_t ldd,
@@ -91,15 +89,12 @@ void nr_f32_copy_lanes__avx2(const float *src, int64_t lds, float *dst, int64_t 
   for (int64_t l = 0; l < lanes; l += 8) {
     int64_t nb = n - l < 0 ? 0 : n - l < 8 ? n - l : 8;
     int64_t lb = lanes - l < 8 ? lanes - l : 8;
-    __m256i nm = lane_mask(nb), lm = lane_mask(lb);
+    __m256i nm = lane_mask(nb);
     for (int64_t r = 0; r < rows; r++) {
       __m256 v = nb == 8 ? _mm256_loadu_ps(src + r * lds + l)
                  : nb    ? _mm256_maskload_ps(src + r * lds + l, nm)
                          : _mm256_setzero_ps();
-      if (lb == 8)
-        _mm256_storeu_ps(dst + r * ldd + l, v);
-      else
-        _mm256_maskstore_ps(dst + r * ldd + l, lm, v);
+      nr_vf_store_first(dst + r * ldd + l, v, lb);
     }
   }
 }

@@ -27,10 +27,7 @@ static inline __m256 load_fill(const float *x, int64_t i, int64_t n, float fill)
 }
 
 static inline void store_n(float *y, int64_t i, int64_t n, __m256 v) {
-  if (i + 8 <= n)
-    _mm256_storeu_ps(y + i, v);
-  else
-    _mm256_maskstore_ps(y + i, tail_mask(n - i), v);
+  nr_vf_store_first(y + i, v, n - i);
 }
 
 static inline float hsum8(__m256 v) {
