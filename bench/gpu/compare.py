@@ -160,7 +160,7 @@ def nnroute_tune(nnroute, onnx, prec, seconds, workdir):
     cmd = [nnroute, "tune", onnx, "--device", "cuda", "--budget-time", str(seconds),
            "-o", eng, "--db", os.path.join(workdir, "tune.db")]
     if prec == "fp16":  # every product fp16; the knobs that exist for this model free
-        free = ("-cuda.gemm.residual=* -cuda.gemm.gelu=*" if "bert" in onnx
+        free = ("-cuda.gemm.gelu=*" if "bert" in onnx
                 else "-cuda.conv.layout@*=*")
         cmd += ["--routes", f"-cuda.precision@*=[fp16] {free} -cuda.gemm.tactic@*=* "
                             "-cuda.graphs=*",

@@ -59,9 +59,15 @@ enum {
   NR_KNOB_INFO_SLOW_BUILD = 1u << 6,     /* S: a non-default value slows the build */
   NR_KNOB_INFO_APPROX_DEFAULT = 1u << 7, /* E: the default itself may add error */
   NR_KNOB_INFO_THREADS = 1u << 8,        /* C: acts only when a context has 2+ threads */
+  NR_KNOB_INFO_RUNTIME = 1u << 9,        /* R: read when a context is created */
   /* Not a table flag: the row is the node's precision knob (precision@NODE), whose
    * int8 value needs a calibration. */
   NR_KNOB_INFO_NODE_PRECISION = 1u << 16,
+  /* Not table flags: the knob picks the precision of its node's tactic (precision,
+   * cuda.precision), or narrows the tactics of the node's precision (an algorithm,
+   * library or layout knob), so its values act within the precision's tactics. */
+  NR_KNOB_INFO_SETS_PRECISION = 1u << 17,
+  NR_KNOB_INFO_NARROWS_TACTIC = 1u << 18,
 };
 
 #define NR_KNOB_LIST_MAX_VALUES 32 /* values one knob may have */
@@ -256,7 +262,8 @@ nr_status nr_engine_step_output(const nr_engine *e, int k, int o, nr_slot_info *
  * Equal hashes mean the same plan byte for byte. */
 uint64_t nr_engine_plan_hash(const nr_engine *e);
 /* What the plan does, as text (malloc'ed; NULL when out of memory), one line per fact:
- * the device, the arena size and the engine's threads; per step its op (domain, type:
+ * the device, the arena size and the engine's threads; the route's values of knobs a
+ * context reads when it is created (flag R); per step its op (domain, type:
  * fused ops are the nnroute domain's) with a digest of the node's attributes, the
  * tactic, its precision, thread cap, scratch, packed data (size and a digest of its
  * bytes) and the parameters its kernel reads (the tactic's describe hook, else every

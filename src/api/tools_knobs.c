@@ -24,7 +24,8 @@ _Static_assert(SAME(NR_KNOB_INFO_ACCURACY, NR_KNOB_ACCURACY) &&
                    SAME(NR_KNOB_INFO_DATA, NR_KNOB_DATA) &&
                    SAME(NR_KNOB_INFO_SLOW_BUILD, NR_KNOB_SLOW_BUILD) &&
                    SAME(NR_KNOB_INFO_APPROX_DEFAULT, NR_KNOB_APPROX_DEFAULT) &&
-                   SAME(NR_KNOB_INFO_THREADS, NR_KNOB_THREADS),
+                   SAME(NR_KNOB_INFO_THREADS, NR_KNOB_THREADS) &&
+                   SAME(NR_KNOB_INFO_RUNTIME, NR_KNOB_RUNTIME),
                "nnroute_tools.h's knob flags match plan/knob.h's");
 #undef SAME
 _Static_assert(NR_KNOB_LIST_MAX_VALUES == NR_KNOB_MAX_VALUES, "one value limit");
@@ -66,6 +67,10 @@ static unsigned info_flags(const nr_knob_def *d) {
   unsigned f = d->flags & TABLE_FLAGS;
   if (nr_knob_id_of(d) == NR_KNOB_PREC)
     f |= NR_KNOB_INFO_NODE_PRECISION;
+  if (d->restricts == NR_RESTRICTS_PRECISION)
+    f |= NR_KNOB_INFO_SETS_PRECISION;
+  else if (d->restricts)
+    f |= NR_KNOB_INFO_NARROWS_TACTIC;
   return f;
 }
 

@@ -11,9 +11,11 @@
  * only those builds the same summary, so check-knobs reports it dead; one that
  * changes a step, a layout, a fused op, the memory plan or a parameter a kernel reads
  * does not. Which params fields a kernel reads is its tactic's describe hook; a
- * tactic without one counts every byte of the record. */
+ * tactic without one counts every byte of the record. Knobs a context reads from
+ * the engine's route when it is created (cuda.graphs) are listed by value. */
 #include "api/nnroute_tools.h"
 #include "engine/engine.h"
+#include "plan/knob.h"
 #include "plan/tactic.h"
 
 #include <stdarg.h>
@@ -157,6 +159,27 @@ static void put_step(text *t, const nr_plan *p, int k) {
   put(t, "\n");
 }
 
+/* The tokens of the plan's route whose knob is read when a context is created
+ * (knob.h, NR_KNOB_RUNTIME): no step shows them, yet the context runs differently. */
+static void put_runtime_knobs(text *t, const char *route) {
+  put(t, "runtime knobs:");
+  for (const char *s = route ? route : ""; *s;) {
+    size_t n = strcspn(s, " ");
+    char name[128];
+    size_t m = strcspn(s, "=@");
+    if (s[0] == '-' && m > 1 && m <= n && m - 1 < sizeof name) {
+      memcpy(name, s + 1, m - 1);
+      name[m - 1] = '\0';
+      const nr_knob_def *d = nr_knob_find(name);
+      if (d && (d->flags & NR_KNOB_RUNTIME))
+        put(t, " %.*s", (int)n, s);
+    }
+    s += n;
+    s += strspn(s, " ");
+  }
+  put(t, "\n");
+}
+
 char *nr_engine_plan_summary(const nr_engine *e) {
   if (!e || !e->plan)
     return NULL;
@@ -165,6 +188,7 @@ char *nr_engine_plan_summary(const nr_engine *e) {
   put(&t, "device %s, engine threads %d, arena %llu bytes, %d steps\n",
       nr_device_name(p->device), e->threads, (unsigned long long)p->arena_size,
       p->n_steps);
+  put_runtime_knobs(&t, p->route);
   for (int k = 0; k < p->n_steps; k++)
     put_step(&t, p, k);
   put(&t, "outputs:");

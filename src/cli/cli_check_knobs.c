@@ -17,7 +17,11 @@
  * quant.calibration needs int8 nodes) is compared against the plan of that route
  * instead of the default's. Int8 values are built with a calibration from two seeded
  * random input sets. Knobs flagged D (their effect depends on the data or on this
- * machine's timings) may build the same plan on some data: reported, not failed.
+ * machine's timings) may build the same plan on some data: reported, not failed. A
+ * knob that narrows the tactics of its node's precision (an algorithm, library or
+ * layout) may build the default's plan yet act under another precision of the node
+ * (NHWC is the tf32 pick, not the fp32 one): such a value is built again under each
+ * of the node's precision values and passes where it acts there.
  * `--device cuda` checks a CUDA build's knobs (it needs the GPU). */
 #include "api/nnroute_tools.h"
 #include "cli/cli.h"
@@ -84,9 +88,46 @@ static void first_difference(const char *a, const char *b, char *buf, size_t cap
   snprintf(buf, cap, "one summary is longer");
 }
 
-/* Judges one value of row k built along route against the plan summary base. */
-static void judge(check_ctx *c, const nr_knob_info *k, const char *route, const built *b,
-                  const char *base, const char *base_name) {
+/* A value of row k (a knob that narrows the tactics of its node's precision) that
+ * builds the default's plan may act under another precision of the node: true, with
+ * that precision's token in `under`, when some non-default value of a precision row
+ * of the same node builds a different plan with the value than without it, and the
+ * build does not report the value ignored there. */
+static bool acts_under_precision(const check_ctx *c, int k, const char *value,
+                                 char *under, size_t cap) {
+  const nr_knob_info *kn = &c->knobs->knobs[k];
+  if (!(kn->flags & NR_KNOB_INFO_NARROWS_TACTIC) || !kn->node)
+    return false;
+  for (int j = 0; j < c->knobs->n; j++) {
+    const nr_knob_info *p = &c->knobs->knobs[j];
+    if (!(p->flags & NR_KNOB_INFO_SETS_PRECISION) || !p->node || strcmp(p->node, kn->node))
+      continue;
+    for (int w = 0; w < p->n_values; w++) {
+      char base[512], route[1024];
+      snprintf(base, sizeof base, "-%s=%s", p->id, p->values[w]);
+      snprintf(route, sizeof route, "%s -%s=%s", base, kn->id, value);
+      built b0, b1;
+      nr_error err = {0};
+      if (w == p->dflt || build_one(c, base, -1, &b0, &err))
+        continue;
+      bool acts = !build_one(c, route, k, &b1, &err) && !b1.ignored &&
+                  strcmp(b1.summary, b0.summary);
+      free(b0.summary);
+      free(b1.summary);
+      if (acts) {
+        snprintf(under, cap, "%s", base);
+        return true;
+      }
+    }
+  }
+  return false;
+}
+
+/* Judges value `value` of row k built along route against the plan summary base. */
+static void judge(check_ctx *c, int row, const char *value, const char *route,
+                  const built *b, const char *base, const char *base_name) {
+  const nr_knob_info *k = &c->knobs->knobs[row];
+  char under[512];
   bool same = !strcmp(b->summary, base);
   if (!same && b->ignored) {
     char diff[400];
@@ -101,6 +142,10 @@ static void judge(check_ctx *c, const nr_knob_info *k, const char *route, const 
   } else if (k->flags & NR_KNOB_INFO_DATA) {
     printf("same %s: builds the plan of '%s' on this data and machine\n", route,
            base_name);
+    c->passed++;
+  } else if (acts_under_precision(c, row, value, under, sizeof under)) {
+    printf("same %s: builds the plan of '%s', and acts under %s\n", route, base_name,
+           under);
     c->passed++;
   } else {
     printf("DEAD %s: its plan does what the plan of '%s' does%s%s\n", route, base_name,
@@ -137,7 +182,7 @@ static void check_instance(check_ctx *c, int i, const char *dflt_summary) {
       printf("%s %s: %s\n", injected ? "ok  " : "FAIL", route, err.message);
       injected ? c->passed++ : c->failed++;
     } else {
-      judge(c, k, route, &b, base, *needs ? needs : "the default route");
+      judge(c, i, k->values[v], route, &b, base, *needs ? needs : "the default route");
     }
     free(b.summary);
     fflush(stdout);
@@ -153,7 +198,9 @@ static void check_knobs_usage(FILE *f) {
           "whose id contains SUBSTRING) and reports a value whose plan does what the\n"
           "default route's plan does (same steps, tactics, layouts, fused ops, memory\n"
           "plan and kernel parameters) as DEAD, and a value the build reports ignored\n"
-          "whose plan differs as FAIL. Ends with 'N passed, N failed'.\n");
+          "whose plan differs as FAIL. An algorithm, library or layout value that only\n"
+          "acts under another precision of its node is built under each and passes\n"
+          "where it acts. Ends with 'N passed, N failed'.\n");
 }
 
 int nr_cli_check_knobs(int argc, char **argv) {

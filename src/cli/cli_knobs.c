@@ -114,6 +114,8 @@ static void flags_text(unsigned f, char *buf) {
     buf[n++] = 'E';
   if (f & NR_KNOB_INFO_THREADS)
     buf[n++] = 'C';
+  if (f & NR_KNOB_INFO_RUNTIME)
+    buf[n++] = 'R';
   if (!n)
     buf[n++] = '-';
   buf[n] = '\0';
@@ -173,6 +175,7 @@ static cJSON *row_json(const row *r) {
   cJSON_AddBoolToObject(o, "affects_accuracy", r->flags & NR_KNOB_INFO_ACCURACY);
   cJSON_AddBoolToObject(o, "affects_layout", r->flags & NR_KNOB_INFO_LAYOUT);
   cJSON_AddBoolToObject(o, "threads_only", r->flags & NR_KNOB_INFO_THREADS);
+  cJSON_AddBoolToObject(o, "runtime", r->flags & NR_KNOB_INFO_RUNTIME);
   cJSON_AddNumberToObject(o, "error_bound", r->error_bound);
   if (r->def_bounds) { /* precision: the bound of each value valid here */
     cJSON *b = cJSON_CreateObject();
@@ -250,20 +253,24 @@ static int print_markdown(void) {
          "Every scheduling decision of the compiler is a knob. A build route sets them:\n"
          "`-KNOB=VALUE` (a global knob, or every instance of a per-node knob),\n"
          "`-KNOB@NODE=VALUE`, `-KNOB@*=VALUE`, `-KNOB@OpType=VALUE`; route expressions\n"
-         "also take `[a|b]` and `*`. `nnroute knobs MODEL` lists the instances of one\n"
-         "model with the values valid at each. The default value is in bold. Flags:\n"
+         "also take `[a|b]` and `*`. A token naming several instances sets those\n"
+         "where its value is valid (at least one must be). `nnroute knobs MODEL` lists\n"
+         "the instances of one model with the values valid at each. The default value\n"
+         "is in bold. Flags:\n"
          "A changes results beyond floating-point reassociation (bounded by the error\n"
          "bound, a relative L2 error), L changes activation layout, M changes memory\n"
          "planning only, T is a test knob (hidden unless `NNROUTE_TEST_KNOBS=1`), P is\n"
          "reduced precision (a bound per value, what one node in that precision may\n"
          "add, or none documented: then only the user's tolerance decides; see\n"
          "docs/precision.md), D means a value's effect depends on calibration data or\n"
-         "on this machine's timings,\n"
+         "on this machine's timings or libraries (which algorithms cuDNN and cuBLASLt\n"
+         "offer on this GPU),\n"
          "S means a non-default value makes the build much slower (the tuner tries it\n"
          "last), E means the default value itself may add error up to the bound where it\n"
          "applies (it is counted once in the default route's bound), C means the knob\n"
          "acts only when a context runs two or more threads (a tuning session with\n"
-         "`--threads 1` leaves it out of its space).\n\n"
+         "`--threads 1` leaves it out of its space), R means the knob is read when a\n"
+         "context is created, from the engine's route.\n\n"
          "| knob | scope | values | flags | error bound | help |\n"
          "| --- | --- | --- | --- | --- | --- |\n");
   for (int i = 0; i < defs.n; i++)

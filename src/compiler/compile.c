@@ -271,10 +271,15 @@ static char *tokens(const nr_route *r, bool ignored) {
   return text;
 }
 
-/* Copies the record of route r (tracked) into the plan. */
+/* Copies the record of route r (tracked) into the plan. A run-time knob (knob.h,
+ * NR_KNOB_RUNTIME) is read by the context, not by a build step: its value counts as
+ * read and effective here. */
 static nr_status record_use(nr_plan *p, const nr_route *r, nr_error *err) {
   int n = 0;
   for (int i = 0; i < r->space->n; i++) {
+    const nr_knob_inst *k = &r->space->inst[i];
+    if (k->def && (k->def->flags & NR_KNOB_RUNTIME) && r->choice[i] != k->dflt)
+      r->use[i] |= NR_ROUTE_READ | NR_ROUTE_EFFECTIVE;
     n += r->use[i] || r->choice[i] != r->space->inst[i].dflt;
     p->ignored_knobs += nr_route_ignored(r, i);
   }

@@ -102,14 +102,23 @@ static void collect(const nr_tactic *t, void *user) {
   l->t[l->n++] = t;
 }
 
+static const nr_tactic *by_priority(const cand_list *l) {
+  const nr_tactic *best = NULL;
+  for (int i = 0; i < l->n; i++)
+    if (!best || l->t[i]->priority > best->priority)
+      best = l->t[i];
+  return best;
+}
+
 /* Drops candidates the route's restricting knobs exclude, in table order. Per-node
  * knobs are independent, so a combination may be unsatisfiable (conv.algo=direct with
  * conv.layout=nhwc when no direct tactic runs in NHWC), or a pass may have turned the
  * node into an op the knob's tactics do not implement. Such a restriction is skipped
  * rather than failing the build (every route the knob space admits must build), and
  * so is one that every candidate satisfies: the value is read without effect and the
- * route's record (route.h, knob use) lists it as ignored. */
-static void restrict_by_knobs(const nr_tactic_ctx *c, cand_list *l) {
+ * route's record (route.h, knob use) lists it as ignored. So is, under heuristic
+ * selection, one the highest-priority candidate satisfies: the same tactic wins. */
+static void restrict_by_knobs(const nr_tactic_ctx *c, cand_list *l, bool profile) {
   const nr_knob_def *knobs[NR_KNOB_MAX_RESTRICTING];
   int nk = nr_knob_restricting(knobs, NR_KNOB_MAX_RESTRICTING);
   for (int k = 0; k < nk && k < NR_KNOB_MAX_RESTRICTING; k++) {
@@ -130,18 +139,11 @@ static void restrict_by_knobs(const nr_tactic_ctx *c, cand_list *l) {
         kept[w++] = l->t[i];
     if (!w || w == l->n)
       continue;
-    nr_route_mark_effective(c->route, d, at);
+    if (profile || !nr_knob_allows(d, v, by_priority(l)))
+      nr_route_mark_effective(c->route, d, at);
     memcpy(l->t, kept, sizeof(kept[0]) * (size_t)w);
     l->n = w;
   }
-}
-
-static const nr_tactic *by_priority(const cand_list *l) {
-  const nr_tactic *best = NULL;
-  for (int i = 0; i < l->n; i++)
-    if (!best || l->t[i]->priority > best->priority)
-      best = l->t[i];
-  return best;
 }
 
 /* ---- profiling ------------------------------------------------------------------ */
@@ -241,7 +243,7 @@ static nr_status select_step(nr_compile_ctx *cc, int k, bool profile) {
                       cc->calib, cc->device};
   cand_list l = {.ctx = &tc};
   nr_tactic_foreach(collect, &l);
-  restrict_by_knobs(&tc, &l);
+  restrict_by_knobs(&tc, &l, profile);
   nr_precision prec = nr_route_precision(cc->route, tc.node);
   if (!l.n && prec != NR_PREC_FP32) {
     char node[256];

@@ -28,8 +28,9 @@
  *                   output element i, and must not clear the output first.
  *   memory.views    on: a data-movement step whose output (or input) is a contiguous
  *                   piece of another tensor places it inside that tensor's bytes, so
- *                   the step moves nothing: the nr_copy_* tactics skip a copy whose
- *                   source and destination coincide. Reshape-like outputs are their
+ *                   the step moves nothing: the copy tactics (nr_copy_*, and
+ *                   nr_cuda_copy_* on the GPU) skip a copy whose source and
+ *                   destination coincide. Reshape-like outputs are their
  *                   input; the inputs of a Concat whose axis has nothing outer to it
  *                   (batch-1 channel concat) are pieces of its output; such outputs of
  *                   a Split or Slice are pieces of its input. In-place reuse
@@ -215,8 +216,27 @@ static void plan_inplace(nr_plan *p) {
 
 /* ---- views ---------------------------------------------------------------------- */
 
-static bool is_tactic(const nr_step *st, const char *id) {
-  return st->tactic && !strcmp(st->tactic->id, id);
+static const char *const reshaping_ops[] = {"Reshape", "Flatten", "Squeeze", "Unsqueeze",
+                                           "Identity", NULL};
+
+typedef enum move_kind { MOVE_NONE, MOVE_RESHAPE, MOVE_CONCAT, MOVE_SPLIT, MOVE_SLICE } move_kind;
+
+/* What step st moves, when its tactic is a plain-layout copy (algo "copy": the CPU's
+ * nr_copy_* and the GPU's nr_cuda_copy_*, which skip a piece whose source is its
+ * destination) of an ONNX reshaping op, Concat, Split or Slice; else MOVE_NONE. */
+static move_kind move_of(const nr_plan *p, const nr_step *st) {
+  const nr_tactic *t = st->tactic;
+  if (!t || !t->algo || strcmp(t->algo, "copy") || t->layout != NR_LAYOUT_PLAIN ||
+      st->node < 0 || !p->graph || p->graph->nodes[st->node].domain[0])
+    return MOVE_NONE;
+  const char *op = p->graph->nodes[st->node].op_type;
+  for (int i = 0; reshaping_ops[i]; i++)
+    if (!strcmp(op, reshaping_ops[i]))
+      return MOVE_RESHAPE;
+  return !strcmp(op, "Concat") ? MOVE_CONCAT
+         : !strcmp(op, "Split") ? MOVE_SPLIT
+         : !strcmp(op, "Slice") ? MOVE_SLICE
+                                : MOVE_NONE;
 }
 
 static bool fresh(const nr_plan *p, int s, int k) {
@@ -287,14 +307,14 @@ static void view_pieces(nr_plan *p, uint64_t *delta, int k) {
     const nr_slot *ys = &p->slots[y];
     uint64_t off = 0;
     bool run = false;
-    if (is_tactic(st, "nr_copy_split")) {
+    if (move_of(p, st) == MOVE_SPLIT) {
       int axis = copy_axis(p, st, xs->rank);
       run = axis >= 0 && axis < xs->rank && prod_dims(xs, 0, axis) == 1;
       off = at;
       at += ys->nbytes;
-    } else { /* nr_copy_slice: nr_slice_params; contiguous when every axis of more
-              * than one element steps by 1, every dim before the first sliced one is
-              * 1 and every dim after it is whole */
+    } else { /* Slice: nr_slice_params (nr_step_slice_prepare); contiguous when
+              * every axis of more than one element steps by 1, every dim before the
+              * first sliced one is 1 and every dim after it is whole */
       nr_slice_params sp;
       memcpy(&sp, st->params, sizeof sp);
       int first = -1;
@@ -322,13 +342,14 @@ static void plan_views(nr_plan *p, uint64_t *delta) {
     const nr_step *st = &p->steps[k];
     if (st->node < 0 || !p->graph || st->n_in < 1 || st->n_out < 1)
       continue;
-    if (is_tactic(st, "nr_copy_reshape") && arena_plain(p, st->in[0]) &&
+    move_kind m = move_of(p, st);
+    if (m == MOVE_RESHAPE && arena_plain(p, st->in[0]) &&
         fresh(p, st->out[0], k) && p->slots[st->out[0]].nbytes == p->slots[st->in[0]].nbytes) {
       p->slots[st->out[0]].alias_of = st->in[0];
       delta[st->out[0]] = 0;
-    } else if (is_tactic(st, "nr_copy_concat")) {
+    } else if (m == MOVE_CONCAT) {
       view_concat(p, delta, k);
-    } else if (is_tactic(st, "nr_copy_split") || is_tactic(st, "nr_copy_slice")) {
+    } else if (m == MOVE_SPLIT || m == MOVE_SLICE) {
       view_pieces(p, delta, k);
     }
   }
@@ -624,12 +645,10 @@ static bool made_by_node(const nr_graph *g, int t) {
 }
 
 static bool view_node(const nr_graph *g, const nr_node *n) {
-  static const char *const reshaping[] = {"Reshape", "Flatten", "Squeeze", "Unsqueeze",
-                                          "Identity", NULL};
   if (n->domain[0] || n->n_inputs < 1 || n->n_outputs < 1 || !nr_fate_survives(g, n))
     return false;
-  for (int i = 0; reshaping[i]; i++)
-    if (!strcmp(n->op_type, reshaping[i]))
+  for (int i = 0; reshaping_ops[i]; i++)
+    if (!strcmp(n->op_type, reshaping_ops[i]))
       return made_by_node(g, n->inputs[0]);
   bool concat = !strcmp(n->op_type, "Concat");
   if (!concat && strcmp(n->op_type, "Split") && strcmp(n->op_type, "Slice"))

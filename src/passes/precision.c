@@ -133,7 +133,7 @@ const nr_knob_def nr_knobs_precision[] = {
 };
 NR_KNOB_TABLE_CHECK(nr_knobs_precision, NR_KNOB_PRECISION_END);
 
-static nr_precision precision_of(const char *v, const nr_node *n) {
+nr_precision nr_precision_of_value(const char *v, const nr_node *n) {
   if (v && !strcmp(v, "auto")) { /* its default: TF32 convolutions, exact products */
     bool conv = nr_pu_is_op(n, "Conv") ||
                 (n->domain && !strcmp(n->domain, "nnroute") && !strcmp(n->op_type, "FusedConv"));
@@ -157,8 +157,8 @@ nr_precision nr_route_precision(const nr_route *r, const nr_node *n) {
                         : NULL;
     if (!v)
       continue;
-    nr_precision p = precision_of(v, n);
-    if (p != precision_of(knobs[i]->dflt, n))
+    nr_precision p = nr_precision_of_value(v, n);
+    if (p != nr_precision_of_value(knobs[i]->dflt, n))
       nr_route_mark_effective(r, knobs[i], n);
     return p;
   }

@@ -38,11 +38,10 @@
   X(eltwise_fuse)
 
 /* Plan passes (after the plan skeleton exists), in order. cuda_half (CUDA builds):
- * fp16 slots between fp16 steps, src/backends/cuda/cuda_half.c, after cuda_fuse (a
- * product takes the residual Add behind it, cuda_fuse.c); int8_chain: uint8
+ * fp16 slots between fp16 steps, src/backends/cuda/cuda_half.c; int8_chain: uint8
  * slots between int8 steps, src/passes/int8_chain.c. */
 #ifdef NR_HAVE_CUDA
-#define NR_PLAN_PASSES_CUDA(X) X(cuda_fuse) X(cuda_half)
+#define NR_PLAN_PASSES_CUDA(X) X(cuda_half)
 #else
 #define NR_PLAN_PASSES_CUDA(X)
 #endif

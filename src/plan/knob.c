@@ -509,6 +509,7 @@ static nr_status add_inst(builder *b, const nr_knob_def *d, const nr_node *n,
     inst_free(k);
     return st;
   }
+  k->alias = d->same_as_dflt && b->g && n ? d->same_as_dflt(b->g, n) & ~mask : 0;
   b->n++;
   return NR_OK;
 }

@@ -35,8 +35,10 @@ enum {
                                  its own bound in value_bounds, or, without that
                                  list, none is documented and only the user's
                                  tolerance decides. Implies NR_KNOB_ACCURACY */
-  NR_KNOB_DATA = 1u << 5,     /* what a value changes depends on calibration data
-                                 or on this machine's timings: on some data two
+  NR_KNOB_DATA = 1u << 5,     /* what a value changes depends on calibration data,
+                                 on this machine's timings or on its libraries
+                                 (the algorithms cuDNN and cuBLASLt offer for a
+                                 shape on this GPU): on some data or machines two
                                  values build the same plan (a percentile clip that
                                  is the maximum; profiling that picks the heuristic's
                                  tactics), which check-knobs then reports but does
@@ -52,6 +54,10 @@ enum {
                                  maps or caps a step's threads): a tuning session at
                                  --threads 1 measures no difference and leaves it out
                                  of its space */
+  NR_KNOB_RUNTIME = 1u << 9, /* read when a context is created, from the engine's route
+                                 (cuda.graphs): no build step reads it, so a build
+                                 counts a non-default value as effective, and the plan
+                                 summary lists it */
 };
 
 #define NR_KNOB_MAX_VALUES 32
@@ -100,6 +106,12 @@ typedef struct nr_knob_def {
    * add where it applies, a '|' list parallel to values ("0|2e-2|4e-3|5e-2"; the
    * default's entry 0, every other > 0). NULL: no documented bound. */
   const char *value_bounds;
+  /* Optional, per-node knobs: the table bits of values valid() leaves out at node n
+   * because there they build what the default builds (cuda.precision's fp32 on a
+   * product, where auto is fp32). A route naming one at n sets the default instead of
+   * failing: -cuda.precision@*=fp16 -cuda.precision@fc=fp32 means what a user means.
+   * Route expressions (the tuner's spaces) leave such values out. */
+  uint64_t (*same_as_dflt)(const nr_graph *g, const nr_node *n);
 } nr_knob_def;
 
 #define NR_KNOB_DEVICE(d) (1u << (unsigned)(d))
@@ -143,6 +155,7 @@ typedef struct nr_knob_inst {
   int n_values;
   char *values[NR_KNOB_MAX_VALUES]; /* the values valid here, in table order (owned) */
   int dflt;            /* index of the default in values */
+  uint64_t alias;      /* table bits of values that mean the default here (same_as_dflt) */
 } nr_knob_inst;
 
 typedef struct nr_knob_space {

@@ -270,12 +270,18 @@ static nr_status apply_token(const nr_knob_space *s, const token *t, int *idx,
   uint64_t table = 0;
   if (!st)
     st = table_mask(t, s->inst[idx[0]].def, allowed != NULL, &table, err);
+  int taken = 0;
   for (int i = 0; !st && i < n; i++) {
     const nr_knob_inst *k = &s->inst[idx[i]];
     uint64_t m = inst_mask(k, table);
-    if (!m)
+    if (!m && !allowed && (table & k->alias)) /* a value that means the default here */
+      m = 1ull << k->dflt;
+    if (!m && (n == 1 || (i == n - 1 && !taken)))
       return bad_value(t, k, allowed ? "none of these values is valid"
                                      : "this value is not valid", err);
+    if (!m) /* a selector of several instances sets those that offer the value */
+      continue;
+    taken++;
     if (allowed)
       allowed[idx[i]] = m;
     else

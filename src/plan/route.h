@@ -8,6 +8,12 @@
  *                        varies on its own)
  *   -knob@<OpType>=value the instances on nodes of one op type
  * and, in expressions only, value may be [a|b|c] (these values) or * (all values).
+ * A token naming several instances sets those where its value is valid and leaves
+ * the others be (at least one must take it): -cuda.precision@*=fp32 pins the
+ * convolutions and leaves the products, whose auto already is fp32 and which offer
+ * no fp32 value of their own. A route that names, at one node, a value the knob
+ * leaves out there because it builds what the default builds (nr_knob_def's
+ * same_as_dflt) sets the default: -cuda.precision@fc=fp32 on a product.
  * The canonical text lists only non-default instances, in knob-space order, one
  * `-id=value` token each, so equal routes compare equal and the default route is "".
  * Errors name the offending token and list the allowed values. */

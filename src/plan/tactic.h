@@ -191,6 +191,10 @@ void nr_node_probe_free(nr_node_probe *p);
  * reference tactic where its parts had fast ones. */
 bool nr_node_has_fast_tactic(const nr_graph *g, const nr_node *n, nr_device device);
 
+/* The precision a value of a precision knob names for node n (precision's or
+ * cuda.precision's; "auto" is cuda.precision's default: tf32 for a convolution,
+ * fp32 for the rest); fp32 for anything else. */
+nr_precision nr_precision_of_value(const char *value, const nr_node *n);
 /* The precision route r gives node n (fp32 where the knob does not apply): the value
  * of the first knob with an instance there whose row restricts by precision. */
 nr_precision nr_route_precision(const nr_route *r, const nr_node *n);

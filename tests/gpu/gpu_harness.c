@@ -174,11 +174,13 @@ static bool plan_has_one(const nr_plan *p, const char *want, size_t len) {
   return false;
 }
 
-/* Every comma-separated substring of want names some step's tactic. */
+/* Every comma-separated substring of want names some step's tactic; one written
+ * !substring names none. */
 static bool plan_has(const nr_plan *p, const char *want) {
   for (const char *w = want; *w;) {
     size_t len = strcspn(w, ",");
-    if (len && !plan_has_one(p, w, len))
+    bool no = len && w[0] == '!';
+    if (len > no && plan_has_one(p, w + no, len - no) == no)
       return false;
     w += len + (w[len] == ',');
   }

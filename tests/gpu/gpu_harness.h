@@ -59,7 +59,7 @@ void gt_inputs_free(gt_inputs *in);
  * with the reference by gt_close (gpu_close.h): |got - want| <= atol + rtol * |want|,
  * NaN only against NaN, an infinity only against the same one. want_tactic (a
  * substring of a step's tactic id, several separated by commas, or NULL) must each
- * appear in the plan. */
+ * appear in the plan; one written !substring must appear in no step's id. */
 void gt_check(nr_test_state *t, const gt_graph *b, const gt_inputs *in, const char *route,
               double atol, double rtol, const char *want_tactic, unsigned seed);
 

@@ -22,11 +22,15 @@ static bool never(const nr_graph *g, const nr_node *n) { return false; }
 static uint64_t conv_valid(const nr_graph *g, const nr_node *n) {
   return strstr(n->name, "dw") ? 0x3 : ~0ull;
 }
+/* ... where im2col builds what auto builds (a route naming it there sets auto). */
+static uint64_t conv_same(const nr_graph *g, const nr_node *n) {
+  return strstr(n->name, "dw") ? 0x4 : 0;
+}
 
 static const nr_knob_def rt_tables_a[] = {
     {"rt.mode", "fast|safe|off", "safe", NR_KNOB_GLOBAL, 0, 0, "a global"},
     {"rt.algo", "auto|direct|im2col|winograd", "auto", NR_KNOB_NODE, 0, 0, "conv algo",
-     is_conv, conv_valid},
+     is_conv, conv_valid, .same_as_dflt = conv_same},
     {0},
 };
 static const nr_knob_def rt_tables_b[] = {
@@ -159,6 +163,14 @@ NR_TEST(route_selectors) {
   CHECK_CANON(&f, "-rt.tile@MatMul=2", "-rt.tile@mm=2");
   CHECK_CANON(&f, "-rt.tile@<Gemm>=4", "-rt.tile@Gemm_5=4");
   CHECK_CANON(&f, "-rt.tile=2", "-rt.tile@mm=2 -rt.tile@Gemm_5=2");
+  /* several instances: those that offer the value take it (conv_dw has no winograd) */
+  CHECK_CANON(&f, "-rt.algo=winograd", "-rt.algo@conv1=winograd -rt.algo@" ODD "=winograd");
+  CHECK_CANON(&f, "-rt.algo@Conv=winograd",
+              "-rt.algo@conv1=winograd -rt.algo@" ODD "=winograd");
+  /* a value that means the default at a node sets the default there */
+  CHECK_CANON(&f, "-rt.algo@conv_dw=im2col", "");
+  CHECK_CANON(&f, "-rt.algo=direct -rt.algo@conv_dw=im2col",
+              "-rt.algo@conv1=direct -rt.algo@" ODD "=direct");
   teardown(&f);
 }
 
@@ -206,7 +218,7 @@ NR_TEST(route_errors_name_the_token) {
   fixture f;
   REQUIRE(setup(&f), "%s", f.err.message);
   REQUIRE(nr_route_parse(&f.r, "-rt.mode=fast", &f.err) == NR_OK);
-  EXPECT_ERROR(&f, "-rt.mode=off -rt.algo=im2col", "'-rt.algo=im2col'",
+  EXPECT_ERROR(&f, "-rt.mode=off -rt.algo@conv_dw=winograd", "'-rt.algo@conv_dw=winograd'",
                "rt.algo@conv_dw", "auto|direct");
   EXPECT_ERROR(&f, "-rt.mode=bogus", "'-rt.mode=bogus'", "fast|safe|off");
   EXPECT_ERROR(&f, "-rt.mode=fast|off", "'-rt.mode=fast|off'", "fast|safe|off");

@@ -34,9 +34,14 @@ NR_TEST(tools_knob_list_is_the_knob_space) {
     const nr_knob_inst *in = &s.inst[i];
     CHECK(!strcmp(k->id, in->id) && !strcmp(k->name, in->def->name), "row %d: %s", i, k->id);
     CHECK(k->n_values == in->n_values && k->dflt == in->dflt, "row %d values", i);
-    CHECK(k->flags == (in->def->flags & 0xffffu) ||
-              (k->flags & NR_KNOB_INFO_NODE_PRECISION),
-          "row %d flags", i);
+    CHECK((k->flags & 0xffffu) == (in->def->flags & 0xffffu), "row %d flags", i);
+    CHECK(!(k->flags & NR_KNOB_INFO_SETS_PRECISION) ==
+              (in->def->restricts != NR_RESTRICTS_PRECISION),
+          "row %d: sets-precision flag", i);
+    CHECK(!(k->flags & NR_KNOB_INFO_NARROWS_TACTIC) ==
+              (in->def->restricts == NR_RESTRICTS_NONE ||
+               in->def->restricts == NR_RESTRICTS_PRECISION),
+          "row %d: narrows-tactic flag", i);
     CHECK(k->global == (in->def->scope == NR_KNOB_GLOBAL), "row %d scope", i);
     CHECK(k->n_def_values >= k->n_values, "row %d: %d definition values", i,
           k->n_def_values);

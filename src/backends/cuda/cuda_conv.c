@@ -221,7 +221,8 @@ static nr_status choose_algo(const nr_tactic_ctx *c, nr_plan *plan, conv_params 
   int want = knob_algo(c), algo = want;
   if (!st && (algo < 0 || algo_workspace(h, d, algo) > limit))
     algo = pick_algo(h, d, limit, profile, false); /* a refused one is ignored */
-  else if (!st)
+  else if (!st && (profile || pick_algo(h, d, limit, false, false) != algo))
+    /* the heuristic's own pick asked for by name builds auto's plan: ignored */
     nr_route_mark_effective(c->route, nr_knob_def_of(NR_KNOB_CUDA_CONV_ALGO), c->node);
   if (!st && algo < 0)
     st = nr_errorf(c->err, NR_ERR_UNSUPPORTED, "cuDNN offers no convolution algorithm "

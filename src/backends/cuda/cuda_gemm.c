@@ -15,8 +15,8 @@
  * heuristic's algorithms cuBLASLt runs is the knob cuda.gemm.algo (index into the
  * list the heuristic returns for this shape; the build checks it exists). An fp16
  * product's GELU runs in cuBLASLt's GELU epilogue (its tanh form: the knob
- * cuda.gemm.gelu=exact keeps an erf GELU exact, as an epilogue pass), and a residual
- * Add the plan pass cuda_fuse.c merged into the product arrives as input 3.
+ * cuda.gemm.gelu=exact keeps an erf GELU exact, as an epilogue pass), and the
+ * residual Add fuse_act took into a FusedGemm or FusedMatMul arrives as input 3.
  *
  * fp16 tactics also take fp16 activations and write fp16 outputs where the fp16 pass
  * (cuda_half.c) made the slots fp16: an fp16 operand is read in place, an fp16 output

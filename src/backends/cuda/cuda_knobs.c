@@ -13,11 +13,22 @@
  * algorithms cuDNN runs for a shape, or how many algorithms cuBLASLt's heuristic
  * returns, is asked at build time on the GPU; a value it refuses falls back to the
  * library's heuristic and the build records the value as ignored (route.h, knob use;
- * like the select pass's restrictions), so every route the space admits builds. */
+ * like the select pass's restrictions), so every route the space admits builds; so
+ * does an algorithm asked for by name that is the one the heuristic picks. Values a
+ * node probe of the CUDA tactics shows to build the default's plan are not in the
+ * space: the precision auto gives a node, and a library, algorithm family or layout
+ * the heuristic's pick has at every precision (one it has at some precisions only
+ * acts under the others: `nnroute check-knobs` checks it there); a route that names
+ * one sets auto (knob.h, same_as_dflt). Nor is a precision no CUDA tactic runs on the
+ * node. */
 #include "backends/cuda/cuda_knobs.h"
+#include "backends/backend.h"
 #include "passes/fate.h"
 #include "passes/pass_util.h"
 #include "plan/knob.h"
+#include "plan/tactic.h"
+
+#include <stdio.h>
 
 #include <string.h>
 
@@ -85,47 +96,6 @@ static bool has_op(const nr_graph *g, const char *op) {
   return false;
 }
 
-/* The only node reading tensor t (none when t is a graph output or has more). */
-static const nr_node *only_reader(const nr_graph *g, int t) {
-  const nr_node *found = NULL;
-  if (t < 0 || nr_pu_is_output(g, t))
-    return NULL;
-  for (int k = 0; k < g->n_nodes; k++)
-    for (int i = 0; i < g->nodes[k].n_inputs; i++)
-      if (g->nodes[k].inputs[i] == t) {
-        if (found && found != &g->nodes[k])
-          return NULL;
-        found = &g->nodes[k];
-      }
-  return found;
-}
-
-/* The Add's operand other than t is a constant. */
-static bool const_addend(const nr_graph *g, const nr_node *add, int t) {
-  int o = nr_pu_in(add, 0) == t ? nr_pu_in(add, 1) : nr_pu_in(add, 0);
-  return o >= 0 && nr_pu_is_const(g, o);
-}
-
-/* A Gemm/MatMul whose output (after a constant bias Add, which the fuse passes take
- * into the product) only an Add of an activation reads: what cuda_fuse.c may merge. */
-static bool residual_applies(const nr_graph *g, const nr_node *unused) {
-  for (int k = 0; g && k < g->n_nodes; k++) {
-    const nr_node *n = &g->nodes[k];
-    if (!gemm_applies(g, n) || n->n_outputs != 1)
-      continue;
-    int t = n->outputs[0];
-    const nr_node *r = only_reader(g, t);
-    if (r && nr_pu_is_op(r, "Add") && const_addend(g, r, t)) {
-      t = r->outputs[0];
-      r = only_reader(g, t);
-    }
-    if (r && nr_pu_is_op(r, "Add") && !const_addend(g, r, t))
-      return true;
-  }
-  (void)unused;
-  return !g;
-}
-
 /* A product and a GELU, as the op or as the erf form the exporters write. */
 static bool gelu_applies(const nr_graph *g, const nr_node *unused) {
   return !g || (any_product(g, unused) && (has_op(g, "Gelu") || has_op(g, "Erf")));
@@ -162,6 +132,111 @@ static uint64_t conv_algo_valid(const nr_graph *g, const nr_node *n) {
   return all;
 }
 
+/* ---- values that can build nothing new -------------------------------------------- */
+
+/* What the CUDA tactics say of node n: per precision, whether some tactic of it
+ * supports n, and the one the select pass would pick there with no restriction (the
+ * highest priority, first in table order on a tie). */
+typedef struct cuda_probe {
+  nr_node_probe probe;
+  const nr_tactic *best[NR_PREC_COUNT];
+} cuda_probe;
+
+static void probe_tactic(const nr_tactic *t, void *user) {
+  cuda_probe *v = user;
+  const nr_node *n = v->probe.ctx.node;
+  if (t->device != NR_DEVICE_CUDA || !t->op_type || strcmp(t->op_type, n->op_type) ||
+      strcmp(t->domain ? t->domain : "", n->domain ? n->domain : "") ||
+      (unsigned)t->precision >= NR_PREC_COUNT ||
+      (t->supports && !t->supports(&v->probe.ctx)))
+    return;
+  const nr_tactic **b = &v->best[t->precision];
+  if (!*b || t->priority > (*b)->priority)
+    *b = t;
+}
+
+/* False in a build without the CUDA backend (no tactic to ask), or out of memory. */
+static bool probe_node(const nr_graph *g, const nr_node *n, cuda_probe *v) {
+  *v = (cuda_probe){0};
+  bool ok = nr_backend_for(NR_DEVICE_CUDA) && nr_node_probe_init(&v->probe, g, n);
+  if (ok) {
+    v->probe.ctx.device = NR_DEVICE_CUDA;
+    nr_tactic_foreach(probe_tactic, v);
+  }
+  nr_node_probe_free(&v->probe);
+  return ok;
+}
+
+/* The values of cuda.precision whose precision is the one auto gives node n (tf32 on a
+ * convolution, fp32 on a product): they build auto's plan. */
+static uint64_t precision_alias(const nr_graph *g, const nr_node *n) {
+  nr_precision auto_prec = nr_precision_of_value("auto", n);
+  uint64_t bits = 0;
+  const char *s;
+  size_t len;
+  (void)g;
+  for (int i = 1; nr_knob_value_at(nr_knob_def_of(NR_KNOB_CUDA_PRECISION)->values, i, &s,
+                                   &len); i++) {
+    char name[16];
+    snprintf(name, sizeof name, "%.*s", (int)len, s);
+    if (nr_precision_of_value(name, n) == auto_prec)
+      bits |= 1ull << i;
+  }
+  return bits;
+}
+
+/* cuda.precision: auto, and each other precision some CUDA tactic runs n in, except
+ * auto's own (precision_alias: a route naming it sets auto). One no tactic runs would
+ * leave the node without a tactic. A build without the CUDA backend has no tactic to
+ * ask: every precision but auto's. */
+static uint64_t precision_valid(const nr_graph *g, const nr_node *n) {
+  cuda_probe v;
+  bool probed = probe_node(g, n, &v);
+  uint64_t bits = 1, alias = precision_alias(g, n);
+  const char *s;
+  size_t len;
+  for (int i = 1; nr_knob_value_at(nr_knob_def_of(NR_KNOB_CUDA_PRECISION)->values, i, &s,
+                                   &len); i++) {
+    char name[16];
+    snprintf(name, sizeof name, "%.*s", (int)len, s);
+    if (!(alias >> i & 1) && (!probed || v.best[nr_precision_of_value(name, n)]))
+      bits |= 1ull << i;
+  }
+  return bits;
+}
+
+/* The values of a restricting knob that the unrestricted pick satisfies at every
+ * precision some tactic runs n in (never the default, auto): pinning one keeps that
+ * pick whatever the node's precision, so it builds what auto builds (the CPU conv
+ * knobs drop theirs the same way). A value that matches the pick of one precision
+ * only (NHWC under tf32, plain under fp32) is not among them. 0 without the backend. */
+static uint64_t default_pick(const nr_graph *g, const nr_node *n, nr_knob_id id) {
+  cuda_probe v;
+  if (!probe_node(g, n, &v))
+    return 0;
+  uint64_t same = ~0ull;
+  bool any = false;
+  for (int p = 0; p < NR_PREC_COUNT; p++)
+    if (v.best[p]) {
+      same &= nr_knob_allowing(nr_knob_def_of(id), v.best[p]);
+      any = true;
+    }
+  return any ? same & ~1ull : 0;
+}
+
+/* valid(): every value but those; same_as_dflt: those (a route naming one sets auto). */
+#define CUDA_RESTRICT_HOOKS(name, id)                                                  \
+  static uint64_t name##_valid(const nr_graph *g, const nr_node *n) {                  \
+    return ~default_pick(g, n, id);                                                    \
+  }                                                                                    \
+  static uint64_t name##_alias(const nr_graph *g, const nr_node *n) {                  \
+    return default_pick(g, n, id);                                                     \
+  }
+CUDA_RESTRICT_HOOKS(gemm_tactic, NR_KNOB_CUDA_GEMM_TACTIC)
+CUDA_RESTRICT_HOOKS(conv_tactic, NR_KNOB_CUDA_CONV_TACTIC)
+CUDA_RESTRICT_HOOKS(conv_layout, NR_KNOB_CUDA_CONV_LAYOUT)
+#undef CUDA_RESTRICT_HOOKS
+
 const nr_knob_def nr_knobs_cuda[] = {
     [NR_KNOB_ROW(NR_KNOB_CUDA_PRECISION)] =
     {"cuda.precision", "auto|fp32|tf32|fp16", "auto", NR_KNOB_NODE,
@@ -170,22 +245,19 @@ const nr_knob_def nr_knobs_cuda[] = {
      "data; fp16: half operands, fp32 accumulation and output; auto: tf32 for "
      "convolutions, as cuDNN's default math, PyTorch and TensorRT run fp32 ones, and "
      "exact fp32 for Gemm/MatMul, as PyTorch does)",
-     precision_applies, NULL, CUDA, .restricts = NR_RESTRICTS_PRECISION},
+     precision_applies, precision_valid, CUDA, .restricts = NR_RESTRICTS_PRECISION,
+     .same_as_dflt = precision_alias},
     [NR_KNOB_ROW(NR_KNOB_CUDA_GEMM_TACTIC)] =
     {"cuda.gemm.tactic", "auto|cublaslt|cublas", "auto", NR_KNOB_NODE, 0, 0.0,
      "library of a Gemm/MatMul on the GPU: cuBLASLt (bias and ReLU in its epilogue) or "
      "cuBLAS plus an epilogue kernel",
-     gemm_applies, NULL, CUDA, .restricts = NR_RESTRICTS_ALGO},
+     gemm_applies, gemm_tactic_valid, CUDA, .restricts = NR_RESTRICTS_ALGO,
+     .same_as_dflt = gemm_tactic_alias},
     [NR_KNOB_ROW(NR_KNOB_CUDA_GEMM_ALGO)] =
-    {"cuda.gemm.algo", "0|1|2|3|4|5|6|7", "0", NR_KNOB_NODE, 0, 0.0,
+    {"cuda.gemm.algo", "0|1|2|3|4|5|6|7", "0", NR_KNOB_NODE, NR_KNOB_DATA, 0.0,
      "which of the algorithms cuBLASLt's heuristic returns for the shape runs (index; "
      "past the list's end: the first)",
      gemm_applies, NULL, CUDA},
-    [NR_KNOB_ROW(NR_KNOB_CUDA_GEMM_RESIDUAL)] =
-    {"cuda.gemm.residual", "on|off", "on", NR_KNOB_GLOBAL, 0, 0.0,
-     "a product whose only reader is an Add of a same-shaped activation takes it as "
-     "cuBLASLt's C matrix (or its epilogue pass's residual) and the Add's step goes",
-     residual_applies, NULL, CUDA},
     [NR_KNOB_ROW(NR_KNOB_CUDA_GEMM_GELU)] =
     {"cuda.gemm.gelu", "tanh_fp16|exact", "tanh_fp16", NR_KNOB_GLOBAL, NR_KNOB_ACCURACY, 1e-3,
      "an exact (erf) GELU fused into an fp16 cuBLASLt product runs in its GELU epilogue, "
@@ -194,7 +266,7 @@ const nr_knob_def nr_knobs_cuda[] = {
     [NR_KNOB_ROW(NR_KNOB_CUDA_CONV_ALGO)] =
     {"cuda.conv.algo",
      "auto|implicit_gemm|implicit_precomp_gemm|gemm|fft|fft_tiling|winograd|winograd_nonfused",
-     "auto", NR_KNOB_NODE, NR_KNOB_ACCURACY, 1e-4,
+     "auto", NR_KNOB_NODE, NR_KNOB_ACCURACY | NR_KNOB_DATA, 1e-4,
      "cuDNN convolution algorithm (auto: cuDNN's heuristic, or its timed search with "
      "compile.tactic_selection=profile)",
      conv_applies, conv_algo_valid, CUDA},
@@ -202,12 +274,14 @@ const nr_knob_def nr_knobs_cuda[] = {
     {"cuda.conv.tactic", "auto|cudnn|depthwise", "auto", NR_KNOB_NODE, 0, 0.0,
      "who runs a depthwise convolution on the GPU: cuDNN, or nnroute's depthwise kernel "
      "(bias and activation fused; restricting knob on the tactic's algo)",
-     dw_applies, NULL, CUDA, .restricts = NR_RESTRICTS_ALGO},
+     dw_applies, conv_tactic_valid, CUDA, .restricts = NR_RESTRICTS_ALGO,
+     .same_as_dflt = conv_tactic_alias},
     [NR_KNOB_ROW(NR_KNOB_CUDA_CONV_LAYOUT)] =
     {"cuda.conv.layout", "auto|plain|nhwc", "auto", NR_KNOB_NODE, NR_KNOB_LAYOUT, 0.0,
      "activation layout a convolution runs in on the GPU (the layout pass inserts "
      "reorders)",
-     conv_applies, NULL, CUDA, .restricts = NR_RESTRICTS_LAYOUT},
+     conv_applies, conv_layout_valid, CUDA, .restricts = NR_RESTRICTS_LAYOUT,
+     .same_as_dflt = conv_layout_alias},
     [NR_KNOB_ROW(NR_KNOB_CUDA_ATTENTION_FP32)] =
     {"cuda.attention.fp32", "auto|rowwise|tiled", "auto", NR_KNOB_GLOBAL, 0, 0.0,
      "kernel of an fp32 attention step on the GPU: rowwise (8 query rows a block), tiled "
@@ -215,11 +289,11 @@ const nr_knob_def nr_knobs_cuda[] = {
      "(tiled where the head size allows)",
      attention_applies, NULL, CUDA},
     [NR_KNOB_ROW(NR_KNOB_CUDA_GRAPHS)] =
-    {"cuda.graphs", "on|off", "on", NR_KNOB_GLOBAL, 0, 0.0,
+    {"cuda.graphs", "on|off", "on", NR_KNOB_GLOBAL, NR_KNOB_RUNTIME, 0.0,
      "capture a context's steps into a CUDA graph on its second run and replay it",
      NULL, NULL, CUDA},
     [NR_KNOB_ROW(NR_KNOB_CUDA_WORKSPACE)] =
-    {"cuda.workspace", "16|64|256", "64", NR_KNOB_GLOBAL, 0, 0.0,
+    {"cuda.workspace", "16|64|256", "64", NR_KNOB_GLOBAL, NR_KNOB_DATA, 0.0,
      "MiB of scratch a cuDNN or cuBLASLt step may use as workspace",
      any_product, NULL, CUDA},
     [NR_KNOB_ROW(NR_KNOB_CUDA_END)] = {0},

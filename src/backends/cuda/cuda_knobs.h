@@ -14,7 +14,6 @@ enum {
   NR_KNOB_CUDA_PRECISION = NR_KNOB_ID_BASE(cuda), /* cuda.precision */
   NR_KNOB_CUDA_GEMM_TACTIC, /* cuda.gemm.tactic */
   NR_KNOB_CUDA_GEMM_ALGO, /* cuda.gemm.algo */
-  NR_KNOB_CUDA_GEMM_RESIDUAL, /* cuda.gemm.residual */
   NR_KNOB_CUDA_GEMM_GELU, /* cuda.gemm.gelu */
   NR_KNOB_CUDA_CONV_ALGO, /* cuda.conv.algo */
   NR_KNOB_CUDA_CONV_TACTIC, /* cuda.conv.tactic */

@@ -1,8 +1,8 @@
-/* test_cuda_fuse.c - the residual pass of CUDA plans (src/backends/cuda/cuda_fuse.c)
- * on whole compiles, without a GPU: which product takes the Add behind it as its
- * residual input, which pairs it must leave alone, the knob that turns it off, the
- * fp16 pass on the merged step, and an engine file round trip of a step whose inputs
- * have a hole (-1) before the residual.
+/* test_cuda_residual.c - residual Adds in CUDA plans on whole compiles, without a GPU:
+ * which product takes the Add behind it as its residual input (fuse_act, the knob
+ * fuse.gemm_act), which pairs it must leave alone, the knob values that keep the
+ * Adds, the fp16 pass on the fused step, and an engine file round trip of a step
+ * whose inputs have a hole (-1) before the residual.
  *
  * Like test_cuda_half.c the products run through cuBLAS (cuda.gemm.tactic=cublas),
  * whose prepare asks no library, so this runs in CI (nvcc, no GPU); without the
@@ -187,7 +187,7 @@ static void check_merged(nr_test_state *t, const nr_plan *p) {
   }
 }
 
-NR_TEST(cuda_fuse_residual_into_product) {
+NR_TEST(cuda_residual_into_product) {
   net m;
   REQUIRE(net_make(t, &m));
   nr_plan *p = compile(t, &m, GEMMS);
@@ -197,14 +197,11 @@ NR_TEST(cuda_fuse_residual_into_product) {
   net_free(&m);
 }
 
-NR_TEST(cuda_fuse_residual_off) {
+NR_TEST(cuda_residual_kept_by_fuse_gemm_act) {
   net m;
   REQUIRE(net_make(t, &m));
-  /* fuse_act would take res_a and res_d into their products before the CUDA pass:
-   * pinned off here, so the pass alone decides */
-  nr_plan *p = compile(t, &m,
-                       GEMMS " -cuda.gemm.residual=off -fuse.gemm_act@ma=bias_act"
-                             " -fuse.gemm_act@md=none");
+  /* bias_act and none leave res_a and res_d Adds of their own */
+  nr_plan *p = compile(t, &m, GEMMS " -fuse.gemm_act@ma=bias_act -fuse.gemm_act@md=none");
   if (p) {
     CHECK(count_adds(p) == 4, "%d Add steps", count_adds(p));
     for (int k = 0; k < p->n_steps; k++)
@@ -214,7 +211,7 @@ NR_TEST(cuda_fuse_residual_off) {
   net_free(&m);
 }
 
-NR_TEST(cuda_fuse_residual_fp16) {
+NR_TEST(cuda_residual_fp16) {
   /* the fp16 pass decides the merged step's dtypes like any product's: ra feeds only
    * LayerNorm (an fp16 follower), so it is fp16; x is the fp32 graph input */
   net m;
@@ -235,7 +232,7 @@ NR_TEST(cuda_fuse_residual_fp16) {
   net_free(&m);
 }
 
-NR_TEST(cuda_fuse_engine_file_round_trip) {
+NR_TEST(cuda_residual_engine_file_round_trip) {
   net m;
   REQUIRE(net_make(t, &m));
   nr_engine *e = calloc(1, sizeof *e);
