@@ -10,7 +10,8 @@
 #               cycle, no upward include, no other folder's *_internal.h)
 #   gpurun      tests/gpu/check_run.sh: the GPU suite's script against a stub nnroute
 #               (no GPU needed): NaN and infinity in an output, a comparison that
-#               cannot be made, a bad GPU time, no models, all fail it
+#               cannot be made, a bad GPU time, a dead CUDA knob value, no models, all
+#               fail it
 #   build       Release build in build/
 #   ctest       unit tests + ONNX node conformance (ctest --test-dir build)
 #   cli         tests/cli/check_cli_inputs.sh: run/build/bench/tune on a generated model

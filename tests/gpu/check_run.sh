@@ -45,7 +45,8 @@ EOF
 # nnroute: the reference output is 1..6 (2x3 float32). STUB_BAD names the route whose
 # output goes wrong (ref, fp32, default, fp16) and STUB_HOW how (nan, inf, missing,
 # garbage, off: 10% away), or STUB_HOW=ref_nan (ref_inf) puts a NaN (+inf) at element
-# 4 of the reference and of every route's output alike. STUB_BENCH is the bench GPU time.
+# 4 of the reference and of every route's output alike. STUB_BENCH is the bench GPU time;
+# STUB_KNOBS and STUB_KNOBS_RC are check-knobs' last line and exit status.
 cat >"$scratch/build/nnroute" <<'EOF'
 #!/usr/bin/env bash
 cmd=$1 src=$2
@@ -64,6 +65,7 @@ case $cmd in
   build) : >"$eng"; exit 0 ;;
   inspect) echo "device       cuda: stub GPU"; exit 0 ;;
   bench) echo "{\"median_ms\": 1.0, \"gpu_median_ms\": ${STUB_BENCH:-0.5}}"; exit 0 ;;
+  check-knobs) echo "${STUB_KNOBS:-3 passed, 0 failed}"; exit "${STUB_KNOBS_RC:-0}" ;;
 esac
 [[ $src == *.nre ]] && route=engine
 mkdir -p "$dir"
@@ -136,6 +138,9 @@ case_ default_route_unreadable_output fail "$m" "m cuda default route" -- \
 case_ engine_file_nan fail "$m" "m cuda engine file" -- STUB_BAD=engine STUB_HOW=nan
 case_ bench_time_nan fail "$m" "m cuda bench" -- STUB_BENCH=null
 case_ gpu_test_exit_status fail "$m" "nr_gpu_test" -- STUB_OPS_RC=1
+case_ dead_knob_value fail "$m" "m cuda check-knobs" -- STUB_KNOBS="2 passed, 1 failed" \
+  STUB_KNOBS_RC=1
+case_ check_knobs_status_alone fail "$m" "m cuda check-knobs" -- STUB_KNOBS_RC=1
 case_ no_models fail "$scratch/empty" "models" --
 
 echo "$passed passed, $failed failed"

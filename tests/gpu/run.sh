@@ -18,6 +18,7 @@
 # 3. A CUDA engine file of the first model: build -o, inspect (device fields), run
 #    from the file (same outputs as the direct run of the default route), bench (a
 #    finite GPU time reported).
+# 4. `nnroute check-knobs --device cuda` on the first model: no dead CUDA knob value.
 #
 # Every check prints PASS/FAIL NAME; the last line is `N passed, N failed`, and the
 # exit status is non-zero when anything failed. A check passes only on its command's
@@ -160,6 +161,24 @@ sys.exit(0 if type(v) in (int, float) and math.isfinite(v) and v > 0 else 1)' \
   else
     tail -n 3 "$d/bench.log"
     fail "$name cuda bench"
+  fi
+fi
+
+# ---- 4. no dead CUDA knob values ------------------------------------------------------
+# `nnroute check-knobs --device cuda` on the first model: every non-default value of
+# every CUDA-build knob instance must change what the plan does (its exit status and
+# closing `N passed, 0 failed` line).
+if [[ -n $first_model ]]; then
+  name=$(basename "$first_model" .onnx)
+  d=$out/$name
+  "$nnroute" check-knobs "$first_model" --device cuda >"$d/check-knobs.log" 2>&1
+  knobs_rc=$?
+  line=$(tail -n 1 "$d/check-knobs.log")
+  if ((knobs_rc == 0)) && [[ $line =~ ^[0-9]+\ passed,\ 0\ failed$ ]]; then
+    pass "$name cuda check-knobs ($line)"
+  else
+    grep -E '^(DEAD|FAIL)' "$d/check-knobs.log" | head -n 10
+    fail "$name cuda check-knobs (${line:-no summary}; exit status $knobs_rc)"
   fi
 fi
 
