@@ -223,6 +223,15 @@ static const tac_case cases[] = {
     {1, 81, 9, 9, 4, 3, 3, 2, 2, 1, 1, 1, 1, 1, false, true, NR_ACT_CLIP},
     {1, 7, 3, 22, 6, 3, 3, 1, 1, 1, 1, 1, 1, 1, true, false, NR_ACT_LEAKY_RELU},
     {1, 160, 4, 4, 5, 3, 3, 1, 1, 1, 1, 1, 1, 1, true, true, NR_ACT_SIGMOID},
+    /* grouped (igemm__avx2 runs each group as its own convolution): groups of 8 as in
+     * RegNet, of 4 as in ResNeXt 32x4d, 6 output channels from 3 input ones (a 6x16
+     * tile per group), 2 groups of 80 input channels (two passes each), stride 2, a
+     * residual, two images */
+    {1, 48, 14, 14, 48, 3, 3, 1, 1, 1, 1, 1, 1, 6, true, true, NR_ACT_RELU},
+    {1, 32, 9, 11, 32, 3, 3, 2, 2, 1, 1, 1, 1, 8, true, false, NR_ACT_CLIP},
+    {2, 12, 7, 9, 24, 3, 3, 1, 1, 1, 1, 1, 1, 4, false, true, NR_ACT_NONE},
+    {1, 160, 5, 6, 10, 3, 3, 1, 1, 1, 1, 1, 1, 2, true, true, NR_ACT_SIGMOID},
+    {1, 16, 8, 8, 64, 5, 5, 1, 1, 2, 2, 1, 1, 4, true, false, NR_ACT_LEAKY_RELU},
     /* pw__avx2's tiles (6x16 / 4x24): M around 4 and 6, rows of 16, 24 and partial
      * vectors, two K blocks (C 300 > 256), the panels order (C <= 64, P >= 196), and
      * stride 2 from a plane of odd size */

@@ -28,7 +28,9 @@
 #include <string.h>
 
 typedef struct ig2_job {
-  const conv_p *p;
+  const conv_p *p; /* the tile tasks': one group's convolution (group 1) */
+  const conv_p *all; /* the node's (the padded copy covers all its channels) */
+  int64_t groups, wgrp; /* groups; floats of packed W per group */
   conv_igemm_geo g;
   const float *x, *w, *bias, *res;
   float *xp, *y;
@@ -92,7 +94,7 @@ static void fill_phase(const conv_p *p, const conv_igemm_geo *g, const float *x,
 /* Items are (channel, phase plane) pairs, as in the AVX-512 kernel. */
 static void pad_task(void *arg, int64_t begin, int64_t end, int thread) {
   const ig2_job *j = arg;
-  const conv_p *p = j->p;
+  const conv_p *p = j->all;
   (void)thread;
   int nph = p->sh * p->sw;
   for (int64_t i = begin; i < end; i++) {
@@ -321,15 +323,35 @@ static int sp_pixels(const ig2_job *j, int64_t t, int64_t *px0, int64_t *po) {
  * across the tiles; in one pass over all of C (C x 9 x 6 floats: 110 KiB at 512
  * channels) every tile re-read W from L2, 4 bytes per FMA, and resnet's 512-channel
  * 7x7 layers ran at a quarter of the peak. */
+/* The job of group g: its packed W, its channels of the padded copy, of Y and of the
+ * residual, its biases (groups run one after another in the task index). */
+static void group_job(const ig2_job *all, int64_t g, ig2_job *j) {
+  *j = *all;
+  int64_t ohw = (int64_t)all->p->oh * all->p->ow, mg = all->p->m;
+  j->w += g * all->wgrp;
+  j->xp += g * all->p->c * all->g.cs;
+  j->y += g * mg * ohw;
+  j->res = all->res ? all->res + g * mg * ohw : NULL;
+  j->bias = all->bias ? all->bias + g * mg : NULL;
+}
+
 static void tile_task(void *arg, int64_t begin, int64_t end, int thread) {
-  const ig2_job *j = arg;
-  const conv_p *p = j->p;
+  const ig2_job *j0 = arg, *j = j0;
+  const conv_p *p = j0->p;
   (void)thread;
   float buf[MAX_BLOCK_TILES * TILE_FLOATS] __attribute__((aligned(32)));
   _Static_assert(6 * 16 == 4 * 24, "both tiles fill the same buffer");
-  int64_t wpan = (int64_t)j->g.mr * j->taps * p->c;
-  bool passes = j->kc < p->c;
-  for (int64_t i = begin; i < end; i++) {
+  int64_t wpan = (int64_t)j0->g.mr * j0->taps * p->c;
+  bool passes = j0->kc < p->c;
+  int64_t per_group = j0->npan * ((j0->ntq + j0->tpb - 1) / j0->tpb), cur = -1;
+  ig2_job gj;
+  for (int64_t i0 = begin; i0 < end; i0++) {
+    int64_t grp = i0 / per_group, i = i0 - grp * per_group;
+    if (j0->groups > 1 && grp != cur) {
+      group_job(j0, grp, &gj);
+      j = &gj;
+      cur = grp;
+    }
     int64_t blk = i / j->npan, pan = i - blk * j->npan;
     int64_t nt = j->ntq - blk * j->tpb < j->tpb ? j->ntq - blk * j->tpb : j->tpb;
     for (int64_t k0 = 0; k0 < p->c; k0 += j->kc) {
@@ -405,15 +427,20 @@ nr_status nr_conv_igemm__avx2_run(const nr_exec_args *a) {
   conv_p q = *conv_params(a->step);
   bool post;
   const float *res = nr_conv_res(a, NR_LAYOUT_PLAIN, &q, &post);
-  ig2_job j = {.p = &q, .w = a->packed, .bias = q.has_bias ? a->in[2] : NULL,
+  /* a grouped convolution is q.group group-1 ones over consecutive channels */
+  conv_p qg = q;
+  qg.c = q.c / q.group, qg.m = q.m / q.group, qg.group = 1;
+  ig2_job j = {.p = &qg, .all = &q, .groups = q.group, .w = a->packed,
+               .bias = q.has_bias ? a->in[2] : NULL,
                .xp = (float *)(((uintptr_t)a->scratch + 63) & ~(uintptr_t)63)};
   nr_conv_igemm_geo(&q, &j.g);
   plan_taps(&j, &q);
   bool sp = j.g.mr == 16;
   j.ntq = sp ? ((int64_t)q.oh * q.ow + SP_NP - 1) / SP_NP : (j.g.q + j.g.np - 1) / j.g.np;
-  j.npan = (q.m + j.g.mr - 1) / j.g.mr;
-  j.tpb = sp ? min64(j.ntq, MAX_BLOCK_TILES) : block_tiles(&q, &j.g, j.ntq);
-  j.kc = pass_channels(&q, &j.g, j.taps);
+  j.npan = (qg.m + j.g.mr - 1) / j.g.mr;
+  j.wgrp = j.npan * j.g.mr * j.taps * qg.c;
+  j.tpb = sp ? min64(j.ntq, MAX_BLOCK_TILES) : block_tiles(&qg, &j.g, j.ntq);
+  j.kc = pass_channels(&qg, &j.g, j.taps);
   int64_t ohw = (int64_t)q.oh * q.ow;
   int threads = nr_conv_threads(a);
   int64_t pad_grain = j.g.pp >= 4096 ? 1 : (4096 + j.g.pp - 1) / j.g.pp;
@@ -422,8 +449,8 @@ nr_status nr_conv_igemm__avx2_run(const nr_exec_args *a) {
     j.y = (float *)a->out[0] + n * q.m * ohw;
     j.res = res ? res + n * q.m * ohw : NULL;
     nr_parallel_for(a->pool, q.c * q.sh * q.sw, pad_grain, threads, pad_task, &j);
-    nr_parallel_for(a->pool, j.npan * ((j.ntq + j.tpb - 1) / j.tpb), 1, threads, tile_task,
-                    &j);
+    nr_parallel_for(a->pool, q.group * j.npan * ((j.ntq + j.tpb - 1) / j.tpb), 1, threads,
+                    tile_task, &j);
   }
   nr_conv_finish(a, NR_LAYOUT_PLAIN, conv_params(a->step), post);
   return NR_OK;

@@ -99,16 +99,20 @@ nr_status nr_conv_pack_igemm(const nr_tactic_ctx *c, nr_plan *plan, nr_step *st)
   conv_igemm_geo g;
   nr_conv_igemm_geo(p, &g);
   const float *w = nr_step_const(c, 1);
-  int64_t taps = (int64_t)p->kh * p->kw, npan = (p->m + g.mr - 1) / g.mr;
-  int64_t total = npan * g.mr * taps * p->c;
+  /* per group (one for an ungrouped node): its mg output channels in panels of mr,
+   * each [cg][taps][mr]; the groups' packs one after another */
+  int64_t groups = p->group > 1 ? p->group : 1, mg = p->m / groups, cg = p->c / groups;
+  int64_t taps = (int64_t)p->kh * p->kw, npan = (mg + g.mr - 1) / g.mr;
+  int64_t total = groups * npan * g.mr * taps * cg;
   float *buf = zeroed_floats(total);
   if (!buf)
     return oom(c);
-  for (int64_t m = 0; m < p->m; m++)
-    for (int64_t ci = 0; ci < p->c; ci++)
+  for (int64_t m = 0; m < p->m; m++) {
+    int64_t pan = m / mg * npan + m % mg / g.mr, lane = m % mg % g.mr;
+    for (int64_t ci = 0; ci < cg; ci++)
       for (int64_t t = 0; t < taps; t++)
-        buf[(((m / g.mr) * p->c + ci) * taps + t) * g.mr + m % g.mr] =
-            w[(m * p->c + ci) * taps + t];
+        buf[((pan * cg + ci) * taps + t) * g.mr + lane] = w[(m * cg + ci) * taps + t];
+  }
   return append(c, plan, st, buf, sizeof(float) * total);
 }
 

@@ -121,8 +121,22 @@ static bool igemm_fits(const conv_p *p) {
  * onednn's in the model (nnroute bench --profile, 1 thread, conv.algo pinned per node);
  * the zoo has no other dilated conv. Both ISAs' igemm read the copy the same way. */
 SUPPORTS(sup_igemm, igemm_fits(p) && p->dh == 1 && p->dw == 1 && !wino_preferred(c, p))
-/* igemm__avx2: the same windows (its tiles are smaller, so the same copy fits). */
-SUPPORTS(sup_igemm2, igemm_fits(p) && p->dh == 1 && p->dw == 1 && !wino_preferred(c, p))
+/* igemm__avx2: the same windows (its tiles are smaller, so the same copy fits), also
+ * grouped, as that many group-1 convolutions over consecutive channels, where a group
+ * has at least 4 output channels (its 4 x 24 tile: ResNeXt's 32x4d) and 2 input ones;
+ * depthwise convolutions have their own kernels. regnet_y_400mf (groups of 8 channels)
+ * on an AVX2-only EPYC, 1 thread: its 16 grouped convs ran 16.9 ms per run through
+ * im2col (nnroute bench --profile). Not where AVX-512 is on: unmeasured there. */
+static bool igemm2_fits(const conv_p *p) {
+  if (p->group <= 1)
+    return igemm_fits(p);
+  if (nr_cpu_isa() & NR_ISA_AVX512) /* measured on AVX2 hosts only: im2col there */
+    return false;
+  conv_p q = *p;
+  q.group = 1, q.c = p->c / p->group, q.m = p->m / p->group;
+  return q.m >= 4 && q.c >= 2 && igemm_fits(&q) && nr_conv_igemm_scratch(p) <= (256u << 20);
+}
+SUPPORTS(sup_igemm2, igemm2_fits(p) && p->dh == 1 && p->dw == 1 && !wino_preferred(c, p))
 /* sp: igemm's windows where the output plane is small (at most 16 x 16) and there are
  * enough channels for its 32-channel panels and its reduction to pay (measured against
  * igemm: docs/performance-notes.md, small planes). Ahead of igemm in priority, so
@@ -325,6 +339,8 @@ static nr_status prep_wino43_512(const nr_tactic_ctx *c, nr_plan *plan, nr_step 
  * mr times padded pixels rounded up to np); 12x32 on a tie. */
 static uint32_t igemm_variant(conv_p p, uint32_t first) {
   int64_t work[2];
+  if (p.group > 1) /* the tile covers one group's output channels */
+    p.m /= p.group;
   for (int v = 0; v < 2; v++) {
     conv_igemm_geo g;
     p.extra = first + (uint32_t)v;
