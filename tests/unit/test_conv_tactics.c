@@ -232,6 +232,9 @@ static const tac_case cases[] = {
     {2, 12, 7, 9, 24, 3, 3, 1, 1, 1, 1, 1, 1, 4, false, true, NR_ACT_NONE},
     {1, 160, 5, 6, 10, 3, 3, 1, 1, 1, 1, 1, 1, 2, true, true, NR_ACT_SIGMOID},
     {1, 16, 8, 8, 64, 5, 5, 1, 1, 2, 2, 1, 1, 4, true, false, NR_ACT_LEAKY_RELU},
+    /* 9x9 windows, igemm's largest (fast-neural-style's first and last convs) */
+    {1, 32, 21, 19, 3, 9, 9, 1, 1, 4, 4, 1, 1, 1, true, false, NR_ACT_NONE},
+    {1, 3, 17, 23, 16, 9, 9, 1, 1, 4, 4, 1, 1, 1, true, true, NR_ACT_RELU},
     /* pw__avx2's tiles (6x16 / 4x24): M around 4 and 6, rows of 16, 24 and partial
      * vectors, two K blocks (C 300 > 256), the panels order (C <= 64, P >= 196), and
      * stride 2 from a plane of odd size */
@@ -393,12 +396,16 @@ NR_TEST(test_conv_im2col_bands) {
   small.c = 3, small.kh = small.kw = 3, small.h = small.w = small.oh = small.ow = 64;
   CHECK(nr_conv_im2col_band(&small) == 64, "a small conv is banded: %d rows",
         nr_conv_im2col_band(&small));
-  /* what takes the large conv: im2col with 16 output channels, not with 3 */
+  /* what takes the large conv: with AVX-512, im2col with 16 output channels, not with
+   * 3; on an AVX2-only host igemm__avx2, which runs 9x9 windows there */
   conv_case wide = {.n = 1, .c = 32, .h = 256, .w = 256, .m = 16, .kh = 9, .kw = 9,
                     .sh = 1, .sw = 1, .pt = 4, .pl = 4, .pb = 4, .pr = 4};
+  const char *want = (nr_cpu_isa() & NR_ISA_AVX512) ? "nr_f32_conv_im2col"
+                     : (nr_cpu_isa() & NR_ISA_AVX2) ? "nr_f32_conv_igemm__avx2"
+                                                    : "nr_f32_conv_im2col";
   CHECK(conv_row("nr_f32_conv_im2col", &wide, true) &&
-            !strcmp(conv_default_row(&wide)->id, "nr_f32_conv_im2col"),
-        "16 output channels: %s", conv_default_row(&wide)->id);
+            !strcmp(conv_default_row(&wide)->id, want),
+        "16 output channels: %s, not %s", conv_default_row(&wide)->id, want);
   conv_case narrow = wide;
   narrow.m = 3;
   CHECK(strcmp(conv_default_row(&narrow)->id, "nr_f32_conv_im2col"),

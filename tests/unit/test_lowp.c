@@ -897,7 +897,18 @@ NR_TEST(lowp_tactics_follow_gemm_and_conv_knobs) {
   const char *fc_knobs = "-gemm.epilogue@fc=separate -gemm.threads@fc=m";
   run_case(t, &cases[0], NR_LP_FP16, fc_knobs, NULL, "nr_f16w_gemm_");
   run_case(t, &cases[0], NR_LP_BF16, "-gemm.threads_max@fc=1", NULL, "nr_bf16w_gemm_");
-  const char *conv_knobs = "-conv.epilogue@conv=separate -conv.threads@conv=1";
+  /* conv.epilogue is a knob of convs whose fp32 tactic is a GEMM one: on AVX2 hosts
+   * igemm__avx2 runs this grouped conv in fp32, and only conv.threads is left */
+  nr_graph *cg = cases[3].build(t, -1);
+  nr_knob_space cs = {0};
+  nr_error cerr = {0};
+  REQUIRE(cg && !nr_knob_space_build(cg, &cs, &cerr), "%s", cerr.message);
+  bool epi = nr_knob_space_find(&cs, "conv.epilogue@conv") >= 0;
+  CHECK(epi || (nr_cpu_isa() & NR_ISA_AVX512) == 0, "conv.epilogue@conv on AVX-512");
+  nr_knob_space_free(&cs);
+  nr_graph_destroy(cg);
+  const char *conv_knobs = epi ? "-conv.epilogue@conv=separate -conv.threads@conv=1"
+                               : "-conv.threads@conv=1";
   run_case(t, &cases[3], NR_LP_BF16, conv_knobs, NULL, "nr_bf16w_conv_im2col");
   run_case(t, &cases[4], NR_LP_FP16, "", NULL, "nr_f16w_conv_1x1");
   run_case(t, &cases[4], NR_LP_FP16, "-conv.algo@pw=im2col", NULL, "nr_f16w_conv_im2col");

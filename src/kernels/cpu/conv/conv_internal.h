@@ -127,7 +127,7 @@ typedef struct conv_igemm_geo {
   int64_t lp, rq, pp, cs, q; /* q: padded pixels, oh * lp */
   int mr, np;
 } conv_igemm_geo;
-#define NR_CONV_IGEMM_MAX_TAPS 64
+#define NR_CONV_IGEMM_MAX_TAPS 81 /* 9x9: fast-neural-style's first and last convs */
 enum {
   NR_CONV_IGEMM_TILE_12X32,
   NR_CONV_IGEMM_TILE_8X48,

@@ -105,16 +105,17 @@ SUPPORTS(sup_wino, has_gemm() && is_wino(p))
  * one thread's block buffers) stays under 512 MiB. */
 SUPPORTS(sup_wino512, is_wino(p) && nr_conv_w43_scratch(p, 1) <= (512u << 20))
 SUPPORTS(sup_onednn, p->act < NR_ACT_COUNT) /* others run after the primitive */
-/* igemm: a group-1 window of 2 to NR_CONV_IGEMM_MAX_TAPS taps, at most 8 x 8 stride
+/* igemm: a group-1 window of 2 to 64 taps, at most 8 x 8 stride
  * phases, whose padded copy stays under 256 MiB; steps aside for conv.winograd_from as
  * im2col does. Not 1x1: there the packed GEMM reads X (or its strided copy) as
  * contiguous panels, where igemm's loads stride across C planes (measured 1.2-1.9x
  * slower on resnet's 1x1 layers, nr_conv_bench). */
-static bool igemm_fits(const conv_p *p) {
+static bool igemm_taps_fit(const conv_p *p, int max_taps) {
   int taps = (int)p->kh * p->kw;
-  return p->group == 1 && taps > 1 && taps <= NR_CONV_IGEMM_MAX_TAPS &&
-         p->sh * p->sw <= 64 && nr_conv_igemm_scratch(p) <= (256u << 20);
+  return p->group == 1 && taps > 1 && taps <= max_taps && p->sh * p->sw <= 64 &&
+         nr_conv_igemm_scratch(p) <= (256u << 20);
 }
+static bool igemm_fits(const conv_p *p) { return igemm_taps_fit(p, 64); }
 /* Not for a dilated window: its taps read rows of the padded copy that no other tap
  * shares, and the copy (C planes) is streamed once per tap. DeepLabV3's ASPP conv
  * (960 -> 256 channels, 3x3, dilation 12 on 20x20) took 2.3x im2col's time and 2.7x
@@ -126,15 +127,21 @@ SUPPORTS(sup_igemm, igemm_fits(p) && p->dh == 1 && p->dw == 1 && !wino_preferred
  * has at least 4 output channels (its 4 x 24 tile: ResNeXt's 32x4d) and 2 input ones;
  * depthwise convolutions have their own kernels. regnet_y_400mf (groups of 8 channels)
  * on an AVX2-only EPYC, 1 thread: its 16 grouped convs ran 16.9 ms per run through
- * im2col (nnroute bench --profile). Not where AVX-512 is on: unmeasured there. */
+ * im2col (nnroute bench --profile). Also, there, windows of 65 to 81 taps (9x9): a
+ * 9x9 32 -> 16 conv at 256x256 took 92 ms against im2col's 395 and oneDNN's 282, 32 -> 3
+ * 18 ms against oneDNN's 209 (nnroute bench, 1 thread). Neither where AVX-512 is on:
+ * unmeasured there (im2col, and 7x7 at most, as igemm__avx512). */
 static bool igemm2_fits(const conv_p *p) {
+  bool avx2_host = !(nr_cpu_isa() & NR_ISA_AVX512); /* measured there only */
+  int max_taps = avx2_host ? NR_CONV_IGEMM_MAX_TAPS : 64;
   if (p->group <= 1)
-    return igemm_fits(p);
-  if (nr_cpu_isa() & NR_ISA_AVX512) /* measured on AVX2 hosts only: im2col there */
+    return igemm_taps_fit(p, max_taps);
+  if (!avx2_host)
     return false;
   conv_p q = *p;
   q.group = 1, q.c = p->c / p->group, q.m = p->m / p->group;
-  return q.m >= 4 && q.c >= 2 && igemm_fits(&q) && nr_conv_igemm_scratch(p) <= (256u << 20);
+  return q.m >= 4 && q.c >= 2 && igemm_taps_fit(&q, max_taps) &&
+         nr_conv_igemm_scratch(p) <= (256u << 20);
 }
 SUPPORTS(sup_igemm2, igemm2_fits(p) && p->dh == 1 && p->dw == 1 && !wino_preferred(c, p))
 /* sp: igemm's windows where the output plane is small (at most 16 x 16) and there are
