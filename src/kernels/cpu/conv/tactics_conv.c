@@ -122,15 +122,9 @@ static bool igemm_fits(const conv_p *p) { return igemm_taps_fit(p, 64); }
  * onednn's in the model (nnroute bench --profile, 1 thread, conv.algo pinned per node);
  * the zoo has no other dilated conv. Both ISAs' igemm read the copy the same way. */
 SUPPORTS(sup_igemm, igemm_fits(p) && p->dh == 1 && p->dw == 1 && !wino_preferred(c, p))
-/* igemm__avx2: the same windows (its tiles are smaller, so the same copy fits), also
- * grouped, as that many group-1 convolutions over consecutive channels, where a group
- * has at least 4 output channels (its 4 x 24 tile: ResNeXt's 32x4d) and 2 input ones;
- * depthwise convolutions have their own kernels. regnet_y_400mf (groups of 8 channels)
- * on an AVX2-only EPYC, 1 thread: its 16 grouped convs ran 16.9 ms per run through
- * im2col (nnroute bench --profile). Also, there, windows of 65 to 81 taps (9x9): a
- * 9x9 32 -> 16 conv at 256x256 took 92 ms against im2col's 395 and oneDNN's 282, 32 -> 3
- * 18 ms against oneDNN's 209 (nnroute bench, 1 thread). Neither where AVX-512 is on:
- * unmeasured there (im2col, and 7x7 at most, as igemm__avx512). */
+/* igemm__avx2: the same windows (its tiles are smaller, so the same copy fits); where
+ * AVX-512 is off (measured there only: docs/performance-notes.md), also 9x9 ones and
+ * grouped convs of 4+ output and 2+ input channels a group, one group-1 igemm each. */
 static bool igemm2_fits(const conv_p *p) {
   bool avx2_host = !(nr_cpu_isa() & NR_ISA_AVX512); /* measured there only */
   int max_taps = avx2_host ? NR_CONV_IGEMM_MAX_TAPS : 64;
