@@ -14,6 +14,9 @@
  * output channels (two vectors of W) x 6 real output pixels, each broadcast from the
  * copy, so a 7x7 plane computes 49 pixels instead of igemm's 64 padded ones (8-wide
  * rows of 2 x 8 lanes, of which 7 exist); its sums are written to Y pixel by pixel.
+ * A grouped convolution is its groups' group-1 convolutions over consecutive channels
+ * of X, W and Y: one padded copy of every channel, each group's W packed after the
+ * previous group's, and the tasks of all groups in one parallel loop.
  *
  * Key decision: the finished tile goes through a buffer in L1 and its real pixels (at
  * most one run per output row it touches) are written with the epilogue (bias,
@@ -317,12 +320,6 @@ static int sp_pixels(const ig2_job *j, int64_t t, int64_t *px0, int64_t *po) {
 #define TILE_FLOATS (6 * 16)
 #define MAX_BLOCK_TILES 64
 
-/* Work item: one panel (mr output channels) over one block of tpb consecutive pixel
- * tiles. Input channels run in passes of kc outside, the block's tiles inside, so one
- * pass's piece of the panel's W (kc x taps x mr floats, at most 16 KiB) stays in L1
- * across the tiles; in one pass over all of C (C x 9 x 6 floats: 110 KiB at 512
- * channels) every tile re-read W from L2, 4 bytes per FMA, and resnet's 512-channel
- * 7x7 layers ran at a quarter of the peak. */
 /* The job of group g: its packed W, its channels of the padded copy, of Y and of the
  * residual, its biases (groups run one after another in the task index). */
 static void group_job(const ig2_job *all, int64_t g, ig2_job *j) {
@@ -335,6 +332,12 @@ static void group_job(const ig2_job *all, int64_t g, ig2_job *j) {
   j->bias = all->bias ? all->bias + g * mg : NULL;
 }
 
+/* Work item: one panel (mr output channels) over one block of tpb consecutive pixel
+ * tiles. Input channels run in passes of kc outside, the block's tiles inside, so one
+ * pass's piece of the panel's W (kc x taps x mr floats, at most 16 KiB) stays in L1
+ * across the tiles; in one pass over all of C (C x 9 x 6 floats: 110 KiB at 512
+ * channels) every tile re-read W from L2, 4 bytes per FMA, and resnet's 512-channel
+ * 7x7 layers ran at a quarter of the peak. */
 static void tile_task(void *arg, int64_t begin, int64_t end, int thread) {
   const ig2_job *j0 = arg, *j = j0;
   const conv_p *p = j0->p;
