@@ -244,6 +244,11 @@ static const tac_case cases[] = {
     {2, 33, 9, 11, 12, 1, 1, 2, 2, 0, 0, 1, 1, 1, true, false, NR_ACT_SILU},
     /* a small plane with channels enough for sp__avx512 (test_conv_sp512.c has more) */
     {1, 48, 7, 7, 70, 3, 3, 1, 1, 1, 1, 1, 1, 1, true, true, NR_ACT_RELU},
+    /* 1x1 planes (squeeze-excitation): the 1x1 conv runs as one row x^T W^T; M
+     * around the 16-column panels, batch 2, groups, residual */
+    {1, 96, 1, 1, 24, 1, 1, 1, 1, 0, 0, 1, 1, 1, true, false, NR_ACT_RELU},
+    {2, 40, 1, 1, 37, 1, 1, 1, 1, 0, 0, 1, 1, 1, true, true, NR_ACT_SIGMOID},
+    {1, 24, 1, 1, 18, 1, 1, 1, 1, 0, 0, 1, 1, 3, false, true, NR_ACT_CLIP},
     /* winograd tiles: outputs not a multiple of 2 or 4, no padding */
     {1, 7, 11, 13, 9, 3, 3, 1, 1, 0, 0, 1, 1, 1, true, true, NR_ACT_RELU},
     {1, 32, 14, 14, 24, 3, 3, 1, 1, 1, 1, 1, 1, 1, true, false, NR_ACT_NONE},
@@ -347,6 +352,35 @@ NR_TEST(test_conv_igemm_picks_tile) {
             err.message);
     CHECK(conv_params(&hs.step)->extra == want[i], "m %d: tile %u", ms[i],
           conv_params(&hs.step)->extra);
+    free(hs.plan.weights), free(w), free(b);
+  }
+}
+
+/* nr_f32_conv_1x1 runs a 1x1 plane as one row x^T W^T (the one-row GEMM kernel, which
+ * the cases above check against the reference) and a 2x2 plane as W x X. */
+NR_TEST(test_conv_1x1_row_product) {
+  const nr_tactic *tac = NULL;
+  for (const nr_tactic *x = nr_tactics_conv; x->id; x++)
+    if (!strcmp(x->id, "nr_f32_conv_1x1") && !strcmp(x->op_type, "Conv"))
+      tac = x;
+  REQUIRE(tac, "no nr_f32_conv_1x1 row");
+  for (int hw = 1; hw <= 2; hw++) {
+    tac_case k = {2, 40, hw, hw, 24, 1, 1, 1, 1, 0, 0, 1, 1, 1, true, false, NR_ACT_NONE};
+    unsigned sd = 9;
+    float *w = random_floats((int64_t)k.m * k.c, &sd), *b = random_floats(k.m, &sd);
+    conv_step hs;
+    build(&hs, &k, w, b, false);
+    nr_error err = {0};
+    nr_tactic_ctx c = {&hs.plan, &hs.node, &hs.step, NULL, &err};
+    hs.step.tactic = tac;
+    REQUIRE(tac->supports(&c) && tac->prepare(&c, &hs.plan, &hs.step) == NR_OK, "%s",
+            err.message);
+    const conv_p *p = conv_params(&hs.step);
+    const nr_gemm_ukernel *uk = nr_gemm_ukernel_get(p->gemm.ukernel);
+    CHECK(!(p->opts & CONV_OPT_ROW) == (hw > 1), "%dx%d plane: row bit %d", hw, hw,
+          !!(p->opts & CONV_OPT_ROW));
+    CHECK(uk && (uk->mr == 1) == (hw == 1), "%dx%d plane: micro-kernel %s", hw, hw,
+          uk ? uk->name : "?");
     free(hs.plan.weights), free(w), free(b);
   }
 }

@@ -41,6 +41,8 @@ enum {
   CONV_OPT_RAW_W = 1u << 0,     /* conv.prepack=off: pack W into scratch on every run */
   CONV_OPT_SPLIT_EPI = 1u << 1, /* conv.epilogue=separate: a second pass applies it */
   CONV_OPT_SERIAL = 1u << 2,    /* conv.threads=1 (step->threads is 1 too) */
+  CONV_OPT_ROW = 1u << 3,       /* PLAIN 1x1 over a 1x1 plane: run as NHWC (see
+                                   conv_im2col.c), W packed as CONV_PACK_NHWC_B */
 };
 
 /* What a GEMM-based tactic packs W into (conv_pack.c). */

@@ -236,7 +236,13 @@ static bool is_gemm_algo(const nr_tactic *t) {
          (!strncmp(t->algo, "winograd", 8) && !(t->isa & NR_ISA_AVX512));
 }
 
-/* Per group (PLAIN: W_g x col, NHWC: col x W_g^T) or per Winograd tile position. */
+/* A PLAIN 1x1 conv over a 1x1 plane runs as one row x^T W_g^T (CONV_OPT_ROW). */
+static bool row_product(const nr_tactic *t, const conv_p *p) {
+  return t->layout == NR_LAYOUT_PLAIN && !strcmp(t->algo, "gemm1x1") && is_1x1_s1(p) &&
+         p->h == 1 && p->w == 1;
+}
+
+/* Per group (PLAIN: W_g x col, NHWC or a row: col x W_g^T) or per Winograd tile. */
 static gemm_dims gemm_shape(const nr_tactic *t, const conv_p *p) {
   int64_t ohw = (int64_t)p->oh * p->ow, mg = p->m / p->group;
   int64_t k = (int64_t)(p->c / p->group) * p->kh * p->kw;
@@ -245,7 +251,8 @@ static gemm_dims gemm_shape(const nr_tactic *t, const conv_p *p) {
     int64_t tiles = (int64_t)((p->oh + tile - 1) / tile) * ((p->ow + tile - 1) / tile);
     return (gemm_dims){p->m, tiles, p->c};
   }
-  return t->layout == NR_LAYOUT_NHWC ? (gemm_dims){ohw, mg, k} : (gemm_dims){mg, ohw, k};
+  return t->layout == NR_LAYOUT_NHWC || row_product(t, p) ? (gemm_dims){ohw, mg, k}
+                                                          : (gemm_dims){mg, ohw, k};
 }
 
 static int ukernel_index(const char *name) {
@@ -284,6 +291,10 @@ static nr_status prep_gemm(const nr_tactic_ctx *c, nr_plan *plan, nr_step *st, b
     return s;
   gemm_dims d = gemm_shape(st->tactic, &p);
   p.gemm = gemm_cfg(c, d);
+  if (row_product(st->tactic, &p)) {
+    p.opts |= CONV_OPT_ROW;
+    nhwc = true;
+  }
   uint64_t rows = p.oh;
   if (!nhwc && !is_1x1_s1(&p))
     rows = (uint64_t)(p.extra = (uint32_t)nr_conv_im2col_band(&p));
