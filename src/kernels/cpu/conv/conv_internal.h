@@ -93,7 +93,12 @@ typedef struct conv_pad {
 static inline bool conv_pad_dims(const conv_p *p, int S, int K, int tile, conv_pad *d) {
   int64_t owt = (p->ow + tile - 1) / tile * tile, need = owt + (K - 1) / S + 1;
   int64_t cols = ((int64_t)p->pl + p->w + S - 1) / S;
+  /* conv_pad_row writes whole vectors: up to pl + ceil8(w) (S 1), or 8 floats of each
+   * phase per 16 input columns from index (pl + 1) / 2 (S 2). */
+  int64_t fill = S == 1 ? p->pl + (p->w + 7) / 8 * 8 : (p->pl + 1) / 2 + (p->w + 15) / 16 * 8;
   d->lp = (need > cols ? need : cols) + 1;
+  if (d->lp < fill)
+    d->lp = fill;
   d->rs = S * d->lp;
   d->rows = (int64_t)(p->oh - 1) * S + K;
   return d->rs <= 2048;

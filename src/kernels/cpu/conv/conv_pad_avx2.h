@@ -6,7 +6,7 @@
  * phases (column c at phase c % S, index c / S), the 8 output columns of one tap are
  * one plain vector load, whatever the stride, the pad or the border: no bounds checks
  * and no gathers in the inner loops. The padding is zeroed once per buffer; filling a
- * plane writes only the columns that hold input. */
+ * plane writes the columns that hold input and zeros after them. */
 #ifndef NR_KERNELS_CPU_CONV_CONV_PAD_AVX2_H
 #define NR_KERNELS_CPU_CONV_CONV_PAD_AVX2_H
 
@@ -15,15 +15,12 @@
 
 #include <immintrin.h>
 
-static inline void conv_copy(float *dst, const float *src, int64_t n) {
-  int64_t i = 0;
-  for (; i + 8 <= n; i += 8)
-    _mm256_storeu_ps(dst + i, _mm256_loadu_ps(src + i));
-  if (i < n) {
-    __m256i m = _mm256_cmpgt_epi32(_mm256_set1_epi32((int)(n - i)),
-                                   _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
-    nr_vf_store_first(dst + i, _mm256_maskload_ps(src + i, m), n - i);
-  }
+/* The first n floats of src (all 8 when n >= 8, none when n <= 0), zeros in the other
+ * lanes; nothing past them is read. */
+static inline __m256 conv_load_first(const float *src, int64_t n) {
+  if (n >= 8)
+    return _mm256_loadu_ps(src);
+  return n > 0 ? nr_vf_load_tail(src, nr_vm_first(n)) : _mm256_setzero_ps();
 }
 
 static inline void conv_zero(float *dst, int64_t n) {
@@ -34,39 +31,39 @@ static inline void conv_zero(float *dst, int64_t n) {
     dst[i] = 0.0f;
 }
 
-/* Writes input row xr into padded row `row` (its padding already zero); for S == 2 via
- * tmp (rs floats, padding already zero): copy, then split even and odd columns. */
+/* Writes input row xr into padded row `row` (its padding already zero), in whole
+ * vector stores whose lanes past the input are zero (conv_pad_dims leaves room for
+ * them): partial stores, or a split through a second buffer, would make the kernel's
+ * loads of the row wait for the stores to reach the cache instead of forwarding from
+ * them. S 2: 16 input columns at a time, split into the even and odd columns; input
+ * column c goes to phase (c + pl) % 2, index (c + pl) / 2. */
 static inline void conv_pad_row(const conv_p *p, const float *xr, int S, const conv_pad *d,
-                                float *row, float *tmp) {
+                                float *row) {
+  int64_t w = p->w;
   if (S == 1) {
-    conv_copy(row + p->pl, xr, p->w);
+    for (int64_t i = 0; i < w; i += 8)
+      _mm256_storeu_ps(row + p->pl + i, conv_load_first(xr + i, w - i));
     return;
   }
-  conv_copy(tmp + p->pl, xr, p->w);
-  int64_t i = 0;
-  for (; i + 8 <= d->lp; i += 8) { /* 16 padded columns -> 8 even, 8 odd */
-    __m256 a = _mm256_loadu_ps(tmp + 2 * i), b = _mm256_loadu_ps(tmp + 2 * i + 8);
+  float *ev = row + (p->pl & 1) * d->lp + (p->pl >> 1);       /* even input columns */
+  float *od = row + ((p->pl + 1) & 1) * d->lp + ((p->pl + 1) >> 1); /* odd ones */
+  for (int64_t c = 0; c < w; c += 16) {
+    __m256 a = conv_load_first(xr + c, w - c), b = conv_load_first(xr + c + 8, w - c - 8);
     __m256 e = _mm256_shuffle_ps(a, b, _MM_SHUFFLE(2, 0, 2, 0));
     __m256 o = _mm256_shuffle_ps(a, b, _MM_SHUFFLE(3, 1, 3, 1));
-    _mm256_storeu_ps(row + i, _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(e), 0xD8)));
-    _mm256_storeu_ps(row + d->lp + i,
-                     _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(o), 0xD8)));
-  }
-  for (; i < d->lp; i++) {
-    row[i] = tmp[2 * i];
-    row[d->lp + i] = tmp[2 * i + 1];
+    _mm256_storeu_ps(ev + c / 2, _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(e), 0xD8)));
+    _mm256_storeu_ps(od + c / 2, _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(o), 0xD8)));
   }
 }
 
-/* A whole plane: zeroes buf (rows * rs) and tmp (rs), then fills the input rows. */
+/* A whole plane: zeroes buf (rows * rs), then fills the input rows. */
 static inline void conv_pad_plane(const conv_p *p, const float *x, int S, const conv_pad *d,
-                                  float *buf, float *tmp) {
+                                  float *buf) {
   conv_zero(buf, d->rows * d->rs);
-  conv_zero(tmp, d->rs);
   for (int64_t r = 0; r < d->rows; r++) {
     int64_t ih = r - p->pt;
     if (ih >= 0 && ih < p->h)
-      conv_pad_row(p, x + ih * p->w, S, d, buf + r * d->rs, tmp);
+      conv_pad_row(p, x + ih * p->w, S, d, buf + r * d->rs);
   }
 }
 

@@ -43,10 +43,9 @@ static void pack_w(const sc_job *j) {
 static void pad_task(void *arg, int64_t begin, int64_t end, int thread) {
   const sc_job *j = arg;
   const conv_p *p = j->p;
-  float tmp[2048 + 8];
   for (int64_t i = begin; i < end; i++) /* i = n * C + c */
     conv_pad_plane(p, j->x + i * (int64_t)p->h * p->w, p->sh, &j->d,
-                   j->buf + i * j->d.rows * j->d.rs, tmp);
+                   j->buf + i * j->d.rows * j->d.rs);
 }
 
 /* mb output channels (from m) x nv vectors (from column o) of output row oh; the last
